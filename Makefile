@@ -1,0 +1,30 @@
+# Thin wrapper over CMake.  `make` builds into build/; `make check` installs
+# what is missing (as root), builds with -Werror and runs every test;
+# `make demo` shows softhca at work.
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all build deps check demo clean
+
+all: build
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+deps:
+	@scripts/install-deps.sh
+
+check: deps
+	cmake -S . -B $(BUILD) -DSOFTHCA_WERROR=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+	@scripts/check.sh $(BUILD)
+
+demo: deps build
+	@scripts/demo.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

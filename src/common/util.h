@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Small helpers shared by every part of softhca.
+ */
+#ifndef SOFTHCA_UTIL_H
+#define SOFTHCA_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Symbols that must not be exported: the version script already hides
+ * everything not listed, this also lets the compiler know. */
+#define SHCA_HIDDEN __attribute__((visibility("hidden")))
+
+static inline uint32_t shca_roundup_pow2(uint32_t v)
+{
+	if (v <= 1)
+		return 1;
+	return 1u << (32 - __builtin_clz(v - 1));
+}
+
+/* a + b <= limit without overflow */
+static inline int shca_range_ok(uint64_t start, uint64_t len,
+				uint64_t lo, uint64_t hi_excl)
+{
+	if (start < lo || start > hi_excl)
+		return 0;
+	return len <= hi_excl - start;
+}
+
+/* Fill buf with random bytes (getrandom, never blocks after boot). */
+void shca_random(void *buf, size_t len);
+uint32_t shca_random_u32(void);
+
+#endif

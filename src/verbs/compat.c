@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Compat symbols and the verbs softhca answers "not supported".
+ *
+ * IBVERBS_1.0 aliases (sym@IBVERBS_1.0, non-default): libibverbs 1.0's
+ * struct layouts, bound only by binaries linked before 2006; no Debian 12
+ * binary uses them.  softhca exports them so that the symbol set matches
+ * rdma-core 44 exactly, and each one fails cleanly (ENOSYS, or NULL with
+ * errno ENOSYS) rather than misreading an old struct.
+ */
+#include <errno.h>
+#include <stdio.h>
+
+#include "shca.h"
+
+#define SHCA_COMPAT_1_0(name)                                              \
+	long shca_compat_##name(void);                                     \
+	__attribute__((symver(#name "@IBVERBS_1.0"))) long shca_compat_##name(void) \
+	{                                                                  \
+		shca_warn_once(#name "@IBVERBS_1.0 (libibverbs 1.0 ABI) "  \
+			       "is not supported");                        \
+		errno = ENOSYS;                                            \
+		return 0;                                                  \
+	}
+
+SHCA_COMPAT_1_0(ibv_ack_async_event)
+SHCA_COMPAT_1_0(ibv_ack_cq_events)
+SHCA_COMPAT_1_0(ibv_alloc_pd)
+SHCA_COMPAT_1_0(ibv_attach_mcast)
+SHCA_COMPAT_1_0(ibv_close_device)
+SHCA_COMPAT_1_0(ibv_create_ah)
+SHCA_COMPAT_1_0(ibv_create_cq)
+SHCA_COMPAT_1_0(ibv_create_qp)
+SHCA_COMPAT_1_0(ibv_create_srq)
+SHCA_COMPAT_1_0(ibv_dealloc_pd)
+SHCA_COMPAT_1_0(ibv_dereg_mr)
+SHCA_COMPAT_1_0(ibv_destroy_ah)
+SHCA_COMPAT_1_0(ibv_destroy_cq)
+SHCA_COMPAT_1_0(ibv_destroy_qp)
+SHCA_COMPAT_1_0(ibv_destroy_srq)
+SHCA_COMPAT_1_0(ibv_detach_mcast)
+SHCA_COMPAT_1_0(ibv_free_device_list)
+SHCA_COMPAT_1_0(ibv_get_async_event)
+SHCA_COMPAT_1_0(ibv_get_cq_event)
+SHCA_COMPAT_1_0(ibv_get_device_guid)
+SHCA_COMPAT_1_0(ibv_get_device_list)
+SHCA_COMPAT_1_0(ibv_get_device_name)
+SHCA_COMPAT_1_0(ibv_modify_qp)
+SHCA_COMPAT_1_0(ibv_modify_srq)
+SHCA_COMPAT_1_0(ibv_open_device)
+SHCA_COMPAT_1_0(ibv_query_device)
+SHCA_COMPAT_1_0(ibv_query_gid)
+SHCA_COMPAT_1_0(ibv_query_pkey)
+SHCA_COMPAT_1_0(ibv_query_port)
+SHCA_COMPAT_1_0(ibv_query_qp)
+SHCA_COMPAT_1_0(ibv_query_srq)
+SHCA_COMPAT_1_0(ibv_reg_mr)
+SHCA_COMPAT_1_0(ibv_resize_cq)
+
+/* rdma-core 44 keeps ibv_register_driver@IBVERBS_1.1 only to warn. */
+void shca_compat_register_driver(const char *name, void *init_func);
+__attribute__((symver("ibv_register_driver@IBVERBS_1.1")))
+void shca_compat_register_driver(const char *name, void *init_func)
+{
+	(void)init_func;
+	fprintf(stderr, "Warning: Driver %s does not support the kernel ABI "
+		"of softhca's libibverbs.\n", name ? name : "(null)");
+}
+
+/* ------------------------------------------------------------------ */
+/* Importing objects from another process's context needs a kernel    */
+/* object table; softhca has none.                                    */
+
+struct ibv_context *ibv_import_device(int cmd_fd)
+{
+	(void)cmd_fd;
+	return SHCA_ERR_PTR(EOPNOTSUPP);
+}
+
+struct ibv_pd *ibv_import_pd(struct ibv_context *context, uint32_t pd_handle)
+{
+	(void)context;
+	(void)pd_handle;
+	return SHCA_ERR_PTR(EOPNOTSUPP);
+}
+
+void ibv_unimport_pd(struct ibv_pd *pd)
+{
+	(void)pd;
+}
+
+struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
+{
+	(void)pd;
+	(void)mr_handle;
+	return SHCA_ERR_PTR(EOPNOTSUPP);
+}
+
+void ibv_unimport_mr(struct ibv_mr *mr)
+{
+	(void)mr;
+}
+
+struct ibv_dm *ibv_import_dm(struct ibv_context *context, uint32_t dm_handle)
+{
+	(void)context;
+	(void)dm_handle;
+	return SHCA_ERR_PTR(EOPNOTSUPP);
+}
+
+void ibv_unimport_dm(struct ibv_dm *dm)
+{
+	(void)dm;
+}
+
+/* dma-buf memory belongs to a device driver softhca cannot reach. */
+struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+				 size_t length, uint64_t iova, int fd,
+				 int access)
+{
+	(void)pd; (void)offset; (void)length; (void)iova; (void)fd;
+	(void)access;
+	return SHCA_ERR_PTR(EOPNOTSUPP);
+}
+
+/* Enhanced Connection Establishment: a device without ECE. */
+int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	(void)qp;
+	(void)ece;
+	return EOPNOTSUPP;
+}
+
+int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	(void)qp;
+	(void)ece;
+	return EOPNOTSUPP;
+}
+
+/*
+ * Whether a reader of the destination buffer sees a message's bytes in
+ * order: softhca copies with memcpy/process_vm_writev, which give no such
+ * guarantee, so 0 (not in order), as rdma-core's default.
+ */
+int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op,
+			       uint32_t flags)
+{
+	(void)qp;
+	(void)op;
+	(void)flags;
+	return 0;
+}

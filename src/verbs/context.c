@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Contexts: ibv_open_device/ibv_close_device, the device, port, GID and
+ * P_Key queries, and the op tables that header inlines call through.
+ *
+ * The context is a real struct verbs_context (abi_compat = extended, sz =
+ * sizeof(struct verbs_context)) so that verbs_get_ctx_op() in clients finds
+ * every op; ops softhca does not implement return EOPNOTSUPP
+ * (unsupported.c), as rdma-core's dummy ops do.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+
+#include "shca.h"
+#include "unsupported.h"
+
+/* rdma-core's private enum ibv_gid_type_sysfs (driver.h) */
+enum {
+	SHCA_GID_TYPE_SYSFS_IB_ROCE_V1 = 0,
+	SHCA_GID_TYPE_SYSFS_ROCE_V2 = 1,
+};
+
+static uint64_t sys_image_guid(struct shca_device *dev)
+{
+	/* one "system": the host; every device reports the same value */
+	struct shca_device **all;
+	uint64_t guid = dev->node_guid;
+	int n;
+
+	all = shca_devices_snapshot(&n);
+	if (all && n)
+		guid = all[0]->node_guid;
+	free(all);
+	return guid;
+}
+
+/* ------------------------------------------------------------------ */
+/* Queries                                                             */
+
+static void fill_device_attr(struct shca_device *dev,
+			     struct ibv_device_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	snprintf(a->fw_ver, sizeof(a->fw_ver), "%s", SHCA_FW_VER);
+	a->node_guid = dev->node_guid;
+	a->sys_image_guid = sys_image_guid(dev);
+	a->max_mr_size = SHCA_MAX_MR_SIZE;
+	a->page_size_cap = SHCA_PAGE_SIZE_CAP;
+	a->vendor_id = SHCA_VENDOR_ID;
+	a->vendor_part_id = SHCA_VENDOR_PART_ID;
+	a->hw_ver = SHCA_HW_VER;
+	a->max_qp = SHCA_MAX_QP;
+	a->max_qp_wr = SHCA_MAX_QP_WR;
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN |
+			      IBV_DEVICE_CURR_QP_STATE_MOD |
+			      IBV_DEVICE_SYS_IMAGE_GUID |
+			      IBV_DEVICE_PORT_ACTIVE_EVENT |
+			      IBV_DEVICE_SRQ_RESIZE;
+	a->max_sge = SHCA_MAX_SGE;
+	a->max_sge_rd = SHCA_MAX_SGE_RD;
+	a->max_cq = SHCA_MAX_CQ;
+	a->max_cqe = SHCA_MAX_CQE;
+	a->max_mr = SHCA_MAX_MR;
+	a->max_pd = SHCA_MAX_PD;
+	a->max_qp_rd_atom = SHCA_MAX_QP_RD_ATOM;
+	a->max_ee_rd_atom = 0;
+	a->max_res_rd_atom = SHCA_MAX_QP_RD_ATOM * SHCA_MAX_QP;
+	a->max_qp_init_rd_atom = SHCA_MAX_QP_INIT_RD_ATOM;
+	a->max_ee_init_rd_atom = 0;
+	a->atomic_cap = IBV_ATOMIC_HCA;
+	a->max_ee = 0;
+	a->max_rdd = 0;
+	a->max_mw = 0;
+	a->max_raw_ipv6_qp = 0;
+	a->max_raw_ethy_qp = 0;
+	a->max_mcast_grp = SHCA_MAX_MCAST_GRP;
+	a->max_mcast_qp_attach = SHCA_MAX_MCAST_QP_ATTACH;
+	a->max_total_mcast_qp_attach =
+		SHCA_MAX_MCAST_GRP * SHCA_MAX_MCAST_QP_ATTACH;
+	a->max_ah = SHCA_MAX_AH;
+	a->max_fmr = 0;
+	a->max_map_per_fmr = 0;
+	a->max_srq = SHCA_MAX_SRQ;
+	a->max_srq_wr = SHCA_MAX_SRQ_WR;
+	a->max_srq_sge = SHCA_MAX_SRQ_SGE;
+	a->max_pkeys = SHCA_MAX_PKEYS;
+	a->local_ca_ack_delay = 15;
+	a->phys_port_cnt = 1;
+}
+
+int shca_query_device_ex(struct ibv_context *ctx,
+			 const struct ibv_query_device_ex_input *input,
+			 struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	struct ibv_device_attr_ex full;
+
+	if (input && input->comp_mask)
+		return EINVAL;
+	if (attr_size < sizeof(attr->orig_attr))
+		return EINVAL;
+	memset(&full, 0, sizeof(full));
+	fill_device_attr(to_sctx(ctx)->dev, &full.orig_attr);
+	full.comp_mask = 0;
+	full.completion_timestamp_mask = ~0ull;
+	full.hca_core_clock = SHCA_CORE_CLOCK_KHZ;
+	full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
+	full.phys_port_cnt_ex = 1;
+	memcpy(attr, &full, MIN(attr_size, sizeof(full)));
+	if (attr_size > sizeof(full))
+		memset((char *)attr + sizeof(full), 0,
+		       attr_size - sizeof(full));
+	return 0;
+}
+
+bool shca_port_valid(struct ibv_context *ctx, unsigned int port)
+{
+	(void)ctx;
+	return port == SHCA_PORT_NUM;
+}
+
+int shca_query_port(struct ibv_context *ctx, uint8_t port,
+		    struct ibv_port_attr *attr, size_t attr_len)
+{
+	struct shca_device *dev = to_sctx(ctx)->dev;
+	struct ibv_port_attr a;
+
+	if (!shca_port_valid(ctx, port))
+		return EINVAL;
+	memset(&a, 0, sizeof(a));
+	a.state = IBV_PORT_ACTIVE;
+	a.max_mtu = IBV_MTU_4096;
+	a.active_mtu = shca_device_active_mtu(dev);
+	a.gid_tbl_len = (int)shca_device_gid_tbl_len(dev);
+	a.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+	a.max_msg_sz = SHCA_MAX_MSG_SZ;
+	a.bad_pkey_cntr = 0;
+	a.qkey_viol_cntr = 0;
+	a.pkey_tbl_len = SHCA_MAX_PKEYS;
+	a.lid = 0;
+	a.sm_lid = 0;
+	a.lmc = 0;
+	a.max_vl_num = 1;
+	a.sm_sl = 0;
+	a.subnet_timeout = 0;
+	a.init_type_reply = 0;
+	a.active_width = 2;		/* 4X */
+	a.active_speed = 32;		/* EDR: 4X EDR = 100 Gb/s */
+	a.phys_state = 5;		/* LinkUp */
+	a.link_layer = IBV_LINK_LAYER_ETHERNET;
+	a.flags = IBV_QPF_GRH_REQUIRED;
+	a.port_cap_flags2 = 0;
+	memcpy(attr, &a, MIN(attr_len, sizeof(a)));
+	if (attr_len > sizeof(a))
+		memset((char *)attr + sizeof(a), 0, attr_len - sizeof(a));
+	return 0;
+}
+
+SHCA_DEFAULT_VERSION(ibv_query_device)
+int shca_latest_ibv_query_device(struct ibv_context *context,
+		     struct ibv_device_attr *device_attr)
+{
+	return shca_query_device_ex(context, NULL,
+		container_of(device_attr, struct ibv_device_attr_ex, orig_attr),
+		sizeof(*device_attr));
+}
+
+#undef ibv_query_port
+SHCA_DEFAULT_VERSION(ibv_query_port)
+int shca_latest_ibv_query_port(struct ibv_context *context, uint8_t port_num,
+		   struct _compat_ibv_port_attr *port_attr)
+{
+	/* rdma-core's struct _compat_ibv_port_attr: up to and with flags */
+	return shca_query_port(context, port_num,
+			       (struct ibv_port_attr *)port_attr,
+			       offsetof(struct ibv_port_attr, port_cap_flags2));
+}
+
+/*
+ * One GID entry.  Returns 0, EINVAL (bad port or index, bad flags or entry
+ * size) or ENODATA (an empty entry), as the kernel's QUERY_GID_ENTRY.
+ */
+static int query_gid_entry(struct ibv_context *ctx, uint32_t port,
+			   uint32_t index, struct ibv_gid_entry *entry)
+{
+	struct shca_device *dev = to_sctx(ctx)->dev;
+	union ibv_gid gid;
+	static const union ibv_gid zero;
+
+	if (!shca_port_valid(ctx, port) || index > INT32_MAX)
+		return EINVAL;
+	if (shca_device_gid(dev, (int)index, &gid))
+		return EINVAL;
+	if (!memcmp(&gid, &zero, sizeof(gid)))
+		return ENODATA;
+	memset(entry, 0, sizeof(*entry));
+	entry->gid = gid;
+	entry->gid_index = index;
+	entry->port_num = port;
+	entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+	entry->ndev_ifindex = dev->ifindex;
+	return 0;
+}
+
+int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
+		      uint32_t gid_index, struct ibv_gid_entry *entry,
+		      uint32_t flags, size_t entry_size)
+{
+	struct ibv_gid_entry e;
+	int ret;
+
+	if (flags || entry_size < sizeof(e))
+		return EINVAL;
+	ret = query_gid_entry(context, port_num, gid_index, &e);
+	if (ret)
+		return ret;
+	memset(entry, 0, entry_size);
+	memcpy(entry, &e, sizeof(e));
+	return 0;
+}
+
+ssize_t _ibv_query_gid_table(struct ibv_context *context,
+			     struct ibv_gid_entry *entries,
+			     size_t max_entries, uint32_t flags,
+			     size_t entry_size)
+{
+	struct shca_device *dev = to_sctx(context)->dev;
+	unsigned int i, len;
+	size_t n = 0;
+
+	if (flags || entry_size < sizeof(struct ibv_gid_entry))
+		return -EINVAL;
+	len = shca_device_gid_tbl_len(dev);
+	for (i = 0; i < len; i++) {
+		struct ibv_gid_entry e;
+		char *dst;
+
+		if (query_gid_entry(context, SHCA_PORT_NUM, i, &e))
+			continue;
+		if (n == max_entries)
+			return -EINVAL;
+		dst = (char *)entries + n * entry_size;
+		memset(dst, 0, entry_size);
+		memcpy(dst, &e, sizeof(e));
+		n++;
+	}
+	return (ssize_t)n;
+}
+
+SHCA_DEFAULT_VERSION(ibv_query_gid)
+int shca_latest_ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
+		  union ibv_gid *gid)
+{
+	struct ibv_gid_entry e;
+	int ret;
+
+	if (index < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	ret = query_gid_entry(context, port_num, (uint32_t)index, &e);
+	if (ret == ENODATA) {
+		memset(gid, 0, sizeof(*gid));
+		return 0;
+	}
+	if (ret) {
+		errno = ret;
+		return -1;
+	}
+	*gid = e.gid;
+	return 0;
+}
+
+int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
+		       unsigned int index, int *type);
+int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
+		       unsigned int index, int *type)
+{
+	struct ibv_gid_entry e;
+	int ret;
+
+	ret = query_gid_entry(context, port_num, index, &e);
+	if (ret == ENODATA) {
+		*type = SHCA_GID_TYPE_SYSFS_IB_ROCE_V1;
+		return 0;
+	}
+	if (ret) {
+		errno = ret;
+		return -1;
+	}
+	*type = SHCA_GID_TYPE_SYSFS_ROCE_V2;
+	return 0;
+}
+
+/*
+ * rdma-core reads ports/N/pkeys/I from sysfs: a missing port or index is a
+ * missing file, -1 with errno ENOENT.
+ */
+SHCA_DEFAULT_VERSION(ibv_query_pkey)
+int shca_latest_ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
+		   __be16 *pkey)
+{
+	if (!shca_port_valid(context, port_num) || index < 0 ||
+	    index >= SHCA_MAX_PKEYS) {
+		errno = ENOENT;
+		return -1;
+	}
+	*pkey = htobe16(SHCA_DEFAULT_PKEY);
+	return 0;
+}
+
+int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num,
+		       __be16 pkey)
+{
+	__be16 pkey_i;
+	int i;
+
+	for (i = 0;; i++) {
+		if (ibv_query_pkey(context, port_num, i, &pkey_i) < 0)
+			return -1;
+		if (pkey == pkey_i)
+			return i;
+	}
+}
+
+static int query_rt_values(struct ibv_context *context,
+			   struct ibv_values_ex *values)
+{
+	struct timespec ts;
+
+	(void)context;
+	if (values->comp_mask & ~(uint32_t)IBV_VALUES_MASK_RAW_CLOCK)
+		return EINVAL;
+	if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		/* raw clock in hca_core_clock ticks (1 GHz): nanoseconds */
+		values->raw_clock.tv_sec = 0;
+		values->raw_clock.tv_nsec =
+			(long)((uint64_t)ts.tv_sec * 1000000000ull +
+			       (uint64_t)ts.tv_nsec);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Open and close                                                      */
+
+void shca_context_fill_ops(struct shca_context *sctx)
+{
+	struct verbs_context *v = &sctx->vctx;
+	struct ibv_context_ops *o = &v->context.ops;
+
+	shca_unsupported_fill(v);
+
+	v->query_port = shca_query_port;
+	v->query_device_ex = shca_query_device_ex;
+	v->query_rt_values = query_rt_values;
+	v->create_cq_ex = shca_create_cq_ex;
+	v->create_qp_ex = shca_create_qp_ex;
+	v->create_srq_ex = shca_create_srq_ex;
+
+	o->_compat_query_device = ibv_query_device;
+	o->_compat_query_port = ibv_query_port;
+	o->poll_cq = shca_poll_cq;
+	o->req_notify_cq = shca_req_notify_cq;
+	o->post_srq_recv = shca_post_srq_recv;
+	o->post_send = shca_post_send;
+	o->post_recv = shca_post_recv;
+}
+
+SHCA_DEFAULT_VERSION(ibv_open_device)
+struct ibv_context *shca_latest_ibv_open_device(struct ibv_device *device)
+{
+	struct shca_context *sctx;
+	struct ibv_context *ctx;
+	int ret;
+
+	shca_log_init();
+	sctx = calloc(1, sizeof(*sctx));
+	if (!sctx)
+		return SHCA_ERR_PTR(ENOMEM);
+	sctx->dev = to_sdev(device);
+	pthread_mutex_init(&sctx->lock, NULL);
+	ret = shca_event_queue_init(&sctx->async);
+	if (ret)
+		goto err_free;
+
+	ctx = &sctx->vctx.context;
+	ctx->device = device;
+	/*
+	 * cmd_fd stands for the uverbs file: a real descriptor private to the
+	 * context, so that clients may dup() or poll it harmlessly.
+	 */
+	ctx->cmd_fd = memfd_create("softhca-context", MFD_CLOEXEC);
+	if (ctx->cmd_fd < 0) {
+		ret = -errno;
+		goto err_async;
+	}
+	ctx->async_fd = sctx->async.fd;
+	ctx->num_comp_vectors = SHCA_NUM_COMP_VECTORS;
+	pthread_mutex_init(&ctx->mutex, NULL);
+	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
+	sctx->vctx.sz = sizeof(struct verbs_context);
+	shca_context_fill_ops(sctx);
+	shca_dbg("opened %s", device->name);
+	return ctx;
+
+err_async:
+	shca_event_queue_destroy(&sctx->async);
+err_free:
+	free(sctx);
+	errno = -ret;
+	return NULL;
+}
+
+SHCA_DEFAULT_VERSION(ibv_close_device)
+int shca_latest_ibv_close_device(struct ibv_context *context)
+{
+	struct shca_context *sctx = to_sctx(context);
+
+	close(context->cmd_fd);
+	shca_event_queue_destroy(&sctx->async);
+	pthread_mutex_destroy(&context->mutex);
+	pthread_mutex_destroy(&sctx->lock);
+	free(sctx);
+	return 0;
+}

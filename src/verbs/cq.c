@@ -1,0 +1,473 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Completion queues: create/resize/destroy, ibv_poll_cq, notification, and
+ * the extended CQ (ibv_create_cq_ex with start/next/end_poll and read_*).
+ *
+ * A CQ is a ring of shca_cqe, size a power of two; it holds up to cq->cqe
+ * entries (size - 1, what the verbs report).  head is the consumer's
+ * counter, tail the producer's; both only move forward and are taken
+ * modulo size.  Producers are the engine stages that complete work
+ * (shca_cq_push); the consumer is the application.  One more completion
+ * than cqe is an overrun: the CQ enters the error state and
+ * IBV_EVENT_CQ_ERR is raised (IBA o11-5.2.2).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "shca.h"
+
+#define CQ_WC_FLAGS_SUPPORTED                                              \
+	(IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |                    \
+	 IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |                   \
+	 IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |                         \
+	 IBV_WC_EX_WITH_DLID_PATH_BITS |                                   \
+	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |                             \
+	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+
+#define CQ_CREATE_FLAGS_SUPPORTED IBV_CREATE_CQ_ATTR_SINGLE_THREADED
+
+enum {
+	CQ_ARM_NONE = 0,
+	CQ_ARM_SOLICITED = 1,
+	CQ_ARM_ALL = 2,
+};
+
+void verbs_init_cq(struct ibv_cq *cq, struct ibv_context *context,
+		   struct ibv_comp_channel *channel, void *cq_context);
+
+static uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t ring_size_for(int cqe)
+{
+	return shca_roundup_pow2((uint32_t)cqe + 1);
+}
+
+static int check_cqe(struct ibv_context *ctx, int cqe, int comp_vector)
+{
+	if (cqe < 1 || cqe > SHCA_MAX_CQE)
+		return -EINVAL;
+	if (comp_vector < 0 || comp_vector >= ctx->num_comp_vectors)
+		return -EINVAL;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Producer side                                                       */
+
+/*
+ * Append a completion.  solicited: the message carried the solicited
+ * event bit.  Returns 0, or -ENOSPC on an overrun (the CQ is then in
+ * error and the completion is lost, as on hardware).
+ */
+int shca_cq_push(struct shca_cq *cq, const struct ibv_wc *wc, bool solicited)
+{
+	struct ibv_context *ctx = cq->cqx.context;
+	struct shca_cqe *e;
+	bool fire = false;
+
+	pthread_mutex_lock(&cq->lock);
+	if (cq->overflow || cq->tail - cq->head >= (uint32_t)cq->cqx.cqe) {
+		bool first = !cq->overflow;
+
+		cq->overflow = true;
+		pthread_mutex_unlock(&cq->lock);
+		if (first) {
+			shca_warn("CQ %p overrun (%d entries)", (void *)cq,
+				  cq->cqx.cqe);
+			shca_async_event(to_sctx(ctx), IBV_EVENT_CQ_ERR, cq);
+		}
+		return -ENOSPC;
+	}
+	e = &cq->ring[cq->tail & (cq->size - 1)];
+	e->wc = *wc;
+	if (cq->wc_flags & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+			    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK))
+		e->ts_ns = now_ns(CLOCK_REALTIME);
+	__atomic_store_n(&cq->tail, cq->tail + 1, __ATOMIC_RELEASE);
+
+	/* IBA C11-...: solicited arming also fires on error completions */
+	if (cq->armed == CQ_ARM_ALL ||
+	    (cq->armed == CQ_ARM_SOLICITED &&
+	     (solicited || wc->status != IBV_WC_SUCCESS))) {
+		cq->armed = CQ_ARM_NONE;
+		fire = true;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	if (fire)
+		shca_cq_comp_event(cq);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* ibv_poll_cq and notification                                        */
+
+int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
+{
+	struct shca_cq *cq = to_scq(ibcq);
+	int n = 0;
+
+	pthread_mutex_lock(&cq->lock);
+	while (n < num && cq->head != cq->tail) {
+		wc[n++] = cq->ring[cq->head & (cq->size - 1)].wc;
+		cq->head++;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return n;
+}
+
+int shca_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct shca_cq *cq = to_scq(ibcq);
+
+	pthread_mutex_lock(&cq->lock);
+	if (solicited_only) {
+		if (cq->armed == CQ_ARM_NONE)
+			cq->armed = CQ_ARM_SOLICITED;
+	} else {
+		cq->armed = CQ_ARM_ALL;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Extended CQ: start/next/end_poll and the read_* accessors           */
+
+static void cqx_load(struct shca_cq *cq)
+{
+	cq->cur_cqe = cq->ring[cq->head & (cq->size - 1)];
+	cq->head++;
+	cq->cqx.status = cq->cur_cqe.wc.status;
+	cq->cqx.wr_id = cq->cur_cqe.wc.wr_id;
+}
+
+static int cqx_start_poll(struct ibv_cq_ex *ibcq,
+			  struct ibv_poll_cq_attr *attr)
+{
+	struct shca_cq *cq = cqx_to_scq(ibcq);
+
+	if (attr->comp_mask)
+		return EINVAL;
+	if (!cq->single_threaded)
+		pthread_mutex_lock(&cq->lock);
+	if (cq->head == cq->tail) {
+		if (!cq->single_threaded)
+			pthread_mutex_unlock(&cq->lock);
+		return ENOENT;
+	}
+	cqx_load(cq);
+	return 0;
+}
+
+static int cqx_next_poll(struct ibv_cq_ex *ibcq)
+{
+	struct shca_cq *cq = cqx_to_scq(ibcq);
+
+	if (cq->head == cq->tail)
+		return ENOENT;
+	cqx_load(cq);
+	return 0;
+}
+
+static void cqx_end_poll(struct ibv_cq_ex *ibcq)
+{
+	struct shca_cq *cq = cqx_to_scq(ibcq);
+
+	if (!cq->single_threaded)
+		pthread_mutex_unlock(&cq->lock);
+}
+
+#define CUR(ibcq) (&cqx_to_scq(ibcq)->cur_cqe.wc)
+
+static enum ibv_wc_opcode cqx_read_opcode(struct ibv_cq_ex *c)
+{
+	return CUR(c)->opcode;
+}
+
+static uint32_t cqx_read_vendor_err(struct ibv_cq_ex *c)
+{
+	return CUR(c)->vendor_err;
+}
+
+static uint32_t cqx_read_byte_len(struct ibv_cq_ex *c)
+{
+	return CUR(c)->byte_len;
+}
+
+static __be32 cqx_read_imm_data(struct ibv_cq_ex *c)
+{
+	return CUR(c)->imm_data;
+}
+
+static uint32_t cqx_read_qp_num(struct ibv_cq_ex *c)
+{
+	return CUR(c)->qp_num;
+}
+
+static uint32_t cqx_read_src_qp(struct ibv_cq_ex *c)
+{
+	return CUR(c)->src_qp;
+}
+
+static unsigned int cqx_read_wc_flags(struct ibv_cq_ex *c)
+{
+	return CUR(c)->wc_flags;
+}
+
+static uint32_t cqx_read_slid(struct ibv_cq_ex *c)
+{
+	return CUR(c)->slid;
+}
+
+static uint8_t cqx_read_sl(struct ibv_cq_ex *c)
+{
+	return CUR(c)->sl;
+}
+
+static uint8_t cqx_read_dlid_path_bits(struct ibv_cq_ex *c)
+{
+	return CUR(c)->dlid_path_bits;
+}
+
+/* hca_core_clock is 1 GHz: the timestamp is in nanoseconds */
+static uint64_t cqx_read_completion_ts(struct ibv_cq_ex *c)
+{
+	return cqx_to_scq(c)->cur_cqe.ts_ns;
+}
+
+static uint64_t cqx_read_completion_wallclock_ns(struct ibv_cq_ex *c)
+{
+	return cqx_to_scq(c)->cur_cqe.ts_ns;
+}
+
+/* Not offered (create_cq_ex refuses the flags), but never NULL. */
+static uint16_t cqx_read_cvlan(struct ibv_cq_ex *c)
+{
+	(void)c;
+	return 0;
+}
+
+static uint32_t cqx_read_flow_tag(struct ibv_cq_ex *c)
+{
+	(void)c;
+	return 0;
+}
+
+static void cqx_read_tm_info(struct ibv_cq_ex *c, struct ibv_wc_tm_info *tm)
+{
+	(void)c;
+	memset(tm, 0, sizeof(*tm));
+}
+
+static void cqx_set_ops(struct ibv_cq_ex *x)
+{
+	x->start_poll = cqx_start_poll;
+	x->next_poll = cqx_next_poll;
+	x->end_poll = cqx_end_poll;
+	x->read_opcode = cqx_read_opcode;
+	x->read_vendor_err = cqx_read_vendor_err;
+	x->read_byte_len = cqx_read_byte_len;
+	x->read_imm_data = cqx_read_imm_data;
+	x->read_qp_num = cqx_read_qp_num;
+	x->read_src_qp = cqx_read_src_qp;
+	x->read_wc_flags = cqx_read_wc_flags;
+	x->read_slid = cqx_read_slid;
+	x->read_sl = cqx_read_sl;
+	x->read_dlid_path_bits = cqx_read_dlid_path_bits;
+	x->read_completion_ts = cqx_read_completion_ts;
+	x->read_cvlan = cqx_read_cvlan;
+	x->read_flow_tag = cqx_read_flow_tag;
+	x->read_tm_info = cqx_read_tm_info;
+	x->read_completion_wallclock_ns = cqx_read_completion_wallclock_ns;
+}
+
+/* ------------------------------------------------------------------ */
+/* Create, resize, destroy                                             */
+
+static struct shca_cq *cq_alloc(struct ibv_context *ctx, int cqe,
+				struct ibv_comp_channel *channel,
+				void *cq_context)
+{
+	struct shca_context *sctx = to_sctx(ctx);
+	struct shca_cq *cq;
+
+	pthread_mutex_lock(&sctx->lock);
+	if (sctx->ncq >= SHCA_MAX_CQ) {
+		pthread_mutex_unlock(&sctx->lock);
+		errno = ENOMEM;
+		return NULL;
+	}
+	sctx->ncq++;
+	pthread_mutex_unlock(&sctx->lock);
+
+	cq = calloc(1, sizeof(*cq));
+	if (cq) {
+		cq->size = ring_size_for(cqe);
+		cq->ring = calloc(cq->size, sizeof(*cq->ring));
+	}
+	if (!cq || !cq->ring) {
+		if (cq)
+			free(cq);
+		pthread_mutex_lock(&sctx->lock);
+		sctx->ncq--;
+		pthread_mutex_unlock(&sctx->lock);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&cq->lock, NULL);
+	verbs_init_cq(ibv_cq_ex_to_cq(&cq->cqx), ctx, channel, cq_context);
+	cq->cqx.cqe = (int)cq->size - 1;
+	cq->cqx.handle = (uint32_t)(uintptr_t)cq;
+	cqx_set_ops(&cq->cqx);
+	return cq;
+}
+
+struct ibv_cq *shca_create_cq(struct ibv_context *ctx, int cqe,
+			      struct ibv_comp_channel *channel,
+			      int comp_vector)
+{
+	struct shca_cq *cq;
+	int ret;
+
+	ret = check_cqe(ctx, cqe, comp_vector);
+	if (ret)
+		return SHCA_ERR_PTR(-ret);
+	cq = cq_alloc(ctx, cqe, channel, NULL);
+	return cq ? ibv_cq_ex_to_cq(&cq->cqx) : NULL;
+}
+
+struct ibv_cq_ex *shca_create_cq_ex(struct ibv_context *ctx,
+				    struct ibv_cq_init_attr_ex *attr)
+{
+	struct shca_cq *cq;
+	int ret;
+
+	if (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS |
+					   IBV_CQ_INIT_ATTR_MASK_PD))
+		return SHCA_ERR_PTR(EINVAL);
+	if (attr->wc_flags & ~(uint64_t)CQ_WC_FLAGS_SUPPORTED)
+		return SHCA_ERR_PTR(EOPNOTSUPP);
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+	    (attr->flags & ~(uint32_t)CQ_CREATE_FLAGS_SUPPORTED))
+		return SHCA_ERR_PTR(EOPNOTSUPP);
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+	    (!attr->parent_domain || attr->parent_domain->context != ctx))
+		return SHCA_ERR_PTR(EINVAL);
+	ret = check_cqe(ctx, (int)attr->cqe, (int)attr->comp_vector);
+	if (attr->cqe > INT32_MAX)
+		ret = -EINVAL;
+	if (ret)
+		return SHCA_ERR_PTR(-ret);
+	cq = cq_alloc(ctx, (int)attr->cqe, attr->channel, attr->cq_context);
+	if (!cq)
+		return NULL;
+	cq->is_ex = true;
+	cq->wc_flags = attr->wc_flags;
+	cq->single_threaded =
+		(attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+		(attr->flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED);
+	return &cq->cqx;
+}
+
+/*
+ * New size: at least cqe, and never less than what the CQ holds now
+ * (EINVAL, as mlx5 and rxe report it).
+ */
+int shca_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	struct shca_cq *cq = to_scq(ibcq);
+	struct shca_cqe *ring;
+	uint32_t size, n, i;
+
+	if (cqe < 1 || cqe > SHCA_MAX_CQE)
+		return -EINVAL;
+	size = ring_size_for(cqe);
+	ring = calloc(size, sizeof(*ring));
+	if (!ring)
+		return -ENOMEM;
+	pthread_mutex_lock(&cq->lock);
+	n = cq->tail - cq->head;
+	if (n > size - 1) {
+		pthread_mutex_unlock(&cq->lock);
+		free(ring);
+		return -EINVAL;
+	}
+	for (i = 0; i < n; i++)
+		ring[i] = cq->ring[(cq->head + i) & (cq->size - 1)];
+	free(cq->ring);
+	cq->ring = ring;
+	cq->size = size;
+	cq->head = 0;
+	cq->tail = n;
+	cq->cqx.cqe = (int)size - 1;
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}
+
+int shca_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct shca_cq *cq = to_scq(ibcq);
+	struct shca_context *sctx = to_sctx(ibcq->context);
+	struct ibv_comp_channel *channel = ibcq->channel;
+
+	if (__atomic_load_n(&cq->refs, __ATOMIC_ACQUIRE))
+		return -EBUSY;
+
+	/* undelivered events go; delivered ones must be acknowledged */
+	if (channel)
+		shca_channel_forget_cq(to_schan(channel), cq);
+	shca_async_forget(sctx, cq);
+	pthread_mutex_lock(&ibcq->mutex);
+	while (ibcq->comp_events_completed != cq->comp_events_reported ||
+	       ibcq->async_events_completed != cq->async_events_reported)
+		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
+	pthread_mutex_unlock(&ibcq->mutex);
+
+	if (channel) {
+		pthread_mutex_lock(&ibcq->context->mutex);
+		channel->refcnt--;
+		pthread_mutex_unlock(&ibcq->context->mutex);
+	}
+	pthread_mutex_lock(&sctx->lock);
+	sctx->ncq--;
+	pthread_mutex_unlock(&sctx->lock);
+	pthread_mutex_destroy(&cq->lock);
+	free(cq->ring);
+	free(cq);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Exported verbs                                                      */
+
+SHCA_DEFAULT_VERSION(ibv_create_cq)
+struct ibv_cq *shca_latest_ibv_create_cq(struct ibv_context *context, int cqe,
+			     void *cq_context,
+			     struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct ibv_cq *cq = shca_create_cq(context, cqe, channel, comp_vector);
+
+	if (cq)
+		cq->cq_context = cq_context;
+	return cq;
+}
+
+SHCA_DEFAULT_VERSION(ibv_resize_cq)
+int shca_latest_ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	return shca_ret_errno(shca_resize_cq(cq, cqe));
+}
+
+SHCA_DEFAULT_VERSION(ibv_destroy_cq)
+int shca_latest_ibv_destroy_cq(struct ibv_cq *cq)
+{
+	return shca_ret_errno(shca_destroy_cq(cq));
+}

@@ -1,0 +1,383 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Asynchronous events and completion channels.
+ *
+ * Both are a queue behind an eventfd that is readable exactly while the
+ * queue is non-empty: the eventfd counter is written when the queue goes
+ * from empty to non-empty and drained when it goes back to empty, both
+ * under the queue lock.  A reader never blocks in read(): it polls the fd
+ * and then takes the lock, so several threads may wait on one channel, and
+ * a client that sets O_NONBLOCK on the fd gets EAGAIN from the verb, as with
+ * rdma-core's kernel-backed fds.
+ *
+ * Events count as "reported" when a client receives them; destroying an
+ * object removes its undelivered events, as the kernel does, and waits for
+ * the acks of the delivered ones (see the destroy verbs).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+
+#include "shca.h"
+
+struct shca_event {
+	struct shca_event *next;
+	enum ibv_event_type type;	/* async events only */
+	void *obj;			/* shca object, or the CQ for channels */
+};
+
+int shca_event_queue_init(struct shca_event_queue *q)
+{
+	memset(q, 0, sizeof(*q));
+	q->fd = eventfd(0, EFD_CLOEXEC);
+	if (q->fd < 0)
+		return -errno;
+	pthread_mutex_init(&q->lock, NULL);
+	return 0;
+}
+
+void shca_event_queue_destroy(struct shca_event_queue *q)
+{
+	struct shca_event *ev, *next;
+
+	for (ev = q->head; ev; ev = next) {
+		next = ev->next;
+		free(ev);
+	}
+	q->head = q->tail = NULL;
+	if (q->fd >= 0)
+		close(q->fd);
+	q->fd = -1;
+	pthread_mutex_destroy(&q->lock);
+}
+
+static void signal_fd(int fd)
+{
+	uint64_t one = 1;
+
+	while (write(fd, &one, sizeof(one)) < 0 && errno == EINTR)
+		;
+}
+
+static void drain_fd(int fd)
+{
+	uint64_t v;
+
+	/* the counter is >= 1 here, so this never blocks */
+	while (read(fd, &v, sizeof(v)) < 0 && errno == EINTR)
+		;
+}
+
+static void queue_push(struct shca_event_queue *q, enum ibv_event_type type,
+		       void *obj)
+{
+	struct shca_event *ev = calloc(1, sizeof(*ev));
+
+	if (!ev) {
+		shca_warn_once("out of memory: event dropped");
+		return;
+	}
+	ev->type = type;
+	ev->obj = obj;
+	pthread_mutex_lock(&q->lock);
+	if (q->tail)
+		q->tail->next = ev;
+	else
+		q->head = ev;
+	q->tail = ev;
+	if (q->head == ev)
+		signal_fd(q->fd);
+	pthread_mutex_unlock(&q->lock);
+}
+
+/*
+ * Take the first event; wait for one unless the client made the fd
+ * non-blocking.  deliver() runs under the queue lock, so an object cannot
+ * be destroyed between leaving the queue and being counted as reported.
+ */
+static int queue_pop(struct shca_event_queue *q,
+		     void (*deliver)(struct shca_event *ev, void *arg),
+		     void *arg)
+{
+	for (;;) {
+		struct shca_event *ev;
+		struct pollfd pfd;
+		int flags;
+
+		pthread_mutex_lock(&q->lock);
+		ev = q->head;
+		if (ev) {
+			q->head = ev->next;
+			if (!q->head) {
+				q->tail = NULL;
+				drain_fd(q->fd);
+			}
+			deliver(ev, arg);
+			pthread_mutex_unlock(&q->lock);
+			free(ev);
+			return 0;
+		}
+		pthread_mutex_unlock(&q->lock);
+
+		flags = fcntl(q->fd, F_GETFL);
+		if (flags >= 0 && (flags & O_NONBLOCK))
+			return -EAGAIN;
+		pfd.fd = q->fd;
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+static void queue_remove_obj(struct shca_event_queue *q, void *obj)
+{
+	struct shca_event **pp, *ev, *last = NULL;
+	bool had = false;
+
+	pthread_mutex_lock(&q->lock);
+	had = q->head != NULL;
+	for (pp = &q->head; (ev = *pp);) {
+		if (ev->obj == obj) {
+			*pp = ev->next;
+			free(ev);
+			continue;
+		}
+		last = ev;
+		pp = &ev->next;
+	}
+	q->tail = last;
+	if (had && !q->head)
+		drain_fd(q->fd);
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Asynchronous events                                                 */
+
+static bool event_is_cq(enum ibv_event_type t)
+{
+	return t == IBV_EVENT_CQ_ERR;
+}
+
+static bool event_is_srq(enum ibv_event_type t)
+{
+	return t == IBV_EVENT_SRQ_ERR || t == IBV_EVENT_SRQ_LIMIT_REACHED;
+}
+
+static bool event_is_port(enum ibv_event_type t)
+{
+	switch (t) {
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * Queue an async event.  obj is the shca_qp / shca_cq / shca_srq the event
+ * is about, a port number cast to a pointer for port events, or NULL for
+ * IBV_EVENT_DEVICE_FATAL.
+ */
+void shca_async_event(struct shca_context *sctx, enum ibv_event_type type,
+		      void *obj)
+{
+	shca_dbg("%s: %s", sctx->dev->ibdev.name, ibv_event_type_str(type));
+	queue_push(&sctx->async, type, obj);
+}
+
+void shca_async_forget(struct shca_context *sctx, void *obj)
+{
+	queue_remove_obj(&sctx->async, obj);
+}
+
+static void deliver_async(struct shca_event *ev, void *arg)
+{
+	struct ibv_async_event *out = arg;
+
+	memset(out, 0, sizeof(*out));
+	out->event_type = ev->type;
+	if (event_is_cq(ev->type)) {
+		struct shca_cq *cq = ev->obj;
+
+		out->element.cq = ibv_cq_ex_to_cq(&cq->cqx);
+		pthread_mutex_lock(&cq->cqx.mutex);
+		cq->async_events_reported++;
+		pthread_mutex_unlock(&cq->cqx.mutex);
+	} else if (event_is_srq(ev->type)) {
+		struct shca_srq *srq = ev->obj;
+
+		out->element.srq = &srq->ibsrq;
+		pthread_mutex_lock(&srq->ibsrq.mutex);
+		srq->events_reported++;
+		pthread_mutex_unlock(&srq->ibsrq.mutex);
+	} else if (event_is_port(ev->type)) {
+		out->element.port_num = (int)(uintptr_t)ev->obj;
+	} else if (ev->type == IBV_EVENT_DEVICE_FATAL) {
+		out->element.port_num = 0;
+	} else {
+		struct shca_qp *qp = ev->obj;
+
+		out->element.qp = &qp->ibqp;
+		pthread_mutex_lock(&qp->ibqp.mutex);
+		qp->events_reported++;
+		pthread_mutex_unlock(&qp->ibqp.mutex);
+	}
+}
+
+SHCA_DEFAULT_VERSION(ibv_get_async_event)
+int shca_latest_ibv_get_async_event(struct ibv_context *context,
+			struct ibv_async_event *event)
+{
+	struct ibv_async_event ev;
+	int ret;
+
+	ret = queue_pop(&to_sctx(context)->async, deliver_async, &ev);
+	if (ret) {
+		errno = -ret;
+		return -1;
+	}
+	*event = ev;
+	return 0;
+}
+
+SHCA_DEFAULT_VERSION(ibv_ack_async_event)
+void shca_latest_ibv_ack_async_event(struct ibv_async_event *event)
+{
+	switch (event->event_type) {
+	case IBV_EVENT_CQ_ERR: {
+		struct ibv_cq *cq = event->element.cq;
+
+		pthread_mutex_lock(&cq->mutex);
+		cq->async_events_completed++;
+		pthread_cond_signal(&cq->cond);
+		pthread_mutex_unlock(&cq->mutex);
+		return;
+	}
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED: {
+		struct ibv_qp *qp = event->element.qp;
+
+		pthread_mutex_lock(&qp->mutex);
+		qp->events_completed++;
+		pthread_cond_signal(&qp->cond);
+		pthread_mutex_unlock(&qp->mutex);
+		return;
+	}
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED: {
+		struct ibv_srq *srq = event->element.srq;
+
+		pthread_mutex_lock(&srq->mutex);
+		srq->events_completed++;
+		pthread_cond_signal(&srq->cond);
+		pthread_mutex_unlock(&srq->mutex);
+		return;
+	}
+	default:
+		return;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Completion channels                                                 */
+
+struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
+{
+	struct shca_comp_channel *ch = calloc(1, sizeof(*ch));
+	int ret;
+
+	if (!ch)
+		return SHCA_ERR_PTR(ENOMEM);
+	ret = shca_event_queue_init(&ch->q);
+	if (ret) {
+		free(ch);
+		return SHCA_ERR_PTR(-ret);
+	}
+	ch->ch.context = context;
+	ch->ch.fd = ch->q.fd;
+	ch->ch.refcnt = 0;
+	return &ch->ch;
+}
+
+int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
+{
+	struct shca_comp_channel *ch = to_schan(channel);
+	struct ibv_context *context = channel->context;
+
+	pthread_mutex_lock(&context->mutex);
+	if (channel->refcnt) {
+		pthread_mutex_unlock(&context->mutex);
+		return EBUSY;
+	}
+	pthread_mutex_unlock(&context->mutex);
+	shca_event_queue_destroy(&ch->q);
+	free(ch);
+	return 0;
+}
+
+/* The CQ's armed notification fired: queue it on its channel. */
+void shca_cq_comp_event(struct shca_cq *cq)
+{
+	struct ibv_comp_channel *channel = cq->cqx.channel;
+
+	if (channel)
+		queue_push(&to_schan(channel)->q, 0, cq);
+}
+
+void shca_channel_forget_cq(struct shca_comp_channel *ch, struct shca_cq *cq)
+{
+	queue_remove_obj(&ch->q, cq);
+}
+
+static void deliver_comp(struct shca_event *ev, void *arg)
+{
+	struct shca_cq *cq = ev->obj;
+
+	*(struct shca_cq **)arg = cq;
+	pthread_mutex_lock(&cq->cqx.mutex);
+	cq->comp_events_reported++;
+	pthread_mutex_unlock(&cq->cqx.mutex);
+}
+
+SHCA_DEFAULT_VERSION(ibv_get_cq_event)
+int shca_latest_ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
+		     void **cq_context)
+{
+	struct shca_cq *scq;
+	int ret;
+
+	ret = queue_pop(&to_schan(channel)->q, deliver_comp, &scq);
+	if (ret) {
+		errno = -ret;
+		return -1;
+	}
+	*cq = ibv_cq_ex_to_cq(&scq->cqx);
+	*cq_context = scq->cqx.cq_context;
+	return 0;
+}
+
+SHCA_DEFAULT_VERSION(ibv_ack_cq_events)
+void shca_latest_ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+{
+	pthread_mutex_lock(&cq->mutex);
+	cq->comp_events_completed += nevents;
+	pthread_cond_signal(&cq->cond);
+	pthread_mutex_unlock(&cq->mutex);
+}

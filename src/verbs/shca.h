@@ -1,0 +1,392 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * softhca's libibverbs: the objects behind the public verbs structs and the
+ * table of contents of this library, prototypes grouped by the file that
+ * defines them.
+ *
+ * Every public object a client holds (ibv_device, ibv_context, ibv_pd, ...)
+ * is the first member, or a member at a fixed place, of a softhca struct;
+ * to_sxxx() gets from one to the other.  Functions return 0 or -errno
+ * inside; the exported verbs convert once, as rdma-core does per verb
+ * (positive errno, or NULL/-1 with errno set).  Functions installed in the
+ * op tables (ibv_context.ops, verbs_context) follow the op's contract
+ * instead: positive errno, or NULL with errno.
+ */
+#ifndef SOFTHCA_VERBS_SHCA_H
+#define SOFTHCA_VERBS_SHCA_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <net/if.h>
+#include <infiniband/verbs.h>
+
+#include "../common/log.h"
+#include "../common/netif.h"
+#include "../common/util.h"
+
+/* ------------------------------------------------------------------ */
+/* Device limits: what ibv_query_device reports, and what is enforced.  */
+
+#define SHCA_VENDOR_ID		0x5348		/* "SH" (not a PCI-SIG id) */
+#define SHCA_VENDOR_PART_ID	0x0c41		/* outside perftest's tables */
+#define SHCA_HW_VER		1
+#define SHCA_FW_VER		"1.0.0"
+#define SHCA_PORT_NUM		1
+#define SHCA_MAX_GID		16		/* minimum gid_tbl_len */
+#define SHCA_MAX_PKEYS		1
+#define SHCA_DEFAULT_PKEY	0xffff
+
+#define SHCA_MAX_QP		16383		/* 14-bit QP index */
+#define SHCA_MAX_QP_WR		16384
+#define SHCA_MAX_SGE		32
+#define SHCA_MAX_SGE_RD		32
+#define SHCA_MAX_INLINE		1024
+#define SHCA_MAX_CQ		65535
+#define SHCA_MAX_CQE		((1 << 20) - 1)
+#define SHCA_MAX_MR		((1 << 20) - 1)	/* 20-bit key index */
+#define SHCA_MAX_MR_SIZE	(~0ull)
+#define SHCA_MAX_PD		65535
+#define SHCA_MAX_QP_RD_ATOM	128
+#define SHCA_MAX_QP_INIT_RD_ATOM 128
+#define SHCA_MAX_SRQ		65535
+#define SHCA_MAX_SRQ_WR		16384
+#define SHCA_MAX_SRQ_SGE	32
+#define SHCA_MAX_AH		65535
+#define SHCA_MAX_MCAST_GRP	8192
+#define SHCA_MAX_MCAST_QP_ATTACH 56
+#define SHCA_MAX_MSG_SZ		(1u << 31)	/* 2 GiB, as the IB spec */
+#define SHCA_MAX_UD_MSG		4096		/* UD payload <= path MTU */
+#define SHCA_NUM_COMP_VECTORS	1
+#define SHCA_PAGE_SIZE_CAP	0xfffff000ull	/* 4 KiB .. 2 GiB pages */
+#define SHCA_CORE_CLOCK_KHZ	1000000		/* completion ts in ns */
+
+/* ------------------------------------------------------------------ */
+/* Objects                                                             */
+
+/*
+ * A device: one per network interface with an address.  Shaped like
+ * rdma-core's private struct verbs_device so that Debian's libmlx5 and
+ * libefa, which read the provider ops pointer at ibv_device + 664 to tell
+ * whether a device is theirs, find ours and answer "not supported".
+ */
+struct shca_device {
+	struct ibv_device ibdev;
+	const void *ops_tag;		/* at +664: &shca_device_ops_tag */
+	unsigned char verbs_device_tail[40]; /* rest of struct verbs_device */
+
+	pthread_mutex_t lock;		/* guards the fields below */
+	char ifname[IF_NAMESIZE];
+	unsigned int ifindex;
+	unsigned int if_mtu;
+	bool present;			/* interface still has an address */
+	uint64_t node_guid;		/* network order, as ibv_get_device_guid */
+	unsigned int ngids;
+	union ibv_gid gids[SHCA_NETIF_MAX_ADDRS];
+	struct shca_device *next;	/* global list, never freed */
+};
+
+extern const char shca_device_ops_tag[];
+
+/* Asynchronous events: a queue behind a pollable eventfd. */
+struct shca_event_queue {
+	pthread_mutex_t lock;
+	int fd;				/* eventfd: readable iff queue non-empty */
+	struct shca_event *head, *tail;
+};
+
+struct shca_event;
+
+struct shca_context {
+	struct verbs_context vctx;	/* &vctx.context is what clients hold */
+	struct shca_device *dev;
+	pthread_mutex_t lock;		/* object lists and counts */
+	struct shca_event_queue async;
+	int npd, ncq, nqp, nsrq, nmr, nah;
+};
+
+struct shca_pd {
+	struct ibv_pd ibpd;
+	int refs;			/* MRs, MWs, QPs, SRQs, AHs using it */
+};
+
+struct shca_mr {
+	struct ibv_mr ibmr;
+	struct shca_pd *pd;
+	uint64_t iova;			/* remote address of byte 0 */
+	unsigned int access;
+	uint32_t index;			/* slot in the process's MR table */
+};
+
+/* A completion channel: CQs that fired, behind a pollable eventfd. */
+struct shca_comp_channel {
+	struct ibv_comp_channel ch;
+	struct shca_event_queue q;
+};
+
+/* What a CQ ring holds: the ibv_wc plus what ibv_cq_ex can read. */
+struct shca_cqe {
+	struct ibv_wc wc;
+	uint64_t ts_ns;			/* completion timestamp (monotonic) */
+};
+
+struct shca_cq {
+	struct ibv_cq_ex cqx;		/* ibv_cq at 0: ibv_cq_ex_to_cq() */
+	pthread_mutex_t lock;		/* ring, arm state */
+	struct shca_cqe *ring;
+	uint32_t size;			/* slots: cqe + 1, a power of two */
+	uint32_t head, tail;		/* consumer / producer counters */
+	bool overflow;			/* an overrun happened: CQ in error */
+	int armed;			/* 0, IBV_SOLICITED? 1 solicited, 2 all */
+	uint64_t wc_flags;		/* create_cq_ex flags */
+	struct shca_cqe cur_cqe;	/* ibv_cq_ex: the entry being read */
+	bool single_threaded;		/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED */
+	int refs;			/* QPs and SRQs using it */
+	uint32_t comp_events_reported;
+	uint32_t async_events_reported;
+	bool is_ex;
+};
+
+struct shca_recv_wqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	struct ibv_sge sge[];		/* max_sge entries */
+};
+
+/* A ring of receive WQEs: RQ or SRQ. */
+struct shca_rq {
+	pthread_mutex_t lock;
+	uint32_t max_wr, max_sge;	/* as reported */
+	uint32_t size;			/* slots, power of two */
+	size_t wqe_size;
+	uint32_t head, tail;		/* consumer / producer counters */
+	unsigned char *buf;
+};
+
+struct shca_srq {
+	struct ibv_srq ibsrq;
+	struct shca_pd *pd;
+	struct shca_rq rq;
+	uint32_t srq_limit;
+	int refs;			/* QPs using it */
+	uint32_t events_reported;
+};
+
+struct shca_send_wqe {
+	struct ibv_send_wr wr;		/* sg_list points at sge[] */
+	uint32_t inline_len;
+	struct ibv_sge sge[];		/* max_send_sge entries, or inline */
+};
+
+struct shca_sq {
+	pthread_mutex_t lock;
+	uint32_t max_wr, max_sge, max_inline;
+	uint32_t size;
+	size_t wqe_size;
+	uint32_t head, tail;
+	unsigned char *buf;
+};
+
+struct shca_mcast {
+	union ibv_gid gid;
+	uint16_t lid;
+	struct shca_mcast *next;
+};
+
+struct shca_qp {
+	union {				/* ibv_qp_ex starts with ibv_qp */
+		struct ibv_qp ibqp;
+		struct ibv_qp_ex qpx;
+	};
+	struct shca_pd *pd;
+	struct shca_cq *scq, *rcq;
+	struct shca_srq *srq;
+	struct ibv_qp_attr attr;	/* current attributes (state included) */
+	struct ibv_qp_cap cap;		/* as reported */
+	bool sq_sig_all;
+	uint64_t send_ops_flags;	/* create_qp_ex: ibv_wr_* allowed */
+	struct shca_sq sq;
+	struct shca_rq rq;
+	struct shca_mcast *mcast;
+	unsigned int nmcast;
+	uint32_t events_reported;
+};
+
+struct shca_ah {
+	struct ibv_ah ibah;
+	struct shca_pd *pd;
+	struct ibv_ah_attr attr;
+};
+
+static inline struct shca_device *to_sdev(struct ibv_device *d)
+{
+	return container_of(d, struct shca_device, ibdev);
+}
+
+static inline struct shca_context *to_sctx(struct ibv_context *c)
+{
+	return container_of(c, struct shca_context, vctx.context);
+}
+
+static inline struct shca_pd *to_spd(struct ibv_pd *p)
+{
+	return container_of(p, struct shca_pd, ibpd);
+}
+
+static inline struct shca_mr *to_smr(struct ibv_mr *m)
+{
+	return container_of(m, struct shca_mr, ibmr);
+}
+
+static inline struct shca_cq *to_scq(struct ibv_cq *c)
+{
+	return container_of((struct ibv_cq_ex *)c, struct shca_cq, cqx);
+}
+
+static inline struct shca_cq *cqx_to_scq(struct ibv_cq_ex *c)
+{
+	return container_of(c, struct shca_cq, cqx);
+}
+
+static inline struct shca_comp_channel *to_schan(struct ibv_comp_channel *c)
+{
+	return container_of(c, struct shca_comp_channel, ch);
+}
+
+static inline struct shca_srq *to_ssrq(struct ibv_srq *s)
+{
+	return container_of(s, struct shca_srq, ibsrq);
+}
+
+static inline struct shca_qp *to_sqp(struct ibv_qp *q)
+{
+	return container_of(q, struct shca_qp, ibqp);
+}
+
+static inline struct shca_ah *to_sah(struct ibv_ah *a)
+{
+	return container_of(a, struct shca_ah, ibah);
+}
+
+/*
+ * The verbs that also have a libibverbs 1.0 compat alias (compat.c) are
+ * defined under another name and bound to name@@IBVERBS_1.1 explicitly, as
+ * the version script lists the name in both nodes:
+ *
+ *	SHCA_DEFAULT_VERSION(ibv_alloc_pd)
+ *	struct ibv_pd *shca_latest_ibv_alloc_pd(struct ibv_context *ctx) ...
+ *
+ * Inside the library, call the shca_latest_ name or the shca_ function.
+ */
+#define SHCA_DEFAULT_VERSION(name)                                   \
+	__typeof__(name) shca_latest_##name                           \
+		__attribute__((symver(#name "@@IBVERBS_1.1")));
+
+/* Convert a -errno result at the API boundary. */
+static inline int shca_ret_errno(int ret)
+{
+	return ret < 0 ? -ret : ret;
+}
+
+#define SHCA_ERR_PTR(e) (errno = (e), NULL)
+
+/* ------------------------------------------------------------------ */
+/* device.c: device list, GIDs, node GUIDs                             */
+int shca_devices_refresh(void);
+struct shca_device **shca_devices_snapshot(int *num);
+int shca_device_gid(struct shca_device *dev, int index, union ibv_gid *gid);
+int shca_device_gid_count(struct shca_device *dev);
+unsigned int shca_device_gid_tbl_len(struct shca_device *dev);
+enum ibv_mtu shca_device_active_mtu(struct shca_device *dev);
+
+/* context.c: open/close, queries, the ops tables */
+void shca_context_fill_ops(struct shca_context *sctx);
+int shca_query_device_ex(struct ibv_context *ctx,
+			 const struct ibv_query_device_ex_input *input,
+			 struct ibv_device_attr_ex *attr, size_t attr_size);
+int shca_query_port(struct ibv_context *ctx, uint8_t port,
+		    struct ibv_port_attr *attr, size_t attr_len);
+bool shca_port_valid(struct ibv_context *ctx, unsigned int port);
+
+/* event.c: async events, completion channels */
+int shca_event_queue_init(struct shca_event_queue *q);
+void shca_event_queue_destroy(struct shca_event_queue *q);
+void shca_async_event(struct shca_context *sctx, enum ibv_event_type type,
+		      void *obj);
+void shca_cq_comp_event(struct shca_cq *cq);
+void shca_channel_forget_cq(struct shca_comp_channel *ch, struct shca_cq *cq);
+void shca_async_forget(struct shca_context *sctx, void *obj);
+
+/* pd.c, mr.c */
+struct ibv_pd *shca_alloc_pd(struct ibv_context *ctx);
+int shca_dealloc_pd(struct ibv_pd *pd);
+void shca_pd_get(struct shca_pd *pd);
+void shca_pd_put(struct shca_pd *pd);
+struct ibv_mr *shca_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
+			   uint64_t iova, unsigned int access);
+int shca_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
+		  void *addr, size_t length, int access);
+int shca_dereg_mr(struct ibv_mr *mr);
+struct shca_mr *shca_lookup_mr(struct shca_pd *pd, uint32_t key,
+			       unsigned int access, uint64_t addr,
+			       uint64_t len, bool remote);
+int shca_check_range(const void *addr, size_t len, bool write);
+
+/* cq.c */
+struct ibv_cq *shca_create_cq(struct ibv_context *ctx, int cqe,
+			      struct ibv_comp_channel *ch, int comp_vector);
+struct ibv_cq_ex *shca_create_cq_ex(struct ibv_context *ctx,
+				    struct ibv_cq_init_attr_ex *attr);
+int shca_resize_cq(struct ibv_cq *cq, int cqe);
+int shca_destroy_cq(struct ibv_cq *cq);
+int shca_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc);
+int shca_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+int shca_cq_push(struct shca_cq *cq, const struct ibv_wc *wc, bool solicited);
+
+/* srq.c */
+struct ibv_srq *shca_create_srq(struct ibv_pd *pd,
+				struct ibv_srq_init_attr *attr);
+struct ibv_srq *shca_create_srq_ex(struct ibv_context *ctx,
+				   struct ibv_srq_init_attr_ex *attr);
+int shca_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr,
+		    int mask);
+int shca_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr);
+int shca_destroy_srq(struct ibv_srq *srq);
+int shca_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+		       struct ibv_recv_wr **bad);
+int shca_rq_init(struct shca_rq *rq, uint32_t max_wr, uint32_t max_sge);
+void shca_rq_destroy(struct shca_rq *rq);
+int shca_rq_post(struct shca_rq *rq, struct ibv_recv_wr *wr,
+		 struct ibv_recv_wr **bad);
+
+/* qp.c: create, query, destroy, post */
+struct ibv_qp *shca_create_qp(struct ibv_pd *pd,
+			      struct ibv_qp_init_attr *attr);
+struct ibv_qp *shca_create_qp_ex(struct ibv_context *ctx,
+				 struct ibv_qp_init_attr_ex *attr);
+int shca_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
+		  struct ibv_qp_init_attr *init);
+int shca_destroy_qp(struct ibv_qp *qp);
+int shca_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+		   struct ibv_send_wr **bad);
+int shca_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+		   struct ibv_recv_wr **bad);
+int shca_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+		      uint16_t lid);
+int shca_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+		      uint16_t lid);
+
+/* qp_modify.c: the state machine */
+int shca_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+void shca_qp_flush(struct shca_qp *qp);
+
+/* ah.c */
+struct ibv_ah *shca_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+int shca_destroy_ah(struct ibv_ah *ah);
+int shca_check_ah_attr(struct ibv_context *ctx,
+		       const struct ibv_ah_attr *attr);
+
+/* fork.c */
+bool shca_fork_initialized(void);
+
+#endif

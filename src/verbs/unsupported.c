@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unsupported verbs.  Each op answers as rdma-core does for a provider
+ * without the feature: EOPNOTSUPP as a return value, or NULL with errno
+ * EOPNOTSUPP.  Features listed here are reported absent by
+ * ibv_query_device(_ex): no memory windows, XRC, device memory, flow
+ * steering, counters, WQs/RSS, tag matching, parent domains, ODP.
+ */
+#include <errno.h>
+#include <stddef.h>
+
+#include "shca.h"
+#include "unsupported.h"
+
+#define NULL_EOPNOTSUPP (errno = EOPNOTSUPP, NULL)
+
+static int advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		     uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sges)
+{
+	(void)pd; (void)advice; (void)flags; (void)sg_list; (void)num_sges;
+	return EOPNOTSUPP;
+}
+
+static struct ibv_mr *alloc_null_mr(struct ibv_pd *pd)
+{
+	(void)pd;
+	return NULL_EOPNOTSUPP;
+}
+
+static int read_counters(struct ibv_counters *c, uint64_t *v, uint32_t n,
+			 uint32_t flags)
+{
+	(void)c; (void)v; (void)n; (void)flags;
+	return EOPNOTSUPP;
+}
+
+static int attach_counters_point_flow(struct ibv_counters *c,
+				      struct ibv_counter_attach_attr *a,
+				      struct ibv_flow *f)
+{
+	(void)c; (void)a; (void)f;
+	return EOPNOTSUPP;
+}
+
+static struct ibv_counters *create_counters(struct ibv_context *ctx,
+					    struct ibv_counters_init_attr *a)
+{
+	(void)ctx; (void)a;
+	return NULL_EOPNOTSUPP;
+}
+
+static int destroy_counters(struct ibv_counters *c)
+{
+	(void)c;
+	return EOPNOTSUPP;
+}
+
+static struct ibv_mr *reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm,
+				uint64_t off, size_t len, unsigned int access)
+{
+	(void)pd; (void)dm; (void)off; (void)len; (void)access;
+	return NULL_EOPNOTSUPP;
+}
+
+static struct ibv_dm *alloc_dm(struct ibv_context *ctx,
+			       struct ibv_alloc_dm_attr *a)
+{
+	(void)ctx; (void)a;
+	return NULL_EOPNOTSUPP;
+}
+
+static int free_dm(struct ibv_dm *dm)
+{
+	(void)dm;
+	return EOPNOTSUPP;
+}
+
+static int modify_flow_action_esp(struct ibv_flow_action *fa,
+				  struct ibv_flow_action_esp_attr *a)
+{
+	(void)fa; (void)a;
+	return EOPNOTSUPP;
+}
+
+static int destroy_flow_action(struct ibv_flow_action *fa)
+{
+	(void)fa;
+	return EOPNOTSUPP;
+}
+
+static struct ibv_flow_action *
+create_flow_action_esp(struct ibv_context *ctx,
+		       struct ibv_flow_action_esp_attr *a)
+{
+	(void)ctx; (void)a;
+	return NULL_EOPNOTSUPP;
+}
+
+static int modify_qp_rate_limit(struct ibv_qp *qp,
+				struct ibv_qp_rate_limit_attr *a)
+{
+	(void)qp; (void)a;
+	return EOPNOTSUPP;
+}
+
+static struct ibv_pd *alloc_parent_domain(struct ibv_context *ctx,
+					  struct ibv_parent_domain_init_attr *a)
+{
+	(void)ctx; (void)a;
+	return NULL_EOPNOTSUPP;
+}
+
+static int dealloc_td(struct ibv_td *td)
+{
+	(void)td;
+	return EOPNOTSUPP;
+}
+
+static struct ibv_td *alloc_td(struct ibv_context *ctx,
+			       struct ibv_td_init_attr *a)
+{
+	(void)ctx; (void)a;
+	return NULL_EOPNOTSUPP;
+}
+
+static int modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *a)
+{
+	(void)cq; (void)a;
+	return EOPNOTSUPP;
+}
+
+static int post_srq_ops(struct ibv_srq *srq, struct ibv_ops_wr *op,
+			struct ibv_ops_wr **bad_op)
+{
+	(void)srq;
+	*bad_op = op;
+	return EOPNOTSUPP;
+}
+
+static int destroy_rwq_ind_table(struct ibv_rwq_ind_table *t)
+{
+	(void)t;
+	return EOPNOTSUPP;
+}
+
+static struct ibv_rwq_ind_table *
+create_rwq_ind_table(struct ibv_context *ctx,
+		     struct ibv_rwq_ind_table_init_attr *a)
+{
+	(void)ctx; (void)a;
+	return NULL_EOPNOTSUPP;
+}
+
+static int destroy_wq(struct ibv_wq *wq)
+{
+	(void)wq;
+	return EOPNOTSUPP;
+}
+
+static int modify_wq(struct ibv_wq *wq, struct ibv_wq_attr *a)
+{
+	(void)wq; (void)a;
+	return EOPNOTSUPP;
+}
+
+static struct ibv_wq *create_wq(struct ibv_context *ctx,
+				struct ibv_wq_init_attr *a)
+{
+	(void)ctx; (void)a;
+	return NULL_EOPNOTSUPP;
+}
+
+static int destroy_flow(struct ibv_flow *flow)
+{
+	(void)flow;
+	return EOPNOTSUPP;
+}
+
+static struct ibv_flow *create_flow(struct ibv_qp *qp,
+				    struct ibv_flow_attr *a)
+{
+	(void)qp; (void)a;
+	return NULL_EOPNOTSUPP;
+}
+
+static void abi_placeholder(void)
+{
+}
+
+static struct ibv_qp *open_qp(struct ibv_context *ctx,
+			      struct ibv_qp_open_attr *a)
+{
+	(void)ctx; (void)a;
+	return NULL_EOPNOTSUPP;
+}
+
+static int get_srq_num(struct ibv_srq *srq, uint32_t *num)
+{
+	(void)srq; (void)num;
+	return EOPNOTSUPP;
+}
+
+static struct ibv_xrcd *open_xrcd(struct ibv_context *ctx,
+				  struct ibv_xrcd_init_attr *a)
+{
+	(void)ctx; (void)a;
+	return NULL_EOPNOTSUPP;
+}
+
+static int close_xrcd(struct ibv_xrcd *xrcd)
+{
+	(void)xrcd;
+	return EOPNOTSUPP;
+}
+
+static struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	(void)pd; (void)type;
+	return NULL_EOPNOTSUPP;
+}
+
+static int bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
+		   struct ibv_mw_bind *bind)
+{
+	(void)qp; (void)mw; (void)bind;
+	return EOPNOTSUPP;
+}
+
+static int dealloc_mw(struct ibv_mw *mw)
+{
+	(void)mw;
+	return EOPNOTSUPP;
+}
+
+static void *compat_unsupported(void)
+{
+	return NULL_EOPNOTSUPP;
+}
+
+void shca_unsupported_fill(struct verbs_context *v)
+{
+	struct ibv_context_ops *o = &v->context.ops;
+
+	v->advise_mr = advise_mr;
+	v->alloc_null_mr = alloc_null_mr;
+	v->read_counters = read_counters;
+	v->attach_counters_point_flow = attach_counters_point_flow;
+	v->create_counters = create_counters;
+	v->destroy_counters = destroy_counters;
+	v->reg_dm_mr = reg_dm_mr;
+	v->alloc_dm = alloc_dm;
+	v->free_dm = free_dm;
+	v->modify_flow_action_esp = modify_flow_action_esp;
+	v->destroy_flow_action = destroy_flow_action;
+	v->create_flow_action_esp = create_flow_action_esp;
+	v->modify_qp_rate_limit = modify_qp_rate_limit;
+	v->alloc_parent_domain = alloc_parent_domain;
+	v->dealloc_td = dealloc_td;
+	v->alloc_td = alloc_td;
+	v->modify_cq = modify_cq;
+	v->post_srq_ops = post_srq_ops;
+	v->destroy_rwq_ind_table = destroy_rwq_ind_table;
+	v->create_rwq_ind_table = create_rwq_ind_table;
+	v->destroy_wq = destroy_wq;
+	v->modify_wq = modify_wq;
+	v->create_wq = create_wq;
+	v->ibv_destroy_flow = destroy_flow;
+	v->ABI_placeholder2 = abi_placeholder;
+	v->ibv_create_flow = create_flow;
+	v->ABI_placeholder1 = abi_placeholder;
+	v->open_qp = open_qp;
+	v->get_srq_num = get_srq_num;
+	v->open_xrcd = open_xrcd;
+	v->close_xrcd = close_xrcd;
+
+	o->alloc_mw = alloc_mw;
+	o->bind_mw = bind_mw;
+	o->dealloc_mw = dealloc_mw;
+	/* slots that only pre-v1.1 rdma-core used internally */
+	o->_compat_alloc_pd = compat_unsupported;
+	o->_compat_dealloc_pd = compat_unsupported;
+	o->_compat_reg_mr = compat_unsupported;
+	o->_compat_rereg_mr = compat_unsupported;
+	o->_compat_dereg_mr = compat_unsupported;
+	o->_compat_create_cq = compat_unsupported;
+	o->_compat_cq_event = compat_unsupported;
+	o->_compat_resize_cq = compat_unsupported;
+	o->_compat_destroy_cq = compat_unsupported;
+	o->_compat_create_srq = compat_unsupported;
+	o->_compat_modify_srq = compat_unsupported;
+	o->_compat_query_srq = compat_unsupported;
+	o->_compat_destroy_srq = compat_unsupported;
+	o->_compat_create_qp = compat_unsupported;
+	o->_compat_query_qp = compat_unsupported;
+	o->_compat_modify_qp = compat_unsupported;
+	o->_compat_destroy_qp = compat_unsupported;
+	o->_compat_create_ah = compat_unsupported;
+	o->_compat_destroy_ah = compat_unsupported;
+	o->_compat_attach_mcast = compat_unsupported;
+	o->_compat_detach_mcast = compat_unsupported;
+	o->_compat_async_event = compat_unsupported;
+}

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+#include <signal.h>
+#include <stdarg.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include "harness.h"
+
+#define MAX_TESTS 512
+#define EXIT_SKIP 77
+
+static struct {
+	const char *name;
+	test_fn fn;
+} tests[MAX_TESTS];
+static int ntests;
+
+void harness_register(const char *name, test_fn fn)
+{
+	if (ntests == MAX_TESTS) {
+		fprintf(stderr, "harness: too many tests\n");
+		exit(2);
+	}
+	tests[ntests].name = name;
+	tests[ntests].fn = fn;
+	ntests++;
+}
+
+void harness_fail(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "  FAIL %s:%d: ", file, line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fflush(stderr);
+	_exit(1);
+}
+
+void harness_skip(const char *why)
+{
+	printf("  skip reason: %s\n", why);
+	fflush(stdout);
+	_exit(EXIT_SKIP);
+}
+
+static int run_one(int i, int num)
+{
+	int timeout = getenv("TEST_TIMEOUT") ? atoi(getenv("TEST_TIMEOUT")) : 60;
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		alarm((unsigned int)timeout);
+		tests[i].fn();
+		fflush(stdout);
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) < 0) {
+		printf("not ok %d - %s # cannot fork\n", num, tests[i].name);
+		return 1;
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		printf("ok %d - %s\n", num, tests[i].name);
+		return 0;
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_SKIP) {
+		printf("ok %d - %s # SKIP\n", num, tests[i].name);
+		return -1;
+	}
+	if (WIFSIGNALED(status))
+		printf("not ok %d - %s # signal %d%s\n", num, tests[i].name,
+		       WTERMSIG(status),
+		       WTERMSIG(status) == SIGALRM ? " (timeout)" : "");
+	else
+		printf("not ok %d - %s # exit %d\n", num, tests[i].name,
+		       WEXITSTATUS(status));
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	int i, j, num = 0, failed = 0, skipped = 0, passed = 0, r;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (i = 0; i < ntests; i++) {
+		if (argc > 1) {
+			for (j = 1; j < argc; j++)
+				if (!strcmp(argv[j], tests[i].name))
+					break;
+			if (j == argc)
+				continue;
+		}
+		r = run_one(i, ++num);
+		if (r > 0)
+			failed++;
+		else if (r < 0)
+			skipped++;
+		else
+			passed++;
+	}
+	printf("# %d passed, %d failed, %d skipped\n", passed, failed, skipped);
+	return failed ? 1 : 0;
+}

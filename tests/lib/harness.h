@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A small test harness in libuv's manner: every TEST runs in its own
+ * forked process with a timeout; ASSERT_* print both sides and the line.
+ *
+ *   TEST(name) { ... }             defines a case
+ *   ./test_x                       runs every case
+ *   ./test_x name [name...]        runs the named cases
+ *   SKIP("why")                    ends a case as skipped, saying why
+ *
+ * Output is TAP-like ("ok 3 - name", "not ok 4 - name", "ok 5 - name #
+ * SKIP why"); the exit status is non-zero if any case failed.
+ */
+#ifndef SOFTHCA_TEST_HARNESS_H
+#define SOFTHCA_TEST_HARNESS_H
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*test_fn)(void);
+void harness_register(const char *name, test_fn fn);
+void harness_fail(const char *file, int line, const char *fmt, ...)
+	__attribute__((noreturn, format(printf, 3, 4)));
+void harness_skip(const char *why) __attribute__((noreturn));
+
+#define TEST(name)                                                   \
+	static void test_##name(void);                               \
+	__attribute__((constructor)) static void reg_##name(void)    \
+	{                                                            \
+		harness_register(#name, test_##name);                \
+	}                                                            \
+	static void test_##name(void)
+
+#define SKIP(why) harness_skip(why)
+
+#define ASSERT(cond)                                                     \
+	do {                                                             \
+		if (!(cond))                                             \
+			harness_fail(__FILE__, __LINE__, "ASSERT(%s)",   \
+				     #cond);                             \
+	} while (0)
+
+#define ASSERT_CMP(a, op, b)                                               \
+	do {                                                               \
+		long long a_ = (long long)(a), b_ = (long long)(b);        \
+		if (!(a_ op b_))                                           \
+			harness_fail(__FILE__, __LINE__,                   \
+				     "%s %s %s: %lld vs %lld", #a, #op,    \
+				     #b, a_, b_);                          \
+	} while (0)
+
+#define ASSERT_EQ(a, b) ASSERT_CMP(a, ==, b)
+#define ASSERT_NE(a, b) ASSERT_CMP(a, !=, b)
+#define ASSERT_GE(a, b) ASSERT_CMP(a, >=, b)
+#define ASSERT_GT(a, b) ASSERT_CMP(a, >, b)
+#define ASSERT_LE(a, b) ASSERT_CMP(a, <=, b)
+#define ASSERT_LT(a, b) ASSERT_CMP(a, <, b)
+
+#define ASSERT_U64_EQ(a, b)                                                \
+	do {                                                               \
+		uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);           \
+		if (a_ != b_)                                              \
+			harness_fail(__FILE__, __LINE__,                   \
+				     "%s == %s: 0x%" PRIx64 " vs 0x%" PRIx64, \
+				     #a, #b, a_, b_);                      \
+	} while (0)
+
+#define ASSERT_NULL(p)                                                   \
+	do {                                                             \
+		const void *p_ = (const void *)(p);                      \
+		if (p_)                                                  \
+			harness_fail(__FILE__, __LINE__,                 \
+				     "%s is %p, expected NULL", #p, p_); \
+	} while (0)
+
+#define ASSERT_NOT_NULL(p)                                                \
+	do {                                                              \
+		if (!(p))                                                 \
+			harness_fail(__FILE__, __LINE__,                  \
+				     "%s is NULL (errno %d: %s)", #p,     \
+				     errno, strerror(errno));             \
+	} while (0)
+
+#define ASSERT_STR_EQ(a, b)                                               \
+	do {                                                              \
+		const char *a_ = (a), *b_ = (b);                          \
+		if (strcmp(a_, b_))                                       \
+			harness_fail(__FILE__, __LINE__,                  \
+				     "%s == %s: \"%s\" vs \"%s\"", #a,    \
+				     #b, a_, b_);                         \
+	} while (0)
+
+/* A call that must fail with NULL and this errno. */
+#define ASSERT_NULL_ERRNO(expr, err)                                       \
+	do {                                                               \
+		errno = 0;                                                 \
+		const void *r_ = (const void *)(expr);                     \
+		if (r_)                                                    \
+			harness_fail(__FILE__, __LINE__,                   \
+				     "%s succeeded, expected errno %s",    \
+				     #expr, #err);                         \
+		if (errno != (err))                                        \
+			harness_fail(__FILE__, __LINE__,                   \
+				     "%s: errno %d (%s), expected %s",     \
+				     #expr, errno, strerror(errno), #err); \
+	} while (0)
+
+#endif

@@ -1,0 +1,12 @@
+/* SPDX-License-Identifier: MIT */
+/* Helpers shared by the verbs tests. */
+#ifndef SOFTHCA_TEST_VERBS_COMMON_H
+#define SOFTHCA_TEST_VERBS_COMMON_H
+
+#include <infiniband/verbs.h>
+
+/* Open the loopback device (softhca_lo); fails the test if absent. */
+struct ibv_context *open_lo(void);
+struct ibv_device *find_device(struct ibv_device **list, const char *name);
+
+#endif
