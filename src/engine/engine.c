@@ -1,0 +1,312 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The engine thread (see engine.h).  Everything it does is driven by one
+ * epoll set: the doorbell eventfd, a timerfd set to the earliest timer,
+ * and the fds others asked it to watch (the peer listener and connections).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+
+#include "../common/log.h"
+#include "engine.h"
+
+struct watch {
+	int fd;
+	shca_fd_fn fn;
+	void *arg;
+	struct watch *next;
+};
+
+static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t timer_done = PTHREAD_COND_INITIALIZER;
+static pid_t engine_pid;
+static pthread_t engine_thread;
+static int epfd = -1, doorbell = -1, timerfd = -1;
+static void (*doorbell_fn)(void);
+static struct watch *watches;
+static struct shca_timer *timers;	/* sorted by deadline */
+static struct shca_timer *running_timer;
+static __thread bool in_engine;
+
+uint64_t shca_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+bool shca_in_engine(void)
+{
+	return in_engine;
+}
+
+/* engine_lock held */
+static void program_timerfd(void)
+{
+	struct itimerspec its;
+
+	memset(&its, 0, sizeof(its));
+	if (timers) {
+		uint64_t d = timers->deadline ? timers->deadline : 1;
+
+		its.it_value.tv_sec = (time_t)(d / 1000000000ull);
+		its.it_value.tv_nsec = (long)(d % 1000000000ull);
+	}
+	timerfd_settime(timerfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+/* engine_lock held */
+static void timer_unlink(struct shca_timer *t)
+{
+	struct shca_timer **pp;
+
+	for (pp = &timers; *pp; pp = &(*pp)->next)
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	t->armed = false;
+	t->next = NULL;
+}
+
+void shca_timer_arm(struct shca_timer *t, uint64_t deadline)
+{
+	struct shca_timer **pp;
+
+	pthread_mutex_lock(&engine_lock);
+	if (t->armed)
+		timer_unlink(t);
+	t->deadline = deadline;
+	for (pp = &timers; *pp && (*pp)->deadline <= deadline;
+	     pp = &(*pp)->next)
+		;
+	t->next = *pp;
+	*pp = t;
+	t->armed = true;
+	if (timerfd >= 0 && timers == t)
+		program_timerfd();
+	pthread_mutex_unlock(&engine_lock);
+}
+
+/* After this returns, fn is neither pending nor running (unless called
+ * from fn itself). */
+void shca_timer_cancel(struct shca_timer *t)
+{
+	pthread_mutex_lock(&engine_lock);
+	if (t->armed)
+		timer_unlink(t);
+	while (running_timer == t && !in_engine)
+		pthread_cond_wait(&timer_done, &engine_lock);
+	pthread_mutex_unlock(&engine_lock);
+}
+
+static void run_timers(void)
+{
+	uint64_t exp, now = shca_now_ns();
+
+	while (read(timerfd, &exp, sizeof(exp)) < 0 && errno == EINTR)
+		;
+	pthread_mutex_lock(&engine_lock);
+	while (timers && timers->deadline <= now) {
+		struct shca_timer *t = timers;
+
+		timer_unlink(t);
+		running_timer = t;
+		pthread_mutex_unlock(&engine_lock);
+		t->fn(t);
+		pthread_mutex_lock(&engine_lock);
+		running_timer = NULL;
+		pthread_cond_broadcast(&timer_done);
+		now = shca_now_ns();
+	}
+	program_timerfd();
+	pthread_mutex_unlock(&engine_lock);
+}
+
+static void run_doorbell(void)
+{
+	uint64_t v;
+
+	while (read(doorbell, &v, sizeof(v)) < 0 && errno == EINTR)
+		;
+	if (doorbell_fn)
+		doorbell_fn();
+}
+
+static void *engine_main(void *arg)
+{
+	struct epoll_event evs[16];
+
+	sigset_t all;
+
+	(void)arg;
+	/* the application's signals go to its own threads */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	in_engine = true;
+	for (;;) {
+		int n = epoll_wait(epfd, evs, 16, -1), i;
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			shca_err("engine: epoll_wait: %s", strerror(errno));
+			return NULL;
+		}
+		for (i = 0; i < n; i++) {
+			int fd = evs[i].data.fd;
+			struct watch *w;
+			shca_fd_fn fn = NULL;
+			void *warg = NULL;
+
+			if (fd == doorbell) {
+				run_doorbell();
+				continue;
+			}
+			if (fd == timerfd) {
+				run_timers();
+				continue;
+			}
+			pthread_mutex_lock(&engine_lock);
+			for (w = watches; w; w = w->next)
+				if (w->fd == fd) {
+					fn = w->fn;
+					warg = w->arg;
+				}
+			pthread_mutex_unlock(&engine_lock);
+			if (fn)
+				fn(fd, evs[i].events, warg);
+		}
+	}
+	return NULL;
+}
+
+static int add_fd(int fd)
+{
+	struct epoll_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;
+	ev.data.fd = fd;
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+}
+
+static void close_all(void)
+{
+	if (epfd >= 0)
+		close(epfd);
+	if (doorbell >= 0)
+		close(doorbell);
+	if (timerfd >= 0)
+		close(timerfd);
+	epfd = doorbell = timerfd = -1;
+}
+
+int shca_engine_start(void)
+{
+	pthread_attr_t attr;
+	int ret = 0;
+
+	pthread_mutex_lock(&engine_lock);
+	if (engine_pid == getpid())
+		goto out;
+	if (engine_pid) {
+		/* forked child: the parent's thread does not exist here */
+		struct watch *w, *next;
+
+		close_all();
+		for (w = watches; w; w = next) {
+			next = w->next;
+			free(w);
+		}
+		watches = NULL;
+		timers = NULL;
+		running_timer = NULL;
+	}
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (epfd < 0 || doorbell < 0 || timerfd < 0) {
+		ret = -errno;
+		close_all();
+		goto out;
+	}
+	ret = add_fd(doorbell);
+	if (!ret)
+		ret = add_fd(timerfd);
+	if (ret) {
+		close_all();
+		goto out;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	ret = -pthread_create(&engine_thread, &attr, engine_main, NULL);
+	pthread_attr_destroy(&attr);
+	if (ret) {
+		close_all();
+		goto out;
+	}
+	engine_pid = getpid();
+	if (timers)
+		program_timerfd();
+out:
+	pthread_mutex_unlock(&engine_lock);
+	return ret;
+}
+
+int shca_engine_doorbell_fd(void)
+{
+	return doorbell;
+}
+
+void shca_engine_on_doorbell(void (*fn)(void))
+{
+	doorbell_fn = fn;
+}
+
+int shca_engine_watch(int fd, shca_fd_fn fn, void *arg)
+{
+	struct watch *w = calloc(1, sizeof(*w));
+	int ret;
+
+	if (!w)
+		return -ENOMEM;
+	w->fd = fd;
+	w->fn = fn;
+	w->arg = arg;
+	pthread_mutex_lock(&engine_lock);
+	w->next = watches;
+	watches = w;
+	ret = add_fd(fd);
+	if (ret) {
+		watches = w->next;
+		free(w);
+	}
+	pthread_mutex_unlock(&engine_lock);
+	return ret;
+}
+
+void shca_engine_unwatch(int fd)
+{
+	struct watch **pp, *w;
+
+	pthread_mutex_lock(&engine_lock);
+	epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+	for (pp = &watches; (w = *pp); pp = &w->next)
+		if (w->fd == fd) {
+			*pp = w->next;
+			free(w);
+			break;
+		}
+	pthread_mutex_unlock(&engine_lock);
+}

@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The process arena: creation, its heap, the robust locks, the MR table's
+ * seqlock, and mapping a peer's arena.
+ *
+ * Only the owner allocates in its arena, so the heap's bookkeeping (a free
+ * list per power-of-two size class, then a bump pointer) is process-local
+ * and needs no shared lock.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+#include "arena.h"
+
+#define HEAP_MIN_SHIFT	6	/* 64 bytes */
+#define HEAP_MAX_SHIFT	30
+#define HDR_SIZE	4096
+
+/* Each heap block starts with this, 64 bytes before the user pointer. */
+struct heap_block {
+	uint32_t shift;		/* size class */
+	uint32_t magic;
+	uint64_t next_off;	/* free list link (offset) */
+	unsigned char pad[48];
+};
+
+#define HEAP_BLOCK_MAGIC 0x68656170u
+
+static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shca_arena the_arena = { .fd = -1 };
+static uint64_t heap_top, heap_end;
+static uint64_t free_lists[HEAP_MAX_SHIFT + 1];
+
+void shca_plock_init(struct shca_plock *l)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&l->m, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
+void shca_plock_lock(struct shca_plock *l)
+{
+	int ret = pthread_mutex_lock(&l->m);
+
+	/* a peer died holding it: what it guarded may be half-written, the
+	 * structures are designed so that is harmless (indexes move last) */
+	if (ret == EOWNERDEAD)
+		pthread_mutex_consistent(&l->m);
+}
+
+void shca_plock_unlock(struct shca_plock *l)
+{
+	pthread_mutex_unlock(&l->m);
+}
+
+static size_t align_up(size_t v, size_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+static int arena_create(void)
+{
+	struct shca_arena_hdr *h;
+	size_t qp_bytes, mr_bytes;
+	void *base;
+	int fd;
+
+	fd = memfd_create("softhca-arena", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)SHCA_ARENA_SIZE)) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	base = mmap(NULL, SHCA_ARENA_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+		    fd, 0);
+	if (base == MAP_FAILED) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	h = base;
+	qp_bytes = SHCA_ARENA_QP_ENTRIES * sizeof(uint64_t);
+	mr_bytes = SHCA_ARENA_MR_ENTRIES * sizeof(struct shca_mr_shm);
+	h->magic = SHCA_ARENA_MAGIC;
+	h->version = SHCA_ARENA_VERSION;
+	h->pid = getpid();
+	h->uid = getuid();
+	h->size = SHCA_ARENA_SIZE;
+	h->qp_table_off = HDR_SIZE;
+	h->mr_table_off = align_up(HDR_SIZE + qp_bytes, 4096);
+	h->heap_off = align_up(h->mr_table_off + mr_bytes, 4096);
+
+	the_arena.base = base;
+	the_arena.size = SHCA_ARENA_SIZE;
+	the_arena.fd = fd;
+	the_arena.pid = getpid();
+	heap_top = h->heap_off;
+	heap_end = SHCA_ARENA_SIZE;
+	memset(free_lists, 0, sizeof(free_lists));
+	return 0;
+}
+
+struct shca_arena *shca_arena_self(void)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&arena_lock);
+	if (the_arena.base && the_arena.pid != getpid()) {
+		/* forked child: the mapping is shared with the parent */
+		munmap(the_arena.base, the_arena.size);
+		close(the_arena.fd);
+		the_arena.base = NULL;
+	}
+	if (!the_arena.base)
+		ret = arena_create();
+	pthread_mutex_unlock(&arena_lock);
+	if (ret) {
+		errno = -ret;
+		return NULL;
+	}
+	return &the_arena;
+}
+
+void *shca_arena_alloc(size_t size)
+{
+	struct shca_arena *a = shca_arena_self();
+	struct heap_block *b;
+	uint32_t shift = HEAP_MIN_SHIFT;
+	uint64_t off;
+
+	if (!a)
+		return NULL;
+	while (shift <= HEAP_MAX_SHIFT &&
+	       (1ull << shift) < size + sizeof(struct heap_block))
+		shift++;
+	if (shift > HEAP_MAX_SHIFT) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_lock(&arena_lock);
+	off = free_lists[shift];
+	if (off) {
+		b = (struct heap_block *)((char *)a->base + off);
+		free_lists[shift] = b->next_off;
+	} else {
+		/* big blocks start on a page, so that free can drop pages */
+		if (shift >= 12)
+			heap_top = align_up(heap_top, 4096);
+		if (heap_end - heap_top < (1ull << shift)) {
+			pthread_mutex_unlock(&arena_lock);
+			shca_warn("arena full (%zu bytes asked)", size);
+			errno = ENOMEM;
+			return NULL;
+		}
+		off = heap_top;
+		heap_top += 1ull << shift;
+		b = (struct heap_block *)((char *)a->base + off);
+	}
+	pthread_mutex_unlock(&arena_lock);
+	/* fresh heap is zero, and free gave big blocks' pages back (zero
+	 * again): clear only what may hold old bytes */
+	memset(b, 0, shift >= 16 ? 4096 : 1ull << shift);
+	b->shift = shift;
+	b->magic = HEAP_BLOCK_MAGIC;
+	return b + 1;
+}
+
+void shca_arena_free(void *p)
+{
+	struct shca_arena *a = &the_arena;
+	struct heap_block *b;
+	uint64_t off;
+
+	if (!p)
+		return;
+	b = (struct heap_block *)p - 1;
+	if (b->magic != HEAP_BLOCK_MAGIC) {
+		shca_err("arena free of a bad block %p", p);
+		return;
+	}
+	b->magic = 0;
+	/* give the pages back; the block stays reserved for its class */
+	if (b->shift >= 16)
+		madvise((char *)p + 4096 - sizeof(*b),
+			(1ull << b->shift) - 4096, MADV_REMOVE);
+	off = shca_arena_off(a, b);
+	pthread_mutex_lock(&arena_lock);
+	b->next_off = free_lists[b->shift];
+	free_lists[b->shift] = off;
+	pthread_mutex_unlock(&arena_lock);
+}
+
+bool shca_mr_shm_read(const struct shca_mr_shm *e, struct shca_mr_shm *out)
+{
+	uint32_t s1, s2;
+
+	do {
+		s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+		out->key = __atomic_load_n(&e->key, __ATOMIC_RELAXED);
+		out->access = __atomic_load_n(&e->access, __ATOMIC_RELAXED);
+		out->pd = __atomic_load_n(&e->pd, __ATOMIC_RELAXED);
+		out->iova = __atomic_load_n(&e->iova, __ATOMIC_RELAXED);
+		out->addr = __atomic_load_n(&e->addr, __ATOMIC_RELAXED);
+		out->length = __atomic_load_n(&e->length, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		s2 = __atomic_load_n(&e->seq, __ATOMIC_RELAXED);
+	} while (s1 != s2 || (s1 & 1));
+	return out->key != 0;
+}
+
+static void mr_shm_store(struct shca_mr_shm *e, const struct shca_mr_shm *v)
+{
+	uint32_t s = e->seq;
+
+	__atomic_store_n(&e->seq, s + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&e->key, v->key, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->access, v->access, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->pd, v->pd, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->iova, v->iova, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->addr, v->addr, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->length, v->length, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
+}
+
+void shca_mr_shm_write(struct shca_mr_shm *e, const struct shca_mr_shm *val)
+{
+	mr_shm_store(e, val);
+}
+
+void shca_mr_shm_clear(struct shca_mr_shm *e)
+{
+	struct shca_mr_shm zero;
+
+	memset(&zero, 0, sizeof(zero));
+	mr_shm_store(e, &zero);
+}
+
+void *shca_arena_map_peer(int fd, size_t *size)
+{
+	struct shca_arena_hdr hdr;
+	void *base;
+
+	if (pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
+		return NULL;
+	if (hdr.magic != SHCA_ARENA_MAGIC || hdr.version != SHCA_ARENA_VERSION ||
+	    hdr.size < HDR_SIZE || hdr.size > (1ull << 40)) {
+		shca_warn("peer arena has a bad header");
+		errno = EPROTO;
+		return NULL;
+	}
+	base = mmap(NULL, hdr.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED)
+		return NULL;
+	*size = hdr.size;
+	return base;
+}

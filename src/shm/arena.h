@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The process arena: the shared memory through which peers on the same host
+ * act on this process's queues (DESIGN.md "Same-host path").
+ *
+ * One memfd per process, mapped MAP_SHARED by the owner and by every peer
+ * that connected to it.  It holds offsets, never pointers.  Layout:
+ *
+ *   [header][QP table][MR table][heap ...]
+ *
+ * Who writes what:
+ *   header           owner, at creation; read-only afterwards
+ *   QP table         owner (slot i = offset of the QP with QPN index i)
+ *   MR table         owner, under each entry's seqlock; peers read
+ *   shca_qp_shm      owner; peers set the *_pending words only
+ *   shca_rq_shm      tail and WQEs: owner (post_recv), release store;
+ *                    head: any consumer under the RQ's lock
+ *   shca_cq_shm      ring and tail: any producer under the CQ's lock;
+ *                    head: owner (the polling application), release store
+ *
+ * Locks that peers take are robust, process-shared mutexes: a peer that
+ * dies holding one leaves it usable (shca_plock_lock makes it consistent).
+ */
+#ifndef SOFTHCA_SHM_ARENA_H
+#define SOFTHCA_SHM_ARENA_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <infiniband/verbs.h>
+
+#define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
+#define SHCA_ARENA_VERSION	1
+#define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use */
+#define SHCA_ARENA_QP_ENTRIES	(1u << 14)	/* QPN index space */
+#define SHCA_ARENA_MR_ENTRIES	(1u << 20)	/* MR key index space */
+#define SHCA_MR_KEY_BITS	12		/* key = index << 12 | random */
+
+/* A robust, process-shared mutex. */
+struct shca_plock {
+	pthread_mutex_t m;
+};
+
+void shca_plock_init(struct shca_plock *l);
+void shca_plock_lock(struct shca_plock *l);
+void shca_plock_unlock(struct shca_plock *l);
+
+struct shca_arena_hdr {
+	uint64_t magic;
+	uint32_t version;
+	int32_t pid;
+	uint32_t uid;
+	uint32_t slot;
+	uint64_t size;
+	uint64_t qp_table_off;	/* uint64_t[SHCA_ARENA_QP_ENTRIES] */
+	uint64_t mr_table_off;	/* struct shca_mr_shm[SHCA_ARENA_MR_ENTRIES] */
+	uint64_t heap_off;
+	/* a peer sets this, then rings the owner's doorbell */
+	uint32_t doorbell_pending;
+};
+
+/*
+ * One MR table entry; key 0 = free.  Written by the owner between two
+ * increments of seq (odd while writing); readers retry on a change.
+ */
+struct shca_mr_shm {
+	uint32_t seq;
+	uint32_t key;		/* lkey == rkey */
+	uint32_t access;	/* IBV_ACCESS_* */
+	uint32_t pd;		/* PD handle */
+	uint64_t iova;		/* address of byte 0 in requests */
+	uint64_t addr;		/* owner's virtual address of byte 0 */
+	uint64_t length;
+};
+
+/* Work-request-independent receive WQE, as stored in RQ/SRQ rings. */
+struct shca_recv_wqe_shm {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	uint32_t pad;
+	struct ibv_sge sge[];	/* max_sge entries */
+};
+
+struct shca_rq_shm {
+	struct shca_plock lock;		/* consumers */
+	uint32_t size;			/* slots, power of two */
+	uint32_t max_wr;		/* as reported */
+	uint32_t max_sge;
+	uint32_t wqe_size;
+	uint32_t head;			/* consumer counter, under lock */
+	uint32_t tail;			/* producer counter, owner, release */
+	uint32_t srq_limit;		/* SRQ: armed limit, 0 = disarmed */
+	uint32_t limit_pending;		/* SRQ: limit reached, owner reports */
+	uint64_t buf_off;
+};
+
+/* What a CQ ring holds: the ibv_wc plus what ibv_cq_ex can read. */
+struct shca_cqe {
+	struct ibv_wc wc;
+	uint64_t ts_ns;
+};
+
+enum {
+	SHCA_CQ_ARM_NONE = 0,
+	SHCA_CQ_ARM_SOLICITED = 1,
+	SHCA_CQ_ARM_ALL = 2,
+};
+
+struct shca_cq_shm {
+	struct shca_plock lock;		/* producers */
+	uint32_t size;			/* slots, power of two */
+	uint32_t cqe;			/* capacity, as reported */
+	uint32_t head;			/* consumer counter, owner, release */
+	uint32_t tail;			/* producer counter, under lock */
+	uint32_t armed;			/* SHCA_CQ_ARM_* under lock */
+	uint32_t overflow;		/* overrun: the CQ is in error */
+	uint32_t notify_pending;	/* a peer fired the arm: owner reports */
+	uint32_t overflow_pending;	/* a peer overran it: owner reports */
+	uint32_t timestamps;		/* producers fill shca_cqe.ts_ns */
+	uint32_t pad;
+	uint64_t ring_off;
+};
+
+/* Pending work a peer leaves for the QP's owner (bits). */
+enum {
+	SHCA_QP_PEND_ACCESS_ERR = 1 << 0,	/* -> ERR, QP_ACCESS_ERR */
+	SHCA_QP_PEND_REQ_ERR = 1 << 1,		/* -> ERR, QP_REQ_ERR */
+	SHCA_QP_PEND_FATAL = 1 << 2,		/* -> ERR, QP_FATAL */
+	SHCA_QP_PEND_COMM_EST = 1 << 3,		/* COMM_EST event */
+	SHCA_QP_PEND_ERR = 1 << 4,		/* -> ERR, no event */
+};
+
+/* What a peer needs to know of a QP to act as its remote side. */
+struct shca_qp_shm {
+	uint32_t qpn;
+	uint32_t state;		/* enum ibv_qp_state, owner, release */
+	uint32_t qp_type;
+	uint32_t pd;		/* PD handle */
+	uint32_t access;	/* qp_access_flags */
+	uint32_t qkey;
+	uint32_t dest_qpn;
+	uint32_t min_rnr_timer;
+	uint32_t has_srq;
+	uint32_t pending;	/* SHCA_QP_PEND_* set by peers (atomic or) */
+	uint64_t rq_off;	/* shca_rq_shm of the RQ or of the SRQ */
+	uint64_t rcq_off;	/* shca_cq_shm of the receive CQ */
+};
+
+/* This process's arena. */
+struct shca_arena {
+	void *base;
+	size_t size;
+	int fd;			/* memfd, passed to peers */
+	pid_t pid;
+};
+
+/* The arena of this process, created on first use (NULL, errno). */
+struct shca_arena *shca_arena_self(void);
+
+/* Heap allocation in this process's arena: zeroed, 64-byte aligned. */
+void *shca_arena_alloc(size_t size);
+void shca_arena_free(void *p);
+
+static inline uint64_t shca_arena_off(const struct shca_arena *a,
+				      const void *p)
+{
+	return p ? (uint64_t)((const char *)p - (const char *)a->base) : 0;
+}
+
+/* A pointer into a mapped arena from an offset, NULL if out of range. */
+static inline void *shca_arena_ptr(const void *base, size_t size,
+				   uint64_t off, size_t len)
+{
+	if (!off || off > size || len > size - off)
+		return NULL;
+	return (char *)base + off;
+}
+
+static inline struct shca_arena_hdr *shca_arena_hdr(const void *base)
+{
+	return (struct shca_arena_hdr *)base;
+}
+
+static inline uint64_t *shca_arena_qp_table(const void *base)
+{
+	return (uint64_t *)((char *)base + shca_arena_hdr(base)->qp_table_off);
+}
+
+static inline struct shca_mr_shm *shca_arena_mr_table(const void *base)
+{
+	return (struct shca_mr_shm *)((char *)base +
+				      shca_arena_hdr(base)->mr_table_off);
+}
+
+/* Read an MR table entry consistently (seqlock).  false if free. */
+bool shca_mr_shm_read(const struct shca_mr_shm *e, struct shca_mr_shm *out);
+void shca_mr_shm_write(struct shca_mr_shm *e, const struct shca_mr_shm *val);
+void shca_mr_shm_clear(struct shca_mr_shm *e);
+
+/* Map a peer's arena received as fd; checks the header. */
+void *shca_arena_map_peer(int fd, size_t *size);
+
+#endif

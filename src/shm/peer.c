@@ -1,0 +1,438 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/uio.h>
+
+#include "../common/log.h"
+#include "../common/slot.h"
+#include "../common/util.h"
+#include "../engine/engine.h"
+#include "arena.h"
+#include "peer.h"
+
+#define HELLO_MAGIC	0x6f6c6c6548434853ull	/* "SHCHello" */
+#define CONNECT_TIMEOUT_S 5
+
+struct hello {
+	uint64_t magic;
+	uint32_t version;
+	int32_t pid;
+	uint32_t slot;
+	uint32_t uid;
+	uint64_t arena_addr;	/* the owner's address of its arena (CMA probe) */
+};
+
+static pthread_mutex_t peers_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shca_peer *peers[SHCA_NUM_SLOTS];
+static int listen_fd = -1;
+static pid_t listen_pid;
+
+static socklen_t slot_addr(struct sockaddr_un *sa, uint16_t port)
+{
+	int n;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	/* abstract name: private to this network namespace */
+	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1,
+		     "softhca-%u-%u", (unsigned int)getuid(), port);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+			   (size_t)n);
+}
+
+/* ------------------------------------------------------------------ */
+/* Owner side: the listener, run by the engine thread                  */
+
+static void on_conn_event(int fd, uint32_t events, void *arg)
+{
+	char buf[64];
+
+	(void)arg;
+	/* peers send nothing after the hello: data or hang-up means done */
+	if (events & (EPOLLHUP | EPOLLERR) || read(fd, buf, sizeof(buf)) <= 0) {
+		shca_engine_unwatch(fd);
+		close(fd);
+	}
+}
+
+static void send_hello(int fd)
+{
+	struct shca_arena *a = shca_arena_self();
+	const struct shca_slot *s = shca_slot_get();
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct hello h;
+	struct iovec iov = { &h, sizeof(h) };
+	struct msghdr msg;
+	struct cmsghdr *cm;
+	int fds[2];
+
+	if (!a || !s)
+		return;
+	memset(&h, 0, sizeof(h));
+	h.magic = HELLO_MAGIC;
+	h.version = SHCA_ARENA_VERSION;
+	h.pid = getpid();
+	h.slot = (uint32_t)s->slot;
+	h.uid = getuid();
+	h.arena_addr = (uint64_t)(uintptr_t)a->base;
+	fds[0] = a->fd;
+	fds[1] = shca_engine_doorbell_fd();
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = u.buf;
+	msg.msg_controllen = sizeof(u.buf);
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	if (sendmsg(fd, &msg, MSG_NOSIGNAL) < 0)
+		shca_dbg("hello: %s", strerror(errno));
+}
+
+static void on_listen_event(int fd, uint32_t events, void *arg)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	int c;
+
+	(void)events;
+	(void)arg;
+	c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (c < 0)
+		return;
+	/* CMA and a shared arena are for the same user only */
+	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
+	    cred.uid != getuid()) {
+		shca_warn_once("refusing a same-host peer of another user");
+		close(c);
+		return;
+	}
+	send_hello(c);
+	if (shca_engine_watch(c, on_conn_event, NULL))
+		close(c);
+}
+
+int shca_peer_listen(void)
+{
+	const struct shca_slot *s;
+	struct sockaddr_un sa;
+	socklen_t len;
+	int fd, ret;
+
+	pthread_mutex_lock(&peers_lock);
+	if (listen_fd >= 0 && listen_pid == getpid()) {
+		pthread_mutex_unlock(&peers_lock);
+		return 0;
+	}
+	if (listen_fd >= 0) {
+		/* forked child: the parent's listener and peers */
+		close(listen_fd);
+		listen_fd = -1;
+		memset(peers, 0, sizeof(peers));
+	}
+	ret = shca_engine_start();
+	s = ret ? NULL : shca_slot_get();
+	if (!ret && !s)
+		ret = -errno;
+	if (!ret && !shca_arena_self())
+		ret = -errno;
+	if (ret)
+		goto out;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	len = slot_addr(&sa, s->port);
+	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 128)) {
+		ret = -errno;
+		shca_err("cannot listen for same-host peers: %s",
+			 strerror(errno));
+		close(fd);
+		goto out;
+	}
+	ret = shca_engine_watch(fd, on_listen_event, NULL);
+	if (ret) {
+		close(fd);
+		goto out;
+	}
+	listen_fd = fd;
+	listen_pid = getpid();
+out:
+	pthread_mutex_unlock(&peers_lock);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* Requester side                                                      */
+
+static void on_peer_event(int fd, uint32_t events, void *arg)
+{
+	struct shca_peer *p = arg;
+	char buf[64];
+
+	if (events & (EPOLLHUP | EPOLLERR) || read(fd, buf, sizeof(buf)) <= 0) {
+		shca_dbg("peer in slot %d (pid %d) is gone", p->slot,
+			 (int)p->pid);
+		p->dead = true;
+		shca_engine_unwatch(fd);
+		close(fd);
+		p->sock = -1;
+	}
+}
+
+static int recv_hello(int fd, struct hello *h, int fds[2])
+{
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { h, sizeof(*h) };
+	struct msghdr msg;
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = u.buf;
+	msg.msg_controllen = sizeof(u.buf);
+	n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return -errno;
+	cm = CMSG_FIRSTHDR(&msg);
+	if (n != (ssize_t)sizeof(*h) || h->magic != HELLO_MAGIC || !cm ||
+	    cm->cmsg_type != SCM_RIGHTS ||
+	    cm->cmsg_len != CMSG_LEN(2 * sizeof(int))) {
+		if (cm && cm->cmsg_type == SCM_RIGHTS) {
+			int i, nfd = (int)((cm->cmsg_len - CMSG_LEN(0)) /
+					   sizeof(int));
+
+			for (i = 0; i < nfd; i++) {
+				int f;
+
+				memcpy(&f, CMSG_DATA(cm) + i * sizeof(int),
+				       sizeof(int));
+				close(f);
+			}
+		}
+		return -EPROTO;
+	}
+	memcpy(fds, CMSG_DATA(cm), 2 * sizeof(int));
+	return 0;
+}
+
+static bool probe_cma(struct shca_peer *p, uint64_t arena_addr)
+{
+	uint64_t magic = 0;
+	struct iovec l = { &magic, sizeof(magic) };
+	struct iovec r = { (void *)(uintptr_t)arena_addr, sizeof(magic) };
+
+	if (process_vm_readv(p->pid, &l, 1, &r, 1, 0) != sizeof(magic)) {
+		shca_warn_once("process_vm_readv on pid %d refused (%s): "
+			       "same-host peers need ptrace permission "
+			       "(same user; Yama ptrace_scope)",
+			       (int)p->pid, strerror(errno));
+		return false;
+	}
+	return magic == SHCA_ARENA_MAGIC;
+}
+
+static struct shca_peer *peer_self(const struct shca_slot *s)
+{
+	struct shca_arena *a = shca_arena_self();
+	struct shca_peer *p;
+
+	if (!a)
+		return NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->slot = s->slot;
+	p->pid = getpid();
+	p->sock = -1;
+	p->arena = a->base;
+	p->arena_size = a->size;
+	p->doorbell = shca_engine_doorbell_fd();
+	p->self = true;
+	p->cma = true;
+	return p;
+}
+
+static struct shca_peer *peer_connect(int slot)
+{
+	struct sockaddr_un sa;
+	struct timeval tv = { CONNECT_TIMEOUT_S, 0 };
+	struct shca_peer *p;
+	struct hello h;
+	int fd, fds[2], ret;
+	socklen_t len;
+
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return NULL;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	len = slot_addr(&sa, (uint16_t)(shca_port_base() + slot));
+	if (connect(fd, (struct sockaddr *)&sa, len)) {
+		ret = -errno;
+		goto err_close;
+	}
+	ret = recv_hello(fd, &h, fds);
+	if (ret)
+		goto err_close;
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		ret = -ENOMEM;
+		goto err_fds;
+	}
+	p->slot = slot;
+	p->pid = h.pid;
+	p->sock = fd;
+	p->doorbell = fds[1];
+	p->arena = shca_arena_map_peer(fds[0], &p->arena_size);
+	close(fds[0]);
+	if (!p->arena || shca_arena_hdr(p->arena)->pid != h.pid) {
+		ret = p->arena ? -EPROTO : -errno;
+		if (p->arena)
+			munmap(p->arena, p->arena_size);
+		close(fds[1]);
+		free(p);
+		goto err_close;
+	}
+	p->cma = probe_cma(p, h.arena_addr);
+	if (shca_engine_watch(fd, on_peer_event, p))
+		shca_warn("cannot watch peer %d for hang-up", slot);
+	shca_dbg("peer in slot %d: pid %d, cma %d", slot, (int)p->pid, p->cma);
+	return p;
+
+err_fds:
+	close(fds[0]);
+	close(fds[1]);
+err_close:
+	close(fd);
+	errno = -ret;
+	return NULL;
+}
+
+struct shca_peer *shca_peer_get(int slot)
+{
+	const struct shca_slot *s = shca_slot_get();
+	struct shca_peer *p;
+
+	if (!s || slot < 0 || slot >= (int)SHCA_NUM_SLOTS) {
+		errno = EINVAL;
+		return NULL;
+	}
+	pthread_mutex_lock(&peers_lock);
+	p = peers[slot];
+	if (!p || p->dead) {
+		/* a dead peer's object stays allocated for whoever holds it */
+		p = slot == s->slot ? peer_self(s) : peer_connect(slot);
+		if (p)
+			peers[slot] = p;
+	}
+	pthread_mutex_unlock(&peers_lock);
+	return p;
+}
+
+void shca_peer_doorbell(struct shca_peer *p)
+{
+	uint64_t one = 1;
+
+	if (p->dead)
+		return;
+	if (write(p->doorbell, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		shca_dbg("doorbell of pid %d: %s", (int)p->pid,
+			 strerror(errno));
+}
+
+/* Copy between iovec lists in this process. */
+static void copy_iov(const struct iovec *dst, int nd, const struct iovec *src,
+		     int ns)
+{
+	size_t di = 0, doff = 0, si = 0, soff = 0;
+
+	while ((int)di < nd && (int)si < ns) {
+		size_t n = MIN(dst[di].iov_len - doff, src[si].iov_len - soff);
+
+		if (n)
+			memmove((char *)dst[di].iov_base + doff,
+				(const char *)src[si].iov_base + soff, n);
+		doff += n;
+		soff += n;
+		if (doff == dst[di].iov_len) {
+			di++;
+			doff = 0;
+		}
+		if (soff == src[si].iov_len) {
+			si++;
+			soff = 0;
+		}
+	}
+}
+
+static size_t iov_total(const struct iovec *v, int n)
+{
+	size_t t = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		t += v[i].iov_len;
+	return t;
+}
+
+static int peer_xfer(struct shca_peer *p, const struct iovec *local, int nl,
+		     const struct iovec *remote, int nr, bool write)
+{
+	size_t want = iov_total(local, nl);
+	ssize_t n;
+
+	if (p->self) {
+		if (write)
+			copy_iov(remote, nr, local, nl);
+		else
+			copy_iov(local, nl, remote, nr);
+		return 0;
+	}
+	if (!want)
+		return 0;
+	if (nl > 1024 || nr > 1024)
+		return -EINVAL;
+	n = write ? process_vm_writev(p->pid, local, (unsigned long)nl, remote,
+				      (unsigned long)nr, 0) :
+		    process_vm_readv(p->pid, local, (unsigned long)nl, remote,
+				     (unsigned long)nr, 0);
+	if (n < 0) {
+		if (errno == ESRCH)
+			p->dead = true;
+		return -errno;
+	}
+	/* a partial transfer means a remote page is not there */
+	return (size_t)n == want ? 0 : -EFAULT;
+}
+
+int shca_peer_write(struct shca_peer *p, const struct iovec *local, int nl,
+		    const struct iovec *remote, int nr)
+{
+	return peer_xfer(p, local, nl, remote, nr, true);
+}
+
+int shca_peer_read(struct shca_peer *p, const struct iovec *local, int nl,
+		   const struct iovec *remote, int nr)
+{
+	return peer_xfer(p, local, nl, remote, nr, false);
+}

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Peers: the other processes on this host (same network namespace) that
+ * own QPs this process talks to, found by slot.
+ *
+ * A process listens on an abstract Unix socket named after its port (so
+ * the name is private to the network namespace, which is what "the same
+ * host" means to softhca).  A peer connects once, checks that the owner is
+ * the same user, receives the owner's arena and doorbell fds, maps the
+ * arena, and tests that it may use process_vm_readv/writev on the owner
+ * (CMA).  A hang-up marks the peer dead.
+ */
+#ifndef SOFTHCA_SHM_PEER_H
+#define SOFTHCA_SHM_PEER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct shca_peer {
+	int slot;
+	pid_t pid;
+	int sock;		/* our connection, -1 for ourselves */
+	void *arena;		/* its arena, mapped here */
+	size_t arena_size;
+	int doorbell;		/* its engine's eventfd */
+	bool self;
+	bool cma;		/* process_vm_readv/writev allowed */
+	volatile bool dead;	/* hung up or gone */
+};
+
+/* Listen for peers on this process's slot; starts the engine.  0/-errno */
+int shca_peer_listen(void);
+
+/*
+ * The peer in slot (connecting on first use).  NULL with errno
+ * ECONNREFUSED when no process owns the slot, EACCES for another user.
+ * Peer objects are never freed: a QP may keep the pointer.
+ */
+struct shca_peer *shca_peer_get(int slot);
+
+/* Wake the peer's engine (after setting a *_pending word in its arena). */
+void shca_peer_doorbell(struct shca_peer *p);
+
+/*
+ * Copy between this process and the peer's memory: local iovecs to remote
+ * (write) or remote to local (read).  Returns 0 or -errno (-ESRCH when the
+ * peer is gone, -EFAULT for a bad remote range).
+ */
+int shca_peer_write(struct shca_peer *p, const struct iovec *local, int nl,
+		    const struct iovec *remote, int nr);
+int shca_peer_read(struct shca_peer *p, const struct iovec *local, int nl,
+		   const struct iovec *remote, int nr);
+
+#endif

@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Arena queues.  Counters only move forward and are taken modulo the ring
+ * size; a producer publishes with a release store of its counter, a
+ * consumer reads the other side's counter with an acquire load.
+ */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "../common/util.h"
+#include "queues.h"
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ */
+/* CQ                                                                  */
+
+int shca_cqshm_init(struct shca_cq_shm *cq, uint32_t cqe, bool timestamps)
+{
+	struct shca_arena *a = shca_arena_self();
+	uint32_t size = shca_cq_size_for(cqe);
+	void *ring;
+
+	if (!a)
+		return -errno;
+	ring = shca_arena_alloc((size_t)size * sizeof(struct shca_cqe));
+	if (!ring)
+		return -ENOMEM;
+	shca_plock_init(&cq->lock);
+	cq->size = size;
+	cq->cqe = size - 1;
+	cq->head = cq->tail = 0;
+	cq->timestamps = timestamps;
+	cq->ring_off = shca_arena_off(a, ring);
+	return 0;
+}
+
+void shca_cqshm_fini(struct shca_cq_shm *cq)
+{
+	struct shca_arena *a = shca_arena_self();
+
+	if (a && cq->ring_off)
+		shca_arena_free((char *)a->base + cq->ring_off);
+	cq->ring_off = 0;
+}
+
+static struct shca_cqe *cq_ring(void *base, size_t size,
+				struct shca_cq_shm *cq)
+{
+	return shca_arena_ptr(base, size, cq->ring_off,
+			      (size_t)cq->size * sizeof(struct shca_cqe));
+}
+
+int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe)
+{
+	struct shca_arena *a = shca_arena_self();
+	uint32_t size = shca_cq_size_for(cqe), n, i;
+	struct shca_cqe *old, *ring;
+
+	ring = shca_arena_alloc((size_t)size * sizeof(*ring));
+	if (!ring)
+		return -ENOMEM;
+	shca_plock_lock(&cq->lock);
+	n = cq->tail - __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE);
+	if (n > size - 1) {
+		shca_plock_unlock(&cq->lock);
+		shca_arena_free(ring);
+		return -EINVAL;
+	}
+	old = cq_ring(a->base, a->size, cq);
+	for (i = 0; i < n; i++)
+		ring[i] = old[(cq->head + i) & (cq->size - 1)];
+	shca_arena_free(old);
+	cq->ring_off = shca_arena_off(a, ring);
+	cq->size = size;
+	cq->cqe = size - 1;
+	__atomic_store_n(&cq->head, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&cq->tail, n, __ATOMIC_RELEASE);
+	shca_plock_unlock(&cq->lock);
+	return 0;
+}
+
+/*
+ * IBA o11-5.2.2: more completions than the CQ holds is an overrun; the CQ
+ * enters the error state and takes no more.  Arming for solicited events
+ * fires on solicited completions and on completions in error.
+ */
+int shca_cqshm_push(void *base, size_t size, struct shca_cq_shm *cq,
+		    const struct ibv_wc *wc, bool solicited)
+{
+	struct shca_cqe *ring, *e;
+	int ret = SHCA_CQ_PUSHED;
+
+	shca_plock_lock(&cq->lock);
+	ring = cq_ring(base, size, cq);
+	if (cq->overflow || !ring) {
+		ret = SHCA_CQ_DEAD;
+		goto out;
+	}
+	if (cq->tail - __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE) >=
+	    cq->cqe) {
+		cq->overflow = 1;
+		ret = SHCA_CQ_OVERRUN;
+		goto out;
+	}
+	e = &ring[cq->tail & (cq->size - 1)];
+	e->wc = *wc;
+	if (cq->timestamps)
+		e->ts_ns = realtime_ns();
+	__atomic_store_n(&cq->tail, cq->tail + 1, __ATOMIC_RELEASE);
+	if (cq->armed == SHCA_CQ_ARM_ALL ||
+	    (cq->armed == SHCA_CQ_ARM_SOLICITED &&
+	     (solicited || wc->status != IBV_WC_SUCCESS))) {
+		cq->armed = SHCA_CQ_ARM_NONE;
+		ret = SHCA_CQ_FIRED;
+	}
+out:
+	shca_plock_unlock(&cq->lock);
+	return ret;
+}
+
+struct shca_cqe *shca_cqshm_peek(struct shca_cq_shm *cq)
+{
+	struct shca_arena *a = shca_arena_self();
+	uint32_t tail = __atomic_load_n(&cq->tail, __ATOMIC_ACQUIRE);
+
+	if (cq->head == tail)
+		return NULL;
+	return &cq_ring(a->base, a->size, cq)[cq->head & (cq->size - 1)];
+}
+
+void shca_cqshm_pop(struct shca_cq_shm *cq)
+{
+	__atomic_store_n(&cq->head, cq->head + 1, __ATOMIC_RELEASE);
+}
+
+uint32_t shca_cqshm_count(struct shca_cq_shm *cq)
+{
+	return __atomic_load_n(&cq->tail, __ATOMIC_ACQUIRE) - cq->head;
+}
+
+void shca_cqshm_arm(struct shca_cq_shm *cq, bool solicited_only)
+{
+	shca_plock_lock(&cq->lock);
+	if (!solicited_only)
+		cq->armed = SHCA_CQ_ARM_ALL;
+	else if (cq->armed == SHCA_CQ_ARM_NONE)
+		cq->armed = SHCA_CQ_ARM_SOLICITED;
+	shca_plock_unlock(&cq->lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* RQ / SRQ                                                            */
+
+static size_t rq_wqe_size(uint32_t max_sge)
+{
+	size_t s = sizeof(struct shca_recv_wqe_shm) +
+		   (size_t)MAX(max_sge, 1u) * sizeof(struct ibv_sge);
+
+	return (s + 15) & ~(size_t)15;
+}
+
+static void *rq_alloc_ring(uint32_t slots, size_t wqe_size)
+{
+	return shca_arena_alloc((size_t)slots * wqe_size);
+}
+
+int shca_rqshm_init(struct shca_rq_shm *rq, uint32_t max_wr, uint32_t max_sge)
+{
+	struct shca_arena *a = shca_arena_self();
+	uint32_t size = shca_roundup_pow2(MAX(max_wr, 1u));
+	size_t wsz = rq_wqe_size(max_sge);
+	void *ring;
+
+	if (!a)
+		return -errno;
+	ring = rq_alloc_ring(size, wsz);
+	if (!ring)
+		return -ENOMEM;
+	shca_plock_init(&rq->lock);
+	rq->size = size;
+	rq->max_wr = size;
+	rq->max_sge = MAX(max_sge, 1u);
+	rq->wqe_size = (uint32_t)wsz;
+	rq->head = rq->tail = 0;
+	rq->buf_off = shca_arena_off(a, ring);
+	return 0;
+}
+
+void shca_rqshm_fini(struct shca_rq_shm *rq)
+{
+	struct shca_arena *a = shca_arena_self();
+
+	if (a && rq->buf_off)
+		shca_arena_free((char *)a->base + rq->buf_off);
+	rq->buf_off = 0;
+}
+
+static struct shca_recv_wqe_shm *rq_slot(void *base, size_t size,
+					 struct shca_rq_shm *rq, uint32_t i)
+{
+	char *ring = shca_arena_ptr(base, size, rq->buf_off,
+				    (size_t)rq->size * rq->wqe_size);
+
+	if (!ring)
+		return NULL;
+	return (struct shca_recv_wqe_shm *)(ring + (size_t)(i & (rq->size - 1)) *
+					    rq->wqe_size);
+}
+
+int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr)
+{
+	struct shca_arena *a = shca_arena_self();
+	uint32_t size = shca_roundup_pow2(MAX(max_wr, 1u)), n, i;
+	char *ring, *old;
+
+	ring = rq_alloc_ring(size, rq->wqe_size);
+	if (!ring)
+		return -ENOMEM;
+	shca_plock_lock(&rq->lock);
+	n = __atomic_load_n(&rq->tail, __ATOMIC_ACQUIRE) - rq->head;
+	if (n > size) {
+		shca_plock_unlock(&rq->lock);
+		shca_arena_free(ring);
+		return -EINVAL;
+	}
+	for (i = 0; i < n; i++)
+		memcpy(ring + (size_t)i * rq->wqe_size,
+		       rq_slot(a->base, a->size, rq, rq->head + i),
+		       rq->wqe_size);
+	old = (char *)a->base + rq->buf_off;
+	rq->buf_off = shca_arena_off(a, ring);
+	rq->size = size;
+	rq->max_wr = size;
+	rq->head = 0;
+	__atomic_store_n(&rq->tail, n, __ATOMIC_RELEASE);
+	shca_plock_unlock(&rq->lock);
+	shca_arena_free(old);
+	return 0;
+}
+
+uint32_t shca_rqshm_count(struct shca_rq_shm *rq)
+{
+	return __atomic_load_n(&rq->tail, __ATOMIC_ACQUIRE) -
+	       __atomic_load_n(&rq->head, __ATOMIC_ACQUIRE);
+}
+
+int shca_rqshm_post(struct shca_rq_shm *rq, const struct ibv_recv_wr *wr)
+{
+	struct shca_arena *a = shca_arena_self();
+	struct shca_recv_wqe_shm *w;
+	uint32_t tail = rq->tail;
+	int i;
+
+	if (tail - __atomic_load_n(&rq->head, __ATOMIC_ACQUIRE) >= rq->size)
+		return -ENOMEM;
+	w = rq_slot(a->base, a->size, rq, tail);
+	w->wr_id = wr->wr_id;
+	w->num_sge = (uint32_t)wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++)
+		w->sge[i] = wr->sg_list[i];
+	__atomic_store_n(&rq->tail, tail + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+struct shca_recv_wqe_shm *shca_rqshm_peek(void *base, size_t size,
+					  struct shca_rq_shm *rq)
+{
+	struct shca_recv_wqe_shm *w;
+
+	if (rq->head == __atomic_load_n(&rq->tail, __ATOMIC_ACQUIRE))
+		return NULL;
+	w = rq_slot(base, size, rq, rq->head);
+	if (w && w->num_sge > rq->max_sge)
+		return NULL;	/* corrupt: never trust a count */
+	return w;
+}
+
+void shca_rqshm_pop(struct shca_rq_shm *rq)
+{
+	__atomic_store_n(&rq->head, rq->head + 1, __ATOMIC_RELEASE);
+}

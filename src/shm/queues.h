@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Operations on the queues that live in an arena (arena.h), usable by the
+ * owner and by a peer that mapped the arena.  "base/size" name the arena
+ * mapping in the calling process.
+ */
+#ifndef SOFTHCA_SHM_QUEUES_H
+#define SOFTHCA_SHM_QUEUES_H
+
+#include <stdbool.h>
+#include <infiniband/verbs.h>
+
+#include "arena.h"
+
+/* Results of shca_cqshm_push */
+enum {
+	SHCA_CQ_PUSHED = 0,	/* stored */
+	SHCA_CQ_FIRED = 1,	/* stored, and the arm fired: notify the owner */
+	SHCA_CQ_OVERRUN = 2,	/* lost: the CQ overran (first time) */
+	SHCA_CQ_DEAD = 3,	/* lost: the CQ is already in error */
+};
+
+/* Initialise a CQ in this process's arena; 0 or -errno. */
+int shca_cqshm_init(struct shca_cq_shm *cq, uint32_t cqe, bool timestamps);
+void shca_cqshm_fini(struct shca_cq_shm *cq);
+/* Move to a new ring; -EINVAL if it holds more than cqe entries. */
+int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe);
+
+int shca_cqshm_push(void *base, size_t size, struct shca_cq_shm *cq,
+		    const struct ibv_wc *wc, bool solicited);
+/* Owner: the next entry (NULL if empty); consume with _pop. */
+struct shca_cqe *shca_cqshm_peek(struct shca_cq_shm *cq);
+void shca_cqshm_pop(struct shca_cq_shm *cq);
+uint32_t shca_cqshm_count(struct shca_cq_shm *cq);
+void shca_cqshm_arm(struct shca_cq_shm *cq, bool solicited_only);
+
+static inline uint32_t shca_cq_size_for(uint32_t cqe)
+{
+	uint32_t s = 1;
+
+	while (s < cqe + 1)
+		s <<= 1;
+	return s;
+}
+
+/* RQ / SRQ rings */
+int shca_rqshm_init(struct shca_rq_shm *rq, uint32_t max_wr, uint32_t max_sge);
+void shca_rqshm_fini(struct shca_rq_shm *rq);
+int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr);
+uint32_t shca_rqshm_count(struct shca_rq_shm *rq);
+/* Owner: append one WR (the caller checked num_sge); -ENOMEM if full. */
+int shca_rqshm_post(struct shca_rq_shm *rq, const struct ibv_recv_wr *wr);
+
+/*
+ * Consumer, with rq->lock held: the oldest WQE, or NULL if empty; pop
+ * removes it.  A peer passes its mapping of the arena.
+ */
+struct shca_recv_wqe_shm *shca_rqshm_peek(void *base, size_t size,
+					  struct shca_rq_shm *rq);
+void shca_rqshm_pop(struct shca_rq_shm *rq);
+
+#endif

@@ -1,0 +1,433 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The same-host transport (see xfer.h).  Every check a responder NIC makes
+ * is made here against the responder's arena before its memory is touched:
+ * QP number, type and state, Q_Key, receive WQE, the R_Key / L_Key, PD,
+ * access rights and bounds in its MR table.
+ *
+ * What the responder must do afterwards (report a completion event, raise
+ * an async event, move its QP to the error state) is left in its arena as a
+ * *_pending word and its engine is woken with the doorbell.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+#include "arena.h"
+#include "host.h"
+#include "queues.h"
+#include "xfer.h"
+
+#define MAX_IOV 64
+
+static bool can_receive(uint32_t state)
+{
+	return state == IBV_QPS_RTR || state == IBV_QPS_RTS ||
+	       state == IBV_QPS_SQD || state == IBV_QPS_SQE;
+}
+
+static void ring_owner(struct shca_peer *p)
+{
+	__atomic_store_n(&shca_arena_hdr(p->arena)->doorbell_pending, 1,
+			 __ATOMIC_RELEASE);
+	shca_peer_doorbell(p);
+}
+
+static void qp_pending(struct shca_peer *p, struct shca_qp_shm *q,
+		       uint32_t bits)
+{
+	__atomic_or_fetch(&q->pending, bits, __ATOMIC_ACQ_REL);
+	ring_owner(p);
+}
+
+static struct shca_qp_shm *lookup_qp(struct shca_peer *p, uint32_t qpn)
+{
+	uint64_t *tbl = shca_arena_qp_table(p->arena);
+	struct shca_qp_shm *q;
+	uint64_t off;
+
+	off = __atomic_load_n(&tbl[qpn & (SHCA_ARENA_QP_ENTRIES - 1)],
+			      __ATOMIC_ACQUIRE);
+	q = shca_arena_ptr(p->arena, p->arena_size, off, sizeof(*q));
+	if (!q || __atomic_load_n(&q->qpn, __ATOMIC_ACQUIRE) != qpn)
+		return NULL;
+	return q;
+}
+
+/*
+ * The responder's MR for key: PD, access and [addr, addr + len) in its
+ * iova space.  On success *va is the responder's virtual address of addr.
+ */
+static int lookup_mr(struct shca_peer *p, uint32_t pd, uint32_t key,
+		     uint32_t access, uint64_t addr, uint64_t len,
+		     uint64_t *va)
+{
+	uint32_t idx = key >> SHCA_MR_KEY_BITS;
+	struct shca_mr_shm e;
+
+	if (!key || idx >= SHCA_ARENA_MR_ENTRIES)
+		return -EINVAL;
+	if (!shca_mr_shm_read(&shca_arena_mr_table(p->arena)[idx], &e))
+		return -EINVAL;
+	if (e.key != key || e.pd != pd || (e.access & access) != access)
+		return -EACCES;
+	if (e.iova + e.length < e.iova ||
+	    !shca_range_ok(addr, len, e.iova, e.iova + e.length))
+		return -EACCES;
+	*va = e.addr + (addr - e.iova);
+	return 0;
+}
+
+static void resp_complete(struct shca_peer *p, struct shca_qp_shm *q,
+			  const struct ibv_wc *wc, bool solicited)
+{
+	struct shca_cq_shm *cq = shca_arena_ptr(p->arena, p->arena_size,
+						q->rcq_off, sizeof(*cq));
+	int r;
+
+	if (!cq)
+		return;
+	r = shca_cqshm_push(p->arena, p->arena_size, cq, wc, solicited);
+	if (r == SHCA_CQ_FIRED) {
+		__atomic_store_n(&cq->notify_pending, 1, __ATOMIC_RELEASE);
+		ring_owner(p);
+	} else if (r == SHCA_CQ_OVERRUN) {
+		__atomic_store_n(&cq->overflow_pending, 1, __ATOMIC_RELEASE);
+		ring_owner(p);
+	}
+}
+
+static void resp_wc(struct ibv_wc *wc, const struct shca_xfer *x,
+		    const struct shca_qp_shm *q, uint64_t wr_id,
+		    enum ibv_wc_status status, uint32_t byte_len)
+{
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = wr_id;
+	wc->status = status;
+	wc->opcode = x->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ?
+		     IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+	wc->byte_len = byte_len;
+	wc->qp_num = q->qpn;
+	wc->src_qp = x->src_qpn;
+	if (x->opcode == IBV_WR_SEND_WITH_IMM ||
+	    x->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+		wc->wc_flags |= IBV_WC_WITH_IMM;
+		wc->imm_data = x->imm_data;
+	}
+	if (x->qp_type == IBV_QPT_UD)
+		wc->wc_flags |= IBV_WC_GRH;
+}
+
+/* RC: the requester's status and the responder's fate for an error. */
+static void fail_rc(struct shca_xfer_result *res, struct shca_peer *p,
+		    struct shca_qp_shm *q, enum ibv_wc_status status,
+		    uint32_t pend)
+{
+	res->outcome = SHCA_XFER_DONE;
+	res->status = status;
+	qp_pending(p, q, pend);
+}
+
+/*
+ * Build the responder's scatter list for len bytes from a receive WQE:
+ * every SGE needs its L_Key, the QP's PD and local write.  skip bytes at
+ * the start go to `head` instead (the UD GRH).
+ */
+static int build_scatter(struct shca_peer *p, struct shca_qp_shm *q,
+			 const struct shca_recv_wqe_shm *w, uint64_t len,
+			 struct iovec *iov, int *niov)
+{
+	uint64_t left = len;
+	uint32_t i;
+	int n = 0;
+
+	for (i = 0; i < w->num_sge && left; i++) {
+		const struct ibv_sge *s = &w->sge[i];
+		uint64_t take = MIN((uint64_t)s->length, left), va;
+
+		if (!take)
+			continue;
+		if (lookup_mr(p, q->pd, s->lkey, IBV_ACCESS_LOCAL_WRITE,
+			      s->addr, take, &va))
+			return -EACCES;
+		if (n == MAX_IOV)
+			return -E2BIG;
+		iov[n].iov_base = (void *)(uintptr_t)va;
+		iov[n].iov_len = take;
+		n++;
+		left -= take;
+	}
+	*niov = n;
+	return left ? -EMSGSIZE : 0;
+}
+
+static uint64_t wqe_capacity(const struct shca_recv_wqe_shm *w)
+{
+	uint64_t c = 0;
+	uint32_t i;
+
+	for (i = 0; i < w->num_sge; i++)
+		c += w->sge[i].length;
+	return c;
+}
+
+/* SEND, SEND_WITH_IMM and RDMA_WRITE_WITH_IMM's receive side. */
+static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
+		       const struct shca_xfer *x,
+		       struct shca_xfer_result *res)
+{
+	struct shca_rq_shm *rq = shca_arena_ptr(p->arena, p->arena_size,
+						q->rq_off, sizeof(*rq));
+	bool is_send = x->opcode != IBV_WR_RDMA_WRITE_WITH_IMM;
+	bool rc = x->qp_type == IBV_QPT_RC;
+	struct shca_recv_wqe_shm *w;
+	struct iovec iov[MAX_IOV + 1];
+	uint64_t wr_id, need, va = 0;
+	struct ibv_wc wc;
+	int niov = 0, ret;
+
+	if (!rq) {
+		res->outcome = rc ? SHCA_XFER_NO_RESPONSE : SHCA_XFER_DONE;
+		return;
+	}
+	shca_plock_lock(&rq->lock);
+	w = shca_rqshm_peek(p->arena, p->arena_size, rq);
+	if (!w) {
+		shca_plock_unlock(&rq->lock);
+		/* IBA 9.7.5.2.8: RC answers RNR NAK; UC and UD drop */
+		if (rc) {
+			res->outcome = SHCA_XFER_RNR;
+			res->rnr_timer = (uint8_t)q->min_rnr_timer;
+		}
+		return;
+	}
+	wr_id = w->wr_id;
+
+	if (!is_send) {
+		/* RDMA WRITE with immediate: the data goes where the rkey
+		 * says, the WQE only reports it (IBA 9.4.3) */
+		if (x->length &&
+		    lookup_mr(p, q->pd, x->rkey, IBV_ACCESS_REMOTE_WRITE,
+			      x->remote_addr, x->length, &va)) {
+			shca_plock_unlock(&rq->lock);
+			if (rc)
+				fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
+					SHCA_QP_PEND_ACCESS_ERR);
+			return;
+		}
+		iov[0].iov_base = (void *)(uintptr_t)va;
+		iov[0].iov_len = x->length;
+		niov = x->length ? 1 : 0;
+	} else {
+		need = x->length + (x->grh ? SHCA_GRH_LEN : 0);
+		if (need > wqe_capacity(w)) {
+			/* IBA 10.7.2.1: receive buffer too small */
+			shca_rqshm_pop(rq);
+			shca_plock_unlock(&rq->lock);
+			resp_wc(&wc, x, q, wr_id, IBV_WC_LOC_LEN_ERR, 0);
+			resp_complete(p, q, &wc, true);
+			if (rc)
+				fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR,
+					SHCA_QP_PEND_ERR);
+			else if (x->qp_type == IBV_QPT_UC)
+				qp_pending(p, q, SHCA_QP_PEND_ERR);
+			return;
+		}
+		ret = build_scatter(p, q, w, need, iov, &niov);
+		if (ret) {
+			shca_rqshm_pop(rq);
+			shca_plock_unlock(&rq->lock);
+			resp_wc(&wc, x, q, wr_id, IBV_WC_LOC_PROT_ERR, 0);
+			resp_complete(p, q, &wc, true);
+			if (rc)
+				fail_rc(res, p, q, IBV_WC_REM_OP_ERR,
+					SHCA_QP_PEND_ERR);
+			else
+				qp_pending(p, q, SHCA_QP_PEND_ERR);
+			return;
+		}
+	}
+
+	/* place the data: GRH first for UD, then the payload */
+	if (x->grh && niov) {
+		struct iovec g = { (void *)x->grh, SHCA_GRH_LEN };
+		struct iovec rg[MAX_IOV + 1];
+		uint64_t left = SHCA_GRH_LEN;
+		int i, k = 0;
+
+		/* split the scatter list at SHCA_GRH_LEN */
+		for (i = 0; i < niov && left; i++) {
+			uint64_t t = MIN(left, (uint64_t)iov[i].iov_len);
+
+			rg[k].iov_base = iov[i].iov_base;
+			rg[k++].iov_len = t;
+			left -= t;
+			iov[i].iov_base = (char *)iov[i].iov_base + t;
+			iov[i].iov_len -= t;
+		}
+		ret = shca_peer_write(p, &g, 1, rg, k);
+		if (!ret)
+			ret = shca_peer_write(p, x->local, x->nlocal, iov, niov);
+	} else {
+		ret = shca_peer_write(p, x->local, x->nlocal, iov, niov);
+	}
+	shca_rqshm_pop(rq);
+	shca_plock_unlock(&rq->lock);
+	if (ret) {
+		resp_wc(&wc, x, q, wr_id, IBV_WC_LOC_PROT_ERR, 0);
+		resp_complete(p, q, &wc, true);
+		if (rc)
+			fail_rc(res, p, q, IBV_WC_REM_OP_ERR, SHCA_QP_PEND_ERR);
+		return;
+	}
+	if (q->has_srq && __atomic_load_n(&rq->srq_limit, __ATOMIC_ACQUIRE) &&
+	    shca_rqshm_count(rq) < rq->srq_limit) {
+		__atomic_store_n(&rq->limit_pending, 1, __ATOMIC_RELEASE);
+		ring_owner(p);
+	}
+	resp_wc(&wc, x, q, wr_id, IBV_WC_SUCCESS,
+		(uint32_t)(is_send ? x->length + (x->grh ? SHCA_GRH_LEN : 0) :
+				     x->length));
+	resp_complete(p, q, &wc, x->solicited);
+	res->outcome = SHCA_XFER_DONE;
+	res->status = IBV_WC_SUCCESS;
+}
+
+static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
+		    const struct shca_xfer *x, struct shca_xfer_result *res)
+{
+	bool write = x->opcode == IBV_WR_RDMA_WRITE;
+	uint32_t access = write ? IBV_ACCESS_REMOTE_WRITE :
+				  IBV_ACCESS_REMOTE_READ;
+	struct iovec r;
+	uint64_t va;
+	int ret;
+
+	res->outcome = SHCA_XFER_DONE;
+	res->status = IBV_WC_SUCCESS;
+	if (!x->length)
+		return;		/* IBA C9-88: no R_Key check for length 0 */
+	if (!(q->access & access) ||
+	    lookup_mr(p, q->pd, x->rkey, access, x->remote_addr, x->length,
+		      &va)) {
+		if (x->qp_type == IBV_QPT_RC)
+			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
+				SHCA_QP_PEND_ACCESS_ERR);
+		return;		/* UC: the responder drops it */
+	}
+	r.iov_base = (void *)(uintptr_t)va;
+	r.iov_len = x->length;
+	ret = write ? shca_peer_write(p, x->local, x->nlocal, &r, 1) :
+		      shca_peer_read(p, x->local, x->nlocal, &r, 1);
+	if (ret == -ESRCH) {
+		res->outcome = SHCA_XFER_NO_RESPONSE;
+	} else if (ret == -EFAULT && !write) {
+		/* our own buffer was not writable */
+		res->status = IBV_WC_LOC_PROT_ERR;
+	} else if (ret) {
+		if (x->qp_type == IBV_QPT_RC)
+			fail_rc(res, p, q, IBV_WC_REM_OP_ERR, SHCA_QP_PEND_ERR);
+	}
+}
+
+static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
+		      const struct shca_xfer *x, struct shca_xfer_result *res)
+{
+	uint64_t va, orig = 0, val;
+	struct iovec l = { &orig, sizeof(orig) }, r;
+	int ret;
+
+	res->outcome = SHCA_XFER_DONE;
+	res->status = IBV_WC_SUCCESS;
+	if (x->remote_addr & 7) {
+		/* IBA o9-21: atomics need natural alignment */
+		fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, SHCA_QP_PEND_REQ_ERR);
+		return;
+	}
+	if (!(q->access & IBV_ACCESS_REMOTE_ATOMIC) ||
+	    lookup_mr(p, q->pd, x->rkey, IBV_ACCESS_REMOTE_ATOMIC,
+		      x->remote_addr, 8, &va)) {
+		fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
+			SHCA_QP_PEND_ACCESS_ERR);
+		return;
+	}
+	r.iov_base = (void *)(uintptr_t)va;
+	r.iov_len = 8;
+	ret = shca_host_atomic_lock(p->pid, va);
+	if (ret) {
+		res->status = IBV_WC_GENERAL_ERR;
+		return;
+	}
+	ret = shca_peer_read(p, &l, 1, &r, 1);
+	if (!ret) {
+		if (x->opcode == IBV_WR_ATOMIC_CMP_AND_SWP)
+			val = orig == x->compare_add ? x->swap : orig;
+		else
+			val = orig + x->compare_add;
+		l.iov_base = &val;
+		ret = shca_peer_write(p, &l, 1, &r, 1);
+	}
+	shca_host_atomic_unlock(p->pid, va);
+	if (ret == -ESRCH) {
+		res->outcome = SHCA_XFER_NO_RESPONSE;
+		return;
+	}
+	if (ret) {
+		fail_rc(res, p, q, IBV_WC_REM_OP_ERR, SHCA_QP_PEND_ERR);
+		return;
+	}
+	res->atomic_orig = orig;
+}
+
+void shca_shm_execute(struct shca_peer *p, const struct shca_xfer *x,
+		      struct shca_xfer_result *res)
+{
+	bool rc = x->qp_type == IBV_QPT_RC;
+	struct shca_qp_shm *q;
+	uint32_t state;
+
+	memset(res, 0, sizeof(*res));
+	res->status = IBV_WC_SUCCESS;
+	/* an unreachable or absent responder: RC retries until its retry
+	 * count runs out, UC and UD lose the message */
+	res->outcome = rc ? SHCA_XFER_NO_RESPONSE : SHCA_XFER_DONE;
+	if (!p || p->dead)
+		return;
+	q = lookup_qp(p, x->dest_qpn);
+	if (!q || q->qp_type != (uint32_t)x->qp_type)
+		return;
+	state = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
+	if (!can_receive(state) ||
+	    __atomic_load_n(&q->pending, __ATOMIC_ACQUIRE) &
+		    (SHCA_QP_PEND_ACCESS_ERR | SHCA_QP_PEND_REQ_ERR |
+		     SHCA_QP_PEND_FATAL | SHCA_QP_PEND_ERR))
+		return;
+	/* IBA C10-15: UD delivers only with the right Q_Key */
+	if (x->qp_type == IBV_QPT_UD && x->qkey != q->qkey)
+		return;
+	if (state == IBV_QPS_RTR && x->qp_type != IBV_QPT_UD &&
+	    !(__atomic_load_n(&q->pending, __ATOMIC_ACQUIRE) &
+	      SHCA_QP_PEND_COMM_EST))
+		qp_pending(p, q, SHCA_QP_PEND_COMM_EST);
+
+	switch (x->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		do_receive(p, q, x, res);
+		break;
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_READ:
+		do_rdma(p, q, x, res);
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		do_atomic(p, q, x, res);
+		break;
+	default:
+		res->outcome = SHCA_XFER_DONE;
+		res->status = IBV_WC_LOC_QP_OP_ERR;
+		break;
+	}
+}

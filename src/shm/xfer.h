@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The same-host transport: the requester executes a work request against
+ * the responder's queues and memory itself, as a NIC would — checking the
+ * responder's QP, MR table and receive queue in its arena, moving data
+ * with process_vm_readv/writev, and writing the responder's completion.
+ * The responder's CPU does nothing (DESIGN.md "the requester does the DMA").
+ */
+#ifndef SOFTHCA_SHM_XFER_H
+#define SOFTHCA_SHM_XFER_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+#include <infiniband/verbs.h>
+
+#include "peer.h"
+
+#define SHCA_GRH_LEN 40
+
+struct shca_xfer {
+	enum ibv_qp_type qp_type;
+	uint32_t src_qpn;
+	uint32_t dest_qpn;
+	uint32_t qkey;			/* UD: the Q_Key the message carries */
+	enum ibv_wr_opcode opcode;
+	bool solicited;
+	__be32 imm_data;
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint64_t compare_add;
+	uint64_t swap;
+	const struct iovec *local;	/* gather list, or READ/atomic target */
+	int nlocal;
+	uint64_t length;		/* message length */
+	const uint8_t *grh;		/* UD: SHCA_GRH_LEN bytes to place */
+};
+
+enum shca_xfer_outcome {
+	SHCA_XFER_DONE,			/* completed (status says how) */
+	SHCA_XFER_RNR,			/* RC: receiver not ready, retry */
+	SHCA_XFER_NO_RESPONSE,		/* RC: nothing answered, retry */
+};
+
+struct shca_xfer_result {
+	enum shca_xfer_outcome outcome;
+	enum ibv_wc_status status;	/* for the requester's completion */
+	uint8_t rnr_timer;		/* responder's min_rnr_timer */
+	uint64_t atomic_orig;		/* atomics: the original value */
+};
+
+void shca_shm_execute(struct shca_peer *peer, const struct shca_xfer *x,
+		      struct shca_xfer_result *res);
+
+#endif
