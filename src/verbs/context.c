@@ -206,6 +206,17 @@ static int query_gid_entry(struct ibv_context *ctx, uint32_t port,
 	return 0;
 }
 
+/*
+ * rdma-core marshals each output buffer of an ioctl in a 16-bit length: a
+ * larger buffer fails with EINVAL before the kernel sees it.
+ */
+#define SHCA_IOCTL_ATTR_MAX	UINT16_MAX
+
+/*
+ * The kernel's QUERY_GID_ENTRY: flags must be 0, the entry at least a
+ * struct ibv_gid_entry (a larger one is zero-filled), port and index
+ * within the table (EINVAL), the entry in use (ENODATA).
+ */
 int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 		      uint32_t gid_index, struct ibv_gid_entry *entry,
 		      uint32_t flags, size_t entry_size)
@@ -213,6 +224,8 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 	struct ibv_gid_entry e;
 	int ret;
 
+	if (entry_size > SHCA_IOCTL_ATTR_MAX)
+		return EINVAL;
 	if (flags || entry_size < sizeof(e))
 		return EINVAL;
 	ret = query_gid_entry(context, port_num, gid_index, &e);
@@ -223,37 +236,51 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 	return 0;
 }
 
+/*
+ * The kernel's QUERY_GID_TABLE: the valid entries of every port, each
+ * entry_size bytes apart, of which the first min(entry_size, 32) are
+ * written and the rest zeroed.  flags must be 0; entry_size and
+ * max_entries non-zero; too many valid entries for max_entries is EINVAL
+ * with nothing written.  Returns the count or -errno.
+ */
 ssize_t _ibv_query_gid_table(struct ibv_context *context,
 			     struct ibv_gid_entry *entries,
 			     size_t max_entries, uint32_t flags,
 			     size_t entry_size)
 {
 	struct shca_device *dev = to_sctx(context)->dev;
-	unsigned int i, len;
-	size_t n = 0;
+	struct ibv_gid_entry found[SHCA_NETIF_MAX_ADDRS];
+	size_t n = 0, i, copy;
+	unsigned int index, len;
 
-	if (flags || entry_size < sizeof(struct ibv_gid_entry))
+	if (entry_size && max_entries > SHCA_IOCTL_ATTR_MAX / entry_size)
+		return -EINVAL;
+	if (flags || !entry_size || !max_entries)
 		return -EINVAL;
 	len = shca_device_gid_tbl_len(dev);
-	for (i = 0; i < len; i++) {
+	for (index = 0; index < len; index++) {
 		struct ibv_gid_entry e;
-		char *dst;
 
-		if (query_gid_entry(context, SHCA_PORT_NUM, i, &e))
+		if (query_gid_entry(context, SHCA_PORT_NUM, index, &e))
 			continue;
-		if (n == max_entries)
+		if (n == max_entries || n == ARRAY_SIZE(found))
 			return -EINVAL;
-		dst = (char *)entries + n * entry_size;
-		memset(dst, 0, entry_size);
-		memcpy(dst, &e, sizeof(e));
-		n++;
+		found[n++] = e;
+	}
+	copy = MIN(entry_size, sizeof(found[0]));
+	for (i = 0; i < n; i++) {
+		char *dst = (char *)entries + i * entry_size;
+
+		memcpy(dst, &found[i], copy);
+		if (entry_size > copy)
+			memset(dst + copy, 0, entry_size - copy);
 	}
 	return (ssize_t)n;
 }
 
 SHCA_DEFAULT_VERSION(ibv_query_gid)
-int shca_latest_ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
-		  union ibv_gid *gid)
+int shca_latest_ibv_query_gid(struct ibv_context *context, uint8_t port_num,
+			      int index, union ibv_gid *gid)
 {
 	struct ibv_gid_entry e;
 	int ret;
@@ -301,8 +328,8 @@ int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
  * missing file, -1 with errno ENOENT.
  */
 SHCA_DEFAULT_VERSION(ibv_query_pkey)
-int shca_latest_ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
-		   __be16 *pkey)
+int shca_latest_ibv_query_pkey(struct ibv_context *context, uint8_t port_num,
+			       int index, __be16 *pkey)
 {
 	if (!shca_port_valid(context, port_num) || index < 0 ||
 	    index >= SHCA_MAX_PKEYS) {

@@ -344,26 +344,36 @@ struct ibv_cq *shca_create_cq(struct ibv_context *ctx, int cqe,
 	return cq ? ibv_cq_ex_to_cq(&cq->cqx) : NULL;
 }
 
+/*
+ * The checks of rdma-core (wc_flags it does not know: EOPNOTSUPP), then a
+ * provider's: cqe 0 and unknown comp_mask bits are EINVAL (mlx5); creation
+ * flags and wc_flags the device lacks are EOPNOTSUPP (rxe; pyverbs'
+ * test_cqex accepts nothing else); IBV_CQ_INIT_ATTR_MASK_PD needs a parent
+ * domain, which softhca never hands out (EINVAL, as mlx5).
+ */
 struct ibv_cq_ex *shca_create_cq_ex(struct ibv_context *ctx,
 				    struct ibv_cq_init_attr_ex *attr)
 {
 	struct shca_cq *cq;
 	int ret;
 
+	if (attr->wc_flags & ~(uint64_t)IBV_CREATE_CQ_SUP_WC_FLAGS)
+		return SHCA_ERR_PTR(EOPNOTSUPP);
+	if (!attr->cqe)
+		return SHCA_ERR_PTR(EINVAL);
 	if (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS |
 					   IBV_CQ_INIT_ATTR_MASK_PD))
 		return SHCA_ERR_PTR(EINVAL);
-	if (attr->wc_flags & ~(uint64_t)CQ_WC_FLAGS_SUPPORTED)
-		return SHCA_ERR_PTR(EOPNOTSUPP);
 	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
 	    (attr->flags & ~(uint32_t)CQ_CREATE_FLAGS_SUPPORTED))
 		return SHCA_ERR_PTR(EOPNOTSUPP);
-	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
-	    (!attr->parent_domain || attr->parent_domain->context != ctx))
+	if (attr->wc_flags & ~(uint64_t)CQ_WC_FLAGS_SUPPORTED)
+		return SHCA_ERR_PTR(EOPNOTSUPP);
+	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD)
+		return SHCA_ERR_PTR(EINVAL);
+	if (attr->cqe > INT32_MAX)
 		return SHCA_ERR_PTR(EINVAL);
 	ret = check_cqe(ctx, (int)attr->cqe, (int)attr->comp_vector);
-	if (attr->cqe > INT32_MAX)
-		ret = -EINVAL;
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
 	cq = cq_alloc(ctx, (int)attr->cqe, attr->channel, attr->cq_context);
@@ -378,8 +388,9 @@ struct ibv_cq_ex *shca_create_cq_ex(struct ibv_context *ctx,
 }
 
 /*
- * New size: at least cqe, and never less than what the CQ holds now
- * (EINVAL, as mlx5 and rxe report it).
+ * New size: at least cqe entries.  As rxe's rxe_cq_chk_attr(): cqe below 1,
+ * above max_cqe, or below the number of completions the CQ holds now is
+ * EINVAL.
  */
 int shca_resize_cq(struct ibv_cq *ibcq, int cqe)
 {
@@ -395,7 +406,7 @@ int shca_resize_cq(struct ibv_cq *ibcq, int cqe)
 		return -ENOMEM;
 	pthread_mutex_lock(&cq->lock);
 	n = cq->tail - cq->head;
-	if (n > size - 1) {
+	if (n > (uint32_t)cqe) {
 		pthread_mutex_unlock(&cq->lock);
 		free(ring);
 		return -EINVAL;

@@ -248,6 +248,8 @@ struct ibv_device **shca_latest_ibv_get_device_list(int *num_devices)
 	struct shca_device **arr;
 	int n;
 
+	if (num_devices)
+		*num_devices = 0;
 	arr = shca_devices_snapshot(&n);
 	if (!arr) {
 		errno = ENOMEM;

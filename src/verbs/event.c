@@ -3,9 +3,10 @@
  * Asynchronous events and completion channels.
  *
  * Both are a queue behind an eventfd that is readable exactly while the
- * queue is non-empty: the eventfd counter is written when the queue goes
- * from empty to non-empty and drained when it goes back to empty, both
- * under the queue lock.  A reader never blocks in read(): it polls the fd
+ * queue is non-empty: the eventfd counter is written for every event
+ * queued (so that an edge-triggered epoll sees each one, as with the
+ * kernel's event files) and drained when the queue goes back to empty,
+ * both under the queue lock.  A reader never blocks in read(): it polls the fd
  * and then takes the lock, so several threads may wait on one channel, and
  * a client that sets O_NONBLOCK on the fd gets EAGAIN from the verb, as with
  * rdma-core's kernel-backed fds.
@@ -89,8 +90,8 @@ static void queue_push(struct shca_event_queue *q, enum ibv_event_type type,
 	else
 		q->head = ev;
 	q->tail = ev;
-	if (q->head == ev)
-		signal_fd(q->fd);
+	/* every event wakes the fd, as the kernel's event files do */
+	signal_fd(q->fd);
 	pthread_mutex_unlock(&q->lock);
 }
 
@@ -290,6 +291,15 @@ void shca_latest_ibv_ack_async_event(struct ibv_async_event *event)
 		pthread_mutex_unlock(&srq->mutex);
 		return;
 	}
+	case IBV_EVENT_WQ_FATAL: {
+		struct ibv_wq *wq = event->element.wq;
+
+		pthread_mutex_lock(&wq->mutex);
+		wq->events_completed++;
+		pthread_cond_signal(&wq->cond);
+		pthread_mutex_unlock(&wq->mutex);
+		return;
+	}
 	default:
 		return;
 	}
@@ -316,6 +326,11 @@ struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
 	return &ch->ch;
 }
 
+/*
+ * EBUSY while CQs use the channel, as rdma-core answers; the check and the
+ * teardown under the context mutex, which CQ creation takes to count a
+ * new user.
+ */
 int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 {
 	struct shca_comp_channel *ch = to_schan(channel);
@@ -326,9 +341,9 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 		pthread_mutex_unlock(&context->mutex);
 		return EBUSY;
 	}
-	pthread_mutex_unlock(&context->mutex);
 	shca_event_queue_destroy(&ch->q);
 	free(ch);
+	pthread_mutex_unlock(&context->mutex);
 	return 0;
 }
 
@@ -357,8 +372,8 @@ static void deliver_comp(struct shca_event *ev, void *arg)
 }
 
 SHCA_DEFAULT_VERSION(ibv_get_cq_event)
-int shca_latest_ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
-		     void **cq_context)
+int shca_latest_ibv_get_cq_event(struct ibv_comp_channel *channel,
+				  struct ibv_cq **cq, void **cq_context)
 {
 	struct shca_cq *scq;
 	int ret;

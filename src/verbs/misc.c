@@ -190,14 +190,24 @@ enum ibv_rate __attribute__((const)) mbps_to_ibv_rate(int mbps)
  * softhca never pins memory: a peer reaches registered memory through the
  * owning process (process_vm_readv/writev) or the engine, so a fork()
  * cannot leave the device pointing at the wrong copy of a page.  That is
- * the kernel's "copy on fork" case: fork support is unneeded, and
- * ibv_fork_init() succeeds.  RDMAV_FORK_SAFE / IBV_FORK_SAFE need nothing.
+ * the kernel's "copy on fork" case: ibv_is_fork_initialized() answers
+ * IBV_FORK_UNNEEDED, and RDMAV_FORK_SAFE / IBV_FORK_SAFE need nothing.
+ *
+ * ibv_fork_init() keeps rdma-core's contract all the same: it succeeds
+ * (again and again) unless memory was registered, or ibv_dontfork_range /
+ * ibv_dofork_range called, before the first ibv_fork_init(): then it is
+ * too late, EINVAL.
  */
 static bool fork_init_called;
+static bool fork_too_late;
 
 int ibv_fork_init(void)
 {
-	fork_init_called = true;
+	if (__atomic_load_n(&fork_init_called, __ATOMIC_ACQUIRE))
+		return 0;
+	if (__atomic_load_n(&fork_too_late, __ATOMIC_ACQUIRE))
+		return EINVAL;
+	__atomic_store_n(&fork_init_called, true, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -208,7 +218,15 @@ enum ibv_fork_status ibv_is_fork_initialized(void)
 
 bool shca_fork_initialized(void)
 {
-	return fork_init_called;
+	return __atomic_load_n(&fork_init_called, __ATOMIC_ACQUIRE);
+}
+
+/* What rdma-core's ibv_dontfork_range/ibv_dofork_range note without
+ * ibv_fork_init: registration happened, fork_init is now too late. */
+void shca_fork_range_used(void)
+{
+	if (!__atomic_load_n(&fork_init_called, __ATOMIC_ACQUIRE))
+		__atomic_store_n(&fork_too_late, true, __ATOMIC_RELEASE);
 }
 
 int ibv_dontfork_range(void *base, size_t size);
@@ -218,6 +236,7 @@ int ibv_dontfork_range(void *base, size_t size)
 {
 	(void)base;
 	(void)size;
+	shca_fork_range_used();
 	return 0;
 }
 
@@ -225,6 +244,7 @@ int ibv_dofork_range(void *base, size_t size)
 {
 	(void)base;
 	(void)size;
+	shca_fork_range_used();
 	return 0;
 }
 

@@ -5,8 +5,12 @@
  * softhca never pins memory (ulimit -l does not matter): registration
  * checks that the range is mapped with the permissions the access flags
  * need, as pinning would (EFAULT otherwise), and records it in the
- * process's MR table.  lkey == rkey == (table index << 12) | 12 random bits,
- * so keys of a freed and reused slot differ and are not guessable.
+ * process's MR table.  One deviation: pages pinned for writing need only
+ * write permission in the kernel; softhca also wants them readable, as
+ * peers read registered memory with process_vm_readv.
+ *
+ * lkey == rkey == (table index << 12) | 12 random bits, so keys of a freed
+ * and reused slot differ and are not guessable.
  *
  * Every access to registered memory, local or remote, goes through
  * shca_lookup_mr(): key, PD, access rights and bounds, with overflow-safe
@@ -31,14 +35,20 @@ static uint32_t mr_table_size;	/* slots allocated */
 static uint32_t mr_next;	/* next slot to try: slots are reused slowly */
 static uint32_t mr_count;
 
-/* Access bits the kernel accepts on registration (IB_ACCESS_SUPPORTED). */
+/*
+ * Access bits the kernel knows (IB_ACCESS_SUPPORTED): bits 0..7, the
+ * FLUSH bits 8 and 9 (kernel 6.2 and later), and the optional range
+ * 20..29, which a device may ignore.
+ */
+#define SHCA_MR_ACCESS_FLUSH	(1u << 8 | 1u << 9)
 #define SHCA_MR_ACCESS_KNOWN                                              \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                \
 	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |               \
 	 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |                      \
 	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB |                       \
-	 IBV_ACCESS_OPTIONAL_RANGE)
+	 SHCA_MR_ACCESS_FLUSH | IBV_ACCESS_OPTIONAL_RANGE)
 
+/* The kernel's ib_access_writable(): what pins the pages for writing. */
 static bool access_needs_write(unsigned int access)
 {
 	return access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
@@ -46,21 +56,50 @@ static bool access_needs_write(unsigned int access)
 }
 
 /*
- * IBA o10-36.2.1 / the kernel's ib_check_mr_access(): remote write and
- * remote atomic need local write.
+ * The kernel's ib_check_mr_access(), in its order: remote write and remote
+ * atomic need local write (IBA o10-36.2.1), unknown bits are EINVAL, ODP
+ * and FLUSH are EOPNOTSUPP on a device without them.  MW_BIND, ZERO_BASED
+ * and HUGETLB are accepted, as rxe and mlx5 accept them; the optional bits
+ * are ignored.
  */
 static int check_access(unsigned int access)
 {
-	if (access & ~(unsigned int)SHCA_MR_ACCESS_KNOWN)
-		return -EINVAL;
 	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(access & IBV_ACCESS_LOCAL_WRITE))
 		return -EINVAL;
+	if (access & ~(unsigned int)SHCA_MR_ACCESS_KNOWN)
+		return -EINVAL;
 	if (access & IBV_ACCESS_ON_DEMAND)
 		return -EOPNOTSUPP;	/* no ODP: odp_caps are zero */
-	if (access & (IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED))
-		return -EOPNOTSUPP;	/* no memory windows */
+	if (access & SHCA_MR_ACCESS_FLUSH)
+		return -EOPNOTSUPP;	/* no RDMA FLUSH */
 	return 0;
+}
+
+static uintptr_t page_size(void)
+{
+	return (uintptr_t)sysconf(_SC_PAGESIZE);
+}
+
+/*
+ * What pinning [addr, addr + len) would find, as the kernel's
+ * ib_umem_get() does it: -EINVAL when the range wraps or covers no page
+ * (a zero length at a page boundary; a zero length inside a page pins that
+ * page), -EFAULT when a page is not mapped or lacks the permission.
+ */
+static int check_pages(const void *addr, size_t len, bool write)
+{
+	uintptr_t start = (uintptr_t)addr, ps = page_size();
+
+	if (len > UINTPTR_MAX - start ||
+	    ((start + len + ps - 1) & ~(ps - 1)) < start + len)
+		return -EINVAL;
+	if (!len) {
+		if (!(start & (ps - 1)))
+			return -EINVAL;
+		return shca_check_range(addr, 1, write);
+	}
+	return shca_check_range(addr, len, write);
 }
 
 /*
@@ -87,7 +126,11 @@ int shca_check_range(const void *addr, size_t len, bool write)
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long lo, hi;
 		char perms[8];
+		int c;
 
+		if (!strchr(line, '\n'))	/* a long path: skip the rest */
+			while ((c = fgetc(f)) != EOF && c != '\n')
+				;
 		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3)
 			continue;
 		if (hi <= cur)
@@ -194,17 +237,17 @@ struct ibv_mr *shca_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	struct shca_mr *mr;
 	int ret;
 
-	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+	/* the checks of ib_uverbs_reg_mr(), in its order */
+	/* address and iova at the same offset within a page */
+	if (((uintptr_t)addr ^ iova) & (page_size() - 1))
+		return SHCA_ERR_PTR(EINVAL);
 	ret = check_access(access);
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
-	if (!length || (uintptr_t)addr + length < (uintptr_t)addr ||
-	    iova + length < iova)
-		return SHCA_ERR_PTR(EINVAL);
-	/* the kernel requires the same offset within a page */
-	if (((uintptr_t)addr ^ iova) & ((uint64_t)sysconf(_SC_PAGESIZE) - 1))
-		return SHCA_ERR_PTR(EINVAL);
-	ret = shca_check_range(addr, length, access_needs_write(access));
+	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+	if (length > UINT64_MAX - iova)
+		return SHCA_ERR_PTR(EINVAL);	/* iova space wraps */
+	ret = check_pages(addr, length, access_needs_write(access));
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
 
@@ -240,8 +283,12 @@ int shca_dereg_mr(struct ibv_mr *ibmr)
 
 /*
  * IBV_REREG_MR_*: change the PD, the range, the access flags, or several;
- * all checks first, so a failure leaves the MR as it was.  The keys stay
- * the same, as rxe does.
+ * all checks first, so a failure leaves the MR as it was.  The checks are
+ * those of the kernel's ib_uverbs_rereg_mr() (no flag at all is EINVAL;
+ * access as for registration) and of mlx5's rereg: a new range is
+ * checked as registration pins it, with the new access or the old one; an
+ * access change alone re-checks nothing, as the device keeps its pages.
+ * The keys stay the same, as rxe does.
  */
 int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 		  void *addr, size_t length, int access)
@@ -253,30 +300,27 @@ int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 	uint64_t new_iova = mr->iova;
 	int ret;
 
+	if (!flags)
+		return -EINVAL;
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
-		new_access = (unsigned int)access &
-			     ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
-		ret = check_access(new_access);
+		ret = check_access((unsigned int)access);
 		if (ret)
 			return ret;
+		new_access = (unsigned int)access &
+			     ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
 	}
+	if ((flags & IBV_REREG_MR_CHANGE_PD) &&
+	    (!ibpd || ibpd->context != ibmr->context))
+		return -EINVAL;
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		new_addr = addr;
 		new_len = length;
 		new_iova = (uintptr_t)addr;
-		if ((uintptr_t)addr + length < (uintptr_t)addr)
-			return -EINVAL;
-	}
-	if (flags & (IBV_REREG_MR_CHANGE_TRANSLATION |
-		     IBV_REREG_MR_CHANGE_ACCESS)) {
-		ret = shca_check_range(new_addr, new_len,
-				       access_needs_write(new_access));
+		ret = check_pages(new_addr, new_len,
+				  access_needs_write(new_access));
 		if (ret)
 			return ret;
 	}
-	if ((flags & IBV_REREG_MR_CHANGE_PD) &&
-	    ibpd->context != ibmr->context)
-		return -EINVAL;
 
 	pthread_mutex_lock(&mr_table_lock);
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
@@ -295,29 +339,39 @@ int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 /* ------------------------------------------------------------------ */
 /* Exported verbs                                                      */
 
+/* rdma-core's ibv_reg_mr_iova2 calls ibv_dontfork_range first (not for
+ * ODP), which makes a later ibv_fork_init too late; so does softhca. */
 struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
 				uint64_t iova, unsigned int access)
 {
+	if (!(access & IBV_ACCESS_ON_DEMAND))
+		shca_fork_range_used();
 	return shca_reg_mr(pd, addr, length, iova, access);
 }
 
 #undef ibv_reg_mr
 SHCA_DEFAULT_VERSION(ibv_reg_mr)
-struct ibv_mr *shca_latest_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
-			  int access)
+struct ibv_mr *shca_latest_ibv_reg_mr(struct ibv_pd *pd, void *addr,
+				      size_t length, int access)
 {
-	return shca_reg_mr(pd, addr, length, (uintptr_t)addr,
-			   (unsigned int)access);
+	return ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr,
+				(unsigned int)access);
 }
 
 #undef ibv_reg_mr_iova
 struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
 			       uint64_t iova, int access)
 {
-	return shca_reg_mr(pd, addr, length, iova, (unsigned int)access);
+	return ibv_reg_mr_iova2(pd, addr, length, iova, (unsigned int)access);
 }
 
-/* rdma-core's argument checks, then the device's (IBV_REREG_MR_ERR_*). */
+/*
+ * rdma-core's argument checks (IBV_REREG_MR_ERR_INPUT), then the device's
+ * (IBV_REREG_MR_ERR_CMD), errno set in both cases.  The fork-related codes
+ * (IBV_REREG_MR_ERR_DONT_FORK_NEW, _DO_FORK_OLD, _CMD_AND_DO_FORK_NEW) come
+ * from madvise() on pinned pages in rdma-core; softhca pins nothing, so
+ * they never occur.
+ */
 int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 		 size_t length, int access)
 {
@@ -336,6 +390,8 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_INPUT;
 	}
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
+		shca_fork_range_used();
 	ret = shca_rereg_mr(mr, flags, pd, addr, length, access);
 	if (ret) {
 		errno = -ret;
@@ -349,5 +405,9 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 SHCA_DEFAULT_VERSION(ibv_dereg_mr)
 int shca_latest_ibv_dereg_mr(struct ibv_mr *mr)
 {
-	return shca_ret_errno(shca_dereg_mr(mr));
+	int ret = shca_ret_errno(shca_dereg_mr(mr));
+
+	if (!ret)
+		shca_fork_range_used();
+	return ret;
 }

@@ -153,7 +153,12 @@ struct shca_recv_wqe {
 	struct ibv_sge sge[];		/* max_sge entries */
 };
 
-/* A ring of receive WQEs: RQ or SRQ. */
+/*
+ * A ring of receive WQEs: RQ or SRQ (srq.c).  It holds up to max_wr WQEs;
+ * head is the consumer's counter (the responder), tail the producer's
+ * (post_recv); both only move forward, taken modulo size, and both move
+ * under lock.
+ */
 struct shca_rq {
 	pthread_mutex_t lock;
 	uint32_t max_wr, max_sge;	/* as reported */
@@ -167,7 +172,7 @@ struct shca_srq {
 	struct ibv_srq ibsrq;
 	struct shca_pd *pd;
 	struct shca_rq rq;
-	uint32_t srq_limit;
+	uint32_t srq_limit;		/* armed when non-zero; under rq.lock */
 	int refs;			/* QPs using it */
 	uint32_t events_reported;
 };
@@ -178,6 +183,12 @@ struct shca_send_wqe {
 	struct ibv_sge sge[];		/* max_send_sge entries, or inline */
 };
 
+/*
+ * The send queue (qp.c): like shca_rq, head belongs to the requester and
+ * tail to post_send, both under lock.  An inline WQE keeps its data in
+ * sge[] (inline_len bytes) with wr.num_sge 0; otherwise wr.sg_list points
+ * at sge[].
+ */
 struct shca_sq {
 	pthread_mutex_t lock;
 	uint32_t max_wr, max_sge, max_inline;
@@ -193,11 +204,23 @@ struct shca_mcast {
 	struct shca_mcast *next;
 };
 
+struct shca_wr_batch;
+
+/*
+ * A QP.  Locks, taken in this order: lock (attributes and state: modify,
+ * query), sq.lock, rq.lock (or the SRQ's), then a CQ's.  The state is
+ * written with sq.lock and rq.lock held too, so post_send and post_recv
+ * see a transition and its flush as one step.
+ */
 struct shca_qp {
 	union {				/* ibv_qp_ex starts with ibv_qp */
 		struct ibv_qp ibqp;
 		struct ibv_qp_ex qpx;
 	};
+	pthread_mutex_t lock;
+	uint32_t qpn_index;		/* slot in the process's QP table */
+	bool has_qpx;			/* ibv_qp_to_qp_ex() answers */
+	struct shca_wr_batch *batch;	/* ibv_wr_* list being built */
 	struct shca_pd *pd;
 	struct shca_cq *scq, *rcq;
 	struct shca_srq *srq;
@@ -343,7 +366,7 @@ int shca_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc);
 int shca_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 int shca_cq_push(struct shca_cq *cq, const struct ibv_wc *wc, bool solicited);
 
-/* srq.c */
+/* srq.c: SRQs, and the receive rings that RQs and SRQs share */
 struct ibv_srq *shca_create_srq(struct ibv_pd *pd,
 				struct ibv_srq_init_attr *attr);
 struct ibv_srq *shca_create_srq_ex(struct ibv_context *ctx,
@@ -354,18 +377,28 @@ int shca_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr);
 int shca_destroy_srq(struct ibv_srq *srq);
 int shca_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 		       struct ibv_recv_wr **bad);
+/* The SRQ limit event: call after taking WQEs from srq (IBA 10.2.9.2) */
+void shca_srq_check_limit(struct shca_srq *srq);
+
 int shca_rq_init(struct shca_rq *rq, uint32_t max_wr, uint32_t max_sge);
 void shca_rq_destroy(struct shca_rq *rq);
-int shca_rq_post(struct shca_rq *rq, struct ibv_recv_wr *wr,
-		 struct ibv_recv_wr **bad);
+/* The rest with rq->lock held.  post_one: 0, -ENOMEM (full), -EINVAL. */
+int shca_rq_post_one(struct shca_rq *rq, const struct ibv_recv_wr *wr);
+struct shca_recv_wqe *shca_rq_head(struct shca_rq *rq);	/* NULL: empty */
+void shca_rq_pop(struct shca_rq *rq);
+/* Complete every WQE with IBV_WC_WR_FLUSH_ERR on cq (NULL: discard). */
+void shca_rq_flush(struct shca_rq *rq, struct shca_cq *cq, uint32_t qp_num);
 
-/* qp.c: create, query, destroy, post */
+static inline uint32_t shca_rq_count(const struct shca_rq *rq)
+{
+	return rq->tail - rq->head;
+}
+
+/* qp.c: create, destroy, post, multicast, the QP table */
 struct ibv_qp *shca_create_qp(struct ibv_pd *pd,
 			      struct ibv_qp_init_attr *attr);
 struct ibv_qp *shca_create_qp_ex(struct ibv_context *ctx,
 				 struct ibv_qp_init_attr_ex *attr);
-int shca_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
-		  struct ibv_qp_init_attr *init);
 int shca_destroy_qp(struct ibv_qp *qp);
 int shca_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		   struct ibv_send_wr **bad);
@@ -375,18 +408,39 @@ int shca_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 		      uint16_t lid);
 int shca_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 		      uint16_t lid);
+/* The QP with this number in this process, or NULL. */
+struct shca_qp *shca_qp_lookup(uint32_t qpn);
+/*
+ * The transport's entry point: execute what the send queue holds (called
+ * after post_send queued work, and when a QP returns to RTS).  0 or -errno.
+ */
+int shca_sq_execute(struct shca_qp *qp);
+/* The oldest send WQE (NULL: empty) and its removal, for the requester. */
+struct shca_send_wqe *shca_sq_head(struct shca_qp *qp);
+void shca_sq_pop(struct shca_qp *qp);
+/* Complete every send WQE with IBV_WC_WR_FLUSH_ERR; sq.lock held. */
+void shca_sq_flush(struct shca_qp *qp);
+enum ibv_wc_opcode shca_wr_wc_opcode(enum ibv_wr_opcode opcode);
 
-/* qp_modify.c: the state machine */
+/* qp_modify.c: the state machine, and query (check, apply, report) */
 int shca_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+int shca_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
+		  struct ibv_qp_init_attr *init);
+/* Flush both work queues to their CQs (the QP is in ERR). */
 void shca_qp_flush(struct shca_qp *qp);
+/* Move to ERR from the data path: flush, and LAST_WQE_REACHED with an SRQ */
+void shca_qp_to_error(struct shca_qp *qp);
+void shca_qp_reset_attr(struct shca_qp *qp);
 
 /* ah.c */
 struct ibv_ah *shca_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 int shca_destroy_ah(struct ibv_ah *ah);
+/* Can attr address a destination from this port?  0 or -errno. */
 int shca_check_ah_attr(struct ibv_context *ctx,
 		       const struct ibv_ah_attr *attr);
 
-/* fork.c */
+/* misc.c: fork support */
 bool shca_fork_initialized(void);
+void shca_fork_range_used(void);
 
 #endif
