@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "shca.h"
+#include "../shm/queues.h"
 
 #define CQ_WC_FLAGS_SUPPORTED                                              \
 	(IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |                    \
@@ -28,27 +29,8 @@
 
 #define CQ_CREATE_FLAGS_SUPPORTED IBV_CREATE_CQ_ATTR_SINGLE_THREADED
 
-enum {
-	CQ_ARM_NONE = 0,
-	CQ_ARM_SOLICITED = 1,
-	CQ_ARM_ALL = 2,
-};
-
 void verbs_init_cq(struct ibv_cq *cq, struct ibv_context *context,
 		   struct ibv_comp_channel *channel, void *cq_context);
-
-static uint64_t now_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint32_t ring_size_for(int cqe)
-{
-	return shca_roundup_pow2((uint32_t)cqe + 1);
-}
 
 static int check_cqe(struct ibv_context *ctx, int cqe, int comp_vector)
 {
@@ -62,48 +44,66 @@ static int check_cqe(struct ibv_context *ctx, int cqe, int comp_vector)
 /* ------------------------------------------------------------------ */
 /* Producer side                                                       */
 
+static pthread_mutex_t cq_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shca_cq *cq_list;
+
 /*
- * Append a completion.  solicited: the message carried the solicited
- * event bit.  Returns 0, or -ENOSPC on an overrun (the CQ is then in
- * error and the completion is lost, as on hardware).
+ * IBA o11-5.2.2: an overrun puts the CQ in error; the QPs completing to it
+ * go to error too and IBV_EVENT_CQ_ERR is raised, once.
+ */
+static void cq_overrun(struct shca_cq *cq)
+{
+	bool first;
+
+	pthread_mutex_lock(&cq->lock);
+	first = !cq->overrun_reported;
+	cq->overrun_reported = true;
+	pthread_mutex_unlock(&cq->lock);
+	if (!first)
+		return;
+	shca_warn("CQ %p overrun (%d entries)", (void *)cq, cq->cqx.cqe);
+	shca_async_event(to_sctx(cq->cqx.context), IBV_EVENT_CQ_ERR, cq);
+	shca_qp_cq_overrun(cq);
+}
+
+/*
+ * Append a completion from this process.  solicited: the message carried
+ * the solicited event bit.  0, or -ENOSPC when the CQ overran (the
+ * completion is lost, as on hardware).
  */
 int shca_cq_push(struct shca_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
-	struct ibv_context *ctx = cq->cqx.context;
-	struct shca_cqe *e;
-	bool fire = false;
+	struct shca_arena *a = shca_arena_self();
 
-	pthread_mutex_lock(&cq->lock);
-	if (cq->overflow || cq->tail - cq->head >= (uint32_t)cq->cqx.cqe) {
-		bool first = !cq->overflow;
-
-		cq->overflow = true;
-		pthread_mutex_unlock(&cq->lock);
-		if (first) {
-			shca_warn("CQ %p overrun (%d entries)", (void *)cq,
-				  cq->cqx.cqe);
-			shca_async_event(to_sctx(ctx), IBV_EVENT_CQ_ERR, cq);
-		}
-		return -ENOSPC;
-	}
-	e = &cq->ring[cq->tail & (cq->size - 1)];
-	e->wc = *wc;
-	if (cq->wc_flags & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
-			    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK))
-		e->ts_ns = now_ns(CLOCK_REALTIME);
-	__atomic_store_n(&cq->tail, cq->tail + 1, __ATOMIC_RELEASE);
-
-	/* IBA C11-...: solicited arming also fires on error completions */
-	if (cq->armed == CQ_ARM_ALL ||
-	    (cq->armed == CQ_ARM_SOLICITED &&
-	     (solicited || wc->status != IBV_WC_SUCCESS))) {
-		cq->armed = CQ_ARM_NONE;
-		fire = true;
-	}
-	pthread_mutex_unlock(&cq->lock);
-	if (fire)
+	switch (shca_cqshm_push(a->base, a->size, cq->shm, wc, solicited)) {
+	case SHCA_CQ_FIRED:
 		shca_cq_comp_event(cq);
-	return 0;
+		return 0;
+	case SHCA_CQ_OVERRUN:
+		cq_overrun(cq);
+		return -ENOSPC;
+	case SHCA_CQ_DEAD:
+		return -ENOSPC;
+	default:
+		return 0;
+	}
+}
+
+/* What peers left on this process's CQs: events to report. */
+void shca_cq_doorbell(void)
+{
+	struct shca_cq *cq;
+
+	pthread_mutex_lock(&cq_list_lock);
+	for (cq = cq_list; cq; cq = cq->next) {
+		if (__atomic_exchange_n(&cq->shm->notify_pending, 0,
+					__ATOMIC_ACQ_REL))
+			shca_cq_comp_event(cq);
+		if (__atomic_exchange_n(&cq->shm->overflow_pending, 0,
+					__ATOMIC_ACQ_REL))
+			cq_overrun(cq);
+	}
+	pthread_mutex_unlock(&cq_list_lock);
 }
 
 /* ------------------------------------------------------------------ */
@@ -112,12 +112,13 @@ int shca_cq_push(struct shca_cq *cq, const struct ibv_wc *wc, bool solicited)
 int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 {
 	struct shca_cq *cq = to_scq(ibcq);
+	struct shca_cqe *e;
 	int n = 0;
 
 	pthread_mutex_lock(&cq->lock);
-	while (n < num && cq->head != cq->tail) {
-		wc[n++] = cq->ring[cq->head & (cq->size - 1)].wc;
-		cq->head++;
+	while (n < num && (e = shca_cqshm_peek(cq->shm))) {
+		wc[n++] = e->wc;
+		shca_cqshm_pop(cq->shm);
 	}
 	pthread_mutex_unlock(&cq->lock);
 	return n;
@@ -125,26 +126,18 @@ int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 
 int shca_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
-	struct shca_cq *cq = to_scq(ibcq);
-
-	pthread_mutex_lock(&cq->lock);
-	if (solicited_only) {
-		if (cq->armed == CQ_ARM_NONE)
-			cq->armed = CQ_ARM_SOLICITED;
-	} else {
-		cq->armed = CQ_ARM_ALL;
-	}
-	pthread_mutex_unlock(&cq->lock);
+	shca_cqshm_arm(to_scq(ibcq)->shm, solicited_only);
 	return 0;
 }
 
 /* ------------------------------------------------------------------ */
 /* Extended CQ: start/next/end_poll and the read_* accessors           */
 
-static void cqx_load(struct shca_cq *cq)
+/* Take the next entry (there is one) into cur_cqe. */
+static void cqx_load(struct shca_cq *cq, struct shca_cqe *e)
 {
-	cq->cur_cqe = cq->ring[cq->head & (cq->size - 1)];
-	cq->head++;
+	cq->cur_cqe = *e;
+	shca_cqshm_pop(cq->shm);
 	cq->cqx.status = cq->cur_cqe.wc.status;
 	cq->cqx.wr_id = cq->cur_cqe.wc.wr_id;
 }
@@ -153,27 +146,30 @@ static int cqx_start_poll(struct ibv_cq_ex *ibcq,
 			  struct ibv_poll_cq_attr *attr)
 {
 	struct shca_cq *cq = cqx_to_scq(ibcq);
+	struct shca_cqe *e;
 
 	if (attr->comp_mask)
 		return EINVAL;
 	if (!cq->single_threaded)
 		pthread_mutex_lock(&cq->lock);
-	if (cq->head == cq->tail) {
+	e = shca_cqshm_peek(cq->shm);
+	if (!e) {
 		if (!cq->single_threaded)
 			pthread_mutex_unlock(&cq->lock);
 		return ENOENT;
 	}
-	cqx_load(cq);
+	cqx_load(cq, e);
 	return 0;
 }
 
 static int cqx_next_poll(struct ibv_cq_ex *ibcq)
 {
 	struct shca_cq *cq = cqx_to_scq(ibcq);
+	struct shca_cqe *e = shca_cqshm_peek(cq->shm);
 
-	if (cq->head == cq->tail)
+	if (!e)
 		return ENOENT;
-	cqx_load(cq);
+	cqx_load(cq, e);
 	return 0;
 }
 
@@ -294,7 +290,7 @@ static void cqx_set_ops(struct ibv_cq_ex *x)
 
 static struct shca_cq *cq_alloc(struct ibv_context *ctx, int cqe,
 				struct ibv_comp_channel *channel,
-				void *cq_context)
+				void *cq_context, bool timestamps)
 {
 	struct shca_context *sctx = to_sctx(ctx);
 	struct shca_cq *cq;
@@ -310,10 +306,14 @@ static struct shca_cq *cq_alloc(struct ibv_context *ctx, int cqe,
 
 	cq = calloc(1, sizeof(*cq));
 	if (cq) {
-		cq->size = ring_size_for(cqe);
-		cq->ring = calloc(cq->size, sizeof(*cq->ring));
+		cq->shm = shca_arena_alloc(sizeof(*cq->shm));
+		if (cq->shm &&
+		    shca_cqshm_init(cq->shm, (uint32_t)cqe, timestamps)) {
+			shca_arena_free(cq->shm);
+			cq->shm = NULL;
+		}
 	}
-	if (!cq || !cq->ring) {
+	if (!cq || !cq->shm) {
 		if (cq)
 			free(cq);
 		pthread_mutex_lock(&sctx->lock);
@@ -324,9 +324,13 @@ static struct shca_cq *cq_alloc(struct ibv_context *ctx, int cqe,
 	}
 	pthread_mutex_init(&cq->lock, NULL);
 	verbs_init_cq(ibv_cq_ex_to_cq(&cq->cqx), ctx, channel, cq_context);
-	cq->cqx.cqe = (int)cq->size - 1;
-	cq->cqx.handle = (uint32_t)(uintptr_t)cq;
+	cq->cqx.cqe = (int)cq->shm->cqe;
+	cq->cqx.handle = (uint32_t)shca_arena_off(shca_arena_self(), cq->shm);
 	cqx_set_ops(&cq->cqx);
+	pthread_mutex_lock(&cq_list_lock);
+	cq->next = cq_list;
+	cq_list = cq;
+	pthread_mutex_unlock(&cq_list_lock);
 	return cq;
 }
 
@@ -340,7 +344,7 @@ struct ibv_cq *shca_create_cq(struct ibv_context *ctx, int cqe,
 	ret = check_cqe(ctx, cqe, comp_vector);
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
-	cq = cq_alloc(ctx, cqe, channel, NULL);
+	cq = cq_alloc(ctx, cqe, channel, NULL, false);
 	return cq ? ibv_cq_ex_to_cq(&cq->cqx) : NULL;
 }
 
@@ -376,7 +380,10 @@ struct ibv_cq_ex *shca_create_cq_ex(struct ibv_context *ctx,
 	ret = check_cqe(ctx, (int)attr->cqe, (int)attr->comp_vector);
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
-	cq = cq_alloc(ctx, (int)attr->cqe, attr->channel, attr->cq_context);
+	cq = cq_alloc(ctx, (int)attr->cqe, attr->channel, attr->cq_context,
+		      attr->wc_flags &
+			      (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+			       IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK));
 	if (!cq)
 		return NULL;
 	cq->is_ex = true;
@@ -395,32 +402,20 @@ struct ibv_cq_ex *shca_create_cq_ex(struct ibv_context *ctx,
 int shca_resize_cq(struct ibv_cq *ibcq, int cqe)
 {
 	struct shca_cq *cq = to_scq(ibcq);
-	struct shca_cqe *ring;
-	uint32_t size, n, i;
+	int ret;
 
 	if (cqe < 1 || cqe > SHCA_MAX_CQE)
 		return -EINVAL;
-	size = ring_size_for(cqe);
-	ring = calloc(size, sizeof(*ring));
-	if (!ring)
-		return -ENOMEM;
 	pthread_mutex_lock(&cq->lock);
-	n = cq->tail - cq->head;
-	if (n > (uint32_t)cqe) {
+	if (shca_cqshm_count(cq->shm) > (uint32_t)cqe) {
 		pthread_mutex_unlock(&cq->lock);
-		free(ring);
 		return -EINVAL;
 	}
-	for (i = 0; i < n; i++)
-		ring[i] = cq->ring[(cq->head + i) & (cq->size - 1)];
-	free(cq->ring);
-	cq->ring = ring;
-	cq->size = size;
-	cq->head = 0;
-	cq->tail = n;
-	cq->cqx.cqe = (int)size - 1;
+	ret = shca_cqshm_resize(cq->shm, (uint32_t)cqe);
+	if (!ret)
+		cq->cqx.cqe = (int)cq->shm->cqe;
 	pthread_mutex_unlock(&cq->lock);
-	return 0;
+	return ret;
 }
 
 int shca_destroy_cq(struct ibv_cq *ibcq)
@@ -428,6 +423,7 @@ int shca_destroy_cq(struct ibv_cq *ibcq)
 	struct shca_cq *cq = to_scq(ibcq);
 	struct shca_context *sctx = to_sctx(ibcq->context);
 	struct ibv_comp_channel *channel = ibcq->channel;
+	struct shca_cq **pp;
 
 	if (__atomic_load_n(&cq->refs, __ATOMIC_ACQUIRE))
 		return -EBUSY;
@@ -450,8 +446,16 @@ int shca_destroy_cq(struct ibv_cq *ibcq)
 	pthread_mutex_lock(&sctx->lock);
 	sctx->ncq--;
 	pthread_mutex_unlock(&sctx->lock);
+	pthread_mutex_lock(&cq_list_lock);
+	for (pp = &cq_list; *pp; pp = &(*pp)->next)
+		if (*pp == cq) {
+			*pp = cq->next;
+			break;
+		}
+	pthread_mutex_unlock(&cq_list_lock);
 	pthread_mutex_destroy(&cq->lock);
-	free(cq->ring);
+	shca_cqshm_fini(cq->shm);
+	shca_arena_free(cq->shm);
 	free(cq);
 	return 0;
 }

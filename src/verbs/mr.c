@@ -25,7 +25,7 @@
 
 #include "shca.h"
 
-#define MR_KEY_BITS	12
+#define MR_KEY_BITS	SHCA_MR_KEY_BITS
 #define MR_KEY_MASK	((1u << MR_KEY_BITS) - 1)
 
 /* The process's MR table: slot i holds the MR whose keys have index i. */
@@ -149,6 +149,27 @@ int shca_check_range(const void *addr, size_t len, bool write)
 	return ret;
 }
 
+/*
+ * Publish the MR in the arena's MR table, where peers on this host check
+ * their rkeys and the L_Keys of our receive WQEs; mr_table_lock held.
+ */
+static void mr_publish(struct shca_mr *mr)
+{
+	struct shca_arena *a = shca_arena_self();
+	struct shca_mr_shm e;
+
+	if (!a)
+		return;
+	memset(&e, 0, sizeof(e));
+	e.key = mr->ibmr.lkey;
+	e.access = mr->access;
+	e.pd = mr->pd->ibpd.handle;
+	e.iova = mr->iova;
+	e.addr = (uintptr_t)mr->ibmr.addr;
+	e.length = mr->ibmr.length;
+	shca_mr_shm_write(&shca_arena_mr_table(a->base)[mr->index], &e);
+}
+
 static int table_insert(struct shca_mr *mr)
 {
 	uint32_t i, idx;
@@ -190,13 +211,18 @@ static int table_insert(struct shca_mr *mr)
 	mr->ibmr.lkey = idx << MR_KEY_BITS |
 			(shca_random_u32() & MR_KEY_MASK);
 	mr->ibmr.rkey = mr->ibmr.lkey;
+	mr_publish(mr);
 	pthread_mutex_unlock(&mr_table_lock);
 	return 0;
 }
 
 static void table_remove(struct shca_mr *mr)
 {
+	struct shca_arena *a = shca_arena_self();
+
 	pthread_mutex_lock(&mr_table_lock);
+	if (a)
+		shca_mr_shm_clear(&shca_arena_mr_table(a->base)[mr->index]);
 	mr_table[mr->index] = NULL;
 	mr_count--;
 	pthread_mutex_unlock(&mr_table_lock);
@@ -332,6 +358,7 @@ int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 	mr->iova = new_iova;
 	ibmr->addr = new_addr;
 	ibmr->length = new_len;
+	mr_publish(mr);
 	pthread_mutex_unlock(&mr_table_lock);
 	return 0;
 }

@@ -24,6 +24,7 @@
 #include "../common/log.h"
 #include "../common/netif.h"
 #include "../common/util.h"
+#include "../shm/arena.h"
 
 /* ------------------------------------------------------------------ */
 /* Device limits: what ibv_query_device reports, and what is enforced.  */
@@ -124,27 +125,24 @@ struct shca_comp_channel {
 	struct shca_event_queue q;
 };
 
-/* What a CQ ring holds: the ibv_wc plus what ibv_cq_ex can read. */
-struct shca_cqe {
-	struct ibv_wc wc;
-	uint64_t ts_ns;			/* completion timestamp (monotonic) */
-};
-
+/*
+ * A CQ: the ring and its producer state live in the arena (shca_cq_shm),
+ * where peers on this host write completions too; this side holds what
+ * only the polling application touches.
+ */
 struct shca_cq {
 	struct ibv_cq_ex cqx;		/* ibv_cq at 0: ibv_cq_ex_to_cq() */
-	pthread_mutex_t lock;		/* ring, arm state */
-	struct shca_cqe *ring;
-	uint32_t size;			/* slots: cqe + 1, a power of two */
-	uint32_t head, tail;		/* consumer / producer counters */
-	bool overflow;			/* an overrun happened: CQ in error */
-	int armed;			/* 0, IBV_SOLICITED? 1 solicited, 2 all */
+	pthread_mutex_t lock;		/* consumers: poll, start/end_poll */
+	struct shca_cq_shm *shm;	/* in this process's arena */
 	uint64_t wc_flags;		/* create_cq_ex flags */
 	struct shca_cqe cur_cqe;	/* ibv_cq_ex: the entry being read */
 	bool single_threaded;		/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED */
+	bool overrun_reported;		/* IBV_EVENT_CQ_ERR raised */
 	int refs;			/* QPs and SRQs using it */
 	uint32_t comp_events_reported;
 	uint32_t async_events_reported;
 	bool is_ex;
+	struct shca_cq *next;		/* the process's CQ list */
 };
 
 struct shca_recv_wqe {
@@ -365,6 +363,8 @@ int shca_destroy_cq(struct ibv_cq *cq);
 int shca_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc);
 int shca_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 int shca_cq_push(struct shca_cq *cq, const struct ibv_wc *wc, bool solicited);
+/* Report what peers left pending on this process's CQs (doorbell). */
+void shca_cq_doorbell(void);
 
 /* srq.c: SRQs, and the receive rings that RQs and SRQs share */
 struct ibv_srq *shca_create_srq(struct ibv_pd *pd,
@@ -438,6 +438,11 @@ int shca_destroy_ah(struct ibv_ah *ah);
 /* Can attr address a destination from this port?  0 or -errno. */
 int shca_check_ah_attr(struct ibv_context *ctx,
 		       const struct ibv_ah_attr *attr);
+
+/* doorbell.c: what peers left for this process; the transport's start */
+void shca_doorbell(void);
+void shca_qp_cq_overrun(struct shca_cq *cq);
+int shca_transport_init(void);
 
 /* misc.c: fork support */
 bool shca_fork_initialized(void);
