@@ -15,15 +15,20 @@ $(BUILD)/CMakeCache.txt:
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+# Debian packages for building and testing (apt-get as root; otherwise the
+# command to run is printed and make stops).
 deps:
 	@scripts/install-deps.sh
 
+# Everything in sequence, also under `make -j`: deps, a -Werror build, then
+# ctest and the pyverbs suite; the last line is "check: N passed, ...".
 check: deps
 	cmake -S . -B $(BUILD) -DSOFTHCA_WERROR=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 	@scripts/check.sh $(BUILD)
 
-demo: deps build
+demo: deps
+	@$(MAKE) --no-print-directory build
 	@scripts/demo.sh $(BUILD)
 
 clean:

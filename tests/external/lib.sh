@@ -1,0 +1,127 @@
+# shellcheck shell=bash disable=SC2034
+# Helpers for tests/external/test_*.sh (sourced, not run).
+#
+# Each test_*.sh is one ctest case (tests/CMakeLists.txt), run with
+# SOFTHCA_BUILD (the build directory) and SOFTHCA_SRC (the source tree) in
+# the environment; it can also be run by hand:
+#     SOFTHCA_BUILD=build tests/external/test_devinfo.sh
+# Exit status: 0 pass, 1 fail, 77 skip (a client is not installed).
+# Only loopback is used, and every command runs under `timeout`.
+set -u
+
+SOFTHCA_SRC=${SOFTHCA_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+SOFTHCA_BUILD=${SOFTHCA_BUILD:-$SOFTHCA_SRC/build}
+SOFTHCA_BUILD=$(cd "$SOFTHCA_BUILD" && pwd)
+LIB=$SOFTHCA_BUILD/lib
+TOOL=$SOFTHCA_BUILD/bin/softhca
+# The clients must see softhca only: no user library path of their own.
+export LD_LIBRARY_PATH=$LIB
+unset LD_PRELOAD RDMAV_DRIVERS IBV_DRIVERS
+PY=/usr/bin/python3     # pyverbs exists only for Debian's python3
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/softhca-ext.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+
+failures=0
+checks=0
+rc=0            # exit status of the last run()
+
+# What ld.so prints when our exports do not satisfy a client.
+LOADER_ERRORS='no version information available|symbol lookup error|version `[^'"'"']*'"'"' not found|undefined symbol|error while loading shared libraries'
+
+fail() {
+	echo "FAIL: $*" >&2
+	failures=$((failures + 1))
+}
+
+ok() {
+	checks=$((checks + 1))
+	[ -n "${VERBOSE:-}" ] && echo "ok: $*"
+	return 0
+}
+
+skip() {
+	echo "SKIP: $*"
+	exit 77
+}
+
+# need CMD...: skip the whole test when a client is not installed.
+need() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 ||
+			skip "$c is not installed (scripts/install-deps.sh)"
+	done
+}
+
+[ -e "$LIB/libibverbs.so.1" ] || { echo "FAIL: no $LIB/libibverbs.so.1" >&2; exit 1; }
+
+# run NAME SECONDS CMD...: run CMD with a timeout; stdout in $T/NAME.out,
+# stderr in $T/NAME.err, exit status in $rc.  Never fails by itself.
+run() {
+	local name=$1 secs=$2
+	shift 2
+	timeout -k 5 "$secs" "$@" </dev/null >"$T/$name.out" 2>"$T/$name.err"
+	rc=$?
+	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+		echo "note: '$*' timed out after ${secs}s" >&2
+	fi
+	return 0
+}
+
+# expect_rc NAME WANT: $rc must be WANT ("nonzero" accepted).
+expect_rc() {
+	local name=$1 want=$2
+	if [ "$want" = nonzero ]; then
+		# an error exit, not a timeout (124, 137) or a signal (128 + n)
+		case "$rc" in
+		0|124|137|129|13[0-9]|1[4-5][0-9]) ;;
+		*) ok "$name exit $rc"; return ;;
+		esac
+	else
+		[ "$rc" = "$want" ] && { ok "$name exit $rc"; return; }
+	fi
+	fail "$name: exit status $rc, expected $want"
+	show "$name"
+}
+
+# expect_out NAME REGEX [stdout|stderr]: output must match the ERE.
+expect_out() {
+	local name=$1 re=$2 stream=${3:-out}
+	[ "$stream" = stderr ] && stream=err
+	[ "$stream" = stdout ] && stream=out
+	if grep -Eq -- "$re" "$T/$name.$stream"; then
+		ok "$name matches /$re/"
+	else
+		fail "$name: std$stream does not match /$re/"
+		show "$name"
+	fi
+}
+
+# no_loader_errors NAME: stderr must hold no dynamic-loader complaint.
+no_loader_errors() {
+	local name=$1
+	if grep -Eq -- "$LOADER_ERRORS" "$T/$name.err"; then
+		fail "$name: the dynamic loader complains:"
+		grep -E -- "$LOADER_ERRORS" "$T/$name.err" | head -5 | sed 's/^/    /' >&2
+	else
+		ok "$name: no loader errors"
+	fi
+}
+
+show() {
+	local name=$1
+	echo "  --- stdout of $name:" >&2
+	head -40 "$T/$name.out" | sed 's/^/    /' >&2
+	echo "  --- stderr of $name:" >&2
+	head -20 "$T/$name.err" | sed 's/^/    /' >&2
+}
+
+finish() {
+	if [ "$failures" -ne 0 ]; then
+		echo "$(basename "$0"): $failures of $((checks + failures)) checks failed"
+		exit 1
+	fi
+	echo "$(basename "$0"): all $checks checks passed"
+	exit 0
+}
