@@ -1,24 +1,1068 @@
 // SPDX-License-Identifier: MIT
-/* Queue pairs (placeholder until written). */
+/*
+ * Queue pairs: the QP table, create and destroy, the send queue, and
+ * posting (ibv_post_send, ibv_post_recv and the ibv_wr_* builder of
+ * ibv_qp_ex).  The state machine and ibv_query_qp are in qp_modify.c,
+ * multicast attachment with the other addressing verbs in ah.c.
+ *
+ * QP numbers say where a QP lives (DESIGN.md "Addressing"): QPN =
+ * slot << 14 | index, index a slot of the process-wide QP table.  Indexes
+ * are handed out round robin from a random start, so a freed index comes
+ * back only after every other one was used: traffic for an old QP meets no
+ * new one.  QPN 0, 1 and 0xffffff are never handed out.
+ *
+ * Posting checks each WR and queues it, or completes it at once with
+ * IBV_WC_WR_FLUSH_ERR in the error states; on the first WR it cannot
+ * take it stops, points *bad_wr there and keeps the earlier ones posted
+ * (rxe's rules: a full queue is ENOMEM, anything else EINVAL).  Queued
+ * send WQEs go to shca_sq_execute(), where the transport takes over.
+ */
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/slot.h"
 #include "shca.h"
 
-struct ibv_qp *shca_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr) { return SHCA_ERR_PTR(EOPNOTSUPP); }
-struct ibv_qp *shca_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr) { return SHCA_ERR_PTR(EOPNOTSUPP); }
-int shca_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init) { return -EOPNOTSUPP; }
-int shca_destroy_qp(struct ibv_qp *qp) { return -EOPNOTSUPP; }
-int shca_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) { *bad = wr; return EOPNOTSUPP; }
-int shca_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) { *bad = wr; return EOPNOTSUPP; }
-int shca_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid) { return -EOPNOTSUPP; }
-int shca_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid) { return -EOPNOTSUPP; }
+#define QPT(t)		(1u << (t))
+#define QPT_CONN	(QPT(IBV_QPT_RC) | QPT(IBV_QPT_UC))
+#define QPT_ALL		(QPT_CONN | QPT(IBV_QPT_UD))
+
+/* ------------------------------------------------------------------ */
+/* The work-request table                                              */
+
+enum wr_class {
+	WR_SEND,	/* data from local memory or inline */
+	WR_READ,	/* data into local memory: never inline */
+	WR_ATOMIC,	/* 8 bytes into local memory; aligned remote */
+};
+
+/*
+ * One row per opcode softhca executes; an opcode without a row (memory
+ * windows, invalidation, TSO, flush, atomic write) is not supported.
+ */
+static const struct wr_info {
+	uint32_t qp_types;		/* where the opcode is legal */
+	enum wr_class cls;
+	enum ibv_wc_opcode wc_opcode;	/* of its completion */
+	uint64_t ops_flag;		/* IBV_QP_EX_WITH_* */
+} wr_table[] = {
+	[IBV_WR_RDMA_WRITE] = { QPT_CONN, WR_SEND, IBV_WC_RDMA_WRITE,
+				IBV_QP_EX_WITH_RDMA_WRITE },
+	[IBV_WR_RDMA_WRITE_WITH_IMM] = { QPT_CONN, WR_SEND, IBV_WC_RDMA_WRITE,
+					 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM },
+	[IBV_WR_SEND] = { QPT_ALL, WR_SEND, IBV_WC_SEND,
+			  IBV_QP_EX_WITH_SEND },
+	[IBV_WR_SEND_WITH_IMM] = { QPT_ALL, WR_SEND, IBV_WC_SEND,
+				   IBV_QP_EX_WITH_SEND_WITH_IMM },
+	[IBV_WR_RDMA_READ] = { QPT(IBV_QPT_RC), WR_READ, IBV_WC_RDMA_READ,
+			       IBV_QP_EX_WITH_RDMA_READ },
+	[IBV_WR_ATOMIC_CMP_AND_SWP] = { QPT(IBV_QPT_RC), WR_ATOMIC,
+					IBV_WC_COMP_SWAP,
+					IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP },
+	[IBV_WR_ATOMIC_FETCH_AND_ADD] = { QPT(IBV_QPT_RC), WR_ATOMIC,
+					  IBV_WC_FETCH_ADD,
+					  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD },
+};
+
+static const struct wr_info *wr_info(unsigned int opcode)
+{
+	if (opcode >= ARRAY_SIZE(wr_table) || !wr_table[opcode].qp_types)
+		return NULL;
+	return &wr_table[opcode];
+}
+
+enum ibv_wc_opcode shca_wr_wc_opcode(enum ibv_wr_opcode opcode)
+{
+	const struct wr_info *op = wr_info(opcode);
+
+	return op ? op->wc_opcode : IBV_WC_SEND;
+}
+
+/* The IBV_QP_EX_WITH_* flags softhca supports on a QP type. */
+static uint64_t send_ops_supported(enum ibv_qp_type type)
+{
+	uint64_t flags = 0;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(wr_table); i++)
+		if (wr_table[i].qp_types & QPT(type))
+			flags |= wr_table[i].ops_flag;
+	return flags;
+}
+
+/* ------------------------------------------------------------------ */
+/* The QP table                                                        */
+
+static pthread_mutex_t qp_table_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shca_qp *qp_table[SHCA_QPN_INDEX_MASK + 1];
+static uint32_t qp_next_index;
+static bool qp_next_seeded;
+
+static int qp_table_insert(struct shca_qp *qp, int slot)
+{
+	uint32_t i, idx;
+
+	pthread_mutex_lock(&qp_table_lock);
+	if (!qp_next_seeded) {
+		qp_next_index = shca_random_u32() & SHCA_QPN_INDEX_MASK;
+		qp_next_seeded = true;
+	}
+	for (i = 0; i <= SHCA_QPN_INDEX_MASK; i++) {
+		idx = (qp_next_index + i) & SHCA_QPN_INDEX_MASK;
+		if (qp_table[idx] || !shca_qpn_index_valid(slot, idx))
+			continue;
+		qp_table[idx] = qp;
+		qp_next_index = idx + 1;
+		qp->qpn_index = idx;
+		qp->ibqp.qp_num = shca_qpn_make(slot, idx);
+		pthread_mutex_unlock(&qp_table_lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&qp_table_lock);
+	return -ENOMEM;
+}
+
+static void qp_table_remove(struct shca_qp *qp)
+{
+	pthread_mutex_lock(&qp_table_lock);
+	if (qp_table[qp->qpn_index] == qp)
+		qp_table[qp->qpn_index] = NULL;
+	pthread_mutex_unlock(&qp_table_lock);
+}
+
+struct shca_qp *shca_qp_lookup(uint32_t qpn)
+{
+	struct shca_qp *qp;
+
+	if (qpn > 0xffffff)
+		return NULL;
+	pthread_mutex_lock(&qp_table_lock);
+	qp = qp_table[shca_qpn_index(qpn)];
+	if (qp && qp->ibqp.qp_num != qpn)
+		qp = NULL;	/* another slot: a forked parent's QP */
+	pthread_mutex_unlock(&qp_table_lock);
+	return qp;
+}
+
+/* ------------------------------------------------------------------ */
+/* The send queue                                                      */
+
+static struct shca_send_wqe *sq_entry(const struct shca_sq *sq, uint32_t n)
+{
+	return (struct shca_send_wqe *)(sq->buf +
+					(size_t)(n & (sq->size - 1)) *
+						sq->wqe_size);
+}
+
+/*
+ * A WQE holds max_sge SGEs or max_inline bytes in the same space, so
+ * each is what that space allows (at least what was asked for).
+ */
+static int sq_init(struct shca_sq *sq, uint32_t max_wr, uint32_t max_sge,
+		   uint32_t max_inline)
+{
+	size_t area = MAX((size_t)max_sge * sizeof(struct ibv_sge),
+			  (size_t)max_inline);
+
+	area = (area + sizeof(struct ibv_sge) - 1) &
+	       ~(sizeof(struct ibv_sge) - 1);
+	memset(sq, 0, sizeof(*sq));
+	sq->max_wr = max_wr ? shca_roundup_pow2(max_wr) : 0;
+	sq->max_sge = MIN(area / sizeof(struct ibv_sge), SHCA_MAX_SGE);
+	sq->max_inline = MIN(area, SHCA_MAX_INLINE);
+	sq->size = shca_roundup_pow2(sq->max_wr);
+	sq->wqe_size = sizeof(struct shca_send_wqe) + area;
+	sq->buf = calloc(sq->size, sq->wqe_size);
+	if (!sq->buf)
+		return -ENOMEM;
+	pthread_mutex_init(&sq->lock, NULL);
+	return 0;
+}
+
+static void sq_destroy(struct shca_sq *sq)
+{
+	pthread_mutex_destroy(&sq->lock);
+	free(sq->buf);
+}
+
+/* The requester's side; it alone consumes, so the head stays valid. */
+struct shca_send_wqe *shca_sq_head(struct shca_qp *qp)
+{
+	struct shca_send_wqe *w = NULL;
+
+	pthread_mutex_lock(&qp->sq.lock);
+	if (qp->sq.head != qp->sq.tail)
+		w = sq_entry(&qp->sq, qp->sq.head);
+	pthread_mutex_unlock(&qp->sq.lock);
+	return w;
+}
+
+void shca_sq_pop(struct shca_qp *qp)
+{
+	pthread_mutex_lock(&qp->sq.lock);
+	if (qp->sq.head != qp->sq.tail)
+		qp->sq.head++;
+	pthread_mutex_unlock(&qp->sq.lock);
+}
+
+static void complete_flushed(struct shca_qp *qp, uint64_t wr_id,
+			     enum ibv_wr_opcode opcode)
+{
+	struct ibv_wc wc;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = wr_id;
+	wc.status = IBV_WC_WR_FLUSH_ERR;
+	wc.opcode = shca_wr_wc_opcode(opcode);
+	wc.qp_num = qp->ibqp.qp_num;
+	shca_cq_push(qp->scq, &wc, false);
+}
+
+/*
+ * Error state: every outstanding send WQE completes with
+ * IBV_WC_WR_FLUSH_ERR, signaled or not: a completion in error is never
+ * suppressed.
+ */
+void shca_sq_flush(struct shca_qp *qp)
+{
+	struct shca_sq *sq = &qp->sq;
+
+	while (sq->head != sq->tail) {
+		struct shca_send_wqe *w = sq_entry(sq, sq->head);
+
+		complete_flushed(qp, w->wr.wr_id, w->wr.opcode);
+		sq->head++;
+	}
+}
+
+/*
+ * The transport's hook: execute the queued WQEs.  Until the transport
+ * exists they stay queued; ibv_modify_qp to ERR flushes them.
+ */
+int shca_sq_execute(struct shca_qp *qp)
+{
+	(void)qp;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Posting                                                             */
+
+static bool wr_is_inline(const struct ibv_send_wr *wr,
+			 const struct wr_info *op)
+{
+	/* READ and atomics land in local memory: IBV_SEND_INLINE is moot */
+	return (wr->send_flags & IBV_SEND_INLINE) && op->cls == WR_SEND;
+}
+
+/* Can the QP take wr?  0 or -EINVAL (rxe's validate_send_wr and more). */
+static int sq_check_wr(const struct shca_qp *qp, const struct ibv_send_wr *wr)
+{
+	const struct wr_info *op = wr_info(wr->opcode);
+	uint64_t len = 0;
+	int i;
+
+	if (!op || !(op->qp_types & QPT(qp->ibqp.qp_type)))
+		return -EINVAL;
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->sq.max_sge ||
+	    (wr->num_sge && !wr->sg_list))
+		return -EINVAL;
+	for (i = 0; i < wr->num_sge; i++)
+		len += wr->sg_list[i].length;
+	if (wr_is_inline(wr, op) && len > qp->sq.max_inline)
+		return -EINVAL;
+	/* atomics work on 8 naturally aligned bytes (as rxe checks) */
+	if (op->cls == WR_ATOMIC &&
+	    (len < 8 || (wr->wr.atomic.remote_addr & 7)))
+		return -EINVAL;
+	if (qp->ibqp.qp_type == IBV_QPT_UD &&
+	    (!wr->wr.ud.ah || wr->wr.ud.ah->context != qp->ibqp.context))
+		return -EINVAL;
+	return 0;
+}
+
+/* Copy a checked WR into the next slot; inline data is copied now. */
+static void sq_store(struct shca_qp *qp, const struct ibv_send_wr *wr)
+{
+	struct shca_sq *sq = &qp->sq;
+	struct shca_send_wqe *w = sq_entry(sq, sq->tail);
+	int i;
+
+	w->wr = *wr;
+	w->wr.next = NULL;
+	w->inline_len = 0;
+	if (wr_is_inline(wr, wr_info(wr->opcode))) {
+		unsigned char *p = (unsigned char *)w->sge;
+
+		for (i = 0; i < wr->num_sge; i++) {
+			memcpy(p, (const void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			p += wr->sg_list[i].length;
+		}
+		w->inline_len = (uint32_t)(p - (unsigned char *)w->sge);
+		w->wr.sg_list = NULL;
+		w->wr.num_sge = 0;
+	} else {
+		if (wr->num_sge)
+			memcpy(w->sge, wr->sg_list,
+			       (size_t)wr->num_sge * sizeof(struct ibv_sge));
+		w->wr.sg_list = w->sge;
+		w->wr.send_flags &= ~(unsigned int)IBV_SEND_INLINE;
+	}
+	__atomic_store_n(&sq->tail, sq->tail + 1, __ATOMIC_RELEASE);
+}
+
+/*
+ * Post a list of send WRs.  Before RTS the send queue takes nothing
+ * (EINVAL, as rxe); in SQD WRs queue up unexecuted; in SQE and ERR each
+ * WR completes flushed.
+ * all_or_none (wr_complete of the builder): check the whole list first and
+ * post none of it on an error.
+ */
+static int sq_post(struct shca_qp *qp, struct ibv_send_wr *wr,
+		   struct ibv_send_wr **bad, bool all_or_none)
+{
+	struct shca_sq *sq = &qp->sq;
+	enum ibv_qp_state state;
+	bool flush, queued = false;
+	int ret = 0;
+
+	pthread_mutex_lock(&sq->lock);
+	state = qp->attr.qp_state;
+	if (state < IBV_QPS_RTS) {
+		*bad = wr;
+		ret = -EINVAL;
+		goto out;
+	}
+	flush = state == IBV_QPS_SQE || state == IBV_QPS_ERR;
+	if (all_or_none) {
+		struct ibv_send_wr *w;
+		uint32_t n = 0;
+
+		for (w = wr; w; w = w->next, n++) {
+			ret = sq_check_wr(qp, w);
+			if (ret) {
+				*bad = w;
+				goto out;
+			}
+		}
+		if (!flush && n > sq->max_wr - (sq->tail - sq->head)) {
+			*bad = wr;
+			ret = -ENOMEM;
+			goto out;
+		}
+	}
+	for (; wr; wr = wr->next) {
+		ret = sq_check_wr(qp, wr);
+		if (!ret && !flush && sq->tail - sq->head >= sq->max_wr)
+			ret = -ENOMEM;
+		if (ret) {
+			*bad = wr;
+			break;
+		}
+		if (flush) {
+			complete_flushed(qp, wr->wr_id, wr->opcode);
+		} else {
+			sq_store(qp, wr);
+			queued = true;
+		}
+	}
+out:
+	pthread_mutex_unlock(&sq->lock);
+	if (queued)
+		shca_sq_execute(qp);
+	return ret;
+}
+
+int shca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		   struct ibv_send_wr **bad)
+{
+	if (!bad)
+		return EINVAL;
+	*bad = NULL;
+	return shca_ret_errno(sq_post(to_sqp(ibqp), wr, bad, false));
+}
+
+/*
+ * IBA C10-97.2.1: a QP in RESET takes no receive WRs (EINVAL, as rxe); a
+ * QP with an SRQ has no receive queue of its own.  In ERR each WR
+ * completes flushed.
+ */
+int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		   struct ibv_recv_wr **bad)
+{
+	struct shca_qp *qp = to_sqp(ibqp);
+	struct shca_rq *rq = &qp->rq;
+	enum ibv_qp_state state;
+	int ret = 0;
+
+	if (!bad)
+		return EINVAL;
+	*bad = NULL;
+	if (qp->srq) {
+		*bad = wr;
+		return EINVAL;
+	}
+	pthread_mutex_lock(&rq->lock);
+	state = qp->attr.qp_state;
+	if (state == IBV_QPS_RESET) {
+		*bad = wr;
+		ret = -EINVAL;
+	}
+	for (; !ret && wr; wr = wr->next) {
+		ret = shca_rq_post_one(rq, wr);
+		if (ret)
+			*bad = wr;
+		else if (state == IBV_QPS_ERR)
+			shca_rq_flush(rq, qp->rcq, ibqp->qp_num);
+	}
+	pthread_mutex_unlock(&rq->lock);
+	return shca_ret_errno(ret);
+}
+
+/* ------------------------------------------------------------------ */
+/* ibv_qp_ex: the ibv_wr_* builder                                     */
+
+/*
+ * The builder collects WRs between wr_start and wr_complete and posts
+ * them through sq_post(), all or none.  The first error (a full queue, a
+ * list too long, an operation softhca lacks) is kept and returned by
+ * wr_complete.  The lock makes one thread's wr_start..wr_complete a unit,
+ * as the providers' builders do.
+ */
+struct batch_wr {
+	struct ibv_send_wr wr;
+	struct ibv_sge isge;		/* inline data, as one SGE */
+	uint32_t nsge;			/* SGEs in data[] */
+	uint32_t inline_len;		/* or inline bytes in data[] */
+	bool is_inline;
+	_Alignas(struct ibv_sge) unsigned char data[]; /* WQE space */
+};
+
+struct shca_wr_batch {
+	pthread_mutex_t lock;		/* wr_start .. wr_complete/abort */
+	bool active;
+	int err;			/* positive errno */
+	uint32_t n, cap;		/* WRs built, entries allocated */
+	size_t ent_size;
+	unsigned char *ents;
+};
+
+static struct shca_qp *qpx_to_sqp(struct ibv_qp_ex *qpx)
+{
+	return container_of(qpx, struct shca_qp, qpx);
+}
+
+static struct batch_wr *batch_ent(struct shca_wr_batch *b, uint32_t i)
+{
+	return (struct batch_wr *)(b->ents + (size_t)i * b->ent_size);
+}
+
+static void batch_fail(struct shca_wr_batch *b, int err)
+{
+	if (b->active && !b->err)
+		b->err = err;
+}
+
+/* Start a WR with the qp_ex's wr_id and wr_flags. */
+static struct batch_wr *batch_new(struct ibv_qp_ex *qpx,
+				  enum ibv_wr_opcode opcode)
+{
+	struct shca_qp *qp = qpx_to_sqp(qpx);
+	struct shca_wr_batch *b = qp->batch;
+	struct batch_wr *e;
+
+	if (!b->active || b->err)
+		return NULL;
+	if (b->n >= qp->sq.max_wr) {
+		b->err = ENOMEM;	/* cannot fit the send queue */
+		return NULL;
+	}
+	if (b->n == b->cap) {
+		uint32_t cap = MIN(b->cap ? b->cap * 2 : 16, qp->sq.max_wr);
+		unsigned char *ents = realloc(b->ents, cap * b->ent_size);
+
+		if (!ents) {
+			b->err = ENOMEM;
+			return NULL;
+		}
+		b->ents = ents;
+		b->cap = cap;
+	}
+	e = batch_ent(b, b->n++);
+	memset(e, 0, b->ent_size);
+	e->wr.wr_id = qpx->wr_id;
+	e->wr.opcode = opcode;
+	e->wr.send_flags = qpx->wr_flags & ~(unsigned int)IBV_SEND_INLINE;
+	return e;
+}
+
+/* The WR a setter applies to: the last one started. */
+static struct batch_wr *batch_cur(struct ibv_qp_ex *qpx)
+{
+	struct shca_wr_batch *b = qpx_to_sqp(qpx)->batch;
+
+	if (!b->active || b->err)
+		return NULL;
+	if (!b->n) {
+		b->err = EINVAL;	/* a setter before any builder */
+		return NULL;
+	}
+	return batch_ent(b, b->n - 1);
+}
+
+static void qpx_wr_start(struct ibv_qp_ex *qpx)
+{
+	struct shca_wr_batch *b = qpx_to_sqp(qpx)->batch;
+
+	pthread_mutex_lock(&b->lock);
+	b->active = true;
+	b->err = 0;
+	b->n = 0;
+}
+
+static int qpx_wr_complete(struct ibv_qp_ex *qpx)
+{
+	struct shca_qp *qp = qpx_to_sqp(qpx);
+	struct shca_wr_batch *b = qp->batch;
+	struct ibv_send_wr *bad;
+	uint32_t i;
+	int ret;
+
+	if (!b->active)
+		return EINVAL;
+	for (i = 0; i < b->n; i++) {
+		struct batch_wr *e = batch_ent(b, i);
+
+		if (e->is_inline) {
+			e->isge.addr = (uintptr_t)e->data;
+			e->isge.length = e->inline_len;
+			e->isge.lkey = 0;
+			e->wr.sg_list = &e->isge;
+			e->wr.num_sge = 1;
+			e->wr.send_flags |= IBV_SEND_INLINE;
+		} else {
+			e->wr.sg_list = (struct ibv_sge *)e->data;
+			e->wr.num_sge = (int)e->nsge;
+		}
+		e->wr.next = i + 1 < b->n ? &batch_ent(b, i + 1)->wr : NULL;
+	}
+	ret = b->err;
+	if (!ret)
+		ret = shca_ret_errno(sq_post(qp, b->n ? &batch_ent(b, 0)->wr :
+						       NULL,
+					     &bad, true));
+	b->active = false;
+	b->n = 0;
+	pthread_mutex_unlock(&b->lock);
+	return ret;
+}
+
+static void qpx_wr_abort(struct ibv_qp_ex *qpx)
+{
+	struct shca_wr_batch *b = qpx_to_sqp(qpx)->batch;
+
+	if (!b->active)
+		return;
+	b->active = false;
+	b->n = 0;
+	pthread_mutex_unlock(&b->lock);
+}
+
+static void qpx_wr_send(struct ibv_qp_ex *qpx)
+{
+	batch_new(qpx, IBV_WR_SEND);
+}
+
+static void qpx_wr_send_imm(struct ibv_qp_ex *qpx, __be32 imm_data)
+{
+	struct batch_wr *e = batch_new(qpx, IBV_WR_SEND_WITH_IMM);
+
+	if (e)
+		e->wr.imm_data = imm_data;
+}
+
+static void qpx_rdma(struct ibv_qp_ex *qpx, enum ibv_wr_opcode opcode,
+		     uint32_t rkey, uint64_t remote_addr, __be32 imm_data)
+{
+	struct batch_wr *e = batch_new(qpx, opcode);
+
+	if (!e)
+		return;
+	e->wr.wr.rdma.rkey = rkey;
+	e->wr.wr.rdma.remote_addr = remote_addr;
+	e->wr.imm_data = imm_data;
+}
+
+static void qpx_wr_rdma_write(struct ibv_qp_ex *qpx, uint32_t rkey,
+			      uint64_t remote_addr)
+{
+	qpx_rdma(qpx, IBV_WR_RDMA_WRITE, rkey, remote_addr, 0);
+}
+
+static void qpx_wr_rdma_write_imm(struct ibv_qp_ex *qpx, uint32_t rkey,
+				  uint64_t remote_addr, __be32 imm_data)
+{
+	qpx_rdma(qpx, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, remote_addr, imm_data);
+}
+
+static void qpx_wr_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey,
+			     uint64_t remote_addr)
+{
+	qpx_rdma(qpx, IBV_WR_RDMA_READ, rkey, remote_addr, 0);
+}
+
+static void qpx_atomic(struct ibv_qp_ex *qpx, enum ibv_wr_opcode opcode,
+		       uint32_t rkey, uint64_t remote_addr,
+		       uint64_t compare_add, uint64_t swap)
+{
+	struct batch_wr *e = batch_new(qpx, opcode);
+
+	if (!e)
+		return;
+	e->wr.wr.atomic.rkey = rkey;
+	e->wr.wr.atomic.remote_addr = remote_addr;
+	e->wr.wr.atomic.compare_add = compare_add;
+	e->wr.wr.atomic.swap = swap;
+}
+
+static void qpx_wr_atomic_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey,
+				  uint64_t remote_addr, uint64_t compare,
+				  uint64_t swap)
+{
+	qpx_atomic(qpx, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, remote_addr, compare,
+		   swap);
+}
+
+static void qpx_wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey,
+				    uint64_t remote_addr, uint64_t add)
+{
+	qpx_atomic(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, remote_addr, add,
+		   0);
+}
+
+static void qpx_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
+			       uint32_t remote_qpn, uint32_t remote_qkey)
+{
+	struct batch_wr *e = batch_cur(qpx);
+
+	if (!e)
+		return;
+	e->wr.wr.ud.ah = ah;
+	e->wr.wr.ud.remote_qpn = remote_qpn;
+	e->wr.wr.ud.remote_qkey = remote_qkey;
+}
+
+static void qpx_wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
+				const struct ibv_sge *sg_list)
+{
+	struct shca_qp *qp = qpx_to_sqp(qpx);
+	struct batch_wr *e = batch_cur(qpx);
+
+	if (!e)
+		return;
+	if (num_sge > qp->sq.max_sge) {
+		batch_fail(qp->batch, EINVAL);
+		return;
+	}
+	if (num_sge)
+		memcpy(e->data, sg_list, num_sge * sizeof(*sg_list));
+	e->nsge = (uint32_t)num_sge;
+	e->is_inline = false;
+}
+
+static void qpx_wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey,
+			   uint64_t addr, uint32_t length)
+{
+	struct ibv_sge sge = { .addr = addr, .length = length, .lkey = lkey };
+
+	/* a zero-length SGE moves no data: as rxe, keep the list empty */
+	qpx_wr_set_sge_list(qpx, length ? 1 : 0, &sge);
+}
+
+static void qpx_wr_set_inline_data_list(struct ibv_qp_ex *qpx,
+					size_t num_buf,
+					const struct ibv_data_buf *buf_list)
+{
+	struct shca_qp *qp = qpx_to_sqp(qpx);
+	struct batch_wr *e = batch_cur(qpx);
+	size_t i, len = 0;
+
+	if (!e)
+		return;
+	if (wr_info(e->wr.opcode) && wr_info(e->wr.opcode)->cls != WR_SEND) {
+		batch_fail(qp->batch, EINVAL);	/* READ, atomics */
+		return;
+	}
+	for (i = 0; i < num_buf; i++) {
+		if (buf_list[i].length > qp->sq.max_inline - len) {
+			batch_fail(qp->batch, EINVAL);
+			return;
+		}
+		memcpy(e->data + len, buf_list[i].addr, buf_list[i].length);
+		len += buf_list[i].length;
+	}
+	e->inline_len = (uint32_t)len;
+	e->is_inline = true;
+}
+
+static void qpx_wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr,
+				   size_t length)
+{
+	struct ibv_data_buf buf = { .addr = addr, .length = length };
+
+	qpx_wr_set_inline_data_list(qpx, 1, &buf);
+}
+
+/* What softhca lacks: wr_complete then fails with EOPNOTSUPP. */
+static void qpx_unsupported(struct ibv_qp_ex *qpx)
+{
+	batch_fail(qpx_to_sqp(qpx)->batch, EOPNOTSUPP);
+}
+
+static void qpx_wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw,
+			   uint32_t rkey, const struct ibv_mw_bind_info *info)
+{
+	qpx_unsupported(qpx);
+}
+
+static void qpx_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	qpx_unsupported(qpx);
+}
+
+static void qpx_wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	qpx_unsupported(qpx);
+}
+
+static void qpx_wr_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz,
+			    uint16_t mss)
+{
+	qpx_unsupported(qpx);
+}
+
+static void qpx_wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
+{
+	qpx_unsupported(qpx);
+}
+
+static void qpx_wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey,
+				uint64_t remote_addr, const void *atomic_wr)
+{
+	qpx_unsupported(qpx);
+}
+
+static int batch_init(struct shca_qp *qp)
+{
+	struct ibv_qp_ex *x = &qp->qpx;
+	struct shca_wr_batch *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	pthread_mutex_init(&b->lock, NULL);
+	b->ent_size = (sizeof(struct batch_wr) + qp->sq.wqe_size -
+		       sizeof(struct shca_send_wqe) + 7) & ~(size_t)7;
+	qp->batch = b;
+
+	x->wr_start = qpx_wr_start;
+	x->wr_complete = qpx_wr_complete;
+	x->wr_abort = qpx_wr_abort;
+	x->wr_send = qpx_wr_send;
+	x->wr_send_imm = qpx_wr_send_imm;
+	x->wr_rdma_write = qpx_wr_rdma_write;
+	x->wr_rdma_write_imm = qpx_wr_rdma_write_imm;
+	x->wr_rdma_read = qpx_wr_rdma_read;
+	x->wr_atomic_cmp_swp = qpx_wr_atomic_cmp_swp;
+	x->wr_atomic_fetch_add = qpx_wr_atomic_fetch_add;
+	x->wr_set_sge = qpx_wr_set_sge;
+	x->wr_set_sge_list = qpx_wr_set_sge_list;
+	x->wr_set_inline_data = qpx_wr_set_inline_data;
+	x->wr_set_inline_data_list = qpx_wr_set_inline_data_list;
+	x->wr_set_ud_addr = qpx_wr_set_ud_addr;
+	x->wr_bind_mw = qpx_wr_bind_mw;
+	x->wr_local_inv = qpx_wr_local_inv;
+	x->wr_send_inv = qpx_wr_send_inv;
+	x->wr_send_tso = qpx_wr_send_tso;
+	x->wr_set_xrc_srqn = qpx_wr_set_xrc_srqn;
+	x->wr_atomic_write = qpx_wr_atomic_write;
+	return 0;
+}
+
+static void batch_destroy(struct shca_wr_batch *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_destroy(&b->lock);
+	free(b->ents);
+	free(b);
+}
+
+/* ------------------------------------------------------------------ */
+/* Create and destroy                                                  */
+
+/* The comp_mask bits rdma-core 44 knows, and those softhca takes. */
+#define QP_INIT_ATTR_KNOWN	((IBV_QP_INIT_ATTR_SEND_OPS_FLAGS << 1) - 1)
+#define QP_INIT_ATTR_SUPPORTED                                          \
+	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |          \
+	 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+
+static bool cq_ok(struct ibv_context *ctx, struct ibv_cq *cq)
+{
+	return cq && cq->context == ctx;
+}
+
+/*
+ * In the order rdma-core and the kernel check: the provider's own checks
+ * (comp_mask, create flags, send ops), the QP type, the PD, then rxe's
+ * rxe_qp_chk_init (CQs, capabilities).
+ */
+static int qp_check_init(struct ibv_context *ctx,
+			 const struct ibv_qp_init_attr_ex *a)
+{
+	const struct ibv_qp_cap *cap = &a->cap;
+
+	if (a->comp_mask & ~(uint32_t)QP_INIT_ATTR_KNOWN)
+		return -EINVAL;
+	if (a->comp_mask & ~(uint32_t)QP_INIT_ATTR_SUPPORTED)
+		return -EOPNOTSUPP;	/* XRC, TSO, RSS: not offered */
+	if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags)
+		return -EOPNOTSUPP;
+	switch (a->qp_type) {
+	case IBV_QPT_RC:
+	case IBV_QPT_UC:
+	case IBV_QPT_UD:
+		break;
+	case IBV_QPT_XRC_RECV:
+		return -EINVAL;		/* needs an XRCD (rdma-core) */
+	case IBV_QPT_XRC_SEND:
+	case IBV_QPT_RAW_PACKET:
+	case IBV_QPT_DRIVER:
+		return -EOPNOTSUPP;	/* as rxe_qp_chk_init */
+	default:
+		return -EINVAL;
+	}
+	if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	    (a->send_ops_flags & ~send_ops_supported(a->qp_type)))
+		return -EOPNOTSUPP;
+	if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd ||
+	    a->pd->context != ctx)
+		return -EINVAL;
+	if (!cq_ok(ctx, a->send_cq) || !cq_ok(ctx, a->recv_cq))
+		return -EINVAL;
+	if (a->srq && a->srq->context != ctx)
+		return -EINVAL;
+	if (cap->max_send_wr > SHCA_MAX_QP_WR ||
+	    cap->max_send_sge > SHCA_MAX_SGE ||
+	    cap->max_inline_data > SHCA_MAX_INLINE)
+		return -EINVAL;
+	if (!a->srq && (cap->max_recv_wr > SHCA_MAX_QP_WR ||
+			cap->max_recv_sge > SHCA_MAX_SGE))
+		return -EINVAL;
+	return 0;
+}
+
+static void qp_get_refs(struct shca_qp *qp)
+{
+	shca_pd_get(qp->pd);
+	__atomic_add_fetch(&qp->scq->refs, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&qp->rcq->refs, 1, __ATOMIC_RELAXED);
+	if (qp->srq)
+		__atomic_add_fetch(&qp->srq->refs, 1, __ATOMIC_RELAXED);
+}
+
+static void qp_put_refs(struct shca_qp *qp)
+{
+	if (qp->srq)
+		__atomic_sub_fetch(&qp->srq->refs, 1, __ATOMIC_RELEASE);
+	__atomic_sub_fetch(&qp->rcq->refs, 1, __ATOMIC_RELEASE);
+	__atomic_sub_fetch(&qp->scq->refs, 1, __ATOMIC_RELEASE);
+	shca_pd_put(qp->pd);
+}
+
+static void qp_free(struct shca_qp *qp)
+{
+	batch_destroy(qp->batch);
+	shca_rq_destroy(&qp->rq);
+	if (qp->sq.buf)
+		sq_destroy(&qp->sq);
+	free(qp);
+}
+
+static struct shca_qp *qp_create(struct ibv_context *ctx,
+				 struct ibv_qp_init_attr_ex *a)
+{
+	struct shca_context *sctx = to_sctx(ctx);
+	const struct shca_slot *slot;
+	struct shca_qp *qp;
+	int ret;
+
+	ret = qp_check_init(ctx, a);
+	if (ret)
+		return SHCA_ERR_PTR(-ret);
+	slot = shca_slot_get();
+	if (!slot)
+		return NULL;	/* errno from shca_slot_get */
+
+	pthread_mutex_lock(&sctx->lock);
+	if (sctx->nqp >= SHCA_MAX_QP) {
+		pthread_mutex_unlock(&sctx->lock);
+		return SHCA_ERR_PTR(ENOMEM);
+	}
+	sctx->nqp++;
+	pthread_mutex_unlock(&sctx->lock);
+
+	ret = -ENOMEM;
+	qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		goto err_count;
+	if (sq_init(&qp->sq, a->cap.max_send_wr, a->cap.max_send_sge,
+		    a->cap.max_inline_data))
+		goto err_free;
+	if (a->srq)
+		ret = shca_rq_init(&qp->rq, 0, 0);
+	else
+		ret = shca_rq_init(&qp->rq, a->cap.max_recv_wr ?
+				   shca_roundup_pow2(a->cap.max_recv_wr) : 0,
+				   a->cap.max_recv_sge);
+	if (ret)
+		goto err_free;
+	if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+		ret = batch_init(qp);
+		if (ret)
+			goto err_free;
+		qp->has_qpx = true;
+		qp->send_ops_flags = a->send_ops_flags;
+	}
+
+	qp->ibqp.context = ctx;
+	qp->ibqp.qp_context = a->qp_context;
+	qp->ibqp.pd = a->pd;
+	qp->ibqp.send_cq = a->send_cq;
+	qp->ibqp.recv_cq = a->recv_cq;
+	qp->ibqp.srq = a->srq;
+	qp->ibqp.qp_type = a->qp_type;
+	qp->ibqp.state = IBV_QPS_RESET;
+	pthread_mutex_init(&qp->ibqp.mutex, NULL);
+	pthread_cond_init(&qp->ibqp.cond, NULL);
+	qp->ibqp.events_completed = 0;
+	pthread_mutex_init(&qp->lock, NULL);
+	qp->pd = to_spd(a->pd);
+	qp->scq = to_scq(a->send_cq);
+	qp->rcq = to_scq(a->recv_cq);
+	qp->srq = a->srq ? to_ssrq(a->srq) : NULL;
+	qp->sq_sig_all = a->sq_sig_all;
+	qp->cap.max_send_wr = qp->sq.max_wr;
+	qp->cap.max_send_sge = qp->sq.max_sge;
+	qp->cap.max_inline_data = qp->sq.max_inline;
+	qp->cap.max_recv_wr = qp->rq.max_wr;
+	qp->cap.max_recv_sge = qp->rq.max_sge;
+	shca_qp_reset_attr(qp);
+
+	ret = qp_table_insert(qp, slot->slot);
+	if (ret)
+		goto err_free;
+	qp->ibqp.handle = qp->ibqp.qp_num;
+	qp_get_refs(qp);
+
+	a->cap = qp->cap;	/* report what was created */
+	shca_dbg("QP 0x%06x (type %d) created", qp->ibqp.qp_num,
+		 (int)a->qp_type);
+	return qp;
+
+err_free:
+	qp_free(qp);
+err_count:
+	pthread_mutex_lock(&sctx->lock);
+	sctx->nqp--;
+	pthread_mutex_unlock(&sctx->lock);
+	return SHCA_ERR_PTR(-ret);
+}
+
+struct ibv_qp *shca_create_qp(struct ibv_pd *pd,
+			      struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex ex;
+	struct shca_qp *qp;
+
+	memset(&ex, 0, sizeof(ex));
+	ex.qp_context = attr->qp_context;
+	ex.send_cq = attr->send_cq;
+	ex.recv_cq = attr->recv_cq;
+	ex.srq = attr->srq;
+	ex.cap = attr->cap;
+	ex.qp_type = attr->qp_type;
+	ex.sq_sig_all = attr->sq_sig_all;
+	ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ex.pd = pd;
+	qp = qp_create(pd->context, &ex);
+	if (!qp)
+		return NULL;
+	attr->cap = ex.cap;
+	return &qp->ibqp;
+}
+
+struct ibv_qp *shca_create_qp_ex(struct ibv_context *ctx,
+				 struct ibv_qp_init_attr_ex *attr)
+{
+	struct shca_qp *qp = qp_create(ctx, attr);
+
+	return qp ? &qp->ibqp : NULL;
+}
+
+int shca_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct shca_qp *qp = to_sqp(ibqp);
+	struct shca_context *sctx = to_sctx(ibqp->context);
+	bool attached;
+
+	/* IBA o10-2.2.3: not while attached to a multicast group */
+	pthread_mutex_lock(&qp->lock);
+	attached = qp->mcast != NULL;
+	pthread_mutex_unlock(&qp->lock);
+	if (attached)
+		return -EBUSY;
+
+	qp_table_remove(qp);
+	/* undelivered events go; delivered ones must be acknowledged */
+	shca_async_forget(sctx, qp);
+	pthread_mutex_lock(&ibqp->mutex);
+	while (ibqp->events_completed != qp->events_reported)
+		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
+	pthread_mutex_unlock(&ibqp->mutex);
+
+	qp_put_refs(qp);
+	pthread_cond_destroy(&ibqp->cond);
+	pthread_mutex_destroy(&ibqp->mutex);
+	pthread_mutex_destroy(&qp->lock);
+	qp_free(qp);
+	pthread_mutex_lock(&sctx->lock);
+	sctx->nqp--;
+	pthread_mutex_unlock(&sctx->lock);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Exported verbs                                                      */
+
 SHCA_DEFAULT_VERSION(ibv_create_qp)
-struct ibv_qp *shca_latest_ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a) { return shca_create_qp(pd, a); }
-SHCA_DEFAULT_VERSION(ibv_query_qp)
-int shca_latest_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int m, struct ibv_qp_init_attr *i) { return shca_ret_errno(shca_query_qp(qp, a, m, i)); }
+struct ibv_qp *shca_latest_ibv_create_qp(struct ibv_pd *pd,
+					 struct ibv_qp_init_attr *attr)
+{
+	return shca_create_qp(pd, attr);
+}
+
 SHCA_DEFAULT_VERSION(ibv_destroy_qp)
-int shca_latest_ibv_destroy_qp(struct ibv_qp *qp) { return shca_ret_errno(shca_destroy_qp(qp)); }
-SHCA_DEFAULT_VERSION(ibv_attach_mcast)
-int shca_latest_ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid) { return shca_ret_errno(shca_attach_mcast(qp, gid, lid)); }
-SHCA_DEFAULT_VERSION(ibv_detach_mcast)
-int shca_latest_ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid) { return shca_ret_errno(shca_detach_mcast(qp, gid, lid)); }
-struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp) { return NULL; }
+int shca_latest_ibv_destroy_qp(struct ibv_qp *qp)
+{
+	return shca_ret_errno(shca_destroy_qp(qp));
+}
+
+/* As rdma-core: only a QP created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS. */
+struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	struct shca_qp *sqp = to_sqp(qp);
+
+	return sqp->has_qpx ? &sqp->qpx : NULL;
+}

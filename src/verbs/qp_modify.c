@@ -1,9 +1,574 @@
 // SPDX-License-Identifier: MIT
-/* QP state machine (placeholder until written). */
+/*
+ * The QP state machine (ibv_modify_qp) and ibv_query_qp.
+ *
+ * ibv_modify_qp checks everything before it changes anything, so a failed
+ * call leaves the QP as it was.  The checks come in the order rdma-core,
+ * uverbs, the core and rxe make them:
+ *
+ *   1. mask bits past IBV_QP_DEST_QPN                      EOPNOTSUPP
+ *   2. port numbers, states out of range (uverbs)          EINVAL
+ *   3. address vectors (the core): the port, the GRH that
+ *      a RoCE port requires, the source GID index          EINVAL
+ *      (an empty GID entry: ENODATA); alternate paths,
+ *      which the core allows on InfiniBand only            EINVAL
+ *   4. the transition: legal from the current state, every
+ *      required attribute given, none beyond the optional
+ *      ones (qp_transitions below)                         EINVAL
+ *   5. attribute values (rxe_qp_chk_attr, the IBA field
+ *      widths, the device limits)                          EINVAL
+ *
+ * and then applies the attributes and the transition: ERR flushes both
+ * work queues (and, with an SRQ, raises IBV_EVENT_QP_LAST_WQE_REACHED),
+ * RESET discards them and forgets the attributes, SQD reports the send
+ * queue drained if asked, and a return to RTS resumes the send queue.
+ */
 #include <errno.h>
+#include <string.h>
+
 #include "shca.h"
 
-int shca_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) { return -EOPNOTSUPP; }
-void shca_qp_flush(struct shca_qp *qp) { }
+/* Attribute mask bits, short, for the table. */
+#define Q_CUR		IBV_QP_CUR_STATE
+#define Q_SQD_NOTIFY	IBV_QP_EN_SQD_ASYNC_NOTIFY
+#define Q_ACCESS	IBV_QP_ACCESS_FLAGS
+#define Q_PKEY		IBV_QP_PKEY_INDEX
+#define Q_PORT		IBV_QP_PORT
+#define Q_QKEY		IBV_QP_QKEY
+#define Q_AV		IBV_QP_AV
+#define Q_MTU		IBV_QP_PATH_MTU
+#define Q_TIMEOUT	IBV_QP_TIMEOUT
+#define Q_RETRY		IBV_QP_RETRY_CNT
+#define Q_RNR_RETRY	IBV_QP_RNR_RETRY
+#define Q_RQ_PSN	IBV_QP_RQ_PSN
+#define Q_RD_ATOMIC	IBV_QP_MAX_QP_RD_ATOMIC
+#define Q_ALT_PATH	IBV_QP_ALT_PATH
+#define Q_RNR_TIMER	IBV_QP_MIN_RNR_TIMER
+#define Q_SQ_PSN	IBV_QP_SQ_PSN
+#define Q_DEST_RD	IBV_QP_MAX_DEST_RD_ATOMIC
+#define Q_MIG		IBV_QP_PATH_MIG_STATE
+#define Q_DEST_QPN	IBV_QP_DEST_QPN
+
+/* rdma-core's ibv_modify_qp passes these; later bits need the _ex path */
+#define QP_ATTR_STANDARD	((IBV_QP_DEST_QPN << 1) - 1)
+
+/* What qp_access_flags may hold (rxe: RXE_ACCESS_SUPPORTED_QP). */
+#define QP_ACCESS_SUPPORTED                                              \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |               \
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+#define PSN_MASK	0xffffffu
+
+/* ------------------------------------------------------------------ */
+/* The transition table                                                */
+
+enum { QT_RC, QT_UC, QT_UD, QT_NUM };
+
+#define BY_TYPE(rc, uc, ud) { [QT_RC] = (rc), [QT_UC] = (uc), [QT_UD] = (ud) }
+
+/*
+ * The IBA's QP state transitions with the attributes each one requires
+ * and allows (Modify QP, IBA 11.2.5.2), as the kernel's qp_state_table
+ * holds them for RC, UC and UD.  A transition without an entry is
+ * illegal; note that RESET -> ERR is one.
+ */
+static const struct qp_transition {
+	bool valid;
+	int req[QT_NUM];
+	int opt[QT_NUM];
+} qp_transitions[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
+	[IBV_QPS_RESET] = {
+		[IBV_QPS_RESET] = { .valid = true },
+		[IBV_QPS_INIT] = {
+			.valid = true,
+			.req = BY_TYPE(Q_PKEY | Q_PORT | Q_ACCESS,
+				       Q_PKEY | Q_PORT | Q_ACCESS,
+				       Q_PKEY | Q_PORT | Q_QKEY),
+		},
+	},
+	[IBV_QPS_INIT] = {
+		[IBV_QPS_RESET] = { .valid = true },
+		[IBV_QPS_ERR] = { .valid = true },
+		[IBV_QPS_INIT] = {
+			.valid = true,
+			.opt = BY_TYPE(Q_PKEY | Q_PORT | Q_ACCESS,
+				       Q_PKEY | Q_PORT | Q_ACCESS,
+				       Q_PKEY | Q_PORT | Q_QKEY),
+		},
+		[IBV_QPS_RTR] = {
+			.valid = true,
+			.req = BY_TYPE(Q_AV | Q_MTU | Q_DEST_QPN | Q_RQ_PSN |
+					       Q_DEST_RD | Q_RNR_TIMER,
+				       Q_AV | Q_MTU | Q_DEST_QPN | Q_RQ_PSN,
+				       0),
+			.opt = BY_TYPE(Q_ALT_PATH | Q_ACCESS | Q_PKEY,
+				       Q_ALT_PATH | Q_ACCESS | Q_PKEY,
+				       Q_PKEY | Q_QKEY),
+		},
+	},
+	[IBV_QPS_RTR] = {
+		[IBV_QPS_RESET] = { .valid = true },
+		[IBV_QPS_ERR] = { .valid = true },
+		[IBV_QPS_RTS] = {
+			.valid = true,
+			.req = BY_TYPE(Q_TIMEOUT | Q_RETRY | Q_RNR_RETRY |
+					       Q_SQ_PSN | Q_RD_ATOMIC,
+				       Q_SQ_PSN,
+				       Q_SQ_PSN),
+			.opt = BY_TYPE(Q_CUR | Q_ALT_PATH | Q_ACCESS |
+					       Q_RNR_TIMER | Q_MIG,
+				       Q_CUR | Q_ALT_PATH | Q_ACCESS | Q_MIG,
+				       Q_CUR | Q_QKEY),
+		},
+	},
+	[IBV_QPS_RTS] = {
+		[IBV_QPS_RESET] = { .valid = true },
+		[IBV_QPS_ERR] = { .valid = true },
+		[IBV_QPS_RTS] = {
+			.valid = true,
+			.opt = BY_TYPE(Q_CUR | Q_ACCESS | Q_ALT_PATH | Q_MIG |
+					       Q_RNR_TIMER,
+				       Q_CUR | Q_ACCESS | Q_ALT_PATH | Q_MIG,
+				       Q_CUR | Q_QKEY),
+		},
+		[IBV_QPS_SQD] = {
+			.valid = true,
+			.opt = BY_TYPE(Q_SQD_NOTIFY, Q_SQD_NOTIFY,
+				       Q_SQD_NOTIFY),
+		},
+	},
+	[IBV_QPS_SQD] = {
+		[IBV_QPS_RESET] = { .valid = true },
+		[IBV_QPS_ERR] = { .valid = true },
+		[IBV_QPS_RTS] = {
+			.valid = true,
+			.opt = BY_TYPE(Q_CUR | Q_ALT_PATH | Q_ACCESS |
+					       Q_RNR_TIMER | Q_MIG,
+				       Q_CUR | Q_ALT_PATH | Q_ACCESS | Q_MIG,
+				       Q_CUR | Q_QKEY),
+		},
+		[IBV_QPS_SQD] = {
+			.valid = true,
+			.opt = BY_TYPE(Q_PORT | Q_AV | Q_TIMEOUT | Q_RETRY |
+					       Q_RNR_RETRY | Q_RD_ATOMIC |
+					       Q_DEST_RD | Q_ALT_PATH |
+					       Q_ACCESS | Q_PKEY |
+					       Q_RNR_TIMER | Q_MIG,
+				       Q_AV | Q_ALT_PATH | Q_ACCESS | Q_PKEY |
+					       Q_MIG,
+				       Q_PKEY | Q_QKEY),
+		},
+	},
+	[IBV_QPS_SQE] = {
+		[IBV_QPS_RESET] = { .valid = true },
+		[IBV_QPS_ERR] = { .valid = true },
+		[IBV_QPS_RTS] = {
+			.valid = true,
+			.opt = BY_TYPE(0, Q_CUR | Q_ACCESS, Q_CUR | Q_QKEY),
+		},
+	},
+	[IBV_QPS_ERR] = {
+		[IBV_QPS_RESET] = { .valid = true },
+		[IBV_QPS_ERR] = { .valid = true },
+	},
+};
+
+static int qt_index(enum ibv_qp_type type)
+{
+	switch (type) {
+	case IBV_QPT_RC:
+		return QT_RC;
+	case IBV_QPT_UC:
+		return QT_UC;
+	default:
+		return QT_UD;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Check                                                               */
+
+/*
+ * uverbs: port numbers, and states that exist.  A new primary path
+ * outside INIT -> RTR (that is, SQD -> SQD) implies its port: uverbs adds
+ * IBV_QP_PORT to the mask, which the table then judges (UC does not take
+ * it there).
+ */
+static int check_ports(const struct shca_qp *qp, struct ibv_qp_attr *a,
+		       int *mask)
+{
+	struct ibv_context *ctx = qp->ibqp.context;
+
+	if ((*mask & IBV_QP_PORT) && !shca_port_valid(ctx, a->port_num))
+		return -EINVAL;
+	if (*mask & IBV_QP_AV) {
+		if (!shca_port_valid(ctx, a->ah_attr.port_num))
+			return -EINVAL;
+		if ((*mask & IBV_QP_STATE) && a->qp_state == IBV_QPS_RTR) {
+			/* INIT -> RTR: the path leaves from the QP's port */
+			if (a->ah_attr.port_num != qp->attr.port_num)
+				return -EINVAL;
+		} else if (*mask & IBV_QP_PORT) {
+			if (a->port_num != a->ah_attr.port_num)
+				return -EINVAL;
+		} else {
+			*mask |= IBV_QP_PORT;
+			a->port_num = a->ah_attr.port_num;
+		}
+	}
+	if ((*mask & IBV_QP_ALT_PATH) &&
+	    (!shca_port_valid(ctx, a->alt_port_num) ||
+	     a->alt_port_num != a->alt_ah_attr.port_num))
+		return -EINVAL;
+	if ((*mask & IBV_QP_CUR_STATE) && a->cur_qp_state > IBV_QPS_ERR)
+		return -EINVAL;
+	if ((*mask & IBV_QP_STATE) && a->qp_state > IBV_QPS_ERR)
+		return -EINVAL;
+	return 0;
+}
+
+/* The core: the paths must be usable from this (RoCE) port. */
+static int check_paths(const struct shca_qp *qp, const struct ibv_qp_attr *a,
+		       int mask)
+{
+	int ret;
+
+	if (mask & IBV_QP_AV) {
+		ret = shca_check_ah_attr(qp->ibqp.context, &a->ah_attr);
+		if (ret)
+			return ret;
+	}
+	if (mask & IBV_QP_ALT_PATH) {
+		ret = shca_check_ah_attr(qp->ibqp.context, &a->alt_ah_attr);
+		if (ret)
+			return ret;
+		return -EINVAL;	/* alternate paths: InfiniBand only */
+	}
+	return 0;
+}
+
+static int check_transition(const struct shca_qp *qp,
+			    const struct ibv_qp_attr *a, int mask,
+			    enum ibv_qp_state *next)
+{
+	enum ibv_qp_state cur = qp->attr.qp_state;
+	const struct qp_transition *t;
+	int req, opt;
+
+	if (mask & IBV_QP_CUR_STATE) {
+		/* only leaving RTR, RTS, SQD or SQE, and it must be true */
+		if (cur != IBV_QPS_RTR && cur != IBV_QPS_RTS &&
+		    cur != IBV_QPS_SQD && cur != IBV_QPS_SQE)
+			return -EINVAL;
+		if (a->cur_qp_state != cur)
+			return -EINVAL;
+	}
+	*next = (mask & IBV_QP_STATE) ? a->qp_state : cur;
+	t = &qp_transitions[cur][*next];
+	if (!t->valid)
+		return -EINVAL;
+	req = t->req[qt_index(qp->ibqp.qp_type)];
+	opt = t->opt[qt_index(qp->ibqp.qp_type)];
+	if ((mask & req) != req)
+		return -EINVAL;
+	if (mask & ~(req | opt | IBV_QP_STATE))
+		return -EINVAL;
+	return 0;
+}
+
+/* The values, within the IBA's field widths and the device's limits. */
+static int check_values(const struct shca_qp *qp, const struct ibv_qp_attr *a,
+			int mask)
+{
+	struct ibv_port_attr port;
+
+	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index >= SHCA_MAX_PKEYS)
+		return -EINVAL;
+	if ((mask & IBV_QP_ACCESS_FLAGS) &&
+	    (a->qp_access_flags & ~QP_ACCESS_SUPPORTED))
+		return -EINVAL;
+	if (mask & IBV_QP_PATH_MTU) {
+		if (shca_query_port(qp->ibqp.context, SHCA_PORT_NUM, &port,
+				    sizeof(port)))
+			return -EINVAL;
+		if (a->path_mtu < IBV_MTU_256 || a->path_mtu > port.max_mtu)
+			return -EINVAL;
+	}
+	if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) &&
+	    a->max_rd_atomic > SHCA_MAX_QP_INIT_RD_ATOM)
+		return -EINVAL;
+	if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) &&
+	    a->max_dest_rd_atomic > SHCA_MAX_QP_RD_ATOM)
+		return -EINVAL;
+	/* 5-bit timers, 3-bit counters (IBA 9.7.5.2.8, 11.2.5.2) */
+	if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31)
+		return -EINVAL;
+	if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31)
+		return -EINVAL;
+	if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7)
+		return -EINVAL;
+	if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7)
+		return -EINVAL;
+	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num > 0xffffff)
+		return -EINVAL;
+	if ((mask & IBV_QP_PATH_MIG_STATE) && a->path_mig_state > IBV_MIG_ARMED)
+		return -EINVAL;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Apply                                                               */
+
+void shca_qp_reset_attr(struct shca_qp *qp)
+{
+	memset(&qp->attr, 0, sizeof(qp->attr));
+	qp->attr.qp_state = IBV_QPS_RESET;
+	qp->attr.cur_qp_state = IBV_QPS_RESET;
+	qp->attr.path_mtu = IBV_MTU_256;	/* as rxe starts a QP */
+	qp->attr.path_mig_state = IBV_MIG_MIGRATED;
+}
+
+static void apply_attr(struct shca_qp *qp, const struct ibv_qp_attr *a,
+		       int mask)
+{
+	struct ibv_qp_attr *q = &qp->attr;
+
+	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
+		q->en_sqd_async_notify = a->en_sqd_async_notify;
+	if (mask & IBV_QP_ACCESS_FLAGS)
+		q->qp_access_flags = a->qp_access_flags;
+	if (mask & IBV_QP_PKEY_INDEX)
+		q->pkey_index = a->pkey_index;
+	if (mask & IBV_QP_PORT)
+		q->port_num = a->port_num;
+	if (mask & IBV_QP_QKEY)
+		q->qkey = a->qkey;
+	if (mask & IBV_QP_AV)
+		q->ah_attr = a->ah_attr;
+	if (mask & IBV_QP_PATH_MTU)
+		q->path_mtu = a->path_mtu;
+	if (mask & IBV_QP_TIMEOUT)
+		q->timeout = a->timeout;
+	if (mask & IBV_QP_RETRY_CNT)
+		q->retry_cnt = a->retry_cnt;
+	if (mask & IBV_QP_RNR_RETRY)
+		q->rnr_retry = a->rnr_retry;
+	/* the core masks PSNs to their 24 bits */
+	if (mask & IBV_QP_RQ_PSN)
+		q->rq_psn = a->rq_psn & PSN_MASK;
+	if (mask & IBV_QP_SQ_PSN)
+		q->sq_psn = a->sq_psn & PSN_MASK;
+	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+		q->max_rd_atomic = a->max_rd_atomic;
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+		q->max_dest_rd_atomic = a->max_dest_rd_atomic;
+	if (mask & IBV_QP_MIN_RNR_TIMER)
+		q->min_rnr_timer = a->min_rnr_timer;
+	if (mask & IBV_QP_PATH_MIG_STATE)
+		q->path_mig_state = a->path_mig_state;
+	if (mask & IBV_QP_DEST_QPN)
+		q->dest_qp_num = a->dest_qp_num;
+}
+
+enum {
+	EV_LAST_WQE = 1 << 0,	/* IBV_EVENT_QP_LAST_WQE_REACHED */
+	EV_SQ_DRAINED = 1 << 1,	/* IBV_EVENT_SQ_DRAINED */
+	EV_EXECUTE = 1 << 2,	/* resume the send queue */
+};
+
+/*
+ * Carry out cur -> next, with sq.lock and rq.lock held.  Returns what to
+ * do once the locks are dropped (EV_*).
+ */
+static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
+				enum ibv_qp_state next)
+{
+	unsigned int todo = 0;
+
+	qp->attr.qp_state = next;
+	qp->attr.cur_qp_state = next;
+	qp->ibqp.state = next;
+	switch (next) {
+	case IBV_QPS_RESET:
+		/* the work queues are emptied, without completions */
+		qp->sq.head = qp->sq.tail;
+		shca_rq_flush(&qp->rq, NULL, 0);
+		shca_qp_reset_attr(qp);
+		break;
+	case IBV_QPS_ERR:
+		if (cur == IBV_QPS_ERR)
+			break;
+		shca_sq_flush(qp);
+		/*
+		 * An SRQ's WQEs belong to no QP and stay; the QP reports
+		 * that it takes no more of them (the affiliated asynchronous
+		 * event "Last WQE Reached").
+		 */
+		if (qp->srq)
+			todo |= EV_LAST_WQE;
+		else
+			shca_rq_flush(&qp->rq, qp->rcq, qp->ibqp.qp_num);
+		break;
+	case IBV_QPS_SQD:
+		/*
+		 * No WQE is ever half executed when the state changes, so
+		 * the send queue is drained at once.
+		 */
+		if (cur == IBV_QPS_RTS && qp->attr.en_sqd_async_notify)
+			todo |= EV_SQ_DRAINED;
+		break;
+	case IBV_QPS_RTS:
+		if (cur != IBV_QPS_RTS)
+			todo |= EV_EXECUTE;
+		break;
+	default:
+		break;
+	}
+	return todo;
+}
+
+static void after_transition(struct shca_qp *qp, unsigned int todo)
+{
+	struct shca_context *sctx = to_sctx(qp->ibqp.context);
+
+	if (todo & EV_LAST_WQE)
+		shca_async_event(sctx, IBV_EVENT_QP_LAST_WQE_REACHED, qp);
+	if (todo & EV_SQ_DRAINED)
+		shca_async_event(sctx, IBV_EVENT_SQ_DRAINED, qp);
+	if (todo & EV_EXECUTE)
+		shca_sq_execute(qp);
+}
+
+int shca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+{
+	struct shca_qp *qp = to_sqp(ibqp);
+	enum ibv_qp_state cur, next;
+	struct ibv_qp_attr a;
+	unsigned int todo = 0;
+	int ret;
+
+	if ((unsigned int)mask & ~(unsigned int)QP_ATTR_STANDARD)
+		return -EOPNOTSUPP;
+
+	a = *attr;	/* the kernel works on a copy too */
+	pthread_mutex_lock(&qp->lock);
+	cur = qp->attr.qp_state;
+	ret = check_ports(qp, &a, &mask);
+	if (!ret)
+		ret = check_paths(qp, &a, mask);
+	if (!ret)
+		ret = check_transition(qp, &a, mask, &next);
+	if (!ret)
+		ret = check_values(qp, &a, mask);
+	if (ret) {
+		pthread_mutex_unlock(&qp->lock);
+		return ret;
+	}
+
+	pthread_mutex_lock(&qp->sq.lock);
+	pthread_mutex_lock(&qp->rq.lock);
+	apply_attr(qp, &a, mask);
+	if (mask & IBV_QP_STATE)
+		todo = enter_state(qp, cur, next);
+	pthread_mutex_unlock(&qp->rq.lock);
+	pthread_mutex_unlock(&qp->sq.lock);
+	pthread_mutex_unlock(&qp->lock);
+
+	shca_dbg("QP 0x%06x: state %d -> %d, mask 0x%x", ibqp->qp_num, cur,
+		 next, mask);
+	after_transition(qp, todo);
+	return 0;
+}
+
+void shca_qp_to_error(struct shca_qp *qp)
+{
+	enum ibv_qp_state cur;
+	unsigned int todo = 0;
+
+	pthread_mutex_lock(&qp->lock);
+	cur = qp->attr.qp_state;
+	if (cur != IBV_QPS_ERR && cur != IBV_QPS_RESET) {
+		pthread_mutex_lock(&qp->sq.lock);
+		pthread_mutex_lock(&qp->rq.lock);
+		todo = enter_state(qp, cur, IBV_QPS_ERR);
+		pthread_mutex_unlock(&qp->rq.lock);
+		pthread_mutex_unlock(&qp->sq.lock);
+	}
+	pthread_mutex_unlock(&qp->lock);
+	after_transition(qp, todo);
+}
+
+void shca_qp_flush(struct shca_qp *qp)
+{
+	pthread_mutex_lock(&qp->sq.lock);
+	pthread_mutex_lock(&qp->rq.lock);
+	shca_sq_flush(qp);
+	if (!qp->srq)
+		shca_rq_flush(&qp->rq, qp->rcq, qp->ibqp.qp_num);
+	pthread_mutex_unlock(&qp->rq.lock);
+	pthread_mutex_unlock(&qp->sq.lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Report                                                              */
+
+/*
+ * The mask is a hint: everything is filled in.  As rdma-core's
+ * ibv_cmd_query_qp, bits from IBV_QP_RATE_LIMIT on are EOPNOTSUPP.
+ */
+int shca_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
+		  struct ibv_qp_init_attr *init)
+{
+	struct shca_qp *qp = to_sqp(ibqp);
+	struct ibv_qp_init_attr i;
+	struct ibv_qp_attr a;
+
+	if ((unsigned int)mask & ~(unsigned int)(IBV_QP_RATE_LIMIT - 1))
+		return -EOPNOTSUPP;
+	if (!attr || !init)
+		return -EINVAL;
+
+	memset(&i, 0, sizeof(i));
+	pthread_mutex_lock(&qp->lock);
+	a = qp->attr;
+	a.cur_qp_state = a.qp_state;
+	a.cap = qp->cap;
+	a.sq_draining = 0;
+	i.qp_context = ibqp->qp_context;
+	i.send_cq = ibqp->send_cq;
+	i.recv_cq = ibqp->recv_cq;
+	i.srq = ibqp->srq;
+	i.cap = qp->cap;
+	i.qp_type = ibqp->qp_type;
+	i.sq_sig_all = qp->sq_sig_all;
+	pthread_mutex_unlock(&qp->lock);
+
+	*attr = a;
+	*init = i;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Exported verbs                                                      */
+
 SHCA_DEFAULT_VERSION(ibv_modify_qp)
-int shca_latest_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int m) { return shca_ret_errno(shca_modify_qp(qp, a, m)); }
+int shca_latest_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+			      int mask)
+{
+	int ret = shca_ret_errno(shca_modify_qp(qp, attr, mask));
+
+	if (!ret && (mask & IBV_QP_STATE))
+		qp->state = attr->qp_state;	/* as rdma-core */
+	return ret;
+}
+
+SHCA_DEFAULT_VERSION(ibv_query_qp)
+int shca_latest_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+			     int mask, struct ibv_qp_init_attr *init)
+{
+	int ret = shca_ret_errno(shca_query_qp(qp, attr, mask, init));
+
+	if (!ret && (mask & IBV_QP_STATE))
+		qp->state = attr->qp_state;	/* as rdma-core */
+	return ret;
+}

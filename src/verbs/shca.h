@@ -394,7 +394,7 @@ static inline uint32_t shca_rq_count(const struct shca_rq *rq)
 	return rq->tail - rq->head;
 }
 
-/* qp.c: create, destroy, post, multicast, the QP table */
+/* qp.c: create, destroy, post, the QP table */
 struct ibv_qp *shca_create_qp(struct ibv_pd *pd,
 			      struct ibv_qp_init_attr *attr);
 struct ibv_qp *shca_create_qp_ex(struct ibv_context *ctx,
@@ -404,10 +404,6 @@ int shca_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		   struct ibv_send_wr **bad);
 int shca_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 		   struct ibv_recv_wr **bad);
-int shca_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-		      uint16_t lid);
-int shca_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-		      uint16_t lid);
 /* The QP with this number in this process, or NULL. */
 struct shca_qp *shca_qp_lookup(uint32_t qpn);
 /*
@@ -432,12 +428,16 @@ void shca_qp_flush(struct shca_qp *qp);
 void shca_qp_to_error(struct shca_qp *qp);
 void shca_qp_reset_attr(struct shca_qp *qp);
 
-/* ah.c */
+/* ah.c: address handles, multicast groups */
 struct ibv_ah *shca_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 int shca_destroy_ah(struct ibv_ah *ah);
 /* Can attr address a destination from this port?  0 or -errno. */
 int shca_check_ah_attr(struct ibv_context *ctx,
 		       const struct ibv_ah_attr *attr);
+int shca_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+		      uint16_t lid);
+int shca_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+		      uint16_t lid);
 
 /* doorbell.c: what peers left for this process; the transport's start */
 void shca_doorbell(void);
