@@ -80,6 +80,8 @@ struct ibv_ah *shca_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 					     __ATOMIC_RELAXED);
 	ah->pd = to_spd(pd);
 	ah->attr = *attr;
+	ah->local = shca_gid_is_local(&attr->grh.dgid) ||
+		    attr->grh.dgid.raw[0] == 0xff;
 	shca_pd_get(ah->pd);
 	return &ah->ibah;
 }

@@ -80,7 +80,11 @@ int shca_cq_push(struct shca_cq *cq, const struct ibv_wc *wc, bool solicited)
 		shca_cq_comp_event(cq);
 		return 0;
 	case SHCA_CQ_OVERRUN:
-		cq_overrun(cq);
+		/* reported by the engine thread: the caller may be holding
+		 * the locks of a QP that the overrun moves to error */
+		__atomic_store_n(&cq->shm->overflow_pending, 1,
+				 __ATOMIC_RELEASE);
+		shca_doorbell_ring();
 		return -ENOSPC;
 	case SHCA_CQ_DEAD:
 		return -ENOSPC;

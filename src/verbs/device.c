@@ -283,3 +283,26 @@ int ibv_get_device_index(struct ibv_device *device)
 {
 	return (int)to_sdev(device)->ifindex;
 }
+
+/*
+ * Is gid an address of this host (of an interface in this network
+ * namespace)?  Then the same-host path reaches it.
+ */
+bool shca_gid_is_local(const union ibv_gid *gid)
+{
+	struct shca_device **all;
+	bool found = false;
+	int n, i;
+	unsigned int j;
+
+	all = shca_devices_snapshot(&n);
+	for (i = 0; all && i < n && !found; i++) {
+		pthread_mutex_lock(&all[i]->lock);
+		for (j = 0; j < all[i]->ngids; j++)
+			if (!memcmp(all[i]->gids[j].raw, gid->raw, 16))
+				found = true;
+		pthread_mutex_unlock(&all[i]->lock);
+	}
+	free(all);
+	return found;
+}

@@ -9,9 +9,43 @@
  * delivered: completion events on channels, async events, QPs moved to
  * the error state.
  */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "shca.h"
 #include "../engine/engine.h"
 #include "../shm/peer.h"
+
+/*
+ * A QP's marks (SHCA_QP_PEND_*).  COMM_EST stays set in the arena (peers
+ * then stop setting it) and is reported once; the others are taken.
+ */
+static void qp_doorbell(struct shca_qp *qp, void *arg)
+{
+	struct shca_context *sctx = to_sctx(qp->ibqp.context);
+	uint32_t bits;
+
+	(void)arg;
+	bits = __atomic_fetch_and(&qp->shm->pending, SHCA_QP_PEND_COMM_EST,
+				  __ATOMIC_ACQ_REL);
+	if ((bits & SHCA_QP_PEND_COMM_EST) && !qp->comm_est_reported) {
+		qp->comm_est_reported = true;
+		/* IBA 11.6.3.1: the first message received in RTR */
+		if (qp->attr.qp_state == IBV_QPS_RTR)
+			shca_async_event(sctx, IBV_EVENT_COMM_EST, qp);
+	}
+	bits &= ~(uint32_t)SHCA_QP_PEND_COMM_EST;
+	if (!bits)
+		return;
+	shca_qp_to_error(qp);
+	if (bits & SHCA_QP_PEND_ACCESS_ERR)
+		shca_async_event(sctx, IBV_EVENT_QP_ACCESS_ERR, qp);
+	else if (bits & SHCA_QP_PEND_REQ_ERR)
+		shca_async_event(sctx, IBV_EVENT_QP_REQ_ERR, qp);
+	else if (bits & SHCA_QP_PEND_FATAL)
+		shca_async_event(sctx, IBV_EVENT_QP_FATAL, qp);
+}
 
 void shca_doorbell(void)
 {
@@ -22,12 +56,32 @@ void shca_doorbell(void)
 	__atomic_store_n(&shca_arena_hdr(a->base)->doorbell_pending, 0,
 			 __ATOMIC_RELEASE);
 	shca_cq_doorbell();
+	shca_srq_doorbell();
+	shca_qp_foreach(qp_doorbell, NULL);
+}
+
+/* Wake this process's own engine (work to do outside the caller's locks). */
+void shca_doorbell_ring(void)
+{
+	uint64_t one = 1;
+	int fd = shca_engine_doorbell_fd();
+
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0)
+		shca_dbg("doorbell: %s", strerror(errno));
+}
+
+static void overrun_qp(struct shca_qp *qp, void *arg)
+{
+	struct shca_cq *cq = arg;
+
+	if (qp->scq == cq || qp->rcq == cq)
+		shca_qp_to_error(qp);
 }
 
 /* IBA o11-5.2.2: the QPs completing to an overrun CQ go to error. */
 void shca_qp_cq_overrun(struct shca_cq *cq)
 {
-	(void)cq;
+	shca_qp_foreach(overrun_qp, cq);
 }
 
 /* Listen for peers and run the engine; once per process.  0 or -errno. */

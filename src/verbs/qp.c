@@ -116,6 +116,11 @@ static int qp_table_insert(struct shca_qp *qp, int slot)
 		qp_next_index = idx + 1;
 		qp->qpn_index = idx;
 		qp->ibqp.qp_num = shca_qpn_make(slot, idx);
+		qp->shm->qpn = qp->ibqp.qp_num;
+		__atomic_store_n(&shca_arena_qp_table(
+					 shca_arena_self()->base)[idx],
+				 shca_arena_off(shca_arena_self(), qp->shm),
+				 __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&qp_table_lock);
 		return 0;
 	}
@@ -126,8 +131,25 @@ static int qp_table_insert(struct shca_qp *qp, int slot)
 static void qp_table_remove(struct shca_qp *qp)
 {
 	pthread_mutex_lock(&qp_table_lock);
-	if (qp_table[qp->qpn_index] == qp)
+	if (qp_table[qp->qpn_index] == qp) {
+		/* peers stop finding it before it goes */
+		__atomic_store_n(&qp->shm->qpn, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&shca_arena_qp_table(
+					 shca_arena_self()->base)[qp->qpn_index],
+				 0, __ATOMIC_RELEASE);
 		qp_table[qp->qpn_index] = NULL;
+	}
+	pthread_mutex_unlock(&qp_table_lock);
+}
+
+void shca_qp_foreach(void (*fn)(struct shca_qp *qp, void *arg), void *arg)
+{
+	uint32_t i;
+
+	pthread_mutex_lock(&qp_table_lock);
+	for (i = 0; i <= SHCA_QPN_INDEX_MASK; i++)
+		if (qp_table[i])
+			fn(qp_table[i], arg);
 	pthread_mutex_unlock(&qp_table_lock);
 }
 
@@ -234,16 +256,6 @@ void shca_sq_flush(struct shca_qp *qp)
 		complete_flushed(qp, w->wr.wr_id, w->wr.opcode);
 		sq->head++;
 	}
-}
-
-/*
- * The transport's hook: execute the queued WQEs.  Until the transport
- * exists they stay queued; ibv_modify_qp to ERR flushes them.
- */
-int shca_sq_execute(struct shca_qp *qp)
-{
-	(void)qp;
-	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -883,6 +895,8 @@ static void qp_put_refs(struct shca_qp *qp)
 
 static void qp_free(struct shca_qp *qp)
 {
+	if (qp->shm)
+		shca_arena_free(qp->shm);
 	batch_destroy(qp->batch);
 	shca_rq_destroy(&qp->rq);
 	if (qp->sq.buf)
@@ -901,6 +915,10 @@ static struct shca_qp *qp_create(struct ibv_context *ctx,
 	ret = qp_check_init(ctx, a);
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
+	/* a QP is addressable: this process takes its slot and listens */
+	ret = shca_transport_init();
+	if (ret)
+		return SHCA_ERR_PTR(-ret);
 	slot = shca_slot_get();
 	if (!slot)
 		return NULL;	/* errno from shca_slot_get */
@@ -917,12 +935,16 @@ static struct shca_qp *qp_create(struct ibv_context *ctx,
 	qp = calloc(1, sizeof(*qp));
 	if (!qp)
 		goto err_count;
+	qp->shm = shca_arena_alloc(sizeof(*qp->shm));
+	if (!qp->shm)
+		goto err_free;
 	if (sq_init(&qp->sq, a->cap.max_send_wr, a->cap.max_send_sge,
 		    a->cap.max_inline_data))
 		goto err_free;
-	if (a->srq)
-		ret = shca_rq_init(&qp->rq, 0, 0);
-	else
+	if (a->srq) {
+		ret = 0;	/* the SRQ's ring; only the lock is ours */
+		pthread_mutex_init(&qp->rq.lock, NULL);
+	} else
 		ret = shca_rq_init(&qp->rq, a->cap.max_recv_wr ?
 				   shca_roundup_pow2(a->cap.max_recv_wr) : 0,
 				   a->cap.max_recv_sge);
@@ -948,6 +970,14 @@ static struct shca_qp *qp_create(struct ibv_context *ctx,
 	pthread_cond_init(&qp->ibqp.cond, NULL);
 	qp->ibqp.events_completed = 0;
 	pthread_mutex_init(&qp->lock, NULL);
+	{
+		pthread_mutexattr_t ma;
+
+		pthread_mutexattr_init(&ma);
+		pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+		pthread_mutex_init(&qp->exec_lock, &ma);
+		pthread_mutexattr_destroy(&ma);
+	}
 	qp->pd = to_spd(a->pd);
 	qp->scq = to_scq(a->send_cq);
 	qp->rcq = to_scq(a->recv_cq);
@@ -964,6 +994,7 @@ static struct shca_qp *qp_create(struct ibv_context *ctx,
 	if (ret)
 		goto err_free;
 	qp->ibqp.handle = qp->ibqp.qp_num;
+	shca_qp_publish(qp);
 	qp_get_refs(qp);
 
 	a->cap = qp->cap;	/* report what was created */
@@ -1025,6 +1056,10 @@ int shca_destroy_qp(struct ibv_qp *ibqp)
 		return -EBUSY;
 
 	qp_table_remove(qp);
+	/* no retry can run any more, and no execution is in progress */
+	shca_timer_cancel(&qp->retry_timer);
+	pthread_mutex_lock(&qp->exec_lock);
+	pthread_mutex_unlock(&qp->exec_lock);
 	/* undelivered events go; delivered ones must be acknowledged */
 	shca_async_forget(sctx, qp);
 	pthread_mutex_lock(&ibqp->mutex);
@@ -1036,6 +1071,7 @@ int shca_destroy_qp(struct ibv_qp *ibqp)
 	pthread_cond_destroy(&ibqp->cond);
 	pthread_mutex_destroy(&ibqp->mutex);
 	pthread_mutex_destroy(&qp->lock);
+	pthread_mutex_destroy(&qp->exec_lock);
 	qp_free(qp);
 	pthread_mutex_lock(&sctx->lock);
 	sctx->nqp--;

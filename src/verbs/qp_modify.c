@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "shca.h"
+#include "../common/slot.h"
 
 /* Attribute mask bits, short, for the table. */
 #define Q_CUR		IBV_QP_CUR_STATE
@@ -316,6 +317,55 @@ static int check_values(const struct shca_qp *qp, const struct ibv_qp_attr *a,
 	return 0;
 }
 
+/*
+ * INIT -> RTR of a connected QP names its destination.  softhca reaches a
+ * destination on this host (a GID of one of its interfaces, in this
+ * network namespace) through the same-host path; other hosts need the net
+ * path, which is not built yet: EOPNOTSUPP, said once in the log, rather
+ * than a QP that would retry into the void.
+ */
+static int check_destination(struct shca_qp *qp, const struct ibv_qp_attr *a,
+			     int mask)
+{
+	const union ibv_gid *dgid = (mask & IBV_QP_AV) ?
+					    &a->ah_attr.grh.dgid :
+					    &qp->attr.ah_attr.grh.dgid;
+
+	if (qp->ibqp.qp_type == IBV_QPT_UD)
+		return 0;
+	if (!shca_gid_is_local(dgid)) {
+		shca_warn_once("QP 0x%06x: the destination GID is not on this "
+			       "host; softhca's net path between hosts is not "
+			       "built yet", qp->ibqp.qp_num);
+		return -EOPNOTSUPP;
+	}
+	/* the peer process; if it is not there yet, the requester looks
+	 * again when it first sends */
+	qp->peer = shca_peer_get(shca_qpn_slot((mask & IBV_QP_DEST_QPN) ?
+						a->dest_qp_num :
+						qp->attr.dest_qp_num));
+	return 0;
+}
+
+/* What peers read of this QP (arena.h); qp->lock held. */
+void shca_qp_publish(struct shca_qp *qp)
+{
+	struct shca_qp_shm *m = qp->shm;
+	struct shca_rq_shm *rq = qp->srq ? qp->srq->rq.shm : qp->rq.shm;
+	struct shca_arena *a = shca_arena_self();
+
+	m->qp_type = qp->ibqp.qp_type;
+	m->pd = qp->pd->ibpd.handle;
+	m->access = (uint32_t)qp->attr.qp_access_flags;
+	m->qkey = qp->attr.qkey;
+	m->dest_qpn = qp->attr.dest_qp_num;
+	m->min_rnr_timer = qp->attr.min_rnr_timer;
+	m->has_srq = qp->srq != NULL;
+	m->rq_off = shca_arena_off(a, rq);
+	m->rcq_off = shca_arena_off(a, qp->rcq->shm);
+	__atomic_store_n(&m->state, qp->attr.qp_state, __ATOMIC_RELEASE);
+}
+
 /* ------------------------------------------------------------------ */
 /* Apply                                                               */
 
@@ -394,6 +444,10 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 		qp->sq.head = qp->sq.tail;
 		shca_rq_flush(&qp->rq, NULL, 0);
 		shca_qp_reset_attr(qp);
+		qp->peer = NULL;
+		qp->head_retries = qp->head_rnr_retries = 0;
+		qp->comm_est_reported = false;
+		__atomic_store_n(&qp->shm->pending, 0, __ATOMIC_RELEASE);
 		break;
 	case IBV_QPS_ERR:
 		if (cur == IBV_QPS_ERR)
@@ -451,6 +505,8 @@ int shca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		return -EOPNOTSUPP;
 
 	a = *attr;	/* the kernel works on a copy too */
+	/* no WQE is being executed while the state changes */
+	pthread_mutex_lock(&qp->exec_lock);
 	pthread_mutex_lock(&qp->lock);
 	cur = qp->attr.qp_state;
 	ret = check_ports(qp, &a, &mask);
@@ -460,8 +516,12 @@ int shca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		ret = check_transition(qp, &a, mask, &next);
 	if (!ret)
 		ret = check_values(qp, &a, mask);
+	if (!ret && (mask & IBV_QP_STATE) && next == IBV_QPS_RTR &&
+	    cur != IBV_QPS_RTR)
+		ret = check_destination(qp, &a, mask);
 	if (ret) {
 		pthread_mutex_unlock(&qp->lock);
+		pthread_mutex_unlock(&qp->exec_lock);
 		return ret;
 	}
 
@@ -470,9 +530,11 @@ int shca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	apply_attr(qp, &a, mask);
 	if (mask & IBV_QP_STATE)
 		todo = enter_state(qp, cur, next);
+	shca_qp_publish(qp);
 	pthread_mutex_unlock(&qp->rq.lock);
 	pthread_mutex_unlock(&qp->sq.lock);
 	pthread_mutex_unlock(&qp->lock);
+	pthread_mutex_unlock(&qp->exec_lock);
 
 	shca_dbg("QP 0x%06x: state %d -> %d, mask 0x%x", ibqp->qp_num, cur,
 		 next, mask);
@@ -485,16 +547,19 @@ void shca_qp_to_error(struct shca_qp *qp)
 	enum ibv_qp_state cur;
 	unsigned int todo = 0;
 
+	pthread_mutex_lock(&qp->exec_lock);
 	pthread_mutex_lock(&qp->lock);
 	cur = qp->attr.qp_state;
 	if (cur != IBV_QPS_ERR && cur != IBV_QPS_RESET) {
 		pthread_mutex_lock(&qp->sq.lock);
 		pthread_mutex_lock(&qp->rq.lock);
 		todo = enter_state(qp, cur, IBV_QPS_ERR);
+		shca_qp_publish(qp);
 		pthread_mutex_unlock(&qp->rq.lock);
 		pthread_mutex_unlock(&qp->sq.lock);
 	}
 	pthread_mutex_unlock(&qp->lock);
+	pthread_mutex_unlock(&qp->exec_lock);
 	after_transition(qp, todo);
 }
 

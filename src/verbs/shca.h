@@ -24,7 +24,9 @@
 #include "../common/log.h"
 #include "../common/netif.h"
 #include "../common/util.h"
+#include "../engine/engine.h"
 #include "../shm/arena.h"
+#include "../shm/peer.h"
 
 /* ------------------------------------------------------------------ */
 /* Device limits: what ibv_query_device reports, and what is enforced.  */
@@ -145,34 +147,23 @@ struct shca_cq {
 	struct shca_cq *next;		/* the process's CQ list */
 };
 
-struct shca_recv_wqe {
-	uint64_t wr_id;
-	uint32_t num_sge;
-	struct ibv_sge sge[];		/* max_sge entries */
-};
-
 /*
- * A ring of receive WQEs: RQ or SRQ (srq.c).  It holds up to max_wr WQEs;
- * head is the consumer's counter (the responder), tail the producer's
- * (post_recv); both only move forward, taken modulo size, and both move
- * under lock.
+ * A receive queue, a QP's or an SRQ's (srq.c): the ring is in the arena
+ * (shca_rq_shm); lock orders this process's posters and owner-side changes.
  */
 struct shca_rq {
 	pthread_mutex_t lock;
 	uint32_t max_wr, max_sge;	/* as reported */
-	uint32_t size;			/* slots, power of two */
-	size_t wqe_size;
-	uint32_t head, tail;		/* consumer / producer counters */
-	unsigned char *buf;
+	struct shca_rq_shm *shm;	/* NULL: the QP uses an SRQ */
 };
 
 struct shca_srq {
 	struct ibv_srq ibsrq;
 	struct shca_pd *pd;
 	struct shca_rq rq;
-	uint32_t srq_limit;		/* armed when non-zero; under rq.lock */
 	int refs;			/* QPs using it */
 	uint32_t events_reported;
+	struct shca_srq *next;		/* the process's SRQ list */
 };
 
 struct shca_send_wqe {
@@ -231,12 +222,23 @@ struct shca_qp {
 	struct shca_mcast *mcast;
 	unsigned int nmcast;
 	uint32_t events_reported;
+
+	/* the transport (engine/requester.c) */
+	struct shca_qp_shm *shm;	/* what peers see, in the arena */
+	pthread_mutex_t exec_lock;	/* recursive: executing the SQ head,
+					 * and state changes that flush it */
+	struct shca_timer retry_timer;	/* RNR and ACK-timeout retries */
+	uint32_t head_retries;		/* of the WQE at the SQ head */
+	uint32_t head_rnr_retries;
+	struct shca_peer *peer;		/* RC/UC: the destination's process */
+	bool comm_est_reported;
 };
 
 struct shca_ah {
 	struct ibv_ah ibah;
 	struct shca_pd *pd;
 	struct ibv_ah_attr attr;
+	bool local;			/* the destination is on this host */
 };
 
 static inline struct shca_device *to_sdev(struct ibv_device *d)
@@ -382,17 +384,13 @@ void shca_srq_check_limit(struct shca_srq *srq);
 
 int shca_rq_init(struct shca_rq *rq, uint32_t max_wr, uint32_t max_sge);
 void shca_rq_destroy(struct shca_rq *rq);
-/* The rest with rq->lock held.  post_one: 0, -ENOMEM (full), -EINVAL. */
+/* post_one with rq->lock held: 0, -ENOMEM (full), -EINVAL. */
 int shca_rq_post_one(struct shca_rq *rq, const struct ibv_recv_wr *wr);
-struct shca_recv_wqe *shca_rq_head(struct shca_rq *rq);	/* NULL: empty */
-void shca_rq_pop(struct shca_rq *rq);
 /* Complete every WQE with IBV_WC_WR_FLUSH_ERR on cq (NULL: discard). */
 void shca_rq_flush(struct shca_rq *rq, struct shca_cq *cq, uint32_t qp_num);
-
-static inline uint32_t shca_rq_count(const struct shca_rq *rq)
-{
-	return rq->tail - rq->head;
-}
+uint32_t shca_rq_count(const struct shca_rq *rq);
+/* Report what peers left pending on this process's SRQs (doorbell). */
+void shca_srq_doorbell(void);
 
 /* qp.c: create, destroy, post, the QP table */
 struct ibv_qp *shca_create_qp(struct ibv_pd *pd,
@@ -406,11 +404,16 @@ int shca_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 		   struct ibv_recv_wr **bad);
 /* The QP with this number in this process, or NULL. */
 struct shca_qp *shca_qp_lookup(uint32_t qpn);
+/* Every QP of this process (under the QP table's lock). */
+void shca_qp_foreach(void (*fn)(struct shca_qp *qp, void *arg), void *arg);
+
 /*
- * The transport's entry point: execute what the send queue holds (called
- * after post_send queued work, and when a QP returns to RTS).  0 or -errno.
+ * engine/requester.c: execute what the send queue holds (called after
+ * post_send queued work, when a QP returns to RTS, and by retry timers).
  */
 int shca_sq_execute(struct shca_qp *qp);
+/* Is this GID one of this host's (this network namespace's)? */
+bool shca_gid_is_local(const union ibv_gid *gid);
 /* The oldest send WQE (NULL: empty) and its removal, for the requester. */
 struct shca_send_wqe *shca_sq_head(struct shca_qp *qp);
 void shca_sq_pop(struct shca_qp *qp);
@@ -441,7 +444,10 @@ int shca_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 
 /* doorbell.c: what peers left for this process; the transport's start */
 void shca_doorbell(void);
+void shca_doorbell_ring(void);
 void shca_qp_cq_overrun(struct shca_cq *cq);
+/* Publish the QP's attributes where peers read them. */
+void shca_qp_publish(struct shca_qp *qp);
 int shca_transport_init(void);
 
 /* misc.c: fork support */

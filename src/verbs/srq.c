@@ -17,77 +17,77 @@
 #include <string.h>
 
 #include "shca.h"
+#include "../shm/queues.h"
 
 static uint32_t next_srq_handle = 1;
+static pthread_mutex_t srq_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shca_srq *srq_list;
+
+/* Peers that took WQEs below the limit left a mark: report the event. */
+void shca_srq_doorbell(void)
+{
+	struct shca_srq *srq;
+
+	pthread_mutex_lock(&srq_list_lock);
+	for (srq = srq_list; srq; srq = srq->next)
+		if (__atomic_exchange_n(&srq->rq.shm->limit_pending, 0,
+					__ATOMIC_ACQ_REL))
+			shca_srq_check_limit(srq);
+	pthread_mutex_unlock(&srq_list_lock);
+}
 
 /* ------------------------------------------------------------------ */
 /* Receive rings                                                       */
 
-static struct shca_recv_wqe *rq_entry(const struct shca_rq *rq, uint32_t n)
-{
-	return (struct shca_recv_wqe *)(rq->buf +
-					(size_t)(n & (rq->size - 1)) *
-						rq->wqe_size);
-}
-
-static unsigned char *rq_alloc_buf(uint32_t size, size_t wqe_size)
-{
-	return calloc(size, wqe_size);
-}
-
+/*
+ * The ring lives in the process arena (shca_rq_shm), where peers on this
+ * host take WQEs under its robust lock; rq->lock orders this process's
+ * producers (post_recv) and owner-side changes (resize, limit).
+ */
 int shca_rq_init(struct shca_rq *rq, uint32_t max_wr, uint32_t max_sge)
 {
+	int ret;
+
 	memset(rq, 0, sizeof(*rq));
 	rq->max_wr = max_wr;
 	rq->max_sge = max_sge;
-	rq->size = shca_roundup_pow2(max_wr);
-	rq->wqe_size = sizeof(struct shca_recv_wqe) +
-		       (size_t)max_sge * sizeof(struct ibv_sge);
-	rq->buf = rq_alloc_buf(rq->size, rq->wqe_size);
-	if (!rq->buf)
+	rq->shm = shca_arena_alloc(sizeof(*rq->shm));
+	if (!rq->shm)
 		return -ENOMEM;
+	ret = shca_rqshm_init(rq->shm, max_wr, max_sge);
+	if (ret) {
+		shca_arena_free(rq->shm);
+		rq->shm = NULL;
+		return ret;
+	}
 	pthread_mutex_init(&rq->lock, NULL);
 	return 0;
 }
 
 void shca_rq_destroy(struct shca_rq *rq)
 {
-	if (!rq->buf)
+	if (!rq->shm)
 		return;
 	pthread_mutex_destroy(&rq->lock);
-	free(rq->buf);
-	rq->buf = NULL;
+	shca_rqshm_fini(rq->shm);
+	shca_arena_free(rq->shm);
+	rq->shm = NULL;
 }
 
 /* As rxe checks a receive WR: a full queue first, then its SGE count. */
 int shca_rq_post_one(struct shca_rq *rq, const struct ibv_recv_wr *wr)
 {
-	struct shca_recv_wqe *wqe;
-
-	if (rq->tail - rq->head >= rq->max_wr)
+	if (shca_rq_count(rq) >= rq->max_wr)
 		return -ENOMEM;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge ||
 	    (wr->num_sge && !wr->sg_list))
 		return -EINVAL;
-	wqe = rq_entry(rq, rq->tail);
-	wqe->wr_id = wr->wr_id;
-	wqe->num_sge = (uint32_t)wr->num_sge;
-	if (wr->num_sge)
-		memcpy(wqe->sge, wr->sg_list,
-		       (size_t)wr->num_sge * sizeof(struct ibv_sge));
-	__atomic_store_n(&rq->tail, rq->tail + 1, __ATOMIC_RELEASE);
-	return 0;
+	return shca_rqshm_post(rq->shm, wr);
 }
 
-struct shca_recv_wqe *shca_rq_head(struct shca_rq *rq)
+uint32_t shca_rq_count(const struct shca_rq *rq)
 {
-	return rq->head == rq->tail ? NULL : rq_entry(rq, rq->head);
-}
-
-void shca_rq_pop(struct shca_rq *rq)
-{
-	if (rq->head != rq->tail)
-		rq->head++;
+	return rq->shm ? shca_rqshm_count(rq->shm) : 0;
 }
 
 /*
@@ -97,43 +97,39 @@ void shca_rq_pop(struct shca_rq *rq)
  */
 void shca_rq_flush(struct shca_rq *rq, struct shca_cq *cq, uint32_t qp_num)
 {
-	while (rq->head != rq->tail) {
+	struct shca_arena *a = shca_arena_self();
+	struct shca_recv_wqe_shm *w;
+
+	if (!rq->shm)
+		return;
+	shca_plock_lock(&rq->shm->lock);
+	while ((w = shca_rqshm_peek(a->base, a->size, rq->shm))) {
 		if (cq) {
 			struct ibv_wc wc;
 
 			memset(&wc, 0, sizeof(wc));
-			wc.wr_id = rq_entry(rq, rq->head)->wr_id;
+			wc.wr_id = w->wr_id;
 			wc.status = IBV_WC_WR_FLUSH_ERR;
 			wc.opcode = IBV_WC_RECV;
 			wc.qp_num = qp_num;
 			shca_cq_push(cq, &wc, false);
 		}
-		rq->head++;
+		shca_rqshm_pop(rq->shm);
 	}
+	shca_plock_unlock(&rq->shm->lock);
 }
 
 /* Move the WQEs to a ring of max_wr; -EINVAL if they do not fit. */
 static int rq_resize(struct shca_rq *rq, uint32_t max_wr)
 {
-	uint32_t n = rq->tail - rq->head, size, i;
-	unsigned char *buf;
+	int ret;
 
-	if (n > max_wr)
+	if (shca_rq_count(rq) > max_wr)
 		return -EINVAL;
-	size = shca_roundup_pow2(max_wr);
-	buf = rq_alloc_buf(size, rq->wqe_size);
-	if (!buf)
-		return -ENOMEM;
-	for (i = 0; i < n; i++)
-		memcpy(buf + (size_t)i * rq->wqe_size,
-		       rq_entry(rq, rq->head + i), rq->wqe_size);
-	free(rq->buf);
-	rq->buf = buf;
-	rq->size = size;
-	rq->max_wr = max_wr;
-	rq->head = 0;
-	rq->tail = n;
-	return 0;
+	ret = shca_rqshm_resize(rq->shm, max_wr);
+	if (!ret)
+		rq->max_wr = max_wr;
+	return ret;
 }
 
 /* ------------------------------------------------------------------ */
@@ -186,8 +182,13 @@ static struct shca_srq *srq_create(struct ibv_context *ctx, struct ibv_pd *pd,
 	pthread_cond_init(&srq->ibsrq.cond, NULL);
 	srq->ibsrq.events_completed = 0;
 	srq->pd = to_spd(pd);
-	srq->srq_limit = a->srq_limit;
+	srq->rq.shm->srq_limit = a->srq_limit;
 	shca_pd_get(srq->pd);
+
+	pthread_mutex_lock(&srq_list_lock);
+	srq->next = srq_list;
+	srq_list = srq;
+	pthread_mutex_unlock(&srq_list_lock);
 
 	/* report what was created */
 	a->max_wr = srq->rq.max_wr;
@@ -267,14 +268,15 @@ int shca_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 		if (shca_rq_count(rq) > max_wr)
 			ret = -EINVAL;	/* would drop posted WQEs */
 	}
-	limit = (mask & IBV_SRQ_LIMIT) ? attr->srq_limit : srq->srq_limit;
+	limit = (mask & IBV_SRQ_LIMIT) ? attr->srq_limit :
+					 rq->shm->srq_limit;
 	if (limit > max_wr)
 		ret = -EINVAL;
 	/* apply */
 	if (!ret && (mask & IBV_SRQ_MAX_WR) && max_wr != rq->max_wr)
 		ret = rq_resize(rq, max_wr);
 	if (!ret && (mask & IBV_SRQ_LIMIT))
-		srq->srq_limit = limit;
+		__atomic_store_n(&rq->shm->srq_limit, limit, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&rq->lock);
 	return ret;
 }
@@ -286,7 +288,7 @@ int shca_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 	pthread_mutex_lock(&srq->rq.lock);
 	attr->max_wr = srq->rq.max_wr;
 	attr->max_sge = srq->rq.max_sge;
-	attr->srq_limit = srq->srq_limit;
+	attr->srq_limit = srq->rq.shm->srq_limit;
 	pthread_mutex_unlock(&srq->rq.lock);
 	return 0;
 }
@@ -295,6 +297,7 @@ int shca_destroy_srq(struct ibv_srq *ibsrq)
 {
 	struct shca_srq *srq = to_ssrq(ibsrq);
 	struct shca_context *sctx = to_sctx(ibsrq->context);
+	struct shca_srq **pp;
 
 	if (__atomic_load_n(&srq->refs, __ATOMIC_ACQUIRE))
 		return -EBUSY;
@@ -306,6 +309,13 @@ int shca_destroy_srq(struct ibv_srq *ibsrq)
 		pthread_cond_wait(&ibsrq->cond, &ibsrq->mutex);
 	pthread_mutex_unlock(&ibsrq->mutex);
 
+	pthread_mutex_lock(&srq_list_lock);
+	for (pp = &srq_list; *pp; pp = &(*pp)->next)
+		if (*pp == srq) {
+			*pp = srq->next;
+			break;
+		}
+	pthread_mutex_unlock(&srq_list_lock);
 	shca_pd_put(srq->pd);
 	shca_rq_destroy(&srq->rq);
 	pthread_cond_destroy(&ibsrq->cond);
@@ -348,10 +358,13 @@ int shca_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 void shca_srq_check_limit(struct shca_srq *srq)
 {
 	bool fire = false;
+	uint32_t limit;
 
 	pthread_mutex_lock(&srq->rq.lock);
-	if (srq->srq_limit && shca_rq_count(&srq->rq) < srq->srq_limit) {
-		srq->srq_limit = 0;	/* disarmed until modified again */
+	limit = srq->rq.shm->srq_limit;
+	if (limit && shca_rq_count(&srq->rq) < limit) {
+		/* disarmed until modified again */
+		__atomic_store_n(&srq->rq.shm->srq_limit, 0, __ATOMIC_RELEASE);
 		fire = true;
 	}
 	pthread_mutex_unlock(&srq->rq.lock);

@@ -1119,16 +1119,19 @@ TEST(wr_builder_ud)
 	ibv_wr_set_ud_addr(x, ah, qp->qp_num, 0x11111111);
 	ASSERT_EQ(ibv_wr_complete(x), EINVAL);
 
+	/* executed at once: UD needs no answer */
 	ibv_wr_start(x);
 	x->wr_id = 42;
+	x->wr_flags = IBV_SEND_SIGNALED;
 	ibv_wr_send_imm(x, htobe32(7));
 	ibv_wr_set_ud_addr(x, ah, qp->qp_num, 0x11111111);
 	ibv_wr_set_sge(x, e.mr->lkey, (uintptr_t)e.buf, 8);
 	ASSERT_EQ(ibv_wr_complete(x), 0);
-	qp_to_err(qp);
 	ASSERT_EQ(poll_all(e.cq, wc, 4), 1);
 	ASSERT_U64_EQ(wc[0].wr_id, 42);
+	ASSERT_EQ(wc[0].status, IBV_WC_SUCCESS);
 	ASSERT_EQ(wc[0].opcode, IBV_WC_SEND);
+	qp_to_err(qp);
 	ASSERT_EQ(ibv_destroy_qp(qp), 0);
 	ASSERT_EQ(ibv_destroy_ah(ah), 0);
 }

@@ -771,7 +771,8 @@ TEST(reset_discards_work_and_attributes)
 	struct env e;
 
 	env_open(&e);
-	qp = qp_at(&e, UC, IBV_QPS_RTS);
+	/* RC: the send waits for an answer from a QP that does not exist */
+	qp = qp_at(&e, RC, IBV_QPS_RTS);
 	post_recvs(&e, qp, 4, 0);
 	post_send(&e, qp, 9, IBV_WR_SEND, IBV_SEND_SIGNALED);
 	ASSERT_EQ(try_modify(qp, IBV_QPS_RESET, 0), 0);
@@ -786,7 +787,7 @@ TEST(reset_discards_work_and_attributes)
 	ASSERT_EQ(q.cap.max_recv_wr, 8);	/* capabilities stay */
 	/* reusable, and the discarded WRs are gone for good */
 	ASSERT_EQ(try_modify(qp, IBV_QPS_INIT,
-			     find_step(IBV_QPS_RESET, IBV_QPS_INIT)->req[UC]),
+			     find_step(IBV_QPS_RESET, IBV_QPS_INIT)->req[RC]),
 		  0);
 	post_recvs(&e, qp, 1, 50);
 	ASSERT_EQ(try_modify(qp, IBV_QPS_ERR, 0), 0);

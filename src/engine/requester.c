@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The requester: executes a QP's send queue in order.
+ *
+ * shca_sq_execute() runs from ibv_post_send (the caller's thread) and from
+ * the engine thread when a retry timer fires.  It takes WQEs from the head
+ * of the send queue one at a time, checks the local side (L_Keys, lengths,
+ * opcode), hands the request to the transport, and completes it:
+ *
+ *   done        completion (if signaled, or in error), next WQE
+ *   RNR         RC: wait the responder's RNR timer, retry; rnr_retry 7 is
+ *               forever, otherwise RNR_RETRY_EXC_ERR when exhausted
+ *   no response RC: wait the local ACK timeout, retry; RETRY_EXC_ERR
+ *               after retry_cnt retries (IBA 9.7.6.1.3)
+ *
+ * A completion in error moves the QP to the error state, which flushes
+ * what is left (IBA 10.8.3.3).  Later WQEs wait behind a retried one, so
+ * RC ordering holds.
+ */
+#include <errno.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/ip.h>
+
+#include "../shm/xfer.h"
+#include "../shm/host.h"
+#include "../common/slot.h"
+#include "../verbs/shca.h"
+#include "engine.h"
+
+#define MAX_LOCAL_IOV 64
+
+/* IBA 9.7.5.2.8, table 45: RNR NAK timer field -> microseconds */
+static const uint32_t rnr_timer_us[32] = {
+	655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960,
+	1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720,
+	40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
+};
+
+/* IBA 9.7.6.1.3: Local ACK Timeout = 4.096 us * 2^timeout (0: infinite) */
+static uint64_t ack_timeout_ns(uint8_t timeout)
+{
+	if (!timeout)
+		return 0;
+	return 4096ull << MIN(timeout, 31);
+}
+
+static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+static uint64_t wqe_length(const struct shca_send_wqe *w)
+{
+	uint64_t len = 0;
+	int i;
+
+	if (w->wr.send_flags & IBV_SEND_INLINE)
+		return w->inline_len;
+	for (i = 0; i < w->wr.num_sge; i++)
+		len += w->sge[i].length;
+	return len;
+}
+
+/*
+ * The local side: every SGE's L_Key in this process's MR table, with our
+ * PD, and local write where we write (READ, atomics).  IBA C10-...:
+ * failures are Local Protection Errors.
+ */
+static enum ibv_wc_status local_iov(struct shca_qp *qp,
+				    const struct shca_send_wqe *w, bool write,
+				    struct iovec *iov, int *niov)
+{
+	int i, n = 0;
+
+	if (w->wr.send_flags & IBV_SEND_INLINE) {
+		iov[0].iov_base = (void *)w->sge;
+		iov[0].iov_len = w->inline_len;
+		*niov = w->inline_len ? 1 : 0;
+		return IBV_WC_SUCCESS;
+	}
+	for (i = 0; i < w->wr.num_sge; i++) {
+		const struct ibv_sge *s = &w->sge[i];
+		struct shca_mr *mr;
+
+		if (!s->length)
+			continue;
+		mr = shca_lookup_mr(qp->pd, s->lkey,
+				    write ? IBV_ACCESS_LOCAL_WRITE : 0,
+				    s->addr, s->length, false);
+		if (!mr)
+			return IBV_WC_LOC_PROT_ERR;
+		iov[n].iov_base = (char *)mr->ibmr.addr + (s->addr - mr->iova);
+		iov[n].iov_len = s->length;
+		n++;
+	}
+	*niov = n;
+	return IBV_WC_SUCCESS;
+}
+
+static uint16_t ip_csum(const void *data, size_t len)
+{
+	const uint16_t *p = data;
+	uint32_t sum = 0;
+
+	for (; len > 1; len -= 2)
+		sum += *p++;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+/*
+ * The 40 bytes a UD receive buffer starts with.  RoCE v2 over IPv4 puts
+ * the IPv4 header in the last 20 bytes; over IPv6 it is the IPv6 header
+ * (IBA A17.4.5.1).  Lengths count UDP, BTH, DETH, payload and ICRC.
+ */
+static void build_grh(uint8_t *grh, const union ibv_gid *sgid,
+		      const struct ibv_global_route *dst, uint64_t payload)
+{
+	struct in6_addr s, d;
+	uint32_t l4 = 8 + 12 + 8 + (uint32_t)payload + 4;
+
+	memcpy(&s, sgid->raw, 16);
+	memcpy(&d, dst->dgid.raw, 16);
+	memset(grh, 0, SHCA_GRH_LEN);
+	if (IN6_IS_ADDR_V4MAPPED(&s) && IN6_IS_ADDR_V4MAPPED(&d)) {
+		struct iphdr *ip = (struct iphdr *)(grh + 20);
+
+		ip->version = 4;
+		ip->ihl = 5;
+		ip->tos = dst->traffic_class;
+		ip->tot_len = htons((uint16_t)(20 + l4));
+		ip->frag_off = htons(IP_DF);
+		ip->ttl = dst->hop_limit ? dst->hop_limit : 64;
+		ip->protocol = IPPROTO_UDP;
+		memcpy(&ip->saddr, &s.s6_addr32[3], 4);
+		memcpy(&ip->daddr, &d.s6_addr32[3], 4);
+		ip->check = ip_csum(ip, 20);
+	} else {
+		uint32_t vtf = 6u << 28 |
+			       (uint32_t)dst->traffic_class << 20 |
+			       (dst->flow_label & 0xfffff);
+
+		vtf = htonl(vtf);
+		memcpy(grh, &vtf, 4);
+		grh[4] = (uint8_t)(l4 >> 8);
+		grh[5] = (uint8_t)l4;
+		grh[6] = IPPROTO_UDP;
+		grh[7] = dst->hop_limit ? dst->hop_limit : 64;
+		memcpy(grh + 8, sgid->raw, 16);
+		memcpy(grh + 24, dst->dgid.raw, 16);
+	}
+}
+
+static void complete_send(struct shca_qp *qp, const struct shca_send_wqe *w,
+			  enum ibv_wc_status status, uint32_t byte_len)
+{
+	struct ibv_wc wc;
+
+	if (status == IBV_WC_SUCCESS && !qp->sq_sig_all &&
+	    !(w->wr.send_flags & IBV_SEND_SIGNALED))
+		return;
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = w->wr.wr_id;
+	wc.status = status;
+	wc.opcode = wc_opcode(w->wr.opcode);
+	wc.byte_len = byte_len;
+	wc.qp_num = qp->ibqp.qp_num;
+	shca_cq_push(qp->scq, &wc, false);
+}
+
+/* Fill the transport request for WQE w; IBV_WC_SUCCESS or the local
+ * error to complete it with. */
+static enum ibv_wc_status prepare(struct shca_qp *qp,
+				  const struct shca_send_wqe *w,
+				  struct shca_xfer *x, struct iovec *iov,
+				  uint8_t *grh, struct shca_peer **peer)
+{
+	enum ibv_wr_opcode op = w->wr.opcode;
+	bool local_write = op == IBV_WR_RDMA_READ ||
+			   op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+			   op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	enum ibv_wc_status st;
+	int niov;
+
+	memset(x, 0, sizeof(*x));
+	x->qp_type = qp->ibqp.qp_type;
+	x->src_qpn = qp->ibqp.qp_num;
+	x->opcode = op;
+	x->solicited = w->wr.send_flags & IBV_SEND_SOLICITED;
+	x->imm_data = w->wr.imm_data;
+	x->length = wqe_length(w);
+	if (x->length > SHCA_MAX_MSG_SZ)
+		return IBV_WC_LOC_LEN_ERR;
+	st = local_iov(qp, w, local_write, iov, &niov);
+	if (st != IBV_WC_SUCCESS)
+		return st;
+	x->local = iov;
+	x->nlocal = niov;
+
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+		x->remote_addr = w->wr.wr.rdma.remote_addr;
+		x->rkey = w->wr.wr.rdma.rkey;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		/* IBA C10-...: the local buffer takes the 8-byte result */
+		if (x->length != 8)
+			return IBV_WC_LOC_LEN_ERR;
+		x->remote_addr = w->wr.wr.atomic.remote_addr;
+		x->rkey = w->wr.wr.atomic.rkey;
+		x->compare_add = w->wr.wr.atomic.compare_add;
+		x->swap = w->wr.wr.atomic.swap;
+		break;
+	default:
+		break;
+	}
+
+	if (qp->ibqp.qp_type == IBV_QPT_UD) {
+		struct shca_ah *ah = to_sah(w->wr.wr.ud.ah);
+		union ibv_gid sgid;
+
+		/* IBA C10-...: UD messages fit one packet of the path MTU */
+		if (x->length > 128u << shca_device_active_mtu(
+					  to_sctx(qp->ibqp.context)->dev))
+			return IBV_WC_LOC_LEN_ERR;
+		x->dest_qpn = w->wr.wr.ud.remote_qpn;
+		/* IBA C10-...: a Q_Key with the high bit set means "use the
+		 * QP's own" */
+		x->qkey = (w->wr.wr.ud.remote_qkey & 0x80000000u) ?
+				  qp->attr.qkey :
+				  w->wr.wr.ud.remote_qkey;
+		if (shca_device_gid(to_sctx(qp->ibqp.context)->dev,
+				    ah->attr.grh.sgid_index, &sgid))
+			memset(&sgid, 0, sizeof(sgid));
+		build_grh(grh, &sgid, &ah->attr.grh, x->length);
+		x->grh = grh;
+		/* another host: the net path is not built yet, and UD may
+		 * lose a message (it goes nowhere) */
+		*peer = ah->local && x->dest_qpn != 0xffffff ?
+				shca_peer_get(shca_qpn_slot(x->dest_qpn)) :
+				NULL;
+	} else {
+		x->dest_qpn = qp->attr.dest_qp_num;
+		if (!qp->peer)
+			qp->peer = shca_peer_get(shca_qpn_slot(x->dest_qpn));
+		*peer = qp->peer;
+	}
+	return IBV_WC_SUCCESS;
+}
+
+/* UD multicast: every QP of the host attached to the group gets a copy. */
+static void send_multicast(struct shca_qp *qp, const struct shca_send_wqe *w,
+			   struct shca_xfer *x)
+{
+	struct shca_mcast_member m[64];
+	struct shca_ah *ah = to_sah(w->wr.wr.ud.ah);
+	int n, i;
+
+	n = shca_host_mcast_members(&ah->attr.grh.dgid, m, 64);
+	for (i = 0; i < n; i++) {
+		struct shca_peer *p = shca_peer_get(m[i].slot);
+		struct shca_xfer_result res;
+
+		/* IBA 10.5.2.4: a sender's own QP does not get a copy */
+		if (!p || m[i].qpn == qp->ibqp.qp_num)
+			continue;
+		x->dest_qpn = m[i].qpn;
+		shca_shm_execute(p, x, &res);
+	}
+}
+
+static void qp_retry_timer(struct shca_timer *t)
+{
+	struct shca_qp *qp = container_of(t, struct shca_qp, retry_timer);
+
+	shca_sq_execute(qp);
+}
+
+/* The QP's send queue; call with qp->exec_lock held. */
+static void execute_locked(struct shca_qp *qp)
+{
+	struct iovec iov[MAX_LOCAL_IOV];
+	uint8_t grh[SHCA_GRH_LEN];
+
+	for (;;) {
+		struct shca_send_wqe *w = shca_sq_head(qp);
+		struct shca_xfer_result res;
+		struct shca_peer *peer = NULL;
+		enum ibv_wc_status st;
+		struct shca_xfer x;
+
+		if (!w)
+			return;
+		if (qp->attr.qp_state != IBV_QPS_RTS) {
+			/* SQD/SQE stop; ERR flushes through modify */
+			return;
+		}
+		if (qp->retry_timer.armed)
+			return;
+
+		st = prepare(qp, w, &x, iov, grh, &peer);
+		if (st != IBV_WC_SUCCESS) {
+			complete_send(qp, w, st, 0);
+			shca_sq_pop(qp);
+			shca_qp_to_error(qp);
+			return;
+		}
+		if (qp->ibqp.qp_type == IBV_QPT_UD &&
+		    x.dest_qpn == 0xffffff) {
+			send_multicast(qp, w, &x);
+			res.outcome = SHCA_XFER_DONE;
+			res.status = IBV_WC_SUCCESS;
+		} else {
+			shca_shm_execute(peer, &x, &res);
+		}
+
+		switch (res.outcome) {
+		case SHCA_XFER_RNR:
+			if (qp->attr.rnr_retry != 7 &&
+			    qp->head_rnr_retries++ >= qp->attr.rnr_retry) {
+				res.status = IBV_WC_RNR_RETRY_EXC_ERR;
+				break;
+			}
+			shca_timer_arm(&qp->retry_timer,
+				       shca_now_ns() +
+				       1000ull * rnr_timer_us[res.rnr_timer & 31]);
+			return;
+		case SHCA_XFER_NO_RESPONSE:
+			if (!ack_timeout_ns(qp->attr.timeout)) {
+				/* timeout 0 is infinite: wait for ever,
+				 * checking now and then */
+				shca_timer_arm(&qp->retry_timer,
+					       shca_now_ns() + 100000000ull);
+				return;
+			}
+			if (qp->head_retries++ >= qp->attr.retry_cnt) {
+				res.status = IBV_WC_RETRY_EXC_ERR;
+				break;
+			}
+			shca_timer_arm(&qp->retry_timer,
+				       shca_now_ns() +
+				       ack_timeout_ns(qp->attr.timeout));
+			return;
+		case SHCA_XFER_DONE:
+			break;
+		}
+
+		if (res.status == IBV_WC_SUCCESS &&
+		    (x.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		     x.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD))
+			memcpy(iov[0].iov_base, &res.atomic_orig, 8);
+		qp->head_retries = 0;
+		qp->head_rnr_retries = 0;
+		complete_send(qp, w, res.status,
+			      res.status == IBV_WC_SUCCESS ?
+				      (uint32_t)x.length : 0);
+		shca_sq_pop(qp);
+		if (res.status != IBV_WC_SUCCESS) {
+			shca_qp_to_error(qp);
+			return;
+		}
+	}
+}
+
+int shca_sq_execute(struct shca_qp *qp)
+{
+	pthread_mutex_lock(&qp->exec_lock);
+	if (!qp->retry_timer.fn)
+		qp->retry_timer.fn = qp_retry_timer;
+	execute_locked(qp);
+	pthread_mutex_unlock(&qp->exec_lock);
+	return 0;
+}
