@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -46,4 +47,24 @@ uint32_t shca_random_u32(void)
 
 	shca_random(&v, sizeof(v));
 	return v;
+}
+
+static pid_t cached_pid;
+
+static void pid_refresh(void)
+{
+	__atomic_store_n(&cached_pid, getpid(), __ATOMIC_RELAXED);
+}
+
+__attribute__((constructor)) static void pid_init(void)
+{
+	pid_refresh();
+	pthread_atfork(NULL, NULL, pid_refresh);
+}
+
+pid_t shca_getpid(void)
+{
+	pid_t p = __atomic_load_n(&cached_pid, __ATOMIC_RELAXED);
+
+	return p ? p : getpid();
 }

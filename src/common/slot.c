@@ -84,7 +84,7 @@ static int take_slot(void)
 	unsigned int start, i;
 
 	/* start at a pid-derived slot so that processes rarely collide */
-	start = (unsigned int)getpid() % SHCA_NUM_SLOTS;
+	start = (unsigned int)shca_getpid() % SHCA_NUM_SLOTS;
 	for (i = 0; i < SHCA_NUM_SLOTS; i++) {
 		unsigned int s = (start + i) % SHCA_NUM_SLOTS;
 		uint16_t port = (uint16_t)(base + s);
@@ -98,11 +98,11 @@ static int take_slot(void)
 			close(tcp);
 			continue;
 		}
-		the_slot.slot = (int)s;
 		the_slot.port = port;
 		the_slot.tcp_fd = tcp;
 		the_slot.udp_fd = udp;
-		slot_pid = getpid();
+		slot_pid = shca_getpid();
+		__atomic_store_n(&the_slot.slot, (int)s, __ATOMIC_RELEASE);
 		shca_dbg("slot %u (port %u)", s, port);
 		return 0;
 	}
@@ -115,8 +115,11 @@ const struct shca_slot *shca_slot_get(void)
 {
 	int ret = 0;
 
+	if (__atomic_load_n(&the_slot.slot, __ATOMIC_ACQUIRE) >= 0 &&
+	    slot_pid == shca_getpid())
+		return &the_slot;
 	pthread_mutex_lock(&slot_lock);
-	if (the_slot.slot >= 0 && slot_pid != getpid()) {
+	if (the_slot.slot >= 0 && slot_pid != shca_getpid()) {
 		/* a forked child: the sockets are the parent's */
 		close(the_slot.tcp_fd);
 		close(the_slot.udp_fd);

@@ -36,6 +36,14 @@ static inline int shca_range_ok(uint64_t start, uint64_t len,
 	return len <= hi_excl - start;
 }
 
+/*
+ * This process's pid, without a system call: cached, and refreshed in a
+ * forked child (pthread_atfork).  Per-process state (slot, arena, engine)
+ * compares it to tell that it was inherited by fork.
+ */
+#include <sys/types.h>
+pid_t shca_getpid(void);
+
 /* Fill buf with random bytes (getrandom, never blocks after boot). */
 void shca_random(void *buf, size_t len);
 uint32_t shca_random_u32(void);

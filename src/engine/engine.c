@@ -16,6 +16,7 @@
 #include <sys/timerfd.h>
 
 #include "../common/log.h"
+#include "../common/util.h"
 #include "engine.h"
 
 struct watch {
@@ -217,7 +218,7 @@ int shca_engine_start(void)
 	int ret = 0;
 
 	pthread_mutex_lock(&engine_lock);
-	if (engine_pid == getpid())
+	if (engine_pid == shca_getpid())
 		goto out;
 	if (engine_pid) {
 		/* forked child: the parent's thread does not exist here */
@@ -256,7 +257,7 @@ int shca_engine_start(void)
 		close_all();
 		goto out;
 	}
-	engine_pid = getpid();
+	engine_pid = shca_getpid();
 	if (timers)
 		program_timerfd();
 out:

@@ -96,17 +96,17 @@ static int arena_create(void)
 	mr_bytes = SHCA_ARENA_MR_ENTRIES * sizeof(struct shca_mr_shm);
 	h->magic = SHCA_ARENA_MAGIC;
 	h->version = SHCA_ARENA_VERSION;
-	h->pid = getpid();
+	h->pid = shca_getpid();
 	h->uid = getuid();
 	h->size = SHCA_ARENA_SIZE;
 	h->qp_table_off = HDR_SIZE;
 	h->mr_table_off = align_up(HDR_SIZE + qp_bytes, 4096);
 	h->heap_off = align_up(h->mr_table_off + mr_bytes, 4096);
 
-	the_arena.base = base;
 	the_arena.size = SHCA_ARENA_SIZE;
 	the_arena.fd = fd;
-	the_arena.pid = getpid();
+	the_arena.pid = shca_getpid();
+	__atomic_store_n(&the_arena.base, base, __ATOMIC_RELEASE);
 	heap_top = h->heap_off;
 	heap_end = SHCA_ARENA_SIZE;
 	memset(free_lists, 0, sizeof(free_lists));
@@ -117,8 +117,11 @@ struct shca_arena *shca_arena_self(void)
 {
 	int ret = 0;
 
+	if (__atomic_load_n(&the_arena.base, __ATOMIC_ACQUIRE) &&
+	    the_arena.pid == shca_getpid())
+		return &the_arena;
 	pthread_mutex_lock(&arena_lock);
-	if (the_arena.base && the_arena.pid != getpid()) {
+	if (the_arena.base && the_arena.pid != shca_getpid()) {
 		/* forked child: the mapping is shared with the parent */
 		munmap(the_arena.base, the_arena.size);
 		close(the_arena.fd);

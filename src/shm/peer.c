@@ -83,7 +83,7 @@ static void send_hello(int fd)
 	memset(&h, 0, sizeof(h));
 	h.magic = HELLO_MAGIC;
 	h.version = SHCA_ARENA_VERSION;
-	h.pid = getpid();
+	h.pid = shca_getpid();
 	h.slot = (uint32_t)s->slot;
 	h.uid = getuid();
 	h.arena_addr = (uint64_t)(uintptr_t)a->base;
@@ -134,7 +134,7 @@ int shca_peer_listen(void)
 	int fd, ret;
 
 	pthread_mutex_lock(&peers_lock);
-	if (listen_fd >= 0 && listen_pid == getpid()) {
+	if (listen_fd >= 0 && listen_pid == shca_getpid()) {
 		pthread_mutex_unlock(&peers_lock);
 		return 0;
 	}
@@ -171,7 +171,7 @@ int shca_peer_listen(void)
 		goto out;
 	}
 	listen_fd = fd;
-	listen_pid = getpid();
+	listen_pid = shca_getpid();
 out:
 	pthread_mutex_unlock(&peers_lock);
 	return ret;
@@ -263,7 +263,7 @@ static struct shca_peer *peer_self(const struct shca_slot *s)
 	if (!p)
 		return NULL;
 	p->slot = s->slot;
-	p->pid = getpid();
+	p->pid = shca_getpid();
 	p->sock = -1;
 	p->arena = a->base;
 	p->arena_size = a->size;

@@ -146,6 +146,36 @@ uint32_t shca_cqshm_count(struct shca_cq_shm *cq)
 	return __atomic_load_n(&cq->tail, __ATOMIC_ACQUIRE) - cq->head;
 }
 
+/*
+ * Drop the completions of QP qpn that are still in the CQ, keeping the
+ * others in order: what a QP reset or destroy does on mlx4/mlx5 (their
+ * cq_clean), so that a reused QP never meets its old completions.  The
+ * owner calls it, with its consumer lock held.
+ */
+void shca_cqshm_clean(struct shca_cq_shm *cq, uint32_t qpn)
+{
+	struct shca_arena *a = shca_arena_self();
+	struct shca_cqe *ring;
+	uint32_t i, keep, head;
+
+	shca_plock_lock(&cq->lock);
+	ring = cq_ring(a->base, a->size, cq);
+	head = __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE);
+	/* walk from the newest down, moving kept entries to the tail end */
+	keep = cq->tail;
+	for (i = cq->tail; i != head; i--) {
+		struct shca_cqe *e = &ring[(i - 1) & (cq->size - 1)];
+
+		if (e->wc.qp_num == qpn)
+			continue;
+		keep--;
+		if (keep != i - 1)
+			ring[keep & (cq->size - 1)] = *e;
+	}
+	__atomic_store_n(&cq->head, keep, __ATOMIC_RELEASE);
+	shca_plock_unlock(&cq->lock);
+}
+
 void shca_cqshm_arm(struct shca_cq_shm *cq, bool solicited_only)
 {
 	shca_plock_lock(&cq->lock);

@@ -128,6 +128,14 @@ int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	return n;
 }
 
+/* A QP is reset or destroyed: its completions leave the CQ (mlx5). */
+void shca_cq_clean(struct shca_cq *cq, uint32_t qpn)
+{
+	pthread_mutex_lock(&cq->lock);
+	shca_cqshm_clean(cq->shm, qpn);
+	pthread_mutex_unlock(&cq->lock);
+}
+
 int shca_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	shca_cqshm_arm(to_scq(ibcq)->shm, solicited_only);

@@ -1067,6 +1067,10 @@ int shca_destroy_qp(struct ibv_qp *ibqp)
 		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
 	pthread_mutex_unlock(&ibqp->mutex);
 
+	/* as mlx4/mlx5: the destroyed QP's completions leave its CQs */
+	shca_cq_clean(qp->scq, ibqp->qp_num);
+	if (qp->rcq != qp->scq)
+		shca_cq_clean(qp->rcq, ibqp->qp_num);
 	qp_put_refs(qp);
 	pthread_cond_destroy(&ibqp->cond);
 	pthread_mutex_destroy(&ibqp->mutex);

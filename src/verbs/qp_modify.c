@@ -448,6 +448,10 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 		qp->head_retries = qp->head_rnr_retries = 0;
 		qp->comm_est_reported = false;
 		__atomic_store_n(&qp->shm->pending, 0, __ATOMIC_RELEASE);
+		/* as mlx4/mlx5: a reset QP's completions leave its CQs */
+		shca_cq_clean(qp->scq, qp->ibqp.qp_num);
+		if (qp->rcq != qp->scq)
+			shca_cq_clean(qp->rcq, qp->ibqp.qp_num);
 		break;
 	case IBV_QPS_ERR:
 		if (cur == IBV_QPS_ERR)

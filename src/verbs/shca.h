@@ -367,6 +367,8 @@ int shca_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 int shca_cq_push(struct shca_cq *cq, const struct ibv_wc *wc, bool solicited);
 /* Report what peers left pending on this process's CQs (doorbell). */
 void shca_cq_doorbell(void);
+/* Drop QP qpn's completions (reset, destroy). */
+void shca_cq_clean(struct shca_cq *cq, uint32_t qpn);
 
 /* srq.c: SRQs, and the receive rings that RQs and SRQs share */
 struct ibv_srq *shca_create_srq(struct ibv_pd *pd,
