@@ -344,6 +344,18 @@ static int check_destination(struct shca_qp *qp, const struct ibv_qp_attr *a,
 	qp->peer = shca_peer_get(shca_qpn_slot((mask & IBV_QP_DEST_QPN) ?
 						a->dest_qp_num :
 						qp->attr.dest_qp_num));
+	/*
+	 * CMA refused (another user, Yama, seccomp): the pair would need the
+	 * net path, which is not built yet.  Say so now rather than fail
+	 * every work request later.
+	 */
+	if (qp->peer && !qp->peer->cma) {
+		shca_warn_once("QP 0x%06x: process_vm_writev to pid %d is not "
+			       "permitted, and the net path is not built yet",
+			       qp->ibqp.qp_num, (int)qp->peer->pid);
+		qp->peer = NULL;
+		return -EOPNOTSUPP;
+	}
 	return 0;
 }
 

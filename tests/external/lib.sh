@@ -125,3 +125,35 @@ finish() {
 	echo "$(basename "$0"): all $checks checks passed"
 	exit 0
 }
+
+# free_port: a TCP port nobody listens on now (for a client's own
+# out-of-band exchange; softhca's own ports are elsewhere).
+free_port() {
+	"$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# pair NAME SECONDS SERVER_CMD... -- CLIENT_CMD...: run a server, then its
+# client, each bounded; both must exit 0.  Outputs in $T/NAME.{server,client}.
+pair() {
+	local name=$1 secs=$2 srv=() cli=() spid src crc
+	shift 2
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do srv+=("$1"); shift; done
+	shift
+	cli=("$@")
+	timeout -k 5 "$secs" "${srv[@]}" </dev/null >"$T/$name.server" 2>&1 &
+	spid=$!
+	sleep 0.3
+	timeout -k 5 "$secs" "${cli[@]}" </dev/null >"$T/$name.client" 2>&1
+	crc=$?
+	wait "$spid"
+	src=$?
+	if [ "$crc" = 0 ] && [ "$src" = 0 ] &&
+	   ! grep -Eq -- "$LOADER_ERRORS" "$T/$name.server" "$T/$name.client"; then
+		ok "$name"
+		return 0
+	fi
+	fail "$name: server exit $src, client exit $crc"
+	echo "  --- server:" >&2; tail -8 "$T/$name.server" | sed 's/^/    /' >&2
+	echo "  --- client:" >&2; tail -8 "$T/$name.client" | sed 's/^/    /' >&2
+	return 1
+}

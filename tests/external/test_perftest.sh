@@ -1,0 +1,34 @@
+#!/bin/bash
+# perftest, unmodified, over softhca_lo between two processes: the RC
+# latency and bandwidth tests over all sizes (-a; atomics have one size),
+# and the UC and UD variants perftest offers.  A test that completes and
+# reports passes; the figures are the benchmark's business (bench/).
+# shellcheck source=tests/external/lib.sh
+. "$(dirname "$0")/lib.sh"
+need ib_send_lat ib_send_bw ib_write_lat ib_write_bw ib_read_lat ib_read_bw \
+	ib_atomic_lat ib_atomic_bw
+
+pt() {
+	local name=$1 prog=$2 port
+	shift 2
+	port=$(free_port)
+	pair "$name" 120 "$prog" -d softhca_lo -p "$port" "$@" -- \
+		"$prog" -d softhca_lo -p "$port" "$@" 127.0.0.1 &&
+		{ grep -Eq '^ *[0-9]+ +[0-9]+ ' "$T/$name.client" ||
+		  fail "$name: no result line"; }
+}
+
+for p in ib_send_lat ib_send_bw ib_write_lat ib_write_bw ib_read_lat \
+	 ib_read_bw; do
+	pt "$p" "$p" -a -n 100
+done
+# perftest itself refuses -a for atomics ("Message size cannot be changed")
+pt ib_atomic_lat ib_atomic_lat -n 1000
+pt ib_atomic_bw ib_atomic_bw -n 1000
+pt ib_send_lat-UC ib_send_lat -c UC -a -n 100
+pt ib_send_bw-UC ib_send_bw -c UC -a -n 100
+pt ib_write_lat-UC ib_write_lat -c UC -a -n 100
+pt ib_write_bw-UC ib_write_bw -c UC -a -n 100
+pt ib_send_lat-UD ib_send_lat -c UD -a -n 100
+pt ib_send_bw-UD ib_send_bw -c UD -a -n 100
+finish
