@@ -188,7 +188,7 @@ static void on_peer_event(int fd, uint32_t events, void *arg)
 	if (events & (EPOLLHUP | EPOLLERR) || read(fd, buf, sizeof(buf)) <= 0) {
 		shca_dbg("peer in slot %d (pid %d) is gone", p->slot,
 			 (int)p->pid);
-		p->dead = true;
+		shca_peer_set_dead(p);
 		shca_engine_unwatch(fd);
 		close(fd);
 		p->sock = -1;
@@ -339,7 +339,7 @@ struct shca_peer *shca_peer_get(int slot)
 	}
 	pthread_mutex_lock(&peers_lock);
 	p = peers[slot];
-	if (!p || p->dead) {
+	if (!p || shca_peer_dead(p)) {
 		/* a dead peer's object stays allocated for whoever holds it */
 		p = slot == s->slot ? peer_self(s) : peer_connect(slot);
 		if (p)
@@ -353,7 +353,7 @@ void shca_peer_doorbell(struct shca_peer *p)
 {
 	uint64_t one = 1;
 
-	if (p->dead)
+	if (shca_peer_dead(p))
 		return;
 	if (write(p->doorbell, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		shca_dbg("doorbell of pid %d: %s", (int)p->pid,
@@ -418,7 +418,7 @@ static int peer_xfer(struct shca_peer *p, const struct iovec *local, int nl,
 				     (unsigned long)nr, 0);
 	if (n < 0) {
 		if (errno == ESRCH)
-			p->dead = true;
+			shca_peer_set_dead(p);
 		return -errno;
 	}
 	/* a partial transfer means a remote page is not there */

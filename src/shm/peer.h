@@ -27,8 +27,19 @@ struct shca_peer {
 	int doorbell;		/* its engine's eventfd */
 	bool self;
 	bool cma;		/* process_vm_readv/writev allowed */
-	volatile bool dead;	/* hung up or gone */
+	bool dead;		/* hung up or gone: shca_peer_dead() */
 };
+
+/* Set by the engine thread, read by requesters: atomic. */
+static inline bool shca_peer_dead(const struct shca_peer *p)
+{
+	return __atomic_load_n(&p->dead, __ATOMIC_ACQUIRE);
+}
+
+static inline void shca_peer_set_dead(struct shca_peer *p)
+{
+	__atomic_store_n(&p->dead, true, __ATOMIC_RELEASE);
+}
 
 /* Listen for peers on this process's slot; starts the engine.  0/-errno */
 int shca_peer_listen(void);

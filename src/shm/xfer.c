@@ -79,7 +79,12 @@ static int lookup_mr(struct shca_peer *p, uint32_t pd, uint32_t key,
 	return 0;
 }
 
-static void resp_complete(struct shca_peer *p, struct shca_qp_shm *q,
+/*
+ * Put a completion in the responder's receive CQ.  false when the CQ
+ * overran (or had overrun before): the completion is lost, and the CQ's
+ * owner moves the QPs that use it to the error state (IBA o11-5.2.2).
+ */
+static bool resp_complete(struct shca_peer *p, struct shca_qp_shm *q,
 			  const struct ibv_wc *wc, bool solicited)
 {
 	struct shca_cq_shm *cq = shca_arena_ptr(p->arena, p->arena_size,
@@ -87,7 +92,7 @@ static void resp_complete(struct shca_peer *p, struct shca_qp_shm *q,
 	int r;
 
 	if (!cq)
-		return;
+		return false;
 	r = shca_cqshm_push(p->arena, p->arena_size, cq, wc, solicited);
 	if (r == SHCA_CQ_FIRED) {
 		__atomic_store_n(&cq->notify_pending, 1, __ATOMIC_RELEASE);
@@ -96,6 +101,7 @@ static void resp_complete(struct shca_peer *p, struct shca_qp_shm *q,
 		__atomic_store_n(&cq->overflow_pending, 1, __ATOMIC_RELEASE);
 		ring_owner(p);
 	}
+	return r == SHCA_CQ_PUSHED || r == SHCA_CQ_FIRED;
 }
 
 static void resp_wc(struct ibv_wc *wc, const struct shca_xfer *x,
@@ -172,7 +178,61 @@ static uint64_t wqe_capacity(const struct shca_recv_wqe_shm *w)
 	return c;
 }
 
-/* SEND, SEND_WITH_IMM and RDMA_WRITE_WITH_IMM's receive side. */
+/*
+ * After a receive WQE was taken from an SRQ: below its armed limit, the
+ * owner raises IBV_EVENT_SRQ_LIMIT_REACHED (IBA 10.2.9.2).
+ */
+static void check_srq_limit(struct shca_peer *p, const struct shca_qp_shm *q,
+			    struct shca_rq_shm *rq)
+{
+	uint32_t limit;
+
+	if (!q->has_srq)
+		return;
+	limit = __atomic_load_n(&rq->srq_limit, __ATOMIC_ACQUIRE);
+	if (limit && shca_rqshm_count(rq) < limit) {
+		__atomic_store_n(&rq->limit_pending, 1, __ATOMIC_RELEASE);
+		ring_owner(p);
+	}
+}
+
+/* Consume the WQE at the head of rq and drop rq->lock. */
+static void take_wqe(struct shca_peer *p, const struct shca_qp_shm *q,
+		     struct shca_rq_shm *rq)
+{
+	shca_rqshm_pop(rq);
+	shca_plock_unlock(&rq->lock);
+	check_srq_limit(p, q, rq);
+}
+
+/* The responder's side of an error it detected: the WQE completes so. */
+static void resp_fail(struct shca_peer *p, struct shca_qp_shm *q,
+		      const struct shca_xfer *x, uint64_t wr_id,
+		      enum ibv_wc_status status)
+{
+	struct ibv_wc wc;
+
+	resp_wc(&wc, x, q, wr_id, status, 0);
+	resp_complete(p, q, &wc, true);
+}
+
+/*
+ * SEND, SEND_WITH_IMM and RDMA_WRITE_WITH_IMM's receive side.  Errors, as
+ * the responder classes of IBA 9.9.3 (and rxe_resp.c) sort them:
+ *
+ *   QP without RDMA Write enabled  RC: NAK remote access (no WQE taken);
+ *                                  UC: dropped
+ *   no receive WQE                 RC: RNR NAK; UC, UD: dropped
+ *   R_Key violation (write+imm)    RC: WQE done with LOC_ACCESS_ERR, NAK
+ *                                  remote access; UC: dropped
+ *   message longer than the WQE    WQE done with LOC_LEN_ERR; RC: NAK
+ *                                  invalid request, QP to error; UC: QP
+ *                                  to error; UD: the QP goes on
+ *   bad L_Key in the WQE           WQE done with LOC_PROT_ERR, QP to
+ *                                  error; RC: NAK remote operational
+ *   receive CQ overrun             completion lost, QP to error; RC: no
+ *                                  ACK (the requester times out)
+ */
 static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 		       const struct shca_xfer *x,
 		       struct shca_xfer_result *res)
@@ -181,6 +241,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 						q->rq_off, sizeof(*rq));
 	bool is_send = x->opcode != IBV_WR_RDMA_WRITE_WITH_IMM;
 	bool rc = x->qp_type == IBV_QPT_RC;
+	bool uc = x->qp_type == IBV_QPT_UC;
 	struct shca_recv_wqe_shm *w;
 	struct iovec iov[MAX_IOV + 1];
 	uint64_t wr_id, need, va = 0;
@@ -189,6 +250,14 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 
 	if (!rq) {
 		res->outcome = rc ? SHCA_XFER_NO_RESPONSE : SHCA_XFER_DONE;
+		return;
+	}
+	/* the QP's RDMA Write enable comes before any WQE (rxe's
+	 * check_op_valid); like the R_Key, not for a zero-length write */
+	if (!is_send && x->length && !(q->access & IBV_ACCESS_REMOTE_WRITE)) {
+		if (rc)
+			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
+				SHCA_QP_PEND_ACCESS_ERR);
 		return;
 	}
 	shca_plock_lock(&rq->lock);
@@ -210,10 +279,14 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 		if (x->length &&
 		    lookup_mr(p, q->pd, x->rkey, IBV_ACCESS_REMOTE_WRITE,
 			      x->remote_addr, x->length, &va)) {
-			shca_plock_unlock(&rq->lock);
-			if (rc)
-				fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
-					SHCA_QP_PEND_ACCESS_ERR);
+			if (!rc) {
+				shca_plock_unlock(&rq->lock);
+				return;
+			}
+			take_wqe(p, q, rq);
+			resp_fail(p, q, x, wr_id, IBV_WC_LOC_ACCESS_ERR);
+			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
+				SHCA_QP_PEND_ACCESS_ERR);
 			return;
 		}
 		iov[0].iov_base = (void *)(uintptr_t)va;
@@ -223,23 +296,19 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 		need = x->length + (x->grh ? SHCA_GRH_LEN : 0);
 		if (need > wqe_capacity(w)) {
 			/* IBA 10.7.2.1: receive buffer too small */
-			shca_rqshm_pop(rq);
-			shca_plock_unlock(&rq->lock);
-			resp_wc(&wc, x, q, wr_id, IBV_WC_LOC_LEN_ERR, 0);
-			resp_complete(p, q, &wc, true);
+			take_wqe(p, q, rq);
+			resp_fail(p, q, x, wr_id, IBV_WC_LOC_LEN_ERR);
 			if (rc)
 				fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR,
 					SHCA_QP_PEND_ERR);
-			else if (x->qp_type == IBV_QPT_UC)
+			else if (uc)
 				qp_pending(p, q, SHCA_QP_PEND_ERR);
 			return;
 		}
 		ret = build_scatter(p, q, w, need, iov, &niov);
 		if (ret) {
-			shca_rqshm_pop(rq);
-			shca_plock_unlock(&rq->lock);
-			resp_wc(&wc, x, q, wr_id, IBV_WC_LOC_PROT_ERR, 0);
-			resp_complete(p, q, &wc, true);
+			take_wqe(p, q, rq);
+			resp_fail(p, q, x, wr_id, IBV_WC_LOC_PROT_ERR);
 			if (rc)
 				fail_rc(res, p, q, IBV_WC_REM_OP_ERR,
 					SHCA_QP_PEND_ERR);
@@ -272,24 +341,32 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	} else {
 		ret = shca_peer_write(p, x->local, x->nlocal, iov, niov);
 	}
-	shca_rqshm_pop(rq);
-	shca_plock_unlock(&rq->lock);
-	if (ret) {
-		resp_wc(&wc, x, q, wr_id, IBV_WC_LOC_PROT_ERR, 0);
-		resp_complete(p, q, &wc, true);
-		if (rc)
-			fail_rc(res, p, q, IBV_WC_REM_OP_ERR, SHCA_QP_PEND_ERR);
+	if (ret == -ESRCH) {
+		/* the responder's process is gone: nothing answers */
+		shca_plock_unlock(&rq->lock);
+		res->outcome = rc ? SHCA_XFER_NO_RESPONSE : SHCA_XFER_DONE;
 		return;
 	}
-	if (q->has_srq && __atomic_load_n(&rq->srq_limit, __ATOMIC_ACQUIRE) &&
-	    shca_rqshm_count(rq) < rq->srq_limit) {
-		__atomic_store_n(&rq->limit_pending, 1, __ATOMIC_RELEASE);
-		ring_owner(p);
+	take_wqe(p, q, rq);
+	if (ret) {
+		resp_fail(p, q, x, wr_id, IBV_WC_LOC_PROT_ERR);
+		if (rc)
+			fail_rc(res, p, q, IBV_WC_REM_OP_ERR, SHCA_QP_PEND_ERR);
+		else
+			qp_pending(p, q, SHCA_QP_PEND_ERR);
+		return;
 	}
 	resp_wc(&wc, x, q, wr_id, IBV_WC_SUCCESS,
 		(uint32_t)(is_send ? x->length + (x->grh ? SHCA_GRH_LEN : 0) :
 				     x->length));
-	resp_complete(p, q, &wc, x->solicited);
+	if (!resp_complete(p, q, &wc, x->solicited)) {
+		/* IBA o11-5.2.2, rxe's class G: the CQ overran, the QP goes
+		 * to error and sends no ACK */
+		qp_pending(p, q, SHCA_QP_PEND_ERR);
+		if (rc)
+			res->outcome = SHCA_XFER_NO_RESPONSE;
+		return;
+	}
 	res->outcome = SHCA_XFER_DONE;
 	res->status = IBV_WC_SUCCESS;
 }
@@ -392,7 +469,7 @@ void shca_shm_execute(struct shca_peer *p, const struct shca_xfer *x,
 	/* an unreachable or absent responder: RC retries until its retry
 	 * count runs out, UC and UD lose the message */
 	res->outcome = rc ? SHCA_XFER_NO_RESPONSE : SHCA_XFER_DONE;
-	if (!p || p->dead)
+	if (!p || shca_peer_dead(p))
 		return;
 	q = lookup_qp(p, x->dest_qpn);
 	if (!q || q->qp_type != (uint32_t)x->qp_type)
