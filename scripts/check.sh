@@ -3,8 +3,9 @@
 #
 #   scripts/check.sh BUILD_DIR       (`make check` builds first, then runs this)
 #
-# 1. ctest: the C tests (unit, verbs), the ABI export check and the external
-#    clients (tests/external/test_*.sh); output is shown for failures.
+# 1. ctest: the C tests (verbs, traffic), the ABI export check and the
+#    external clients (tests/external/test_*.sh); output is shown for
+#    failures.  Then the C tests again in ASan+UBSan and TSan builds.
 # 2. rdma-core's pyverbs suite (scripts/pyverbs.sh --gate): the gated tests
 #    (tests/external/pyverbs-gate.conf) count; the rest of the suite runs as
 #    an informational run whose counts are printed but do not fail the check.
@@ -13,7 +14,8 @@
 # anything failed.
 # Environment: CTEST_PARALLEL_LEVEL (default nproc), CTEST_ARGS (extra ctest
 # arguments, e.g. "-L verbs" or "-R external"), SOFTHCA_CHECK_PYVERBS=0 to
-# leave out the pyverbs suite.
+# leave out the pyverbs suite, SOFTHCA_CHECK_SANITIZERS=0 the sanitizer
+# builds.
 set -uo pipefail
 
 [ $# -eq 1 ] || { echo "usage: $0 BUILD_DIR" >&2; exit 2; }
@@ -27,36 +29,62 @@ passed=0 failed=0 skipped=0
 failed_names=()
 start=$(date +%s)
 
+# count_ctest LOG LABEL: add ctest's per-test status lines to the counts.
+#   " 3/12 Test  #3: verbs_test_pd ........   Passed    0.05 sec"
+#   "...***Failed", "***Skipped", "***Timeout", "***Exception: SegFault",
+#   "***Not Run", "Subprocess aborted***Exception:"
+count_ctest() {
+	local log=$1 label=$2 status=$3 name st n=0 nfail=0
+	while IFS=$'\t' read -r name st; do
+		n=$((n + 1))
+		case "$st" in
+		Passed) passed=$((passed + 1)) ;;
+		*Skipped*) skipped=$((skipped + 1)) ;;
+		*) failed=$((failed + 1)); nfail=$((nfail + 1))
+		   failed_names+=("$label $name ($st)") ;;
+		esac
+	done < <(sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) \.*[ *]*([^0-9]*[A-Za-z:]+[^0-9]*)[ ]+[0-9.]+ sec$/\1\t\2/p' \
+		"$log" | sed -E 's/\t\**/\t/; s/ +$//')
+	if [ "$n" -eq 0 ]; then
+		failed=$((failed + 1))
+		failed_names+=("$label: no test ran (status $status)")
+	elif [ "$status" -ne 0 ] && [ "$nfail" -eq 0 ]; then
+		# ctest failed in a way the status lines do not show
+		failed=$((failed + 1))
+		failed_names+=("$label exited with status $status")
+	fi
+}
+
 # --- 1. ctest -----------------------------------------------------------
 echo "=== ctest ($build, $jobs at a time)"
 # shellcheck disable=SC2086
 (cd "$build" && ctest --output-on-failure -j "$jobs" ${CTEST_ARGS:-}) \
 	2>&1 | tee "$tmp/ctest.log"
-ctest_status=${PIPESTATUS[0]}
-
-# One status line per test:
-#   " 3/12 Test  #3: verbs_test_pd ........   Passed    0.05 sec"
-#   "...***Failed", "***Skipped", "***Timeout", "***Exception: SegFault",
-#   "***Not Run", "Subprocess aborted***Exception:"
-while IFS=$'\t' read -r name status; do
-	case "$status" in
-	Passed) passed=$((passed + 1)) ;;
-	*Skipped*) skipped=$((skipped + 1)) ;;
-	*) failed=$((failed + 1)); failed_names+=("ctest $name ($status)") ;;
-	esac
-done < <(sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) \.*[ *]*([^0-9]*[A-Za-z:]+[^0-9]*)[ ]+[0-9.]+ sec$/\1\t\2/p' \
-	"$tmp/ctest.log" | sed -E 's/\t\**/\t/; s/ +$//')
-
-ctest_counted=$((passed + failed + skipped))
-if [ "$ctest_counted" -eq 0 ]; then
-	failed=$((failed + 1))
-	failed_names+=("ctest: no test ran (status $ctest_status)")
-elif [ "$ctest_status" -ne 0 ] && [ "$failed" -eq 0 ]; then
-	# ctest failed in a way the status lines do not show
-	failed=$((failed + 1))
-	failed_names+=("ctest exited with status $ctest_status")
-fi
+count_ctest "$tmp/ctest.log" ctest "${PIPESTATUS[0]}"
 echo "=== ctest: $passed passed, $failed failed, $skipped skipped"
+
+# --- 1b. the C tests again under the sanitizers -------------------------
+# ASan+UBSan (leaks included) and TSan (the shared rings, the engine
+# thread) builds of the library and its C tests, in BUILD_DIR/san-*.
+# SOFTHCA_CHECK_SANITIZERS=0 leaves them out.
+if [ "${SOFTHCA_CHECK_SANITIZERS:-1}" != 0 ]; then
+	for san in address,undefined thread; do
+		dir=$build/san-${san%%,*}
+		echo
+		echo "=== C tests under -fsanitize=$san ($dir)"
+		if ! { cmake -S "$src" -B "$dir" -DSOFTHCA_SANITIZE="$san" \
+			-DCMAKE_BUILD_TYPE=Debug >"$tmp/san.log" 2>&1 &&
+		       cmake --build "$dir" -j "$jobs" >>"$tmp/san.log" 2>&1; }; then
+			tail -20 "$tmp/san.log"
+			failed=$((failed + 1))
+			failed_names+=("sanitizer build $san")
+			continue
+		fi
+		(cd "$dir" && ctest --output-on-failure -j "$jobs" \
+			-L 'verbs|traffic') 2>&1 | tee "$tmp/ctest-san.log"
+		count_ctest "$tmp/ctest-san.log" "$san" "${PIPESTATUS[0]}"
+	done
+fi
 
 # --- 2. pyverbs suite ---------------------------------------------------
 if [ "${SOFTHCA_CHECK_PYVERBS:-1}" != 0 ]; then

@@ -13,8 +13,9 @@
  *   no response RC: wait the local ACK timeout, retry; RETRY_EXC_ERR
  *               after retry_cnt retries (IBA 9.7.6.1.3)
  *
- * A completion in error moves the QP to the error state, which flushes
- * what is left (IBA 10.8.3.3).  Later WQEs wait behind a retried one, so
+ * A completion in error moves an RC QP to the error state, a UC or UD QP
+ * to the send queue error state; both flush what is left of the send
+ * queue (IBA 10.3.1, 10.8.3.3).  Later WQEs wait behind a retried one, so
  * RC ordering holds.
  */
 #include <errno.h>
@@ -278,12 +279,46 @@ static void send_multicast(struct shca_qp *qp, const struct shca_send_wqe *w,
 		struct shca_peer *p = shca_peer_get(m[i].slot);
 		struct shca_xfer_result res;
 
-		/* IBA 10.5.2.4: a sender's own QP does not get a copy */
-		if (!p || m[i].qpn == qp->ibqp.qp_num)
+		/* every member, the sender's own QP included: multicast
+		 * loopback is on unless blocked (IBV_QP_CREATE_BLOCK_SELF_
+		 * MCAST_LB, which softhca does not offer) */
+		if (!p)
 			continue;
 		x->dest_qpn = m[i].qpn;
 		shca_shm_execute(p, x, &res);
 	}
+}
+
+/*
+ * IBA 10.3.1 (SQEr): on UC and UD, a send WQE completed in error moves the
+ * QP to the Send Queue Error state: what is left of the send queue is
+ * flushed, the receive queue goes on working, and ibv_modify_qp(RTS)
+ * resumes sending.  The locks as shca_qp_to_error() takes them.
+ */
+static void qp_to_sqe(struct shca_qp *qp)
+{
+	pthread_mutex_lock(&qp->lock);
+	if (qp->attr.qp_state == IBV_QPS_RTS) {
+		pthread_mutex_lock(&qp->sq.lock);
+		pthread_mutex_lock(&qp->rq.lock);
+		qp->attr.qp_state = IBV_QPS_SQE;
+		qp->attr.cur_qp_state = IBV_QPS_SQE;
+		qp->ibqp.state = IBV_QPS_SQE;
+		shca_sq_flush(qp);
+		shca_qp_publish(qp);
+		pthread_mutex_unlock(&qp->rq.lock);
+		pthread_mutex_unlock(&qp->sq.lock);
+	}
+	pthread_mutex_unlock(&qp->lock);
+}
+
+/* After a send WQE completed in error: RC to ERR, UC and UD to SQE. */
+static void sq_failed(struct shca_qp *qp)
+{
+	if (qp->ibqp.qp_type == IBV_QPT_RC)
+		shca_qp_to_error(qp);
+	else
+		qp_to_sqe(qp);
 }
 
 static void qp_retry_timer(struct shca_timer *t)
@@ -319,7 +354,7 @@ static void execute_locked(struct shca_qp *qp)
 		if (st != IBV_WC_SUCCESS) {
 			complete_send(qp, w, st, 0);
 			shca_sq_pop(qp);
-			shca_qp_to_error(qp);
+			sq_failed(qp);
 			return;
 		}
 		if (qp->ibqp.qp_type == IBV_QPT_UD &&
@@ -373,7 +408,7 @@ static void execute_locked(struct shca_qp *qp)
 				      (uint32_t)x.length : 0);
 		shca_sq_pop(qp);
 		if (res.status != IBV_WC_SUCCESS) {
-			shca_qp_to_error(qp);
+			sq_failed(qp);
 			return;
 		}
 	}

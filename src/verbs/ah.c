@@ -17,6 +17,8 @@
 #include <netinet/ip.h>
 
 #include "shca.h"
+#include "../common/slot.h"
+#include "../shm/host.h"
 
 static uint32_t next_ah_handle = 1;
 
@@ -372,8 +374,16 @@ int shca_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 	m->gid = *gid;
 	m->lid = lid;
 	pthread_mutex_lock(&mcast_lock);
-	if (!qp_in_group(qp, gid))
+	if (!qp_in_group(qp, gid)) {
 		ret = group_join(gid);
+		/* senders on this host find the members in the host table */
+		if (!ret) {
+			ret = shca_host_mcast_attach(
+				gid, shca_qpn_slot(ibqp->qp_num), ibqp->qp_num);
+			if (ret)
+				group_leave(gid);
+		}
+	}
 	pthread_mutex_unlock(&mcast_lock);
 	if (ret) {
 		free(m);
@@ -403,8 +413,11 @@ int shca_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 		qp->nmcast--;
 		free(m);
 		pthread_mutex_lock(&mcast_lock);
-		if (!qp_in_group(qp, gid))
+		if (!qp_in_group(qp, gid)) {
 			group_leave(gid);
+			shca_host_mcast_detach(gid, shca_qpn_slot(ibqp->qp_num),
+					       ibqp->qp_num);
+		}
 		pthread_mutex_unlock(&mcast_lock);
 		ret = 0;
 		break;
