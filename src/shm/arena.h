@@ -119,6 +119,10 @@ struct shca_cq_shm {
 	uint32_t notify_pending;	/* a peer fired the arm: owner reports */
 	uint32_t overflow_pending;	/* a peer overran it: owner reports */
 	uint32_t timestamps;		/* producers fill shca_cqe.ts_ns */
+	uint32_t chan_idx;		/* owner's channel table index + 1, 0:
+					 * none; a peer whose completion fires
+					 * the arm writes that channel's fd */
+	uint32_t chan_gen;		/* ... of this generation */
 	uint32_t pad;
 	uint64_t ring_off;
 };

@@ -22,6 +22,20 @@
 #define HELLO_MAGIC	0x6f6c6c6548434853ull	/* "SHCHello" */
 #define CONNECT_TIMEOUT_S 5
 
+#define CHAN_REQ_MAGIC	0x6e61684348434853ull	/* "SHCHChan" */
+
+/* A peer asks for the eventfd of one of our completion channels. */
+struct chan_req {
+	uint64_t magic;
+	uint32_t idx;
+	uint32_t gen;
+};
+
+struct shca_peer_chan {
+	uint32_t gen;
+	int fd;			/* -1: not known */
+};
+
 struct hello {
 	uint64_t magic;
 	uint32_t version;
@@ -35,6 +49,39 @@ static pthread_mutex_t peers_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shca_peer *peers[SHCA_NUM_SLOTS];
 static int listen_fd = -1;
 static pid_t listen_pid;
+static int (*channel_fd_fn)(uint32_t idx, uint32_t gen);
+
+void shca_peer_on_channel_request(int (*fn)(uint32_t idx, uint32_t gen))
+{
+	__atomic_store_n(&channel_fd_fn, fn, __ATOMIC_RELEASE);
+}
+
+/* Send fd (or none, fd < 0) with a one-word answer. */
+static int send_fd(int sock, int fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	int32_t answer = fd >= 0 ? 0 : -ENOENT;
+	struct iovec iov = { &answer, sizeof(answer) };
+	struct msghdr msg;
+	struct cmsghdr *cm;
+
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	if (fd >= 0) {
+		msg.msg_control = u.buf;
+		msg.msg_controllen = sizeof(u.buf);
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	return sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
 
 static socklen_t slot_addr(struct sockaddr_un *sa, uint16_t port)
 {
@@ -52,16 +99,32 @@ static socklen_t slot_addr(struct sockaddr_un *sa, uint16_t port)
 /* ------------------------------------------------------------------ */
 /* Owner side: the listener, run by the engine thread                  */
 
+/*
+ * After the hello a peer sends nothing, or requests for channel fds; a
+ * hang-up or anything else ends the connection.
+ */
 static void on_conn_event(int fd, uint32_t events, void *arg)
 {
-	char buf[64];
+	int (*fn)(uint32_t, uint32_t) =
+		__atomic_load_n(&channel_fd_fn, __ATOMIC_ACQUIRE);
+	struct chan_req req;
+	ssize_t n;
 
 	(void)arg;
-	/* peers send nothing after the hello: data or hang-up means done */
-	if (events & (EPOLLHUP | EPOLLERR) || read(fd, buf, sizeof(buf)) <= 0) {
-		shca_engine_unwatch(fd);
-		close(fd);
+	n = (events & EPOLLIN) ? read(fd, &req, sizeof(req)) : 0;
+	if (n == (ssize_t)sizeof(req) && req.magic == CHAN_REQ_MAGIC) {
+		int cfd = fn ? fn(req.idx, req.gen) : -1;
+
+		send_fd(fd, cfd);
+		if (cfd >= 0)
+			close(cfd);
+		if (!(events & (EPOLLHUP | EPOLLERR)))
+			return;
 	}
+	if (n < 0 && errno == EAGAIN)
+		return;
+	shca_engine_unwatch(fd);
+	close(fd);
 }
 
 static void send_hello(int fd)
@@ -270,6 +333,7 @@ static struct shca_peer *peer_self(const struct shca_slot *s)
 	p->doorbell = shca_engine_doorbell_fd();
 	p->self = true;
 	p->cma = true;
+	pthread_mutex_init(&p->chan_lock, NULL);
 	return p;
 }
 
@@ -302,6 +366,7 @@ static struct shca_peer *peer_connect(int slot)
 	p->slot = slot;
 	p->pid = h.pid;
 	p->sock = fd;
+	pthread_mutex_init(&p->chan_lock, NULL);
 	p->doorbell = fds[1];
 	p->arena = shca_arena_map_peer(fds[0], &p->arena_size);
 	close(fds[0]);
@@ -347,6 +412,111 @@ struct shca_peer *shca_peer_get(int slot)
 	}
 	pthread_mutex_unlock(&peers_lock);
 	return p;
+}
+
+/* Ask the owner for channel idx's eventfd on a connection of our own
+ * (the peer's main one is the engine thread's to watch).  fd or -errno. */
+static int fetch_channel_fd(struct shca_peer *p, uint32_t idx, uint32_t gen)
+{
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct timeval tv = { CONNECT_TIMEOUT_S, 0 };
+	struct chan_req req = { CHAN_REQ_MAGIC, idx, gen };
+	struct sockaddr_un sa;
+	struct hello h;
+	int32_t answer = -EPROTO;
+	struct iovec iov = { &answer, sizeof(answer) };
+	struct msghdr msg;
+	struct cmsghdr *cm;
+	int fd, fds[2], cfd = -EPROTO;
+
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa,
+		    slot_addr(&sa, (uint16_t)(shca_port_base() + p->slot))) ||
+	    recv_hello(fd, &h, fds)) {
+		close(fd);
+		return -ECONNREFUSED;
+	}
+	close(fds[0]);
+	close(fds[1]);
+	if (h.pid != p->pid || send(fd, &req, sizeof(req), MSG_NOSIGNAL) < 0)
+		goto out;
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = u.buf;
+	msg.msg_controllen = sizeof(u.buf);
+	if (recvmsg(fd, &msg, MSG_CMSG_CLOEXEC) != (ssize_t)sizeof(answer))
+		goto out;
+	cm = CMSG_FIRSTHDR(&msg);
+	if (!answer && cm && cm->cmsg_type == SCM_RIGHTS &&
+	    cm->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&cfd, CMSG_DATA(cm), sizeof(int));
+	else
+		cfd = answer ? answer : -EPROTO;
+out:
+	close(fd);
+	return cfd;
+}
+
+/* The eventfd of the peer's channel idx (generation gen), or -1. */
+static int channel_fd(struct shca_peer *p, uint32_t idx, uint32_t gen)
+{
+	struct shca_peer_chan *c;
+	int fd = -1;
+
+	if (idx >= 4096)
+		return -1;
+	pthread_mutex_lock(&p->chan_lock);
+	if (idx >= p->nchans) {
+		unsigned int n = idx + 16, i;
+
+		c = realloc(p->chans, n * sizeof(*c));
+		if (!c)
+			goto out;
+		for (i = p->nchans; i < n; i++)
+			c[i].fd = -1;
+		p->chans = c;
+		p->nchans = n;
+	}
+	c = &p->chans[idx];
+	if (c->fd >= 0 && c->gen != gen) {
+		close(c->fd);	/* a channel that is gone */
+		c->fd = -1;
+	}
+	if (c->fd < 0) {
+		int r = fetch_channel_fd(p, idx, gen);
+
+		if (r < 0)
+			goto out;
+		c->fd = r;
+		c->gen = gen;
+	}
+	fd = c->fd;
+out:
+	pthread_mutex_unlock(&p->chan_lock);
+	return fd;
+}
+
+void shca_peer_notify_cq(struct shca_peer *p, struct shca_cq_shm *cq)
+{
+	uint32_t idx = __atomic_load_n(&cq->chan_idx, __ATOMIC_ACQUIRE);
+	uint64_t one = 1;
+	int fd;
+
+	__atomic_store_n(&cq->notify_pending, 1, __ATOMIC_RELEASE);
+	fd = idx ? channel_fd(p, idx - 1, cq->chan_gen) : -1;
+	if (fd >= 0 && write(fd, &one, sizeof(one)) == sizeof(one))
+		return;
+	/* the owner's engine reports it instead */
+	__atomic_store_n(&shca_arena_hdr(p->arena)->doorbell_pending, 1,
+			 __ATOMIC_RELEASE);
+	shca_peer_doorbell(p);
 }
 
 void shca_peer_doorbell(struct shca_peer *p)

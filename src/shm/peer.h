@@ -13,7 +13,9 @@
 #ifndef SOFTHCA_SHM_PEER_H
 #define SOFTHCA_SHM_PEER_H
 
+#include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -27,6 +29,9 @@ struct shca_peer {
 	int doorbell;		/* its engine's eventfd */
 	bool self;
 	bool cma;		/* process_vm_readv/writev allowed */
+	pthread_mutex_t chan_lock;	/* the channel fds below */
+	struct shca_peer_chan *chans;	/* its channels' eventfds, by idx */
+	unsigned int nchans;
 	bool dead;		/* hung up or gone: shca_peer_dead() */
 };
 
@@ -53,6 +58,18 @@ struct shca_peer *shca_peer_get(int slot);
 
 /* Wake the peer's engine (after setting a *_pending word in its arena). */
 void shca_peer_doorbell(struct shca_peer *p);
+
+/*
+ * A completion of ours fired the peer's armed CQ: mark it and wake the
+ * reader of its completion channel directly (the channel's eventfd, asked
+ * of the owner once), or through the owner's engine if that fails.
+ */
+struct shca_cq_shm;
+void shca_peer_notify_cq(struct shca_peer *p, struct shca_cq_shm *cq);
+
+/* How the owner answers a peer's request for a channel's eventfd:
+ * fn(idx, gen) returns a new descriptor, or -1. */
+void shca_peer_on_channel_request(int (*fn)(uint32_t idx, uint32_t gen));
 
 /*
  * Copy between this process and the peer's memory: local iovecs to remote

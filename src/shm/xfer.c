@@ -10,6 +10,7 @@
  * *_pending word and its engine is woken with the doorbell.
  */
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 
 #include "../common/log.h"
@@ -25,6 +26,22 @@ static bool can_receive(uint32_t state)
 {
 	return state == IBV_QPS_RTR || state == IBV_QPS_RTS ||
 	       state == IBV_QPS_SQD || state == IBV_QPS_SQE;
+}
+
+/*
+ * Has the peer's process gone?  A hang-up of its socket says so (the
+ * engine marks the peer dead), and so does a failed process_vm_*v; when a
+ * request moves no data it makes no such call, and a forked child of the
+ * peer may hold the socket open: ask the kernel.
+ */
+static bool peer_gone(struct shca_peer *p)
+{
+	if (p->dead)
+		return true;
+	if (p->self || !kill(p->pid, 0) || errno != ESRCH)
+		return false;
+	p->dead = true;
+	return true;
 }
 
 static void ring_owner(struct shca_peer *p)
@@ -95,8 +112,7 @@ static bool resp_complete(struct shca_peer *p, struct shca_qp_shm *q,
 		return false;
 	r = shca_cqshm_push(p->arena, p->arena_size, cq, wc, solicited);
 	if (r == SHCA_CQ_FIRED) {
-		__atomic_store_n(&cq->notify_pending, 1, __ATOMIC_RELEASE);
-		ring_owner(p);
+		shca_peer_notify_cq(p, cq);
 	} else if (r == SHCA_CQ_OVERRUN) {
 		__atomic_store_n(&cq->overflow_pending, 1, __ATOMIC_RELEASE);
 		ring_owner(p);
@@ -265,7 +281,9 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	if (!w) {
 		shca_plock_unlock(&rq->lock);
 		/* IBA 9.7.5.2.8: RC answers RNR NAK; UC and UD drop */
-		if (rc) {
+		if (rc && peer_gone(p)) {
+			res->outcome = SHCA_XFER_NO_RESPONSE;
+		} else if (rc) {
 			res->outcome = SHCA_XFER_RNR;
 			res->rnr_timer = (uint8_t)q->min_rnr_timer;
 		}
@@ -319,7 +337,9 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	}
 
 	/* place the data: GRH first for UD, then the payload */
-	if (x->grh && niov) {
+	if (!niov) {
+		ret = peer_gone(p) ? -ESRCH : 0;
+	} else if (x->grh) {
 		struct iovec g = { (void *)x->grh, SHCA_GRH_LEN };
 		struct iovec rg[MAX_IOV + 1];
 		uint64_t left = SHCA_GRH_LEN;
@@ -383,8 +403,12 @@ static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
 
 	res->outcome = SHCA_XFER_DONE;
 	res->status = IBV_WC_SUCCESS;
-	if (!x->length)
-		return;		/* IBA C9-88: no R_Key check for length 0 */
+	if (!x->length) {
+		/* IBA C9-88: no R_Key check for length 0 */
+		if (peer_gone(p))
+			res->outcome = SHCA_XFER_NO_RESPONSE;
+		return;
+	}
 	if (!(q->access & access) ||
 	    lookup_mr(p, q->pd, x->rkey, access, x->remote_addr, x->length,
 		      &va)) {

@@ -339,6 +339,8 @@ static struct shca_cq *cq_alloc(struct ibv_context *ctx, int cqe,
 	cq->cqx.cqe = (int)cq->shm->cqe;
 	cq->cqx.handle = (uint32_t)shca_arena_off(shca_arena_self(), cq->shm);
 	cqx_set_ops(&cq->cqx);
+	if (channel)
+		shca_channel_add_cq(to_schan(channel), cq);
 	pthread_mutex_lock(&cq_list_lock);
 	cq->next = cq_list;
 	cq_list = cq;

@@ -24,6 +24,7 @@
 #include <sys/eventfd.h>
 
 #include "shca.h"
+#include "../shm/peer.h"
 
 struct shca_event {
 	struct shca_event *next;
@@ -64,13 +65,27 @@ static void signal_fd(int fd)
 		;
 }
 
+/* Empty the eventfd's counter without blocking (queue lock held: no
+ * other reader drains it meanwhile; writers only add). */
 static void drain_fd(int fd)
 {
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	uint64_t v;
 
-	/* the counter is >= 1 here, so this never blocks */
+	if (poll(&pfd, 1, 0) != 1)
+		return;
 	while (read(fd, &v, sizeof(v)) < 0 && errno == EINTR)
 		;
+}
+
+/* Append without signalling: the reader's own collect step. */
+static void queue_append(struct shca_event_queue *q, struct shca_event *ev)
+{
+	if (q->tail)
+		q->tail->next = ev;
+	else
+		q->head = ev;
+	q->tail = ev;
 }
 
 static void queue_push(struct shca_event_queue *q, enum ibv_event_type type,
@@ -85,11 +100,7 @@ static void queue_push(struct shca_event_queue *q, enum ibv_event_type type,
 	ev->type = type;
 	ev->obj = obj;
 	pthread_mutex_lock(&q->lock);
-	if (q->tail)
-		q->tail->next = ev;
-	else
-		q->head = ev;
-	q->tail = ev;
+	queue_append(q, ev);
 	/* every event wakes the fd, as the kernel's event files do */
 	signal_fd(q->fd);
 	pthread_mutex_unlock(&q->lock);
@@ -110,12 +121,26 @@ static int queue_pop(struct shca_event_queue *q,
 		int flags;
 
 		pthread_mutex_lock(&q->lock);
+		if (q->collect)
+			q->collect(q);
+		if (!q->head) {
+			/* nothing: a stale wake-up, or a mark set after we
+			 * looked and before the write we drain now */
+			drain_fd(q->fd);
+			if (q->collect)
+				q->collect(q);
+		}
 		ev = q->head;
 		if (ev) {
 			q->head = ev->next;
 			if (!q->head) {
 				q->tail = NULL;
 				drain_fd(q->fd);
+				if (q->collect) {
+					q->collect(q);
+					if (q->head)
+						signal_fd(q->fd);
+				}
 			}
 			deliver(ev, arg);
 			pthread_mutex_unlock(&q->lock);
@@ -308,9 +333,57 @@ void shca_latest_ibv_ack_async_event(struct ibv_async_event *event)
 /* ------------------------------------------------------------------ */
 /* Completion channels                                                 */
 
+/*
+ * The process's channel table: what a peer names (index and generation)
+ * when it asks for a channel's eventfd.
+ */
+#define MAX_CHANNELS 4096
+
+static pthread_mutex_t chan_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shca_comp_channel *chan_table[MAX_CHANNELS];
+static uint32_t chan_gen;
+
+/* A duplicate of channel idx's eventfd if it still has generation gen,
+ * or -1: for a peer that asked (shm/peer.c). */
+static int channel_fd_for_peer(uint32_t idx, uint32_t gen)
+{
+	int fd = -1;
+
+	pthread_mutex_lock(&chan_lock);
+	if (idx < MAX_CHANNELS && chan_table[idx] &&
+	    chan_table[idx]->gen == gen)
+		fd = fcntl(chan_table[idx]->q.fd, F_DUPFD_CLOEXEC, 0);
+	pthread_mutex_unlock(&chan_lock);
+	return fd;
+}
+
+/* Completions that fired one of the channel's CQs, marked by peers. */
+static void channel_collect(struct shca_event_queue *q)
+{
+	struct shca_comp_channel *ch = container_of(q, struct shca_comp_channel,
+						    q);
+	struct shca_cq *cq;
+
+	for (cq = ch->cqs; cq; cq = cq->chan_next) {
+		struct shca_event *ev;
+
+		if (!__atomic_load_n(&cq->shm->notify_pending,
+				     __ATOMIC_ACQUIRE))
+			continue;
+		ev = calloc(1, sizeof(*ev));
+		if (!ev)
+			return;	/* left marked: the next reader takes it */
+		__atomic_store_n(&cq->shm->notify_pending, 0,
+				 __ATOMIC_RELEASE);
+		ev->obj = cq;
+		queue_append(q, ev);
+	}
+}
+
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
 {
 	struct shca_comp_channel *ch = calloc(1, sizeof(*ch));
+	uint32_t i;
 	int ret;
 
 	if (!ch)
@@ -320,10 +393,38 @@ struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
 		free(ch);
 		return SHCA_ERR_PTR(-ret);
 	}
+	ch->q.collect = channel_collect;
 	ch->ch.context = context;
 	ch->ch.fd = ch->q.fd;
 	ch->ch.refcnt = 0;
+	shca_peer_on_channel_request(channel_fd_for_peer);
+
+	pthread_mutex_lock(&chan_lock);
+	for (i = 0; i < MAX_CHANNELS && chan_table[i]; i++)
+		;
+	if (i < MAX_CHANNELS) {
+		ch->idx = i;
+		ch->gen = ++chan_gen;
+		chan_table[i] = ch;
+	} else {
+		ch->idx = UINT32_MAX;	/* peers go through the doorbell */
+	}
+	pthread_mutex_unlock(&chan_lock);
 	return &ch->ch;
+}
+
+/* The channel of a new CQ: its CQ list, and where peers find it. */
+void shca_channel_add_cq(struct shca_comp_channel *ch, struct shca_cq *cq)
+{
+	pthread_mutex_lock(&ch->q.lock);
+	cq->chan_next = ch->cqs;
+	ch->cqs = cq;
+	if (ch->idx != UINT32_MAX) {
+		cq->shm->chan_gen = ch->gen;
+		__atomic_store_n(&cq->shm->chan_idx, ch->idx + 1,
+				 __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&ch->q.lock);
 }
 
 /*
@@ -341,6 +442,10 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 		pthread_mutex_unlock(&context->mutex);
 		return EBUSY;
 	}
+	pthread_mutex_lock(&chan_lock);
+	if (ch->idx < MAX_CHANNELS)
+		chan_table[ch->idx] = NULL;
+	pthread_mutex_unlock(&chan_lock);
 	shca_event_queue_destroy(&ch->q);
 	free(ch);
 	pthread_mutex_unlock(&context->mutex);
@@ -356,8 +461,19 @@ void shca_cq_comp_event(struct shca_cq *cq)
 		queue_push(&to_schan(channel)->q, 0, cq);
 }
 
+/* A CQ goes: its undelivered events and its place in the channel. */
 void shca_channel_forget_cq(struct shca_comp_channel *ch, struct shca_cq *cq)
 {
+	struct shca_cq **pp;
+
+	pthread_mutex_lock(&ch->q.lock);
+	__atomic_store_n(&cq->shm->chan_idx, 0, __ATOMIC_RELEASE);
+	for (pp = &ch->cqs; *pp; pp = &(*pp)->chan_next)
+		if (*pp == cq) {
+			*pp = cq->chan_next;
+			break;
+		}
+	pthread_mutex_unlock(&ch->q.lock);
 	queue_remove_obj(&ch->q, cq);
 }
 

@@ -98,6 +98,7 @@ static pthread_mutex_t qp_table_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shca_qp *qp_table[SHCA_QPN_INDEX_MASK + 1];
 static uint32_t qp_next_index;
 static bool qp_next_seeded;
+static struct shca_qp *qp_list;		/* the same QPs, for walking */
 
 static int qp_table_insert(struct shca_qp *qp, int slot)
 {
@@ -113,6 +114,8 @@ static int qp_table_insert(struct shca_qp *qp, int slot)
 		if (qp_table[idx] || !shca_qpn_index_valid(slot, idx))
 			continue;
 		qp_table[idx] = qp;
+		qp->next = qp_list;
+		qp_list = qp;
 		qp_next_index = idx + 1;
 		qp->qpn_index = idx;
 		qp->ibqp.qp_num = shca_qpn_make(slot, idx);
@@ -130,6 +133,8 @@ static int qp_table_insert(struct shca_qp *qp, int slot)
 
 static void qp_table_remove(struct shca_qp *qp)
 {
+	struct shca_qp **pp;
+
 	pthread_mutex_lock(&qp_table_lock);
 	if (qp_table[qp->qpn_index] == qp) {
 		/* peers stop finding it before it goes */
@@ -138,18 +143,22 @@ static void qp_table_remove(struct shca_qp *qp)
 					 shca_arena_self()->base)[qp->qpn_index],
 				 0, __ATOMIC_RELEASE);
 		qp_table[qp->qpn_index] = NULL;
+		for (pp = &qp_list; *pp; pp = &(*pp)->next)
+			if (*pp == qp) {
+				*pp = qp->next;
+				break;
+			}
 	}
 	pthread_mutex_unlock(&qp_table_lock);
 }
 
 void shca_qp_foreach(void (*fn)(struct shca_qp *qp, void *arg), void *arg)
 {
-	uint32_t i;
+	struct shca_qp *qp;
 
 	pthread_mutex_lock(&qp_table_lock);
-	for (i = 0; i <= SHCA_QPN_INDEX_MASK; i++)
-		if (qp_table[i])
-			fn(qp_table[i], arg);
+	for (qp = qp_list; qp; qp = qp->next)
+		fn(qp, arg);
 	pthread_mutex_unlock(&qp_table_lock);
 }
 

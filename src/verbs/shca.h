@@ -94,8 +94,11 @@ extern const char shca_device_ops_tag[];
 /* Asynchronous events: a queue behind a pollable eventfd. */
 struct shca_event_queue {
 	pthread_mutex_t lock;
-	int fd;				/* eventfd: readable iff queue non-empty */
+	int fd;				/* eventfd: readable when an event may be
+					 * there (see event.c) */
 	struct shca_event *head, *tail;
+	/* channels: move events peers signalled directly into the queue */
+	void (*collect)(struct shca_event_queue *q);
 };
 
 struct shca_event;
@@ -125,6 +128,8 @@ struct shca_mr {
 struct shca_comp_channel {
 	struct ibv_comp_channel ch;
 	struct shca_event_queue q;
+	uint32_t idx, gen;		/* in the process's channel table */
+	struct shca_cq *cqs;		/* CQs on this channel, under q.lock */
 };
 
 /*
@@ -145,6 +150,7 @@ struct shca_cq {
 	uint32_t async_events_reported;
 	bool is_ex;
 	struct shca_cq *next;		/* the process's CQ list */
+	struct shca_cq *chan_next;	/* its channel's CQ list */
 };
 
 /*
@@ -232,6 +238,7 @@ struct shca_qp {
 	uint32_t head_rnr_retries;
 	struct shca_peer *peer;		/* RC/UC: the destination's process */
 	bool comm_est_reported;
+	struct shca_qp *next;		/* the process's QP list */
 };
 
 struct shca_ah {
@@ -338,6 +345,7 @@ void shca_async_event(struct shca_context *sctx, enum ibv_event_type type,
 		      void *obj);
 void shca_cq_comp_event(struct shca_cq *cq);
 void shca_channel_forget_cq(struct shca_comp_channel *ch, struct shca_cq *cq);
+void shca_channel_add_cq(struct shca_comp_channel *ch, struct shca_cq *cq);
 void shca_async_forget(struct shca_context *sctx, void *obj);
 
 /* pd.c, mr.c */
