@@ -36,11 +36,11 @@ static bool can_receive(uint32_t state)
  */
 static bool peer_gone(struct shca_peer *p)
 {
-	if (p->dead)
+	if (shca_peer_dead(p))
 		return true;
 	if (p->self || !kill(p->pid, 0) || errno != ESRCH)
 		return false;
-	p->dead = true;
+	shca_peer_set_dead(p);
 	return true;
 }
 
@@ -146,6 +146,11 @@ static void fail_rc(struct shca_xfer_result *res, struct shca_peer *p,
 		    struct shca_qp_shm *q, enum ibv_wc_status status,
 		    uint32_t pend)
 {
+	/* a dead process NAKs nothing: its QPs are gone */
+	if (peer_gone(p)) {
+		res->outcome = SHCA_XFER_NO_RESPONSE;
+		return;
+	}
 	res->outcome = SHCA_XFER_DONE;
 	res->status = status;
 	qp_pending(p, q, pend);

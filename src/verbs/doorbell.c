@@ -31,8 +31,12 @@ static void qp_doorbell(struct shca_qp *qp, void *arg)
 				  __ATOMIC_ACQ_REL);
 	if ((bits & SHCA_QP_PEND_COMM_EST) && !qp->comm_est_reported) {
 		qp->comm_est_reported = true;
-		/* IBA 11.6.3.1: the first message received in RTR */
-		if (qp->attr.qp_state == IBV_QPS_RTR)
+		/*
+		 * IBA 11.6.3.1: the first message received in RTR (the
+		 * peer saw RTR).  The application may have moved the QP on
+		 * to RTS since: the event happened all the same.
+		 */
+		if (qp->attr.qp_state != IBV_QPS_RESET)
 			shca_async_event(sctx, IBV_EVENT_COMM_EST, qp);
 	}
 	bits &= ~(uint32_t)SHCA_QP_PEND_COMM_EST;

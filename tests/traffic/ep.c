@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: MIT
+#include <arpa/inet.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 #include "common.h"
@@ -74,28 +78,75 @@ void ep_create(struct ep *e, const struct ep_opts *o)
 		e->ch = ibv_create_comp_channel(e->ctx);
 		ASSERT_NOT_NULL(e->ch);
 	}
-	e->scq = ibv_create_cq(e->ctx, o->cqe, NULL, e->ch, 0);
-	ASSERT_NOT_NULL(e->scq);
-	e->rcq = ibv_create_cq(e->ctx, o->cqe, NULL, e->ch, 0);
-	ASSERT_NOT_NULL(e->rcq);
+	if (o->wc_flags) {
+		struct ibv_cq_init_attr_ex ca;
+
+		memset(&ca, 0, sizeof(ca));
+		ca.cqe = (uint32_t)o->cqe;
+		ca.cq_context = o->cq_context;
+		ca.channel = e->ch;
+		ca.wc_flags = o->wc_flags;
+		e->scqx = ibv_create_cq_ex(e->ctx, &ca);
+		ASSERT_NOT_NULL(e->scqx);
+		e->rcqx = ibv_create_cq_ex(e->ctx, &ca);
+		ASSERT_NOT_NULL(e->rcqx);
+		e->scq = ibv_cq_ex_to_cq(e->scqx);
+		e->rcq = ibv_cq_ex_to_cq(e->rcqx);
+	} else {
+		e->scq = ibv_create_cq(e->ctx, o->cqe, o->cq_context, e->ch,
+				       0);
+		ASSERT_NOT_NULL(e->scq);
+		e->rcq = ibv_create_cq(e->ctx, o->cqe, o->cq_context, e->ch,
+				       0);
+		ASSERT_NOT_NULL(e->rcq);
+	}
 	e->size = o->buf_size;
 	ASSERT_EQ(posix_memalign((void **)&e->buf, 4096, e->size), 0);
 	memset(e->buf, 0, e->size);
 	e->mr = ibv_reg_mr(e->pd, e->buf, e->size, o->access);
 	ASSERT_NOT_NULL(e->mr);
 
+	if (o->use_srq) {
+		struct ibv_srq_init_attr sa;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.attr.max_wr = (uint32_t)o->max_recv_wr;
+		sa.attr.max_sge = (uint32_t)o->max_sge;
+		e->srq = ibv_create_srq(e->pd, &sa);
+		ASSERT_NOT_NULL(e->srq);
+	}
+
 	memset(&ia, 0, sizeof(ia));
 	ia.send_cq = e->scq;
 	ia.recv_cq = e->rcq;
-	ia.srq = o->srq;
+	ia.srq = o->use_srq ? e->srq : o->srq;
 	ia.qp_type = o->type;
 	ia.cap.max_send_wr = (uint32_t)o->max_send_wr;
 	ia.cap.max_recv_wr = (uint32_t)o->max_recv_wr;
 	ia.cap.max_send_sge = (uint32_t)o->max_sge;
 	ia.cap.max_recv_sge = (uint32_t)o->max_sge;
 	ia.cap.max_inline_data = (uint32_t)o->max_inline;
-	e->qp = ibv_create_qp(e->pd, &ia);
-	ASSERT_NOT_NULL(e->qp);
+	if (o->send_ops_flags) {
+		struct ibv_qp_init_attr_ex ix;
+
+		memset(&ix, 0, sizeof(ix));
+		ix.send_cq = ia.send_cq;
+		ix.recv_cq = ia.recv_cq;
+		ix.srq = ia.srq;
+		ix.qp_type = ia.qp_type;
+		ix.cap = ia.cap;
+		ix.comp_mask = IBV_QP_INIT_ATTR_PD |
+			       IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		ix.pd = e->pd;
+		ix.send_ops_flags = o->send_ops_flags;
+		e->qp = ibv_create_qp_ex(e->ctx, &ix);
+		ASSERT_NOT_NULL(e->qp);
+		e->qpx = ibv_qp_to_qp_ex(e->qp);
+		ASSERT_NOT_NULL(e->qpx);
+	} else {
+		e->qp = ibv_create_qp(e->pd, &ia);
+		ASSERT_NOT_NULL(e->qp);
+	}
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
@@ -109,6 +160,8 @@ void ep_create(struct ep *e, const struct ep_opts *o)
 		a.qp_access_flags = o->access & ~IBV_ACCESS_LOCAL_WRITE;
 		if (o->type == IBV_QPT_UC)
 			a.qp_access_flags &= IBV_ACCESS_REMOTE_WRITE;
+		if (o->qp_access_set)
+			a.qp_access_flags = o->qp_access;
 		mask |= IBV_QP_ACCESS_FLAGS;
 	}
 	ASSERT_EQ(ibv_modify_qp(e->qp, &a, mask), 0);
@@ -121,7 +174,7 @@ void ep_create(struct ep *e, const struct ep_opts *o)
 	e->self.addr = (uintptr_t)e->buf;
 }
 
-void ep_connect(struct ep *e, const struct ep_opts *o)
+void ep_to_rtr(struct ep *e, const struct ep_opts *o)
 {
 	struct ibv_qp_attr a;
 	int mask;
@@ -149,20 +202,6 @@ void ep_connect(struct ep *e, const struct ep_opts *o)
 	}
 	ASSERT_EQ(ibv_modify_qp(e->qp, &a, mask), 0);
 
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = e->self.psn;
-	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-	if (o->type == IBV_QPT_RC) {
-		a.timeout = (uint8_t)o->timeout;
-		a.retry_cnt = (uint8_t)o->retry_cnt;
-		a.rnr_retry = (uint8_t)o->rnr_retry;
-		a.max_rd_atomic = 16;
-		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			IBV_QP_MAX_QP_RD_ATOMIC;
-	}
-	ASSERT_EQ(ibv_modify_qp(e->qp, &a, mask), 0);
-
 	if (o->type == IBV_QPT_UD) {
 		struct ibv_ah_attr ah;
 
@@ -177,14 +216,45 @@ void ep_connect(struct ep *e, const struct ep_opts *o)
 	}
 }
 
+void ep_to_rts(struct ep *e, const struct ep_opts *o)
+{
+	struct ibv_qp_attr a;
+	int mask;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = e->self.psn;
+	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (o->type == IBV_QPT_RC) {
+		a.timeout = (uint8_t)o->timeout;
+		a.retry_cnt = (uint8_t)o->retry_cnt;
+		a.rnr_retry = (uint8_t)o->rnr_retry;
+		a.max_rd_atomic = 16;
+		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			IBV_QP_MAX_QP_RD_ATOMIC;
+	}
+	ASSERT_EQ(ibv_modify_qp(e->qp, &a, mask), 0);
+}
+
+void ep_connect(struct ep *e, const struct ep_opts *o)
+{
+	ep_to_rtr(e, o);
+	ep_to_rts(e, o);
+}
+
 void ep_destroy(struct ep *e)
 {
 	if (e->ah)
 		ASSERT_EQ(ibv_destroy_ah(e->ah), 0);
-	ASSERT_EQ(ibv_destroy_qp(e->qp), 0);
+	if (e->qp)
+		ASSERT_EQ(ibv_destroy_qp(e->qp), 0);
+	if (e->srq)
+		ASSERT_EQ(ibv_destroy_srq(e->srq), 0);
 	ASSERT_EQ(ibv_dereg_mr(e->mr), 0);
-	ASSERT_EQ(ibv_destroy_cq(e->scq), 0);
-	ASSERT_EQ(ibv_destroy_cq(e->rcq), 0);
+	if (e->scq)
+		ASSERT_EQ(ibv_destroy_cq(e->scq), 0);
+	if (e->rcq)
+		ASSERT_EQ(ibv_destroy_cq(e->rcq), 0);
 	if (e->ch)
 		ASSERT_EQ(ibv_destroy_comp_channel(e->ch), 0);
 	ASSERT_EQ(ibv_dealloc_pd(e->pd), 0);
@@ -212,4 +282,234 @@ void ep_poll(struct ibv_cq *cq, struct ibv_wc *wc, int n)
 				     n);
 		usleep(10);
 	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Helpers of the error and event tests                                */
+
+int ep_post(struct ep *e, uint64_t wr_id, enum ibv_wr_opcode op,
+	    uint64_t off, uint32_t len, uint64_t remote_off,
+	    unsigned int flags)
+{
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uintptr_t)e->buf + off;
+	sge.length = len;
+	sge.lkey = e->mr->lkey;
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = len ? 1 : 0;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED | flags;
+	wr.imm_data = htonl((uint32_t)wr_id);
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+		wr.wr.rdma.remote_addr = e->peer.addr + remote_off;
+		wr.wr.rdma.rkey = e->peer.rkey;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		wr.wr.atomic.remote_addr = e->peer.addr + remote_off;
+		wr.wr.atomic.rkey = e->peer.rkey;
+		wr.wr.atomic.compare_add = 1;
+		break;
+	default:
+		break;
+	}
+	if (e->type == IBV_QPT_UD) {
+		wr.wr.ud.ah = e->ah;
+		wr.wr.ud.remote_qpn = e->peer.qpn;
+		wr.wr.ud.remote_qkey = 0x11111111;
+	}
+	return ibv_post_send(e->qp, &wr, &bad);
+}
+
+int ep_post_recv(struct ep *e, uint64_t wr_id, uint64_t off, uint32_t len)
+{
+	struct ibv_recv_wr wr, *bad;
+	struct ibv_sge sge;
+
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uintptr_t)e->buf + off;
+	sge.length = len;
+	sge.lkey = e->mr->lkey;
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	if (e->srq)
+		return ibv_post_srq_recv(e->srq, &wr, &bad);
+	return ibv_post_recv(e->qp, &wr, &bad);
+}
+
+struct ibv_wc ep_expect(struct ibv_cq *cq, struct ibv_qp *qp, uint64_t wr_id,
+			enum ibv_wc_status status)
+{
+	struct ibv_wc wc;
+
+	ep_poll(cq, &wc, 1);
+	if (wc.wr_id != wr_id || wc.status != status)
+		harness_fail(__FILE__, __LINE__,
+			     "completion wr_id 0x%" PRIx64 " status %s (%d), "
+			     "expected wr_id 0x%" PRIx64 " status %s (%d)",
+			     (uint64_t)wc.wr_id, ibv_wc_status_str(wc.status),
+			     wc.status, wr_id, ibv_wc_status_str(status),
+			     status);
+	if (qp && wc.qp_num != qp->qp_num)
+		harness_fail(__FILE__, __LINE__,
+			     "completion of wr_id 0x%" PRIx64 ": qp_num 0x%x, "
+			     "expected 0x%x", wr_id, wc.qp_num, qp->qp_num);
+	return wc;
+}
+
+void ep_expect_empty(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+	int n = ibv_poll_cq(cq, 1, &wc);
+
+	if (n)
+		harness_fail(__FILE__, __LINE__,
+			     "unexpected completion: wr_id 0x%" PRIx64
+			     " status %s",
+			     (uint64_t)wc.wr_id, ibv_wc_status_str(wc.status));
+}
+
+enum ibv_qp_state ep_qp_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr a;
+
+	ASSERT_EQ(ibv_query_qp(qp, &a, IBV_QP_STATE, &init), 0);
+	return a.qp_state;
+}
+
+static double elapsed_s(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) +
+	       (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+void ep_wait_qp_state(struct ibv_qp *qp, enum ibv_qp_state state)
+{
+	struct timespec t0;
+	enum ibv_qp_state s;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while ((s = ep_qp_state(qp)) != state) {
+		if (elapsed_s(&t0) > 10)
+			harness_fail(__FILE__, __LINE__,
+				     "QP 0x%06x in state %d after 10 s, "
+				     "expected %d",
+				     qp->qp_num, s, state);
+		usleep(100);
+	}
+}
+
+bool ep_readable(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int n;
+
+	do
+		n = poll(&p, 1, ms);
+	while (n < 0 && errno == EINTR);
+	ASSERT_GE(n, 0);
+	return n > 0;
+}
+
+void ep_wait_async(struct ibv_context *ctx, enum ibv_event_type type,
+		   struct ibv_async_event *ev)
+{
+	if (!ep_readable(ctx->async_fd, 10000))
+		harness_fail(__FILE__, __LINE__,
+			     "no async event after 10 s, expected %s",
+			     ibv_event_type_str(type));
+	ASSERT_EQ(ibv_get_async_event(ctx, ev), 0);
+	if (ev->event_type != type)
+		harness_fail(__FILE__, __LINE__, "async event %s, expected %s",
+			     ibv_event_type_str(ev->event_type),
+			     ibv_event_type_str(type));
+}
+
+void ep_expect_no_async(struct ibv_context *ctx)
+{
+	struct ibv_async_event ev;
+
+	if (!ep_readable(ctx->async_fd, 0))
+		return;
+	ASSERT_EQ(ibv_get_async_event(ctx, &ev), 0);
+	harness_fail(__FILE__, __LINE__, "unexpected async event %s",
+		     ibv_event_type_str(ev.event_type));
+}
+
+void duo_fork(struct duo *d, void (*fn)(int fd, void *arg), void *arg)
+{
+	int sv[2];
+
+	ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	fflush(stdout);
+	fflush(stderr);
+	d->pid = fork();
+	ASSERT_GE(d->pid, 0);
+	if (d->pid == 0) {
+		close(sv[0]);
+		fn(sv[1], arg);
+		fflush(stdout);
+		_exit(0);
+	}
+	close(sv[1]);
+	d->fd = sv[0];
+}
+
+void duo_wait(struct duo *d)
+{
+	int status;
+
+	ASSERT_EQ(waitpid(d->pid, &status, 0), d->pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		harness_fail(__FILE__, __LINE__, "the other process failed "
+			     "(status 0x%x)", status);
+	close(d->fd);
+}
+
+void duo_signal(int fd, char c)
+{
+	xwrite(fd, &c, 1);
+}
+
+void duo_expect(int fd, char c)
+{
+	char got;
+
+	if (read(fd, &got, 1) != 1)
+		harness_fail(__FILE__, __LINE__,
+			     "the other process is gone (waiting for '%c')",
+			     c);
+	if (got != c)
+		harness_fail(__FILE__, __LINE__, "got step '%c', expected '%c'",
+			     got, c);
+}
+
+void ep_pair(struct ep *a, const struct ep_opts *oa, struct ep *b,
+	     const struct ep_opts *ob)
+{
+	ep_create(a, oa);
+	ep_create(b, ob);
+	a->peer = b->self;
+	b->peer = a->self;
+	ep_connect(a, oa);
+	ep_connect(b, ob);
+}
+
+void ep_open_remote(struct ep *e, const struct ep_opts *o, int fd)
+{
+	ep_create(e, o);
+	ep_exchange(fd, &e->self, &e->peer);
+	ep_connect(e, o);
 }

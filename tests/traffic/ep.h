@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <infiniband/verbs.h>
 
 struct ep_info {
@@ -24,10 +25,13 @@ struct ep {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
 	struct ibv_cq *scq, *rcq;
+	struct ibv_cq_ex *scqx, *rcqx;	/* ep_opts.wc_flags: CQs ex */
 	struct ibv_comp_channel *ch;
 	struct ibv_qp *qp;
+	struct ibv_qp_ex *qpx;		/* ep_opts.send_ops_flags */
 	struct ibv_mr *mr;
 	struct ibv_ah *ah;		/* UD: to the peer */
+	struct ibv_srq *srq;		/* ep_opts.use_srq: the QP's SRQ */
 	uint8_t *buf;
 	size_t size;
 	enum ibv_qp_type type;
@@ -48,14 +52,24 @@ struct ep_opts {
 	int rnr_retry;			/* default 7 */
 	int timeout;			/* default 14 */
 	int retry_cnt;			/* default 7 */
-	struct ibv_srq *srq;
+	struct ibv_srq *srq;		/* the caller's SRQ (in its PD) */
+	bool use_srq;			/* or one of the endpoint's own */
+	void *cq_context;		/* of both CQs */
+	bool qp_access_set;		/* QP access other than the MR's: */
+	int qp_access;			/* these */
+	uint64_t wc_flags;		/* non-zero: create_cq_ex */
+	uint64_t send_ops_flags;	/* non-zero: ibv_create_qp_ex, qpx */
 };
 
 void ep_default_opts(struct ep_opts *o, enum ibv_qp_type type);
 /* Create (to INIT); fails the test on error. */
 void ep_create(struct ep *e, const struct ep_opts *o);
-/* Move to RTR and RTS towards e->peer. */
+/* Move to RTR and RTS towards e->peer (UD: and make e->ah). */
 void ep_connect(struct ep *e, const struct ep_opts *o);
+void ep_to_rtr(struct ep *e, const struct ep_opts *o);
+void ep_to_rts(struct ep *e, const struct ep_opts *o);
+/* Destroy what is left (a test may destroy the QP, SRQ or CQs itself
+ * and set the pointer to NULL). */
 void ep_destroy(struct ep *e);
 
 /* Wait for n completions on cq (fails the test after ~10 s). */
@@ -65,5 +79,59 @@ void ep_poll(struct ibv_cq *cq, struct ibv_wc *wc, int n);
 void ep_exchange(int fd, const struct ep_info *mine, struct ep_info *theirs);
 void xwrite(int fd, const void *p, size_t len);
 void xread(int fd, void *p, size_t len);
+
+/* ------------------------------------------------------------------ */
+/* Helpers of the error and event tests                                */
+
+/* Post one WR: opcode, len bytes at buf + off, signaled, immediate data
+ * htonl(wr_id) (RC/UC: the peer's buffer at remote_off for RDMA and
+ * atomics; UD: to the peer). */
+int ep_post(struct ep *e, uint64_t wr_id, enum ibv_wr_opcode op,
+	    uint64_t off, uint32_t len, uint64_t remote_off,
+	    unsigned int flags);
+/* Post one receive of len bytes at buf + off (to the SRQ if there is
+ * one); returns the verb's result. */
+int ep_post_recv(struct ep *e, uint64_t wr_id, uint64_t off, uint32_t len);
+
+/* Poll one completion (fails after ~10 s) and check wr_id, status and
+ * (unless qp is NULL) qp_num; returns it. */
+struct ibv_wc ep_expect(struct ibv_cq *cq, struct ibv_qp *qp, uint64_t wr_id,
+			enum ibv_wc_status status);
+/* The CQ holds no completion now. */
+void ep_expect_empty(struct ibv_cq *cq);
+
+enum ibv_qp_state ep_qp_state(struct ibv_qp *qp);
+/* Wait (up to ~10 s) until the QP is in state. */
+void ep_wait_qp_state(struct ibv_qp *qp, enum ibv_qp_state state);
+
+/* Wait (up to ~10 s) for the next async event; it must be of type. */
+void ep_wait_async(struct ibv_context *ctx, enum ibv_event_type type,
+		   struct ibv_async_event *ev);
+/* No async event is pending now. */
+void ep_expect_no_async(struct ibv_context *ctx);
+/* Is fd readable within ms milliseconds? */
+bool ep_readable(int fd, int ms);
+
+/*
+ * Two processes: fork a child that runs fn(fd, arg) and exits 0; the
+ * parent gets the other end of a socketpair.  duo_wait() checks the
+ * child's exit status.
+ */
+struct duo {
+	pid_t pid;
+	int fd;
+};
+
+void duo_fork(struct duo *d, void (*fn)(int fd, void *arg), void *arg);
+void duo_wait(struct duo *d);
+/* One byte each way: a step both sides reached. */
+void duo_signal(int fd, char c);
+void duo_expect(int fd, char c);
+
+/* Create both endpoints of this process and connect them to each other. */
+void ep_pair(struct ep *a, const struct ep_opts *oa, struct ep *b,
+	     const struct ep_opts *ob);
+/* Create, exchange over fd and connect: one side of a two-process pair. */
+void ep_open_remote(struct ep *e, const struct ep_opts *o, int fd);
 
 #endif
