@@ -99,7 +99,7 @@ struct shca_rq_shm {
 /* What a CQ ring holds: the ibv_wc plus what ibv_cq_ex can read. */
 struct shca_cqe {
 	struct ibv_wc wc;
-	uint64_t ts_ns;
+	uint64_t ts_ns;		/* device clock: CLOCK_MONOTONIC, ns */
 };
 
 enum {

@@ -11,11 +11,13 @@
 #include "../common/util.h"
 #include "queues.h"
 
-static uint64_t realtime_ns(void)
+/* The device clock (hca_core_clock 1 GHz): CLOCK_MONOTONIC, which is
+ * also what ibv_query_rt_values_ex reads. */
+static uint64_t device_clock_ns(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -113,7 +115,7 @@ int shca_cqshm_push(void *base, size_t size, struct shca_cq_shm *cq,
 	e = &ring[cq->tail & (cq->size - 1)];
 	e->wc = *wc;
 	if (cq->timestamps)
-		e->ts_ns = realtime_ns();
+		e->ts_ns = device_clock_ns();
 	__atomic_store_n(&cq->tail, cq->tail + 1, __ATOMIC_RELEASE);
 	if (cq->armed == SHCA_CQ_ARM_ALL ||
 	    (cq->armed == SHCA_CQ_ARM_SOLICITED &&

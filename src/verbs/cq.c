@@ -251,9 +251,17 @@ static uint64_t cqx_read_completion_ts(struct ibv_cq_ex *c)
 	return cqx_to_scq(c)->cur_cqe.ts_ns;
 }
 
+/* The device clock converted to the wall clock at the time of reading. */
 static uint64_t cqx_read_completion_wallclock_ns(struct ibv_cq_ex *c)
 {
-	return cqx_to_scq(c)->cur_cqe.ts_ns;
+	struct timespec mono, real;
+	int64_t offset;
+
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	clock_gettime(CLOCK_REALTIME, &real);
+	offset = ((int64_t)real.tv_sec - (int64_t)mono.tv_sec) * 1000000000ll +
+		 ((int64_t)real.tv_nsec - (int64_t)mono.tv_nsec);
+	return (uint64_t)((int64_t)cqx_to_scq(c)->cur_cqe.ts_ns + offset);
 }
 
 /* Not offered (create_cq_ex refuses the flags), but never NULL. */
