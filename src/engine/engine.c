@@ -75,7 +75,7 @@ static void timer_unlink(struct shca_timer *t)
 			*pp = t->next;
 			break;
 		}
-	t->armed = false;
+	__atomic_store_n(&t->armed, false, __ATOMIC_RELEASE);
 	t->next = NULL;
 }
 
@@ -92,7 +92,7 @@ void shca_timer_arm(struct shca_timer *t, uint64_t deadline)
 		;
 	t->next = *pp;
 	*pp = t;
-	t->armed = true;
+	__atomic_store_n(&t->armed, true, __ATOMIC_RELEASE);
 	if (timerfd >= 0 && timers == t)
 		program_timerfd();
 	pthread_mutex_unlock(&engine_lock);

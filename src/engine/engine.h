@@ -35,6 +35,11 @@ struct shca_timer {
 };
 
 void shca_timer_arm(struct shca_timer *t, uint64_t deadline);
+
+static inline bool shca_timer_armed(const struct shca_timer *t)
+{
+	return __atomic_load_n(&t->armed, __ATOMIC_ACQUIRE);
+}
 void shca_timer_cancel(struct shca_timer *t);
 
 uint64_t shca_now_ns(void);

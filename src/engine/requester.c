@@ -347,7 +347,7 @@ static void execute_locked(struct shca_qp *qp)
 			/* SQD/SQE stop; ERR flushes through modify */
 			return;
 		}
-		if (qp->retry_timer.armed)
+		if (shca_timer_armed(&qp->retry_timer))
 			return;
 
 		st = prepare(qp, w, &x, iov, grh, &peer);

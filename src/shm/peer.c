@@ -519,6 +519,51 @@ void shca_peer_notify_cq(struct shca_peer *p, struct shca_cq_shm *cq)
 	shca_peer_doorbell(p);
 }
 
+/* A dead peer that nobody uses: give back its arena and descriptors. */
+static void peer_unmap(struct shca_peer *p)
+{
+	bool no = false;
+	unsigned int i;
+
+	if (p->self || __atomic_load_n(&p->users, __ATOMIC_SEQ_CST) ||
+	    !__atomic_compare_exchange_n(&p->unmapped, &no, true, false,
+					 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return;
+	munmap(p->arena, p->arena_size);
+	close(p->doorbell);
+	pthread_mutex_lock(&p->chan_lock);
+	for (i = 0; i < p->nchans; i++)
+		if (p->chans[i].fd >= 0)
+			close(p->chans[i].fd);
+	free(p->chans);
+	p->chans = NULL;
+	p->nchans = 0;
+	pthread_mutex_unlock(&p->chan_lock);
+}
+
+void shca_peer_set_dead(struct shca_peer *p)
+{
+	__atomic_store_n(&p->dead, true, __ATOMIC_SEQ_CST);
+	peer_unmap(p);
+}
+
+bool shca_peer_hold(struct shca_peer *p)
+{
+	__atomic_add_fetch(&p->users, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&p->dead, __ATOMIC_SEQ_CST)) {
+		shca_peer_release(p);
+		return false;
+	}
+	return true;
+}
+
+void shca_peer_release(struct shca_peer *p)
+{
+	if (!__atomic_sub_fetch(&p->users, 1, __ATOMIC_SEQ_CST) &&
+	    __atomic_load_n(&p->dead, __ATOMIC_SEQ_CST))
+		peer_unmap(p);
+}
+
 void shca_peer_doorbell(struct shca_peer *p)
 {
 	uint64_t one = 1;

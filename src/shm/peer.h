@@ -29,6 +29,8 @@ struct shca_peer {
 	int doorbell;		/* its engine's eventfd */
 	bool self;
 	bool cma;		/* process_vm_readv/writev allowed */
+	int users;		/* requesters using the arena now */
+	bool unmapped;		/* dead, and its arena and fds released */
 	pthread_mutex_t chan_lock;	/* the channel fds below */
 	struct shca_peer_chan *chans;	/* its channels' eventfds, by idx */
 	unsigned int nchans;
@@ -41,10 +43,14 @@ static inline bool shca_peer_dead(const struct shca_peer *p)
 	return __atomic_load_n(&p->dead, __ATOMIC_ACQUIRE);
 }
 
-static inline void shca_peer_set_dead(struct shca_peer *p)
-{
-	__atomic_store_n(&p->dead, true, __ATOMIC_RELEASE);
-}
+void shca_peer_set_dead(struct shca_peer *p);
+
+/*
+ * Use the peer's arena: false if it is dead.  Every true is paired with a
+ * release; the last release after death unmaps the arena.
+ */
+bool shca_peer_hold(struct shca_peer *p);
+void shca_peer_release(struct shca_peer *p);
 
 /* Listen for peers on this process's slot; starts the engine.  0/-errno */
 int shca_peer_listen(void);

@@ -486,20 +486,31 @@ static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
 	res->atomic_orig = orig;
 }
 
+static void execute(struct shca_peer *p, const struct shca_xfer *x,
+		    struct shca_xfer_result *res);
+
 void shca_shm_execute(struct shca_peer *p, const struct shca_xfer *x,
 		      struct shca_xfer_result *res)
 {
-	bool rc = x->qp_type == IBV_QPT_RC;
-	struct shca_qp_shm *q;
-	uint32_t state;
-
 	memset(res, 0, sizeof(*res));
 	res->status = IBV_WC_SUCCESS;
 	/* an unreachable or absent responder: RC retries until its retry
 	 * count runs out, UC and UD lose the message */
-	res->outcome = rc ? SHCA_XFER_NO_RESPONSE : SHCA_XFER_DONE;
-	if (!p || shca_peer_dead(p))
+	res->outcome = x->qp_type == IBV_QPT_RC ? SHCA_XFER_NO_RESPONSE :
+						  SHCA_XFER_DONE;
+	/* the peer's arena stays mapped while we use it */
+	if (!p || !shca_peer_hold(p))
 		return;
+	execute(p, x, res);
+	shca_peer_release(p);
+}
+
+static void execute(struct shca_peer *p, const struct shca_xfer *x,
+		    struct shca_xfer_result *res)
+{
+	struct shca_qp_shm *q;
+	uint32_t state;
+
 	q = lookup_qp(p, x->dest_qpn);
 	if (!q || q->qp_type != (uint32_t)x->qp_type)
 		return;

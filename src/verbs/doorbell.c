@@ -24,21 +24,28 @@
 static void qp_doorbell(struct shca_qp *qp, void *arg)
 {
 	struct shca_context *sctx = to_sctx(qp->ibqp.context);
+	bool comm_est = false;
 	uint32_t bits;
 
 	(void)arg;
 	bits = __atomic_fetch_and(&qp->shm->pending, SHCA_QP_PEND_COMM_EST,
 				  __ATOMIC_ACQ_REL);
-	if ((bits & SHCA_QP_PEND_COMM_EST) && !qp->comm_est_reported) {
-		qp->comm_est_reported = true;
+	if (bits & SHCA_QP_PEND_COMM_EST) {
 		/*
 		 * IBA 11.6.3.1: the first message received in RTR (the
 		 * peer saw RTR).  The application may have moved the QP on
 		 * to RTS since: the event happened all the same.
 		 */
-		if (qp->attr.qp_state != IBV_QPS_RESET)
-			shca_async_event(sctx, IBV_EVENT_COMM_EST, qp);
+		pthread_mutex_lock(&qp->lock);
+		if (!qp->comm_est_reported &&
+		    qp->attr.qp_state != IBV_QPS_RESET) {
+			qp->comm_est_reported = true;
+			comm_est = true;
+		}
+		pthread_mutex_unlock(&qp->lock);
 	}
+	if (comm_est)
+		shca_async_event(sctx, IBV_EVENT_COMM_EST, qp);
 	bits &= ~(uint32_t)SHCA_QP_PEND_COMM_EST;
 	if (!bits)
 		return;

@@ -636,20 +636,16 @@ SHCA_DEFAULT_VERSION(ibv_modify_qp)
 int shca_latest_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 			      int mask)
 {
-	int ret = shca_ret_errno(shca_modify_qp(qp, attr, mask));
-
-	if (!ret && (mask & IBV_QP_STATE))
-		qp->state = attr->qp_state;	/* as rdma-core */
-	return ret;
+	/* qp->state is set with the transition, under the QP's locks (the
+	 * engine thread may move it to ERR at any time) */
+	return shca_ret_errno(shca_modify_qp(qp, attr, mask));
 }
 
 SHCA_DEFAULT_VERSION(ibv_query_qp)
 int shca_latest_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 			     int mask, struct ibv_qp_init_attr *init)
 {
-	int ret = shca_ret_errno(shca_query_qp(qp, attr, mask, init));
-
-	if (!ret && (mask & IBV_QP_STATE))
-		qp->state = attr->qp_state;	/* as rdma-core */
-	return ret;
+	/* rdma-core refreshes qp->state here; softhca keeps it current with
+	 * every transition (enter_state) */
+	return shca_ret_errno(shca_query_qp(qp, attr, mask, init));
 }

@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Event channels and events.
+ *
+ * A channel is a FIFO of events and an eventfd.  Invariant (under
+ * cm_lock): the eventfd's counter is non-zero exactly when the FIFO is
+ * not empty, so the fd polls readable when an event waits, works in
+ * epoll, and rdma_get_cm_event() honours O_NONBLOCK on it (-1/EAGAIN) or
+ * sleeps in poll() until an event comes, as rdma-core's read of
+ * /dev/infiniband/rdma_cm does.
+ *
+ * Event accounting follows the kernel's ucma and rdma-core: an event
+ * counts against its owner (the listener for CONNECT_REQUEST) when it is
+ * retrieved, and again when it is acked; rdma_destroy_id, rdma_migrate_id
+ * and rdma_leave_multicast wait until every retrieved event is acked.
+ * Events not retrieved yet are dropped with their id; a dropped
+ * CONNECT_REQUEST takes its new id with it (the requester gets a REJ).
+ *
+ * Some events need work in the caller's thread when they are retrieved,
+ * as in rdma-core: a CONNECT_RESPONSE on an id with a QP moves the QP to
+ * RTR and RTS and sends the RTU, and becomes ESTABLISHED (or
+ * CONNECT_ERROR); a MULTICAST_JOIN attaches the QP; a REJECTED moves the
+ * QP to the error state.
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "cma.h"
+
+struct cm_channel *cm_channel_new(void)
+{
+	struct cm_channel *ch = calloc(1, sizeof(*ch));
+
+	if (!ch)
+		return NULL;
+	ch->ch.fd = eventfd(0, EFD_CLOEXEC);
+	if (ch->ch.fd < 0) {
+		free(ch);
+		return NULL;
+	}
+	ch->tail = &ch->head;
+	return ch;
+}
+
+static void fd_signal(struct cm_channel *ch)
+{
+	uint64_t one = 1;
+
+	if (write(ch->ch.fd, &one, sizeof(one)) < 0)
+		shca_dbg("eventfd write: %s", strerror(errno));
+}
+
+/* Reset the counter: the FIFO just became empty.  The counter is
+ * non-zero, so this read does not block whatever the fd's flags. */
+static void fd_clear(struct cm_channel *ch)
+{
+	struct pollfd p = { .fd = ch->ch.fd, .events = POLLIN };
+	uint64_t v;
+
+	if (poll(&p, 1, 0) == 1 && read(ch->ch.fd, &v, sizeof(v)) < 0)
+		shca_dbg("eventfd read: %s", strerror(errno));
+}
+
+static void event_free(struct cm_event *ev)
+{
+	if (ev->child)
+		cm_id_destroy_locked(ev->child);
+	free(ev);
+}
+
+void cm_channel_put(struct cm_channel *ch)
+{
+	struct cm_event *ev;
+
+	if (!ch || --ch->nids > 0 || !ch->destroyed)
+		return;
+	while ((ev = ch->head)) {
+		ch->head = ev->next;
+		event_free(ev);
+	}
+	close(ch->ch.fd);
+	free(ch);
+}
+
+struct cm_event *cm_event_new(struct cm_id *id, enum rdma_cm_event_type type,
+			      int status)
+{
+	struct cm_event *ev = calloc(1, sizeof(*ev));
+
+	if (!ev) {
+		shca_err("out of memory: %s on an id lost",
+			 rdma_event_str(type));
+		return NULL;
+	}
+	ev->event.id = &id->id;
+	ev->event.event = type;
+	ev->event.status = status;
+	ev->owner = id;
+	return ev;
+}
+
+/* Queue ev on its owner's channel.  cm_lock held. */
+void cm_event_queue(struct cm_id *owner, struct cm_event *ev)
+{
+	struct cm_channel *ch = owner->chan;
+
+	if (!ev)
+		return;
+	ev->owner = owner;
+	if (!ch || ch->destroyed) {
+		event_free(ev);
+		return;
+	}
+	shca_dbg("id %p: %s status %d", (void *)ev->event.id,
+		 rdma_event_str(ev->event.event), ev->event.status);
+	ev->next = NULL;
+	if (!ch->head)
+		fd_signal(ch);
+	*ch->tail = ev;
+	ch->tail = &ev->next;
+}
+
+/* Unlink the queued events that match; returns them as a list. */
+static struct cm_event *channel_take(struct cm_channel *ch,
+				     bool (*match)(struct cm_event *, void *),
+				     void *arg)
+{
+	struct cm_event **pp, *ev, *taken = NULL, **ttail = &taken;
+	bool had = ch->head != NULL;
+
+	for (pp = &ch->head; (ev = *pp);) {
+		if (!match(ev, arg)) {
+			pp = &ev->next;
+			continue;
+		}
+		*pp = ev->next;
+		ev->next = NULL;
+		*ttail = ev;
+		ttail = &ev->next;
+	}
+	ch->tail = &ch->head;
+	for (ev = ch->head; ev; ev = ev->next)
+		ch->tail = &ev->next;
+	if (had && !ch->head)
+		fd_clear(ch);
+	return taken;
+}
+
+static bool owned_by(struct cm_event *ev, void *id)
+{
+	return ev->owner == id;
+}
+
+static bool of_mc(struct cm_event *ev, void *mc)
+{
+	return ev->mc == mc;
+}
+
+/* Drop id's events that were not retrieved.  cm_lock held. */
+void cm_channel_drop_events(struct cm_id *id)
+{
+	struct cm_event *ev;
+
+	if (!id->chan)
+		return;
+	ev = channel_take(id->chan, owned_by, id);
+	while (ev) {
+		struct cm_event *next = ev->next;
+
+		event_free(ev);
+		ev = next;
+	}
+}
+
+void cm_channel_drop_mc_events(struct cm_mc *mc)
+{
+	struct cm_event *ev = channel_take(mc->id->chan, of_mc, mc);
+
+	while (ev) {
+		struct cm_event *next = ev->next;
+
+		free(ev);
+		ev = next;
+	}
+}
+
+/* Move id's waiting events to another channel (rdma_migrate_id). */
+void cm_channel_move_events(struct cm_id *id, struct cm_channel *to)
+{
+	struct cm_event *ev = channel_take(id->chan, owned_by, id);
+
+	while (ev) {
+		struct cm_event *next = ev->next;
+
+		if (!to->head)
+			fd_signal(to);
+		ev->next = NULL;
+		*to->tail = ev;
+		to->tail = &ev->next;
+		ev = next;
+	}
+}
+
+static struct cm_event *channel_pop(struct cm_channel *ch)
+{
+	struct cm_event *ev = ch->head;
+
+	if (!ev)
+		return NULL;
+	ch->head = ev->next;
+	if (!ch->head) {
+		ch->tail = &ch->head;
+		fd_clear(ch);
+	}
+	ev->next = NULL;
+	return ev;
+}
+
+static void event_done(struct cm_event *ev)
+{
+	if (ev->mc)
+		ev->mc->events_completed++;
+	ev->owner->events_completed++;
+	pthread_cond_broadcast(&ev->owner->cond);
+}
+
+/*
+ * The work rdma-core does on an event as it is retrieved.  false: the
+ * event is discarded (counted as retrieved and acked).
+ */
+static bool event_process(struct cm_event *ev)
+{
+	struct cm_id *id = to_cm_id(ev->event.id);
+
+	if (ev->mc)
+		ev->mc->events_reported++;
+	ev->owner->events_reported++;
+
+	switch (ev->event.event) {
+	case RDMA_CM_EVENT_CONNECT_REQUEST:
+		if (id->req_pending && id->listener)
+			id->listener->pending_reqs--;
+		id->req_pending = false;
+		ev->child = NULL;	/* the caller's now */
+		break;
+	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+		if (!ev->conn_resp)
+			break;
+		ev->conn_resp = false;
+		if (!id->id.qp) {
+			id->remote_ece.vendor_id = ev->ece.vendor_id;
+			id->remote_ece.options = ev->ece.options;
+			break;
+		}
+		ev->event.status = cm_conn_resp(id, ev);
+		if (!ev->event.status) {
+			ev->event.event = RDMA_CM_EVENT_ESTABLISHED;
+		} else {
+			ev->event.event = RDMA_CM_EVENT_CONNECT_ERROR;
+			id->connect_error = true;
+		}
+		break;
+	case RDMA_CM_EVENT_REJECTED:
+		if (id->connect_error)
+			return false;
+		cm_modify_qp_err(id);
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		if (id->connect_error)
+			return false;
+		break;
+	case RDMA_CM_EVENT_MULTICAST_JOIN:
+		ev->event.status = cm_mc_attach(ev);
+		if (ev->event.status)
+			ev->event.event = RDMA_CM_EVENT_MULTICAST_ERROR;
+		break;
+	default:
+		break;
+	}
+	return true;
+}
+
+static bool fd_nonblocking(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+/* rdma_get_cm_event without the init check: cm_lock not held. */
+int cm_get_event(struct cm_channel *ch, struct rdma_cm_event **event)
+{
+	struct cm_event *ev;
+
+	pthread_mutex_lock(&cm_lock);
+	for (;;) {
+		ev = channel_pop(ch);
+		if (ev) {
+			if (event_process(ev))
+				break;
+			event_done(ev);
+			free(ev);
+			continue;
+		}
+		pthread_mutex_unlock(&cm_lock);
+		if (fd_nonblocking(ch->ch.fd))
+			return -EAGAIN;
+		{
+			struct pollfd p = { .fd = ch->ch.fd, .events = POLLIN };
+
+			if (poll(&p, 1, -1) < 0 && errno != EINTR)
+				return -errno;
+		}
+		pthread_mutex_lock(&cm_lock);
+	}
+	pthread_mutex_unlock(&cm_lock);
+	*event = &ev->event;
+	return 0;
+}
+
+/* rdma_ack_cm_event: cm_lock held. */
+void cm_ack_event(struct cm_event *ev)
+{
+	event_done(ev);
+	free(ev);
+}
+
+/* ------------------------------------------------------------------ */
+/* Exported calls                                                      */
+
+struct rdma_event_channel *rdma_create_event_channel(void)
+{
+	struct cm_channel *ch;
+	int ret = cm_init();
+
+	if (ret) {
+		errno = -ret;
+		return NULL;
+	}
+	ch = cm_channel_new();
+	return ch ? &ch->ch : NULL;
+}
+
+void rdma_destroy_event_channel(struct rdma_event_channel *channel)
+{
+	struct cm_channel *ch;
+
+	if (!channel)
+		return;
+	ch = to_cm_channel(channel);
+	pthread_mutex_lock(&cm_lock);
+	ch->destroyed = true;
+	/* ids still on it keep it until they go: no write to a closed fd */
+	ch->nids++;
+	cm_channel_put(ch);
+	pthread_mutex_unlock(&cm_lock);
+}
+
+int rdma_get_cm_event(struct rdma_event_channel *channel,
+		      struct rdma_cm_event **event)
+{
+	int ret = cm_init();
+
+	if (ret)
+		return cm_err(ret);
+	if (!event || !channel)
+		return cm_err(-EINVAL);
+	ret = cm_get_event(to_cm_channel(channel), event);
+	return ret ? cm_err(ret) : 0;
+}
+
+int rdma_ack_cm_event(struct rdma_cm_event *event)
+{
+	if (!event)
+		return cm_err(-EINVAL);
+	pthread_mutex_lock(&cm_lock);
+	cm_ack_event(to_cm_event(event));
+	pthread_mutex_unlock(&cm_lock);
+	return 0;
+}
+
+const char *rdma_event_str(enum rdma_cm_event_type event)
+{
+	static const char *const names[] = {
+		[RDMA_CM_EVENT_ADDR_RESOLVED] = "RDMA_CM_EVENT_ADDR_RESOLVED",
+		[RDMA_CM_EVENT_ADDR_ERROR] = "RDMA_CM_EVENT_ADDR_ERROR",
+		[RDMA_CM_EVENT_ROUTE_RESOLVED] = "RDMA_CM_EVENT_ROUTE_RESOLVED",
+		[RDMA_CM_EVENT_ROUTE_ERROR] = "RDMA_CM_EVENT_ROUTE_ERROR",
+		[RDMA_CM_EVENT_CONNECT_REQUEST] = "RDMA_CM_EVENT_CONNECT_REQUEST",
+		[RDMA_CM_EVENT_CONNECT_RESPONSE] = "RDMA_CM_EVENT_CONNECT_RESPONSE",
+		[RDMA_CM_EVENT_CONNECT_ERROR] = "RDMA_CM_EVENT_CONNECT_ERROR",
+		[RDMA_CM_EVENT_UNREACHABLE] = "RDMA_CM_EVENT_UNREACHABLE",
+		[RDMA_CM_EVENT_REJECTED] = "RDMA_CM_EVENT_REJECTED",
+		[RDMA_CM_EVENT_ESTABLISHED] = "RDMA_CM_EVENT_ESTABLISHED",
+		[RDMA_CM_EVENT_DISCONNECTED] = "RDMA_CM_EVENT_DISCONNECTED",
+		[RDMA_CM_EVENT_DEVICE_REMOVAL] = "RDMA_CM_EVENT_DEVICE_REMOVAL",
+		[RDMA_CM_EVENT_MULTICAST_JOIN] = "RDMA_CM_EVENT_MULTICAST_JOIN",
+		[RDMA_CM_EVENT_MULTICAST_ERROR] = "RDMA_CM_EVENT_MULTICAST_ERROR",
+		[RDMA_CM_EVENT_ADDR_CHANGE] = "RDMA_CM_EVENT_ADDR_CHANGE",
+		[RDMA_CM_EVENT_TIMEWAIT_EXIT] = "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+	};
+
+	if ((unsigned int)event < ARRAY_SIZE(names) && names[event])
+		return names[event];
+	return "UNKNOWN EVENT";
+}
