@@ -490,7 +490,13 @@ static int channel_fd(struct shca_peer *p, uint32_t idx, uint32_t gen)
 		c->fd = -1;
 	}
 	if (c->fd < 0) {
-		int r = fetch_channel_fd(p, idx, gen);
+		int (*fn)(uint32_t, uint32_t) =
+			__atomic_load_n(&channel_fd_fn, __ATOMIC_ACQUIRE);
+		/* our own channel: no need (and no safe way, with the engine
+		 * thread possibly waiting on a lock we hold) to ask over the
+		 * socket */
+		int r = p->self ? (fn ? fn(idx, gen) : -1) :
+				  fetch_channel_fd(p, idx, gen);
 
 		if (r < 0)
 			goto out;
@@ -501,6 +507,14 @@ static int channel_fd(struct shca_peer *p, uint32_t idx, uint32_t gen)
 out:
 	pthread_mutex_unlock(&p->chan_lock);
 	return fd;
+}
+
+void shca_peer_prefetch_channel(struct shca_peer *p, struct shca_cq_shm *cq)
+{
+	uint32_t idx = __atomic_load_n(&cq->chan_idx, __ATOMIC_ACQUIRE);
+
+	if (idx)
+		channel_fd(p, idx - 1, cq->chan_gen);
 }
 
 void shca_peer_notify_cq(struct shca_peer *p, struct shca_cq_shm *cq)

@@ -72,6 +72,12 @@ void shca_peer_doorbell(struct shca_peer *p);
  */
 struct shca_cq_shm;
 void shca_peer_notify_cq(struct shca_peer *p, struct shca_cq_shm *cq);
+/*
+ * Learn the eventfd of cq's channel now, before taking the peer's queue
+ * locks: asking the owner needs its engine thread, which may be waiting
+ * for one of those locks.
+ */
+void shca_peer_prefetch_channel(struct shca_peer *p, struct shca_cq_shm *cq);
 
 /* How the owner answers a peer's request for a channel's eventfd:
  * fn(idx, gen) returns a new descriptor, or -1. */

@@ -508,12 +508,16 @@ void shca_shm_execute(struct shca_peer *p, const struct shca_xfer *x,
 static void execute(struct shca_peer *p, const struct shca_xfer *x,
 		    struct shca_xfer_result *res)
 {
+	struct shca_cq_shm *cq;
 	struct shca_qp_shm *q;
 	uint32_t state;
 
 	q = lookup_qp(p, x->dest_qpn);
 	if (!q || q->qp_type != (uint32_t)x->qp_type)
 		return;
+	cq = shca_arena_ptr(p->arena, p->arena_size, q->rcq_off, sizeof(*cq));
+	if (cq)
+		shca_peer_prefetch_channel(p, cq);
 	state = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
 	if (!can_receive(state) ||
 	    __atomic_load_n(&q->pending, __ATOMIC_ACQUIRE) &
