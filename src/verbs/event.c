@@ -491,7 +491,7 @@ SHCA_DEFAULT_VERSION(ibv_get_cq_event)
 int shca_latest_ibv_get_cq_event(struct ibv_comp_channel *channel,
 				  struct ibv_cq **cq, void **cq_context)
 {
-	struct shca_cq *scq;
+	struct shca_cq *scq = NULL;
 	int ret;
 
 	ret = queue_pop(&to_schan(channel)->q, deliver_comp, &scq);
