@@ -155,10 +155,12 @@ int cm_bind_locked(struct cm_id *id, const struct sockaddr *addr)
 		return -EAFNOSUPPORT;
 	if (id->state != CM_IDLE)
 		return -EINVAL;
-	if (addr->sa_family == AF_INET6 &&
-	    IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)addr)->sin6_addr) &&
-	    !((const struct sockaddr_in6 *)addr)->sin6_scope_id)
-		return -EINVAL;
+	if (addr->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const void *)addr;
+
+		if (IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr) && !s6->sin6_scope_id)
+			return -EINVAL;	/* link-local: needs a scope */
+	}
 	if (!cm_addr_any(addr)) {
 		ret = cm_device_by_addr(addr, &dev, &idx);
 		if (ret)
@@ -255,7 +257,8 @@ int rdma_resolve_addr(struct rdma_cm_id *rid, struct sockaddr *src_addr,
 	int ret;
 
 	(void)timeout_ms;
-	if (!rid || !cm_addrlen(dst_addr) || (src_addr && !cm_addrlen(src_addr)))
+	if (!rid || !cm_addrlen(dst_addr) ||
+	    (src_addr && !cm_addrlen(src_addr)))
 		return cm_err(-EINVAL);
 	id = to_cm_id(rid);
 	src = &rid->route.addr.src_addr;
@@ -264,9 +267,12 @@ int rdma_resolve_addr(struct rdma_cm_id *rid, struct sockaddr *src_addr,
 		if (!src_addr || !src_addr->sa_family) {
 			memset(&any, 0, sizeof(any));
 			any.ss_family = dst_addr->sa_family;
-			if (dst_addr->sa_family == AF_INET6)
+			if (dst_addr->sa_family == AF_INET6) {
+				struct sockaddr_in6 *d6 = (void *)dst_addr;
+
 				((struct sockaddr_in6 *)&any)->sin6_scope_id =
-					((struct sockaddr_in6 *)dst_addr)->sin6_scope_id;
+					d6->sin6_scope_id;
+			}
 			src_addr = (struct sockaddr *)&any;
 		}
 		ret = cm_bind_locked(id, src_addr);
@@ -288,9 +294,8 @@ int rdma_resolve_addr(struct rdma_cm_id *rid, struct sockaddr *src_addr,
 			ret = cm_device_bind(id, dev, idx);
 		if (ret) {
 			/* the address resolved, no device has it */
-			cm_event_queue(id, cm_event_new(id,
-							RDMA_CM_EVENT_ADDR_ERROR,
-							ret));
+			ev = cm_event_new(id, RDMA_CM_EVENT_ADDR_ERROR, ret);
+			cm_event_queue(id, ev);
 			ret = 0;
 			goto queued;
 		}

@@ -94,12 +94,15 @@ static int from_ai(struct rdma_addrinfo *rai, const struct rdma_addrinfo *hints,
 		   const struct addrinfo *ai)
 {
 	bool passive = ai->ai_flags & AI_PASSIVE;
-	bool to_ib = (hints->ai_flags & RAI_FAMILY) && hints->ai_family == AF_IB &&
+	bool to_ib = (hints->ai_flags & RAI_FAMILY) &&
+		     hints->ai_family == AF_IB &&
 		     (hints->ai_flags & RAI_NUMERICHOST) &&
 		     ai->ai_family == AF_INET6;
-	struct sockaddr **addr = passive ? &rai->ai_src_addr : &rai->ai_dst_addr;
+	struct sockaddr **addr = passive ? &rai->ai_src_addr :
+					   &rai->ai_dst_addr;
 	socklen_t *len = passive ? &rai->ai_src_len : &rai->ai_dst_len;
-	char **canon = passive ? &rai->ai_src_canonname : &rai->ai_dst_canonname;
+	char **canon = passive ? &rai->ai_src_canonname :
+				 &rai->ai_dst_canonname;
 
 	if (hints->ai_qp_type)
 		rai->ai_qp_type = hints->ai_qp_type;

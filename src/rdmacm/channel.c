@@ -72,6 +72,14 @@ static void event_free(struct cm_event *ev)
 	free(ev);
 }
 
+/* A channel no id ever used. */
+void cm_channel_free(struct cm_channel *ch)
+{
+	ch->destroyed = true;
+	ch->nids++;
+	cm_channel_put(ch);
+}
+
 void cm_channel_put(struct cm_channel *ch)
 {
 	struct cm_event *ev;
@@ -353,10 +361,8 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 		return;
 	ch = to_cm_channel(channel);
 	pthread_mutex_lock(&cm_lock);
-	ch->destroyed = true;
 	/* ids still on it keep it until they go: no write to a closed fd */
-	ch->nids++;
-	cm_channel_put(ch);
+	cm_channel_free(ch);
 	pthread_mutex_unlock(&cm_lock);
 }
 
@@ -385,24 +391,18 @@ int rdma_ack_cm_event(struct rdma_cm_event *event)
 
 const char *rdma_event_str(enum rdma_cm_event_type event)
 {
+#define NAME(e) [RDMA_CM_EVENT_##e] = "RDMA_CM_EVENT_" #e
 	static const char *const names[] = {
-		[RDMA_CM_EVENT_ADDR_RESOLVED] = "RDMA_CM_EVENT_ADDR_RESOLVED",
-		[RDMA_CM_EVENT_ADDR_ERROR] = "RDMA_CM_EVENT_ADDR_ERROR",
-		[RDMA_CM_EVENT_ROUTE_RESOLVED] = "RDMA_CM_EVENT_ROUTE_RESOLVED",
-		[RDMA_CM_EVENT_ROUTE_ERROR] = "RDMA_CM_EVENT_ROUTE_ERROR",
-		[RDMA_CM_EVENT_CONNECT_REQUEST] = "RDMA_CM_EVENT_CONNECT_REQUEST",
-		[RDMA_CM_EVENT_CONNECT_RESPONSE] = "RDMA_CM_EVENT_CONNECT_RESPONSE",
-		[RDMA_CM_EVENT_CONNECT_ERROR] = "RDMA_CM_EVENT_CONNECT_ERROR",
-		[RDMA_CM_EVENT_UNREACHABLE] = "RDMA_CM_EVENT_UNREACHABLE",
-		[RDMA_CM_EVENT_REJECTED] = "RDMA_CM_EVENT_REJECTED",
-		[RDMA_CM_EVENT_ESTABLISHED] = "RDMA_CM_EVENT_ESTABLISHED",
-		[RDMA_CM_EVENT_DISCONNECTED] = "RDMA_CM_EVENT_DISCONNECTED",
-		[RDMA_CM_EVENT_DEVICE_REMOVAL] = "RDMA_CM_EVENT_DEVICE_REMOVAL",
-		[RDMA_CM_EVENT_MULTICAST_JOIN] = "RDMA_CM_EVENT_MULTICAST_JOIN",
-		[RDMA_CM_EVENT_MULTICAST_ERROR] = "RDMA_CM_EVENT_MULTICAST_ERROR",
-		[RDMA_CM_EVENT_ADDR_CHANGE] = "RDMA_CM_EVENT_ADDR_CHANGE",
-		[RDMA_CM_EVENT_TIMEWAIT_EXIT] = "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+		NAME(ADDR_RESOLVED),	NAME(ADDR_ERROR),
+		NAME(ROUTE_RESOLVED),	NAME(ROUTE_ERROR),
+		NAME(CONNECT_REQUEST),	NAME(CONNECT_RESPONSE),
+		NAME(CONNECT_ERROR),	NAME(UNREACHABLE),
+		NAME(REJECTED),		NAME(ESTABLISHED),
+		NAME(DISCONNECTED),	NAME(DEVICE_REMOVAL),
+		NAME(MULTICAST_JOIN),	NAME(MULTICAST_ERROR),
+		NAME(ADDR_CHANGE),	NAME(TIMEWAIT_EXIT),
 	};
+#undef NAME
 
 	if ((unsigned int)event < ARRAY_SIZE(names) && names[event])
 		return names[event];

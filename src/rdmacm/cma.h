@@ -53,10 +53,10 @@
 #define CM_PACKET_LIFE_TIME	18	/* CMA_IBOE_PACKET_LIFETIME */
 #define CM_HOP_LIMIT		64
 #define CM_MAX_GIDS		32
-#define CM_MAX_PRIVATE_DATA	256	/* an event's private data buffer */
-#define CM_DEFAULT_BACKLOG	1024	/* /proc/sys/net/rdma_ucm/max_backlog */
-#define CM_DREQ_TIMEOUT_MS	17000	/* 4 x 4.3 s: IB CM response timeout 20 */
-#define CM_SIDR_TIMEOUT_MS	1000	/* between SIDR REQ retransmissions */
+#define CM_MAX_PRIVATE_DATA	256	/* an event's private data */
+#define CM_DEFAULT_BACKLOG	1024	/* rdma_ucm's max_backlog */
+#define CM_DREQ_TIMEOUT_MS	17000	/* 4 x 4.3 s (IB CM's 20) */
+#define CM_SIDR_TIMEOUT_MS	1000	/* between SIDR REQ resends */
 #define CM_SIDR_RETRIES		8
 
 static inline int cm_err(int neg_errno)
@@ -71,16 +71,16 @@ static inline int cm_err(int neg_errno)
 struct cm_device {
 	struct cm_device *next;
 	struct ibv_device *ibdev;
-	struct ibv_context *verbs;	/* opened once, shared, never closed */
+	struct ibv_context *verbs;	/* opened once, shared, kept */
 	struct ibv_pd *pd;		/* default PD while refcnt > 0 */
-	int refcnt;			/* bound ids + rdma_get_devices lists */
+	int refcnt;			/* ids + rdma_get_devices lists */
 	int max_qpsize;
 	uint8_t max_initiator_depth;
 	uint8_t max_responder_resources;
 	enum ibv_mtu active_mtu;
 	uint8_t link_layer;
 	unsigned int ifindex;		/* of softhca_<ifname>, or 0 */
-	bool present;			/* in the last ibv_get_device_list */
+	bool present;			/* in ibv_get_device_list now */
 };
 
 /* The states of an id, as the kernel's rdma_cm has them (enum
@@ -134,7 +134,7 @@ struct cm_sock {
 	uint32_t serial;		/* tells a reused fd from this one */
 	enum cm_sock_kind kind;
 	struct cm_id *id;		/* the id it serves, or NULL */
-	struct cm_id *listener;		/* accepted stream before its REQ */
+	struct cm_id *listener;		/* stream accepted, no REQ yet */
 	struct cm_sock *next_pending;	/* listener's list of those */
 	int refs;			/* DGRAM: the id + UD children */
 	bool connecting;		/* stream: connect() under way */
@@ -174,7 +174,7 @@ struct cm_event {
 	struct cm_id *owner;		/* whose ack count this event is */
 	struct cm_mc *mc;
 	struct cm_id *child;		/* CONNECT_REQUEST: the new id */
-	bool conn_resp;			/* CONNECT_RESPONSE still to process */
+	bool conn_resp;			/* CONNECT_RESPONSE to process */
 	struct ibv_ece ece;		/* the REP's ECE */
 };
 
@@ -186,7 +186,7 @@ struct cm_id {
 	uint8_t sgid_index;
 	bool sync;			/* private channel (NULL at create) */
 	struct cm_channel *chan;
-	pthread_cond_t cond;		/* acks, for destroy/migrate/leave */
+	pthread_cond_t cond;		/* acks: destroy, migrate, leave */
 	int events_reported, events_completed;
 	struct ibv_sa_path_rec path;	/* route.path_rec points here */
 
@@ -200,8 +200,7 @@ struct cm_id {
 
 	/* transport */
 	struct cm_sock *sock;
-	struct cm_id *listener;		/* child: the id it came to, while
-					   both exist */
+	struct cm_id *listener;		/* child: its listener, if any */
 	int backlog, pending_reqs;	/* listener */
 	struct cm_sock *pending;	/* listener: streams before REQ */
 
@@ -214,7 +213,7 @@ struct cm_id {
 	uint8_t initiator_depth;	/* librdmacm's choice (id_priv) */
 	uint8_t responder_resources;
 	uint8_t cm_initiator_depth;	/* the CM's: RTS max_rd_atomic */
-	uint8_t cm_responder_resources;	/* the CM's: RTR max_dest_rd_atomic */
+	uint8_t cm_responder_resources;	/* RTR max_dest_rd_atomic */
 	uint8_t retry_count, rnr_retry_count, flow_control;
 	uint8_t rep_rnr_retry_count;	/* what our REP offers */
 	enum ibv_mtu path_mtu;
@@ -232,7 +231,7 @@ struct cm_id {
 	struct sockaddr_storage sidr_local;
 	struct cm_wire_sidr_rep sidr_rep;	/* child: sent answer */
 	bool sidr_answered;
-	struct cm_id *children;		/* listener: ids of its requests */
+	struct cm_id *children;		/* listener: its requests' ids */
 	struct cm_id *next_child;
 	bool req_pending;		/* CONNECT_REQUEST not retrieved */
 
@@ -292,6 +291,7 @@ uint64_t cm_now_ms(void);
 /* channel.c: event channels and events */
 struct cm_channel *cm_channel_new(void);
 void cm_channel_put(struct cm_channel *ch);
+void cm_channel_free(struct cm_channel *ch);
 struct cm_event *cm_event_new(struct cm_id *id, enum rdma_cm_event_type type,
 			      int status);
 void cm_event_queue(struct cm_id *owner, struct cm_event *ev);

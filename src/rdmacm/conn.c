@@ -251,7 +251,8 @@ static void req_received(struct cm_id *listener, struct cm_sock *s,
 		cm_sock_close(s);
 		return;
 	}
-	if (listener->state != CM_LISTEN || req.qp_type != listener->id.qp_type ||
+	if (listener->state != CM_LISTEN ||
+	    req.qp_type != listener->id.qp_type ||
 	    listener->pending_reqs >= listener->backlog ||
 	    getsockname(s->fd, (struct sockaddr *)&local, &llen) ||
 	    getpeername(s->fd, (struct sockaddr *)&peer, &plen) ||
@@ -264,15 +265,16 @@ static void req_received(struct cm_id *listener, struct cm_sock *s,
 	ch = listener->sync ? cm_channel_new() : listener->chan;
 	child = ch ? cm_id_new(ch, listener->id.context, listener->id.ps,
 			       (enum ibv_qp_type)req.qp_type) : NULL;
+	if (child)
+		child->sync = listener->sync;	/* its channel: with it */
 	if (!child || cm_device_bind(child, dev, idx)) {
 		if (child)
 			cm_id_destroy_locked(child);
 		else if (ch && ch != listener->chan)
-			cm_channel_put(ch);
+			cm_channel_free(ch);
 		pending_reject(s, IB_CM_REJ_CONSUMER_DEFINED);
 		return;
 	}
-	child->sync = listener->sync;
 	pending_unlink(s);
 	s->id = child;
 	child->sock = s;
@@ -843,17 +845,18 @@ int rdma_accept(struct rdma_cm_id *rid, struct rdma_conn_param *p)
 	id = to_cm_id(rid);
 	pthread_mutex_lock(&cm_lock);
 	ret = valid_param(id, p);
+	if (!ret && !id->dev)
+		ret = -EINVAL;	/* no request: no device */
 	if (ret)
 		goto out;
 	if (!p || p->initiator_depth == RDMA_MAX_INIT_DEPTH)
 		id->initiator_depth = MIN(id->initiator_depth,
-					  id->dev ? id->dev->max_initiator_depth : 0);
+					  id->dev->max_initiator_depth);
 	else
 		id->initiator_depth = p->initiator_depth;
 	if (!p || p->responder_resources == RDMA_MAX_RESP_RES)
-		id->responder_resources =
-			MIN(id->responder_resources,
-			    id->dev ? id->dev->max_responder_resources : 0);
+		id->responder_resources = MIN(id->responder_resources,
+					      id->dev->max_responder_resources);
 	else
 		id->responder_resources = p->responder_resources;
 	if (!cm_is_ud(id)) {

@@ -114,8 +114,9 @@ void cm_ip_to_gid(const struct sockaddr *addr, union ibv_gid *gid)
 		memcpy(&gid->raw[12],
 		       &((const struct sockaddr_in *)addr)->sin_addr, 4);
 	} else if (addr->sa_family == AF_INET6) {
-		memcpy(gid->raw, &((const struct sockaddr_in6 *)addr)->sin6_addr,
-		       16);
+		const struct sockaddr_in6 *s6 = (const void *)addr;
+
+		memcpy(gid->raw, &s6->sin6_addr, 16);
 	}
 }
 
@@ -154,7 +155,7 @@ int cm_device_by_addr(const struct sockaddr *addr, struct cm_device **dev,
 		struct cm_device *d;
 
 		if (pass)
-			devices_refresh();	/* an address that came later */
+			devices_refresh();	/* a new interface? */
 		for (d = devices; d; d = d->next) {
 			if (!d->present || device_open(d))
 				continue;

@@ -92,11 +92,8 @@ int cm_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **out,
 	}
 	id = cm_id_new(ch, context, ps, qp_type);
 	if (!id) {
-		if (!channel) {
-			ch->destroyed = true;
-			ch->nids++;
-			cm_channel_put(ch);
-		}
+		if (!channel)
+			cm_channel_free(ch);
 		pthread_mutex_unlock(&cm_lock);
 		return -ENOMEM;
 	}
@@ -135,7 +132,8 @@ void cm_id_destroy_locked(struct cm_id *id)
 		c->listener = NULL;
 	id->children = NULL;
 	if (id->listener) {
-		for (pp = &id->listener->children; *pp; pp = &(*pp)->next_child) {
+		for (pp = &id->listener->children; *pp;
+		     pp = &(*pp)->next_child) {
 			if (*pp == id) {
 				*pp = id->next_child;
 				break;
@@ -316,10 +314,7 @@ int rdma_set_option(struct rdma_cm_id *rid, int level, int optname,
 		break;
 	}
 	pthread_mutex_unlock(&cm_lock);
-	if (ret)
-		return cm_err(ret);
-	/* the kernel reports the path it was given as ROUTE_RESOLVED */
-	return 0;
+	return ret ? cm_err(ret) : 0;
 }
 
 /* ------------------------------------------------------------------ */

@@ -305,7 +305,7 @@ static void stream_flush(struct cm_sock *s)
 			if (errno == EINTR)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				s->out_len = 0;	/* the reader sees the hangup */
+				s->out_len = 0;	/* reading sees it */
 			break;
 		}
 		memmove(s->out, s->out + n, s->out_len - (size_t)n);
@@ -345,7 +345,7 @@ static void stream_readable(struct cm_sock *s)
 			if (ret == -EAGAIN || (!ret && len > s->in_len))
 				break;
 			if (ret) {
-				shca_warn("malformed CM message on a stream, closing it");
+				shca_warn("bad CM message: stream closed");
 				cm_stream_hangup(s);
 				return;
 			}
@@ -432,7 +432,8 @@ static void *loop_main(void *arg)
 				if (read(loop.tfd, &expirations,
 					 sizeof(expirations)) < 0 &&
 				    errno != EAGAIN)
-					shca_dbg("timerfd: %s", strerror(errno));
+					shca_dbg("timerfd: %s",
+						 strerror(errno));
 				timers_run();
 				continue;
 			}
@@ -445,13 +446,48 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
+/*
+ * fork: the child has no CM thread.  Its ids (the parent's) are the
+ * parent's business, but the child may use the CM afresh: it gets a new
+ * epoll set and thread on first need.  cm_lock is held across fork so
+ * that the child does not inherit it taken.
+ */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&cm_lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&cm_lock);
+}
+
+static void fork_child(void)
+{
+	pthread_mutex_init(&cm_lock, NULL);
+	if (loop.epfd >= 0)
+		close(loop.epfd);
+	if (loop.tfd >= 0)
+		close(loop.tfd);
+	loop.epfd = -1;
+	loop.tfd = -1;
+	loop.err = 0;
+	if (loop.by_fd)
+		memset(loop.by_fd, 0, (size_t)loop.nfds * sizeof(*loop.by_fd));
+	loop.timers = NULL;
+	loop.once = (pthread_once_t)PTHREAD_ONCE_INIT;
+}
+
 static void loop_init(void)
 {
+	static bool atfork;
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TIMER_TOKEN };
 	sigset_t all, old;
 	pthread_attr_t attr;
 	pthread_t thread;
 
+	if (!atfork && !pthread_atfork(fork_prepare, fork_parent, fork_child))
+		atfork = true;
 	loop.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (loop.epfd < 0)
 		goto fail;

@@ -67,8 +67,9 @@ int cm_init_qp_attr(struct cm_id *id, struct ibv_qp_attr *attr, int *mask)
 				IBV_QP_PKEY_INDEX | IBV_QP_PORT;
 			attr->qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
 			if (id->cm_responder_resources)
-				attr->qp_access_flags |= IBV_ACCESS_REMOTE_READ |
-							 IBV_ACCESS_REMOTE_ATOMIC;
+				attr->qp_access_flags |=
+					IBV_ACCESS_REMOTE_READ |
+					IBV_ACCESS_REMOTE_ATOMIC;
 			attr->pkey_index = 0;
 			attr->port_num = id->id.port_num;
 			break;
@@ -95,7 +96,8 @@ int cm_init_qp_attr(struct cm_id *id, struct ibv_qp_attr *attr, int *mask)
 			attr->sq_psn = id->sq_psn;
 			if (rc) {
 				*mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					 IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_TIMEOUT;
+					 IBV_QP_MAX_QP_RD_ATOMIC |
+					 IBV_QP_TIMEOUT;
 				attr->retry_cnt = id->retry_count;
 				attr->rnr_retry = id->rnr_retry_count;
 				attr->max_rd_atomic = id->cm_initiator_depth;
@@ -362,8 +364,11 @@ int rdma_create_qp_ex(struct rdma_cm_id *rid, struct ibv_qp_init_attr_ex *attr)
 			return -1;
 		attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
 	}
-	if (create_cqs(rid, attr->send_cq || rid->send_cq ? 0 : attr->cap.max_send_wr,
-		       attr->recv_cq || rid->recv_cq ? 0 : attr->cap.max_recv_wr))
+	if (create_cqs(rid,
+		       attr->send_cq || rid->send_cq ? 0 :
+						       attr->cap.max_send_wr,
+		       attr->recv_cq || rid->recv_cq ? 0 :
+						       attr->cap.max_recv_wr))
 		return -1;
 	if (!attr->send_cq)
 		attr->send_cq = rid->send_cq;
@@ -431,7 +436,8 @@ int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
 		attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
 	}
 	if (attr->srq_type == IBV_SRQT_XRC) {
-		if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd) {
+		if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ||
+		    !attr->xrcd) {
 			attr->xrcd = get_xrcd(id);
 			if (!attr->xrcd)
 				return -1;
@@ -441,7 +447,8 @@ int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
 				return -1;
 			attr->cq = id->recv_cq;
 		}
-		attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+		attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD |
+				   IBV_SRQ_INIT_ATTR_CQ;
 	}
 	srq = ibv_create_srq_ex(id->verbs, attr);
 	if (!srq) {

@@ -220,7 +220,8 @@ static void sidr_req_received(struct cm_id *listener, struct cm_sock *s,
 	if (cm_sidr_req_unpack(msg, &req))
 		return;
 	for (c = listener->children; c; c = c->next_child) {
-		if (c->sidr_id != req.request_id || !same_addr(&c->sidr_peer, from))
+		if (c->sidr_id != req.request_id ||
+		    !same_addr(&c->sidr_peer, from))
 			continue;
 		/* a retransmission: answer again if we answered */
 		if (c->sidr_answered)
@@ -238,15 +239,16 @@ static void sidr_req_received(struct cm_id *listener, struct cm_sock *s,
 	ch = listener->sync ? cm_channel_new() : listener->chan;
 	c = ch ? cm_id_new(ch, listener->id.context, listener->id.ps,
 			   IBV_QPT_UD) : NULL;
+	if (c)
+		c->sync = listener->sync;	/* its channel goes with it */
 	if (!c || cm_device_bind(c, dev, idx)) {
 		if (c)
 			cm_id_destroy_locked(c);
 		else if (ch && ch != listener->chan)
-			cm_channel_put(ch);
+			cm_channel_free(ch);
 		sidr_rep_send(s, from, to, &w);
 		return;
 	}
-	c->sync = listener->sync;
 	c->sock = s;
 	s->refs++;
 	c->sidr_id = req.request_id;
@@ -331,7 +333,8 @@ void cm_dgram_input(struct cm_sock *s)
 		struct msghdr mh = {
 			.msg_name = &from, .msg_namelen = sizeof(from),
 			.msg_iov = &iov, .msg_iovlen = 1,
-			.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
+			.msg_control = ctl.buf,
+			.msg_controllen = sizeof(ctl.buf),
 		};
 		struct cm_id *id = s->id;
 		struct cmsghdr *c;
@@ -429,7 +432,8 @@ int cm_mc_attach(struct cm_event *ev)
 
 	mc->mgid = ev->event.param.ud.ah_attr.grh.dgid;
 	mc->mlid = ev->event.param.ud.ah_attr.dlid;
-	if (!id->id.qp || mc->join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER)
+	if (!id->id.qp ||
+	    mc->join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER)
 		return 0;
 	ret = ibv_attach_mcast(id->id.qp, &mc->mgid, mc->mlid);
 	if (ret) {
@@ -447,10 +451,13 @@ static void mc_gid(const struct sockaddr *addr, union ibv_gid *mgid)
 
 static bool addr_multicast(const struct sockaddr *addr)
 {
+	const struct sockaddr_in *sin = (const void *)addr;
+	const struct sockaddr_in6 *s6 = (const void *)addr;
+
 	if (addr->sa_family == AF_INET)
-		return IN_MULTICAST(ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr));
+		return IN_MULTICAST(ntohl(sin->sin_addr.s_addr));
 	if (addr->sa_family == AF_INET6)
-		return IN6_IS_ADDR_MULTICAST(&((const struct sockaddr_in6 *)addr)->sin6_addr);
+		return IN6_IS_ADDR_MULTICAST(&s6->sin6_addr);
 	return false;
 }
 
@@ -492,7 +499,7 @@ static int join(struct cm_id *id, const struct sockaddr *addr, uint16_t flags,
 	p->ah_attr.port_num = id->id.port_num;
 	mc_gid(addr, &p->ah_attr.grh.dgid);
 	p->ah_attr.grh.sgid_index = id->sgid_index;
-	p->ah_attr.grh.hop_limit = CM_HOP_LIMIT;	/* IPV6_DEFAULT_HOPLIMIT */
+	p->ah_attr.grh.hop_limit = CM_HOP_LIMIT;	/* IPv6's default */
 	p->ah_attr.grh.traffic_class = id->tos;
 	p->qp_num = 0xffffff;
 	p->qkey = id->qkey;

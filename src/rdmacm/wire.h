@@ -144,7 +144,7 @@ struct cm_rep {
 
 struct cm_rej {
 	uint16_t reason;
-	uint8_t msg_rejected;			/* CM_MSG_REQ or CM_MSG_REP */
+	uint8_t msg_rejected;			/* CM_MSG_REQ or _REP */
 	uint8_t private_data[CM_REJ_PDATA];
 };
 

@@ -1,0 +1,108 @@
+#!/bin/bash
+# Debian's rdmacm-utils and perftest's rdma_cm mode (-R), unmodified, on
+# softhca's librdmacm: two processes of this host, on 127.0.0.1 and on a
+# non-loopback address of this machine (when it has one).  The clients
+# check their data themselves (rping -v, the examples' own checks).
+# shellcheck source=tests/external/lib.sh
+. "$(dirname "$0")/lib.sh"
+need rping rdma_server rdma_client rdma_xserver rdma_xclient udaddy mckey \
+	ucmatose cmtime
+[ -e "$LIB/librdmacm.so.1" ] || { echo "FAIL: no $LIB/librdmacm.so.1" >&2; exit 1; }
+
+# The first global IPv4 address of this machine, and its device.
+OTHER=$(ip -4 -o addr show scope global 2>/dev/null | awk 'NR == 1 { split($4, a, "/"); print a[1] }')
+OTHER_DEV=$(ip -4 -o addr show scope global 2>/dev/null | awk 'NR == 1 { print "softhca_" $2 }')
+ADDRS="127.0.0.1 $OTHER"
+dev_of() { [ "$1" = 127.0.0.1 ] && echo softhca_lo || echo "$OTHER_DEV"; }
+
+expect_pair_out() {
+	if grep -Eq -- "$3" "$T/$1.$2"; then ok "$1 $2 /$3/"; else
+		fail "$1: $2 output does not match /$3/"
+		tail -5 "$T/$1.$2" | sed 's/^/    /' >&2
+	fi
+}
+
+for a in $ADDRS; do
+	# stdout line-buffered: stderr shares the file, a block flush would
+	# split a line around rping's "DISCONNECT EVENT" message
+	port=$(free_port)
+	pair "rping-$a" 60 rping -s -a "$a" -p "$port" -v -C 1000 -- \
+		stdbuf -oL rping -c -a "$a" -p "$port" -v -C 1000
+	n=$(grep -c 'ping data: rdma-ping-' "$T/rping-$a.client")
+	[ "$n" = 1000 ] && ok "rping-$a: 1000 pings" ||
+		fail "rping-$a: $n pings of 1000"
+	port=$(free_port)
+	pair "rping-q-$a" 60 rping -s -q -a "$a" -p "$port" -v -C 100 -- \
+		rping -c -q -a "$a" -p "$port" -v -C 100
+
+	port=$(free_port)
+	pair "rdma_server-$a" 30 rdma_server -s "$a" -p "$port" -- \
+		rdma_client -s "$a" -p "$port"
+	expect_pair_out "rdma_server-$a" client 'rdma_client: end 0'
+	expect_pair_out "rdma_server-$a" server 'rdma_server: end 0'
+
+	port=$(free_port)
+	pair "rdma_xserver-rc-$a" 30 rdma_xserver -p "$port" -c r -- \
+		rdma_xclient -s "$a" -p "$port" -c r
+	expect_pair_out "rdma_xserver-rc-$a" client 'rdma_xclient: end 0'
+
+	port=$(free_port)
+	pair "ucmatose-$a" 60 ucmatose -p "$port" -c 10 -C 10 -- \
+		ucmatose -s "$a" -p "$port" -c 10 -C 10
+	expect_pair_out "ucmatose-$a" client 'return status 0'
+
+	pair "udaddy-$a" 60 udaddy -C 10 -- udaddy -s "$a" -C 10
+	expect_pair_out "udaddy-$a" client 'return status 0'
+
+	# mckey's default makes the QP with rdma_create_qp (loopback on);
+	# -l asks for IBV_QP_CREATE_BLOCK_SELF_MCAST_LB, not offered (rxe
+	# neither).  The sender waits 3 s after joining before sending.
+	pair "mckey-$a" 60 mckey -m 239.7.7.1 -b "$a" -C 10 -- \
+		mckey -m 239.7.7.1 -b "$a" -s -C 10
+	expect_pair_out "mckey-$a" client 'joined dgid: ::ffff:239.7.7.1'
+	expect_pair_out "mckey-$a" server 'data transfers complete'
+
+	# cmtime's server never returns: it is stopped once the client is done
+	port=$(free_port)
+	timeout -k 5 60 cmtime -b "$a" -p "$port" </dev/null >"$T/cmtime-$a.server" 2>&1 &
+	spid=$!
+	sleep 0.3
+	run "cmtime-$a" 60 cmtime -s "$a" -p "$port" -c 50
+	kill "$spid" 2>/dev/null
+	wait "$spid" 2>/dev/null
+	expect_rc "cmtime-$a" 0
+	expect_out "cmtime-$a" '^disconnect +:'
+	no_loader_errors "cmtime-$a"
+
+	if command -v ib_send_lat >/dev/null; then
+		dev=$(dev_of "$a")
+		for t in "ib_send_lat" "ib_write_bw" "ib_read_lat" \
+			 "ib_send_lat -c UD"; do
+			port=$(free_port)
+			name="$(echo "$t" | tr ' ' '_')-$a"
+			# shellcheck disable=SC2086
+			pair "$name" 60 $t -R -d "$dev" -p "$port" -- \
+				$t -R -d "$dev" -p "$port" "$a"
+		done
+	fi
+done
+
+# XRC: softhca has no XRC (ibv_open_xrcd, XRC QPs: EOPNOTSUPP); the XRC
+# client stops at rdma_create_ep with that error, cleanly.
+run xclient-xrc 20 rdma_xclient -s 127.0.0.1 -p "$(free_port)" -c x
+expect_rc xclient-xrc nonzero
+expect_out xclient-xrc 'rdma_create_ep: Operation not supported' stderr
+
+# A connection to a port nobody listens on: the IB CM's REJ "invalid
+# service ID" (8), as on a RoCE device.
+run rping-refused 20 rping -c -a 127.0.0.1 -p "$(free_port)" -C 1
+expect_rc rping-refused nonzero
+expect_out rping-refused 'RDMA_CM_EVENT_REJECTED, error 8' stderr
+
+# The rsocket API is not there yet: a clean error, not a crash.
+if command -v rstream >/dev/null; then
+	run rstream 20 rstream -s 127.0.0.1 -p "$(free_port)"
+	expect_rc rstream nonzero
+	no_loader_errors rstream
+fi
+finish
