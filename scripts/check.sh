@@ -81,7 +81,7 @@ if [ "${SOFTHCA_CHECK_SANITIZERS:-1}" != 0 ]; then
 			continue
 		fi
 		(cd "$dir" && ctest --output-on-failure -j "$jobs" \
-			-L 'verbs|traffic') 2>&1 | tee "$tmp/ctest-san.log"
+			-L 'verbs|traffic|cm') 2>&1 | tee "$tmp/ctest-san.log"
 		count_ctest "$tmp/ctest-san.log" "$san" "${PIPESTATUS[0]}"
 	done
 fi

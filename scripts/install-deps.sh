@@ -28,6 +28,7 @@ PACKAGES=(
 	python3          # /usr/bin/python3 runs pyverbs and the suite runner
 	python3-pyverbs  # the pyverbs bindings the suite drives
 	iproute2         # `ip -j addr`, used by the pyverbs suite
+	libfabric-bin    # external clients: fi_info, fi_pingpong (verbs provider)
 )
 
 if [ "${SOFTHCA_SKIP_DEPS:-0}" = 1 ]; then
