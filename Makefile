@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps check demo clean
+.PHONY: all build deps check demo clean fuzz
 
 all: build
 
@@ -30,6 +30,20 @@ check: deps
 demo: deps
 	@$(MAKE) --no-print-directory build
 	@scripts/demo.sh $(BUILD)
+
+# libFuzzer on the wire codec's parser (tests/fuzz), clang only, in its own
+# build dir; FUZZ_TIME seconds (default 60).  New inputs land in
+# $(FUZZ_BUILD)/corpus, crashes in $(FUZZ_BUILD)/crash-*.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_TIME ?= 60
+fuzz:
+	@command -v clang >/dev/null || { echo "fuzz: needs clang and" \
+		"libclang-rt-dev (apt-get install clang)"; exit 1; }
+	cmake -S tests/fuzz -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	$(FUZZ_BUILD)/fuzz_wire_seeds write $(FUZZ_BUILD)/corpus
+	cd $(FUZZ_BUILD) && ./fuzz_wire -max_total_time=$(FUZZ_TIME) \
+		-max_len=4160 -print_final_stats=1 corpus
 
 clean:
 	rm -rf $(BUILD)

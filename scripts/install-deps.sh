@@ -29,6 +29,7 @@ PACKAGES=(
 	python3-pyverbs  # the pyverbs bindings the suite drives
 	iproute2         # `ip -j addr`, used by the pyverbs suite
 	libfabric-bin    # external clients: fi_info, fi_pingpong (verbs provider)
+	tshark           # tests/unit/test_wire_pcap.c: Wireshark's InfiniBand dissector
 )
 
 if [ "${SOFTHCA_SKIP_DEPS:-0}" = 1 ]; then
