@@ -30,6 +30,7 @@ PACKAGES=(
 	iproute2         # `ip -j addr`, used by the pyverbs suite
 	libfabric-bin    # external clients: fi_info, fi_pingpong (verbs provider)
 	tshark           # tests/unit/test_wire_pcap.c: Wireshark's InfiniBand dissector
+	iputils-ping     # tests/netns: reachability between the namespaces
 )
 
 if [ "${SOFTHCA_SKIP_DEPS:-0}" = 1 ]; then
