@@ -111,6 +111,32 @@ struct cm_event *cm_event_new(struct cm_id *id, enum rdma_cm_event_type type,
 	return ev;
 }
 
+/*
+ * A connection request arrived for listener: child, the new id, joins the
+ * listener's children (pending until accepted or rejected) and the
+ * CONNECT_REQUEST event is made, for the caller to fill and queue.  NULL
+ * (and child destroyed) without memory.  cm_lock held.
+ */
+struct cm_event *cm_listener_adopt(struct cm_id *listener,
+				   struct cm_id *child)
+{
+	struct cm_event *ev;
+
+	child->listener = listener;
+	child->next_child = listener->children;
+	listener->children = child;
+	child->req_pending = true;
+	listener->pending_reqs++;
+	ev = cm_event_new(child, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+	if (!ev) {
+		cm_id_destroy_locked(child);
+		return NULL;
+	}
+	ev->child = child;
+	ev->event.listen_id = &listener->id;
+	return ev;
+}
+
 /* Queue ev on its owner's channel.  cm_lock held. */
 void cm_event_queue(struct cm_id *owner, struct cm_event *ev)
 {

@@ -305,19 +305,9 @@ static void req_received(struct cm_id *listener, struct cm_sock *s,
 	child->state = CM_CONNECT;
 	set_ib(child, IB_REQ_RCVD);
 
-	child->listener = listener;
-	child->next_child = listener->children;
-	listener->children = child;
-	child->req_pending = true;
-	listener->pending_reqs++;
-
-	ev = cm_event_new(child, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
-	if (!ev) {
-		cm_id_destroy_locked(child);
+	ev = cm_listener_adopt(listener, child);
+	if (!ev)
 		return;
-	}
-	ev->child = child;
-	ev->event.listen_id = &listener->id;
 	memcpy(ev->private_data, req.private_data, CM_REQ_PDATA);
 	p = &ev->event.param.conn;
 	p->private_data = ev->private_data;

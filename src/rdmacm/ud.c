@@ -272,19 +272,9 @@ static void sidr_req_received(struct cm_id *listener, struct cm_sock *s,
 	c->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
 	c->state = CM_CONNECT;
 	c->ib = IB_SIDR_REQ_RCVD;
-	c->listener = listener;
-	c->next_child = listener->children;
-	listener->children = c;
-	c->req_pending = true;
-	listener->pending_reqs++;
-
-	ev = cm_event_new(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
-	if (!ev) {
-		cm_id_destroy_locked(c);
+	ev = cm_listener_adopt(listener, c);
+	if (!ev)
 		return;
-	}
-	ev->child = c;
-	ev->event.listen_id = &listener->id;
 	memcpy(ev->private_data, req.private_data, CM_SIDR_REQ_PDATA);
 	ev->event.param.ud.private_data = ev->private_data;
 	ev->event.param.ud.private_data_len = CM_SIDR_REQ_PDATA;
