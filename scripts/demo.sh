@@ -85,11 +85,8 @@ else
 			echo "exit status $rc")):"
 		head -4 "$out/$side" | indent | indent
 	done
-	say "" "Not yet. Each process created its QP and, with the addresses" \
-		"exchanged over TCP, connected it to the other's: that is the" \
-		"control path, this stage of softhca. Moving the data (the" \
-		"requester, responder and transports) is the next milestone; this" \
-		"step runs the ping-pong for real and will succeed once it lands."
+	say "" "The ping-pong failed: the output of both sides is above." \
+		"Please report it, with SOFTHCA_LOG=debug output if you can."
 fi
 
 step "Try it"
