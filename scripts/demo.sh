@@ -4,9 +4,8 @@
 #
 #   scripts/demo.sh BUILD_DIR        (`make demo` builds first, then runs this)
 #
-# Today (control path only) it shows the device list and ibv_devinfo; the
-# last step, an RC ping-pong between two processes, runs when the data path
-# does and otherwise says it is not there yet.
+# It shows the device list and ibv_devinfo, then a real RC ping-pong
+# (Debian's ibv_rc_pingpong) between two processes on softhca_lo.
 set -uo pipefail
 
 [ $# -eq 1 ] || { echo "usage: $0 BUILD_DIR" >&2; exit 2; }
