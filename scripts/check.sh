@@ -15,7 +15,7 @@
 # Environment: CTEST_PARALLEL_LEVEL (default nproc), CTEST_ARGS (extra ctest
 # arguments, e.g. "-L verbs" or "-R external"), SOFTHCA_CHECK_PYVERBS=0 to
 # leave out the pyverbs suite, SOFTHCA_CHECK_SANITIZERS=0 the sanitizer
-# builds.
+# builds, SOFTHCA_FUZZ_TIME=0 the fuzzing run (default 30 s).
 set -uo pipefail
 
 [ $# -eq 1 ] || { echo "usage: $0 BUILD_DIR" >&2; exit 2; }
@@ -84,6 +84,27 @@ if [ "${SOFTHCA_CHECK_SANITIZERS:-1}" != 0 ]; then
 			-L 'verbs|traffic|cm') 2>&1 | tee "$tmp/ctest-san.log"
 		count_ctest "$tmp/ctest-san.log" "$san" "${PIPESTATUS[0]}"
 	done
+fi
+
+# --- 1c. the wire parser under libFuzzer, for a bounded time -------------
+# SOFTHCA_FUZZ_TIME seconds (default 30; 0 leaves it out).
+if [ "${SOFTHCA_FUZZ_TIME:-30}" != 0 ]; then
+	echo
+	echo "=== libFuzzer on the wire parser (${SOFTHCA_FUZZ_TIME:-30} s)"
+	if ! command -v clang >/dev/null 2>&1; then
+		echo "  skipped: clang is not installed (scripts/install-deps.sh)"
+		skipped=$((skipped + 1))
+	elif make -C "$src" --no-print-directory fuzz \
+		FUZZ_TIME="${SOFTHCA_FUZZ_TIME:-30}" FUZZ_BUILD="$build/fuzz" \
+		>"$tmp/fuzz.log" 2>&1; then
+		grep -E 'Done [0-9]+ runs|number_of_executed_units' "$tmp/fuzz.log" |
+			head -2
+		passed=$((passed + 1))
+	else
+		tail -30 "$tmp/fuzz.log"
+		failed=$((failed + 1))
+		failed_names+=("libFuzzer on the wire parser (see above)")
+	fi
 fi
 
 # --- 2. pyverbs suite ---------------------------------------------------

@@ -31,6 +31,8 @@ PACKAGES=(
 	libfabric-bin    # external clients: fi_info, fi_pingpong (verbs provider)
 	tshark           # tests/unit/test_wire_pcap.c: Wireshark's InfiniBand dissector
 	iputils-ping     # tests/netns: reachability between the namespaces
+	clang            # make fuzz: the libFuzzer build of tests/fuzz
+	libclang-rt-14-dev # libFuzzer and sanitizer runtimes for clang 14
 )
 
 if [ "${SOFTHCA_SKIP_DEPS:-0}" = 1 ]; then
