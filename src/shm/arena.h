@@ -57,8 +57,6 @@ struct shca_arena_hdr {
 	uint64_t qp_table_off;	/* uint64_t[SHCA_ARENA_QP_ENTRIES] */
 	uint64_t mr_table_off;	/* struct shca_mr_shm[SHCA_ARENA_MR_ENTRIES] */
 	uint64_t heap_off;
-	/* a peer sets this, then rings the owner's doorbell */
-	uint32_t doorbell_pending;
 };
 
 /*

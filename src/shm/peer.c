@@ -528,8 +528,6 @@ void shca_peer_notify_cq(struct shca_peer *p, struct shca_cq_shm *cq)
 	if (fd >= 0 && write(fd, &one, sizeof(one)) == sizeof(one))
 		return;
 	/* the owner's engine reports it instead */
-	__atomic_store_n(&shca_arena_hdr(p->arena)->doorbell_pending, 1,
-			 __ATOMIC_RELEASE);
 	shca_peer_doorbell(p);
 }
 

@@ -44,18 +44,11 @@ static bool peer_gone(struct shca_peer *p)
 	return true;
 }
 
-static void ring_owner(struct shca_peer *p)
-{
-	__atomic_store_n(&shca_arena_hdr(p->arena)->doorbell_pending, 1,
-			 __ATOMIC_RELEASE);
-	shca_peer_doorbell(p);
-}
-
 static void qp_pending(struct shca_peer *p, struct shca_qp_shm *q,
 		       uint32_t bits)
 {
 	__atomic_or_fetch(&q->pending, bits, __ATOMIC_ACQ_REL);
-	ring_owner(p);
+	shca_peer_doorbell(p);
 }
 
 static struct shca_qp_shm *lookup_qp(struct shca_peer *p, uint32_t qpn)
@@ -115,7 +108,7 @@ static bool resp_complete(struct shca_peer *p, struct shca_qp_shm *q,
 		shca_peer_notify_cq(p, cq);
 	} else if (r == SHCA_CQ_OVERRUN) {
 		__atomic_store_n(&cq->overflow_pending, 1, __ATOMIC_RELEASE);
-		ring_owner(p);
+		shca_peer_doorbell(p);
 	}
 	return r == SHCA_CQ_PUSHED || r == SHCA_CQ_FIRED;
 }
@@ -213,7 +206,7 @@ static void check_srq_limit(struct shca_peer *p, const struct shca_qp_shm *q,
 	limit = __atomic_load_n(&rq->srq_limit, __ATOMIC_ACQUIRE);
 	if (limit && shca_rqshm_count(rq) < limit) {
 		__atomic_store_n(&rq->limit_pending, 1, __ATOMIC_RELEASE);
-		ring_owner(p);
+		shca_peer_doorbell(p);
 	}
 }
 

@@ -60,12 +60,6 @@ static void qp_doorbell(struct shca_qp *qp, void *arg)
 
 void shca_doorbell(void)
 {
-	struct shca_arena *a = shca_arena_self();
-
-	if (!a)
-		return;
-	__atomic_store_n(&shca_arena_hdr(a->base)->doorbell_pending, 0,
-			 __ATOMIC_RELEASE);
 	shca_cq_doorbell();
 	shca_srq_doorbell();
 	shca_qp_foreach(qp_doorbell, NULL);
