@@ -56,31 +56,82 @@ void shca_peer_on_channel_request(int (*fn)(uint32_t idx, uint32_t gen))
 	__atomic_store_n(&channel_fd_fn, fn, __ATOMIC_RELEASE);
 }
 
-/* Send fd (or none, fd < 0) with a one-word answer. */
-static int send_fd(int sock, int fd)
+#define MAX_PASSED_FDS 2
+
+/* Send len bytes with nfds (0..MAX_PASSED_FDS) descriptors.  0/-errno. */
+static int send_fds(int sock, const void *data, size_t len, const int *fds,
+		    int nfds)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(MAX_PASSED_FDS * sizeof(int))];
 		struct cmsghdr align;
 	} u;
-	int32_t answer = fd >= 0 ? 0 : -ENOENT;
-	struct iovec iov = { &answer, sizeof(answer) };
+	struct iovec iov = { (void *)data, len };
 	struct msghdr msg;
 	struct cmsghdr *cm;
 
 	memset(&msg, 0, sizeof(msg));
 	msg.msg_iov = &iov;
 	msg.msg_iovlen = 1;
-	if (fd >= 0) {
+	if (nfds > 0) {
 		msg.msg_control = u.buf;
-		msg.msg_controllen = sizeof(u.buf);
+		msg.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
 		cm = CMSG_FIRSTHDR(&msg);
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+		cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, (size_t)nfds * sizeof(int));
 	}
 	return sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+/*
+ * Receive exactly len bytes and up to maxfds descriptors: the number of
+ * descriptors, or -errno (-EPROTO for a message of another size or with
+ * too many descriptors, whose descriptors are then closed).
+ */
+static int recv_fds(int sock, void *data, size_t len, int *fds, int maxfds)
+{
+	union {
+		char buf[CMSG_SPACE(MAX_PASSED_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { data, len };
+	struct msghdr msg;
+	struct cmsghdr *cm;
+	int i, n = 0, got[MAX_PASSED_FDS];
+	ssize_t r;
+
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = u.buf;
+	msg.msg_controllen = sizeof(u.buf);
+	r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	if (r < 0)
+		return -errno;
+	cm = CMSG_FIRSTHDR(&msg);
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+		n = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		if (n > MAX_PASSED_FDS)
+			n = MAX_PASSED_FDS;
+		memcpy(got, CMSG_DATA(cm), (size_t)n * sizeof(int));
+	}
+	if (r != (ssize_t)len || n > maxfds || (msg.msg_flags & MSG_CTRUNC)) {
+		for (i = 0; i < n; i++)
+			close(got[i]);
+		return -EPROTO;
+	}
+	memcpy(fds, got, (size_t)n * sizeof(int));
+	return n;
+}
+
+/* The answer to a channel request: the descriptor, or none (fd < 0). */
+static int send_fd(int sock, int fd)
+{
+	int32_t answer = fd >= 0 ? 0 : -ENOENT;
+
+	return send_fds(sock, &answer, sizeof(answer), &fd, fd >= 0 ? 1 : 0);
 }
 
 static socklen_t slot_addr(struct sockaddr_un *sa, uint16_t port)
@@ -131,15 +182,8 @@ static void send_hello(int fd)
 {
 	struct shca_arena *a = shca_arena_self();
 	const struct shca_slot *s = shca_slot_get();
-	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
 	struct hello h;
-	struct iovec iov = { &h, sizeof(h) };
-	struct msghdr msg;
-	struct cmsghdr *cm;
-	int fds[2];
+	int fds[2], ret;
 
 	if (!a || !s)
 		return;
@@ -152,18 +196,9 @@ static void send_hello(int fd)
 	h.arena_addr = (uint64_t)(uintptr_t)a->base;
 	fds[0] = a->fd;
 	fds[1] = shca_engine_doorbell_fd();
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = u.buf;
-	msg.msg_controllen = sizeof(u.buf);
-	cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
-	if (sendmsg(fd, &msg, MSG_NOSIGNAL) < 0)
-		shca_dbg("hello: %s", strerror(errno));
+	ret = send_fds(fd, &h, sizeof(h), fds, 2);
+	if (ret)
+		shca_dbg("hello: %s", strerror(-ret));
 }
 
 static void on_listen_event(int fd, uint32_t events, void *arg)
@@ -260,42 +295,15 @@ static void on_peer_event(int fd, uint32_t events, void *arg)
 
 static int recv_hello(int fd, struct hello *h, int fds[2])
 {
-	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { h, sizeof(*h) };
-	struct msghdr msg;
-	struct cmsghdr *cm;
-	ssize_t n;
+	int n = recv_fds(fd, h, sizeof(*h), fds, 2);
 
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = u.buf;
-	msg.msg_controllen = sizeof(u.buf);
-	n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
 	if (n < 0)
-		return -errno;
-	cm = CMSG_FIRSTHDR(&msg);
-	if (n != (ssize_t)sizeof(*h) || h->magic != HELLO_MAGIC || !cm ||
-	    cm->cmsg_type != SCM_RIGHTS ||
-	    cm->cmsg_len != CMSG_LEN(2 * sizeof(int))) {
-		if (cm && cm->cmsg_type == SCM_RIGHTS) {
-			int i, nfd = (int)((cm->cmsg_len - CMSG_LEN(0)) /
-					   sizeof(int));
-
-			for (i = 0; i < nfd; i++) {
-				int f;
-
-				memcpy(&f, CMSG_DATA(cm) + i * sizeof(int),
-				       sizeof(int));
-				close(f);
-			}
-		}
+		return n;
+	if (n != 2 || h->magic != HELLO_MAGIC) {
+		while (n--)
+			close(fds[n]);
 		return -EPROTO;
 	}
-	memcpy(fds, CMSG_DATA(cm), 2 * sizeof(int));
 	return 0;
 }
 
@@ -418,19 +426,12 @@ struct shca_peer *shca_peer_get(int slot)
  * (the peer's main one is the engine thread's to watch).  fd or -errno. */
 static int fetch_channel_fd(struct shca_peer *p, uint32_t idx, uint32_t gen)
 {
-	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
 	struct timeval tv = { CONNECT_TIMEOUT_S, 0 };
 	struct chan_req req = { CHAN_REQ_MAGIC, idx, gen };
 	struct sockaddr_un sa;
 	struct hello h;
 	int32_t answer = -EPROTO;
-	struct iovec iov = { &answer, sizeof(answer) };
-	struct msghdr msg;
-	struct cmsghdr *cm;
-	int fd, fds[2], cfd = -EPROTO;
+	int fd, fds[2], cfd = -EPROTO, n;
 
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -446,18 +447,12 @@ static int fetch_channel_fd(struct shca_peer *p, uint32_t idx, uint32_t gen)
 	close(fds[1]);
 	if (h.pid != p->pid || send(fd, &req, sizeof(req), MSG_NOSIGNAL) < 0)
 		goto out;
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = u.buf;
-	msg.msg_controllen = sizeof(u.buf);
-	if (recvmsg(fd, &msg, MSG_CMSG_CLOEXEC) != (ssize_t)sizeof(answer))
-		goto out;
-	cm = CMSG_FIRSTHDR(&msg);
-	if (!answer && cm && cm->cmsg_type == SCM_RIGHTS &&
-	    cm->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(&cfd, CMSG_DATA(cm), sizeof(int));
-	else
+	n = recv_fds(fd, &answer, sizeof(answer), fds, 1);
+	if (n == 1 && !answer)
+		cfd = fds[0];
+	else if (n == 1)
+		close(fds[0]);
+	if (n >= 0 && cfd < 0)
 		cfd = answer ? answer : -EPROTO;
 out:
 	close(fd);
