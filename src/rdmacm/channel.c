@@ -112,6 +112,25 @@ struct cm_event *cm_event_new(struct cm_id *id, enum rdma_cm_event_type type,
 }
 
 /*
+ * Copy private data into the event and point the event's parameters at
+ * it: param.ud for UD ids (SIDR), param.conn otherwise.
+ */
+void cm_event_pdata(struct cm_event *ev, const void *pdata, size_t len,
+		    bool ud)
+{
+	if (!len)
+		return;
+	memcpy(ev->private_data, pdata, len);
+	if (ud) {
+		ev->event.param.ud.private_data = ev->private_data;
+		ev->event.param.ud.private_data_len = (uint8_t)len;
+	} else {
+		ev->event.param.conn.private_data = ev->private_data;
+		ev->event.param.conn.private_data_len = (uint8_t)len;
+	}
+}
+
+/*
  * A connection request arrived for listener: child, the new id, joins the
  * listener's children (pending until accepted or rejected) and the
  * CONNECT_REQUEST event is made, for the caller to fill and queue.  NULL

@@ -295,6 +295,8 @@ void cm_channel_free(struct cm_channel *ch);
 struct cm_event *cm_event_new(struct cm_id *id, enum rdma_cm_event_type type,
 			      int status);
 void cm_event_queue(struct cm_id *owner, struct cm_event *ev);
+void cm_event_pdata(struct cm_event *ev, const void *pdata, size_t len,
+		    bool ud);
 struct cm_event *cm_listener_adopt(struct cm_id *listener,
 				   struct cm_id *child);
 void cm_channel_drop_events(struct cm_id *id);

@@ -61,11 +61,7 @@ static void queue_conn_event(struct cm_id *id, enum rdma_cm_event_type type,
 
 	if (!ev)
 		return;
-	if (len) {
-		memcpy(ev->private_data, pdata, len);
-		ev->event.param.conn.private_data = ev->private_data;
-		ev->event.param.conn.private_data_len = (uint8_t)len;
-	}
+	cm_event_pdata(ev, pdata, len, false);
 	cm_event_queue(id, ev);
 }
 
@@ -308,10 +304,8 @@ static void req_received(struct cm_id *listener, struct cm_sock *s,
 	ev = cm_listener_adopt(listener, child);
 	if (!ev)
 		return;
-	memcpy(ev->private_data, req.private_data, CM_REQ_PDATA);
+	cm_event_pdata(ev, req.private_data, CM_REQ_PDATA, false);
 	p = &ev->event.param.conn;
-	p->private_data = ev->private_data;
-	p->private_data_len = CM_REQ_PDATA;
 	p->responder_resources = req.initiator_depth;
 	p->initiator_depth = req.responder_resources;
 	p->flow_control = req.flow_control;
@@ -449,10 +443,8 @@ static void rep_received(struct cm_id *id, const uint8_t *msg)
 	ev->conn_resp = true;
 	ev->ece.vendor_id = rep.ece_vendor_id;
 	ev->ece.options = rep.ece_options;
-	memcpy(ev->private_data, rep.private_data, CM_REP_PDATA);
+	cm_event_pdata(ev, rep.private_data, CM_REP_PDATA, false);
 	p = &ev->event.param.conn;
-	p->private_data = ev->private_data;
-	p->private_data_len = CM_REP_PDATA;
 	p->responder_resources = rep.initiator_depth;
 	p->initiator_depth = rep.responder_resources;
 	p->flow_control = rep.flow_control;

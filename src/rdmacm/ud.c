@@ -89,11 +89,7 @@ static void queue_ud_event(struct cm_id *id, enum rdma_cm_event_type type,
 
 	if (!ev)
 		return;
-	if (len) {
-		memcpy(ev->private_data, pdata, len);
-		ev->event.param.ud.private_data = ev->private_data;
-		ev->event.param.ud.private_data_len = (uint8_t)len;
-	}
+	cm_event_pdata(ev, pdata, len, true);
 	cm_event_queue(id, ev);
 }
 
@@ -137,9 +133,7 @@ static void sidr_rep_received(struct cm_id *id, const uint8_t *msg)
 	ev = cm_event_new(id, RDMA_CM_EVENT_ESTABLISHED, 0);
 	if (!ev)
 		return;
-	memcpy(ev->private_data, rep.private_data, CM_SIDR_REP_PDATA);
-	ev->event.param.ud.private_data = ev->private_data;
-	ev->event.param.ud.private_data_len = CM_SIDR_REP_PDATA;
+	cm_event_pdata(ev, rep.private_data, CM_SIDR_REP_PDATA, true);
 	cm_ah_from_path(id, &ev->event.param.ud.ah_attr);
 	ev->event.param.ud.qp_num = rep.qpn;
 	ev->event.param.ud.qkey = rep.qkey;
@@ -275,9 +269,7 @@ static void sidr_req_received(struct cm_id *listener, struct cm_sock *s,
 	ev = cm_listener_adopt(listener, c);
 	if (!ev)
 		return;
-	memcpy(ev->private_data, req.private_data, CM_SIDR_REQ_PDATA);
-	ev->event.param.ud.private_data = ev->private_data;
-	ev->event.param.ud.private_data_len = CM_SIDR_REQ_PDATA;
+	cm_event_pdata(ev, req.private_data, CM_SIDR_REQ_PDATA, true);
 	cm_event_queue(listener, ev);
 }
 
