@@ -25,20 +25,6 @@ enum {
 	SHCA_GID_TYPE_SYSFS_ROCE_V2 = 1,
 };
 
-static uint64_t sys_image_guid(struct shca_device *dev)
-{
-	/* one "system": the host; every device reports the same value */
-	struct shca_device **all;
-	uint64_t guid = dev->node_guid;
-	int n;
-
-	all = shca_devices_snapshot(&n);
-	if (all && n)
-		guid = all[0]->node_guid;
-	free(all);
-	return guid;
-}
-
 /* ------------------------------------------------------------------ */
 /* Queries                                                             */
 
@@ -48,7 +34,7 @@ static void fill_device_attr(struct shca_device *dev,
 	memset(a, 0, sizeof(*a));
 	snprintf(a->fw_ver, sizeof(a->fw_ver), "%s", SHCA_FW_VER);
 	a->node_guid = dev->node_guid;
-	a->sys_image_guid = sys_image_guid(dev);
+	a->sys_image_guid = shca_sys_image_guid(dev);
 	a->max_mr_size = SHCA_MAX_MR_SIZE;
 	a->page_size_cap = SHCA_PAGE_SIZE_CAP;
 	a->vendor_id = SHCA_VENDOR_ID;

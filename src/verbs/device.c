@@ -28,6 +28,7 @@ _Static_assert(sizeof(struct ibv_device) == 664, "v44 ibv_device layout");
 
 static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shca_device *devices;
+static uint64_t sys_guid;	/* the first present device's node GUID */
 
 static uint64_t fnv1a64(uint64_t h, const void *data, size_t len)
 {
@@ -152,7 +153,22 @@ static int refresh_locked(void)
 		*tail = dev;
 	}
 	free(list);
+	for (dev = devices; dev && !dev->present; dev = dev->next)
+		;
+	if (dev)
+		__atomic_store_n(&sys_guid, dev->node_guid, __ATOMIC_RELAXED);
 	return 0;
+}
+
+/*
+ * One "system", the host: every device reports the same system image
+ * GUID, its first device's node GUID as of the last device list.
+ */
+uint64_t shca_sys_image_guid(struct shca_device *dev)
+{
+	uint64_t g = __atomic_load_n(&sys_guid, __ATOMIC_RELAXED);
+
+	return g ? g : dev->node_guid;
 }
 
 int shca_devices_refresh(void)

@@ -328,6 +328,7 @@ int shca_device_gid(struct shca_device *dev, int index, union ibv_gid *gid);
 int shca_device_gid_count(struct shca_device *dev);
 unsigned int shca_device_gid_tbl_len(struct shca_device *dev);
 enum ibv_mtu shca_device_active_mtu(struct shca_device *dev);
+uint64_t shca_sys_image_guid(struct shca_device *dev);
 
 /* context.c: open/close, queries, the ops tables */
 void shca_context_fill_ops(struct shca_context *sctx);
