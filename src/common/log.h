@@ -45,6 +45,14 @@ void shca_log_at(int level, const char *func, const char *fmt, ...)
 			shca_warn(__VA_ARGS__);          \
 	} while (0)
 
+#define shca_info_once(...)                              \
+	do {                                             \
+		static int told_;                        \
+		if (!__atomic_exchange_n(&told_, 1,      \
+					 __ATOMIC_RELAXED)) \
+			shca_info(__VA_ARGS__);          \
+	} while (0)
+
 #ifdef SOFTHCA_DEBUG_DATAPATH
 #define shca_dbg_dp(...) shca_dbg(__VA_ARGS__)
 #else

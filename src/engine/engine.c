@@ -297,6 +297,16 @@ int shca_engine_watch(int fd, shca_fd_fn fn, void *arg)
 	return ret;
 }
 
+int shca_engine_watch_events(int fd, uint32_t events)
+{
+	struct epoll_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.events = events;
+	ev.data.fd = fd;
+	return epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) ? -errno : 0;
+}
+
 void shca_engine_unwatch(int fd)
 {
 	struct watch **pp, *w;

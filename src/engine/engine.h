@@ -24,6 +24,8 @@ void shca_engine_on_doorbell(void (*fn)(void));
 typedef void (*shca_fd_fn)(int fd, uint32_t events, void *arg);
 int shca_engine_watch(int fd, shca_fd_fn fn, void *arg);
 void shca_engine_unwatch(int fd);
+/* The epoll events (EPOLLIN, EPOLLOUT) a watched fd waits for. */
+int shca_engine_watch_events(int fd, uint32_t events);
 
 /* Timers: fn runs in the engine thread once deadline (CLOCK_MONOTONIC ns)
  * has passed.  A timer is armed at most once; arming again moves it. */

@@ -27,7 +27,9 @@
 #include "../shm/host.h"
 #include "../common/slot.h"
 #include "../verbs/shca.h"
+#include "../net/transport.h"
 #include "engine.h"
+#include "requester.h"
 
 #define MAX_LOCAL_IOV 64
 
@@ -39,7 +41,7 @@ static const uint32_t rnr_timer_us[32] = {
 };
 
 /* IBA 9.7.6.1.3: Local ACK Timeout = 4.096 us * 2^timeout (0: infinite) */
-static uint64_t ack_timeout_ns(uint8_t timeout)
+uint64_t shca_ack_timeout_ns(uint8_t timeout)
 {
 	if (!timeout)
 		return 0;
@@ -63,7 +65,7 @@ static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
 	}
 }
 
-static uint64_t wqe_length(const struct shca_send_wqe *w)
+uint64_t shca_wqe_length(const struct shca_send_wqe *w)
 {
 	uint64_t len = 0;
 	int i;
@@ -80,9 +82,10 @@ static uint64_t wqe_length(const struct shca_send_wqe *w)
  * PD, and local write where we write (READ, atomics).  IBA C10-...:
  * failures are Local Protection Errors.
  */
-static enum ibv_wc_status local_iov(struct shca_qp *qp,
-				    const struct shca_send_wqe *w, bool write,
-				    struct iovec *iov, int *niov)
+enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
+				      const struct shca_send_wqe *w,
+				      bool write, struct iovec *iov,
+				      int *niov)
 {
 	int i, n = 0;
 
@@ -128,8 +131,8 @@ static uint16_t ip_csum(const void *data, size_t len)
  * the IPv4 header in the last 20 bytes; over IPv6 it is the IPv6 header
  * (IBA A17.4.5.1).  Lengths count UDP, BTH, DETH, payload and ICRC.
  */
-static void build_grh(uint8_t *grh, const union ibv_gid *sgid,
-		      const struct ibv_global_route *dst, uint64_t payload)
+void shca_build_grh(uint8_t *grh, const union ibv_gid *sgid,
+		    const struct ibv_global_route *dst, uint64_t payload)
 {
 	struct in6_addr s, d;
 	uint32_t l4 = 8 + 12 + 8 + (uint32_t)payload + 4;
@@ -166,8 +169,8 @@ static void build_grh(uint8_t *grh, const union ibv_gid *sgid,
 	}
 }
 
-static void complete_send(struct shca_qp *qp, const struct shca_send_wqe *w,
-			  enum ibv_wc_status status, uint32_t byte_len)
+void shca_complete_send(struct shca_qp *qp, const struct shca_send_wqe *w,
+			enum ibv_wc_status status, uint32_t byte_len)
 {
 	struct ibv_wc wc;
 
@@ -203,10 +206,10 @@ static enum ibv_wc_status prepare(struct shca_qp *qp,
 	x->opcode = op;
 	x->solicited = w->wr.send_flags & IBV_SEND_SOLICITED;
 	x->imm_data = w->wr.imm_data;
-	x->length = wqe_length(w);
+	x->length = shca_wqe_length(w);
 	if (x->length > SHCA_MAX_MSG_SZ)
 		return IBV_WC_LOC_LEN_ERR;
-	st = local_iov(qp, w, local_write, iov, &niov);
+	st = shca_wqe_local_iov(qp, w, local_write, iov, &niov);
 	if (st != IBV_WC_SUCCESS)
 		return st;
 	x->local = iov;
@@ -250,16 +253,15 @@ static enum ibv_wc_status prepare(struct shca_qp *qp,
 		if (shca_device_gid(to_sctx(qp->ibqp.context)->dev,
 				    ah->attr.grh.sgid_index, &sgid))
 			memset(&sgid, 0, sizeof(sgid));
-		build_grh(grh, &sgid, &ah->attr.grh, x->length);
+		shca_build_grh(grh, &sgid, &ah->attr.grh, x->length);
 		x->grh = grh;
-		/* another host: the net path is not built yet, and UD may
-		 * lose a message (it goes nowhere) */
+		/* another host (or CMA refused): the net path */
 		*peer = ah->local && x->dest_qpn != 0xffffff ?
 				shca_peer_get(shca_qpn_slot(x->dest_qpn)) :
 				NULL;
 	} else {
 		x->dest_qpn = qp->attr.dest_qp_num;
-		if (!qp->peer)
+		if (!qp->peer && !qp->net.on)
 			qp->peer = shca_peer_get(shca_qpn_slot(x->dest_qpn));
 		*peer = qp->peer;
 	}
@@ -313,7 +315,7 @@ static void qp_to_sqe(struct shca_qp *qp)
 }
 
 /* After a send WQE completed in error: RC to ERR, UC and UD to SQE. */
-static void sq_failed(struct shca_qp *qp)
+void shca_sq_failed(struct shca_qp *qp)
 {
 	if (qp->ibqp.qp_type == IBV_QPT_RC)
 		shca_qp_to_error(qp);
@@ -325,6 +327,12 @@ static void qp_retry_timer(struct shca_timer *t)
 {
 	struct shca_qp *qp = container_of(t, struct shca_qp, retry_timer);
 
+	if (qp->net.on && qp->ibqp.qp_type == IBV_QPT_RC) {
+		pthread_mutex_lock(&qp->exec_lock);
+		shca_net_rc_timer(qp);
+		pthread_mutex_unlock(&qp->exec_lock);
+		return;
+	}
 	shca_sq_execute(qp);
 }
 
@@ -352,14 +360,26 @@ static void execute_locked(struct shca_qp *qp)
 
 		st = prepare(qp, w, &x, iov, grh, &peer);
 		if (st != IBV_WC_SUCCESS) {
-			complete_send(qp, w, st, 0);
+			shca_complete_send(qp, w, st, 0);
 			shca_sq_pop(qp);
-			sq_failed(qp);
+			shca_sq_failed(qp);
 			return;
 		}
 		if (qp->ibqp.qp_type == IBV_QPT_UD &&
 		    x.dest_qpn == 0xffffff) {
 			send_multicast(qp, w, &x);
+			shca_net_ud_send(qp, w, &x);
+			res.outcome = SHCA_XFER_DONE;
+			res.status = IBV_WC_SUCCESS;
+		} else if (qp->ibqp.qp_type == IBV_QPT_UD &&
+			   (!to_sah(w->wr.wr.ud.ah)->local ||
+			    (peer && !peer->cma))) {
+			shca_net_ud_send(qp, w, &x);
+			res.outcome = SHCA_XFER_DONE;
+			res.status = IBV_WC_SUCCESS;
+		} else if (qp->net.on) {
+			/* UC over the net: sent is done */
+			shca_net_uc_send(qp, w, &x);
 			res.outcome = SHCA_XFER_DONE;
 			res.status = IBV_WC_SUCCESS;
 		} else {
@@ -378,7 +398,7 @@ static void execute_locked(struct shca_qp *qp)
 				       1000ull * rnr_timer_us[res.rnr_timer & 31]);
 			return;
 		case SHCA_XFER_NO_RESPONSE:
-			if (!ack_timeout_ns(qp->attr.timeout)) {
+			if (!shca_ack_timeout_ns(qp->attr.timeout)) {
 				/* timeout 0 is infinite: wait for ever,
 				 * checking now and then */
 				shca_timer_arm(&qp->retry_timer,
@@ -391,7 +411,7 @@ static void execute_locked(struct shca_qp *qp)
 			}
 			shca_timer_arm(&qp->retry_timer,
 				       shca_now_ns() +
-				       ack_timeout_ns(qp->attr.timeout));
+				       shca_ack_timeout_ns(qp->attr.timeout));
 			return;
 		case SHCA_XFER_DONE:
 			break;
@@ -403,12 +423,12 @@ static void execute_locked(struct shca_qp *qp)
 			memcpy(iov[0].iov_base, &res.atomic_orig, 8);
 		qp->head_retries = 0;
 		qp->head_rnr_retries = 0;
-		complete_send(qp, w, res.status,
+		shca_complete_send(qp, w, res.status,
 			      res.status == IBV_WC_SUCCESS ?
 				      (uint32_t)x.length : 0);
 		shca_sq_pop(qp);
 		if (res.status != IBV_WC_SUCCESS) {
-			sq_failed(qp);
+			shca_sq_failed(qp);
 			return;
 		}
 	}
@@ -419,7 +439,10 @@ int shca_sq_execute(struct shca_qp *qp)
 	pthread_mutex_lock(&qp->exec_lock);
 	if (!qp->retry_timer.fn)
 		qp->retry_timer.fn = qp_retry_timer;
-	execute_locked(qp);
+	if (qp->net.on && qp->ibqp.qp_type == IBV_QPT_RC)
+		shca_net_rc_execute(qp);
+	else
+		execute_locked(qp);
 	pthread_mutex_unlock(&qp->exec_lock);
 	return 0;
 }

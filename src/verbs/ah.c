@@ -17,6 +17,7 @@
 #include <netinet/ip.h>
 
 #include "shca.h"
+#include "../net/transport.h"
 #include "../common/slot.h"
 #include "../shm/host.h"
 
@@ -382,6 +383,9 @@ int shca_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 				gid, shca_qpn_slot(ibqp->qp_num), ibqp->qp_num);
 			if (ret)
 				group_leave(gid);
+			else
+				/* and from other hosts, over IP multicast */
+				shca_net_mcast(qp, gid, true);
 		}
 	}
 	pthread_mutex_unlock(&mcast_lock);
@@ -417,6 +421,7 @@ int shca_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 			group_leave(gid);
 			shca_host_mcast_detach(gid, shca_qpn_slot(ibqp->qp_num),
 					       ibqp->qp_num);
+			shca_net_mcast(qp, gid, false);
 		}
 		pthread_mutex_unlock(&mcast_lock);
 		ret = 0;

@@ -229,6 +229,20 @@ struct shca_send_wqe *shca_sq_head(struct shca_qp *qp)
 	return w;
 }
 
+struct shca_send_wqe *shca_sq_at(struct shca_qp *qp, uint32_t idx,
+				 uint32_t *head, uint32_t *tail)
+{
+	struct shca_send_wqe *w = NULL;
+
+	pthread_mutex_lock(&qp->sq.lock);
+	*head = qp->sq.head;
+	*tail = qp->sq.tail;
+	if (idx - qp->sq.head < qp->sq.tail - qp->sq.head)
+		w = sq_entry(&qp->sq, idx);
+	pthread_mutex_unlock(&qp->sq.lock);
+	return w;
+}
+
 void shca_sq_pop(struct shca_qp *qp)
 {
 	pthread_mutex_lock(&qp->sq.lock);
@@ -947,6 +961,8 @@ static struct shca_qp *qp_create(struct ibv_context *ctx,
 	qp->shm = shca_arena_alloc(sizeof(*qp->shm));
 	if (!qp->shm)
 		goto err_free;
+	/* `softhca stat` counts the QP under its device */
+	memcpy(qp->shm->dev, sctx->dev->ifname, sizeof(qp->shm->dev));
 	if (sq_init(&qp->sq, a->cap.max_send_wr, a->cap.max_send_sge,
 		    a->cap.max_inline_data))
 		goto err_free;

@@ -27,6 +27,8 @@
 #include <string.h>
 
 #include "shca.h"
+#include "../net/net.h"
+#include "../net/transport.h"
 #include "../common/slot.h"
 
 /* Attribute mask bits, short, for the table. */
@@ -325,19 +327,24 @@ static int check_values(const struct shca_qp *qp, const struct ibv_qp_attr *a,
  * than a QP that would retry into the void.
  */
 static int check_destination(struct shca_qp *qp, const struct ibv_qp_attr *a,
-			     int mask)
+			     int mask, bool *use_net)
 {
 	const union ibv_gid *dgid = (mask & IBV_QP_AV) ?
 					    &a->ah_attr.grh.dgid :
 					    &qp->attr.ah_attr.grh.dgid;
+	int ret;
 
+	*use_net = false;
+	/* the receive side of the net path: UD datagrams and the answers
+	 * of any QP may come from other hosts */
+	ret = shca_net_start(shca_net_rx);
+	if (ret)
+		return ret;
 	if (qp->ibqp.qp_type == IBV_QPT_UD)
 		return 0;
 	if (!shca_gid_is_local(dgid)) {
-		shca_warn_once("QP 0x%06x: the destination GID is not on this "
-			       "host; softhca's net path between hosts is not "
-			       "built yet", qp->ibqp.qp_num);
-		return -EOPNOTSUPP;
+		*use_net = true;
+		return 0;
 	}
 	/* the peer process; if it is not there yet, the requester looks
 	 * again when it first sends */
@@ -345,16 +352,15 @@ static int check_destination(struct shca_qp *qp, const struct ibv_qp_attr *a,
 						a->dest_qp_num :
 						qp->attr.dest_qp_num));
 	/*
-	 * CMA refused (another user, Yama, seccomp): the pair would need the
-	 * net path, which is not built yet.  Say so now rather than fail
-	 * every work request later.
+	 * CMA refused (another user, Yama, seccomp): the pair uses the net
+	 * path, over this host's own address.
 	 */
 	if (qp->peer && !qp->peer->cma) {
-		shca_warn_once("QP 0x%06x: process_vm_writev to pid %d is not "
-			       "permitted, and the net path is not built yet",
+		shca_info_once("QP 0x%06x: process_vm_writev to pid %d is not "
+			       "permitted: using the net path",
 			       qp->ibqp.qp_num, (int)qp->peer->pid);
 		qp->peer = NULL;
-		return -EOPNOTSUPP;
+		*use_net = true;
 	}
 	return 0;
 }
@@ -457,6 +463,7 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 		shca_rq_flush(&qp->rq, NULL, 0);
 		shca_qp_reset_attr(qp);
 		qp->peer = NULL;
+		shca_net_qp_stop(qp, true);
 		qp->head_retries = qp->head_rnr_retries = 0;
 		qp->comm_est_reported = false;
 		__atomic_store_n(&qp->shm->pending, 0, __ATOMIC_RELEASE);
@@ -469,6 +476,8 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 		if (cur == IBV_QPS_ERR)
 			break;
 		shca_sq_flush(qp);
+		shca_timer_cancel(&qp->retry_timer);
+		shca_net_qp_stop(qp, false);
 		/*
 		 * An SRQ's WQEs belong to no QP and stay; the QP reports
 		 * that it takes no more of them (the affiliated asynchronous
@@ -488,6 +497,8 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 			todo |= EV_SQ_DRAINED;
 		break;
 	case IBV_QPS_RTS:
+		if (cur == IBV_QPS_RTR)
+			shca_net_qp_rts(qp);
 		if (cur != IBV_QPS_RTS)
 			todo |= EV_EXECUTE;
 		break;
@@ -515,6 +526,7 @@ int shca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	enum ibv_qp_state cur, next;
 	struct ibv_qp_attr a;
 	unsigned int todo = 0;
+	bool use_net = false;
 	int ret;
 
 	if ((unsigned int)mask & ~(unsigned int)QP_ATTR_STANDARD)
@@ -534,7 +546,7 @@ int shca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		ret = check_values(qp, &a, mask);
 	if (!ret && (mask & IBV_QP_STATE) && next == IBV_QPS_RTR &&
 	    cur != IBV_QPS_RTR)
-		ret = check_destination(qp, &a, mask);
+		ret = check_destination(qp, &a, mask, &use_net);
 	if (ret) {
 		pthread_mutex_unlock(&qp->lock);
 		pthread_mutex_unlock(&qp->exec_lock);
@@ -544,6 +556,8 @@ int shca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	pthread_mutex_lock(&qp->sq.lock);
 	pthread_mutex_lock(&qp->rq.lock);
 	apply_attr(qp, &a, mask);
+	if ((mask & IBV_QP_STATE) && next == IBV_QPS_RTR && cur != IBV_QPS_RTR)
+		shca_net_qp_rtr(qp, &qp->attr.ah_attr.grh.dgid, use_net);
 	if (mask & IBV_QP_STATE)
 		todo = enter_state(qp, cur, next);
 	shca_qp_publish(qp);

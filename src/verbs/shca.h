@@ -175,6 +175,9 @@ struct shca_srq {
 struct shca_send_wqe {
 	struct ibv_send_wr wr;		/* sg_list points at sge[] */
 	uint32_t inline_len;
+	/* net path, RC (src/net/transport.c): the PSNs the message uses,
+	 * and the READ response packets placed so far */
+	uint32_t psn, npsn, nrecv;
 	struct ibv_sge sge[];		/* max_send_sge entries, or inline */
 };
 
@@ -200,6 +203,40 @@ struct shca_mcast {
 };
 
 struct shca_wr_batch;
+struct shca_conn;
+
+/*
+ * A QP's net path state (src/net/transport.c), under the QP's exec_lock.
+ * Requester indexes are send queue counters: WQEs in [sq.head, send_idx)
+ * are on the wire, [send_idx, assigned) were sent before and wait to be
+ * sent again (go-back-N), from assigned on they have no PSN yet.
+ */
+struct shca_net_qp {
+	bool on;			/* RC/UC: this QP talks over the net */
+	struct shca_conn *conn;		/* toward the destination */
+	/* requester */
+	uint32_t next_psn;		/* for the next new WQE */
+	uint32_t send_idx, send_pkt;	/* next packet to (re)send */
+	uint32_t assigned;
+	bool rnr_wait;			/* sitting out an RNR NAK */
+	uint32_t rnr_idx;
+	/* responder */
+	uint32_t epsn, msn;
+	bool nak_sent;			/* PSN sequence NAK not yet answered */
+	bool rx_active;			/* a multi-packet message arriving */
+	bool rx_write;
+	uint32_t rx_first_psn;
+	uint64_t rx_va;
+	uint32_t rx_rkey, rx_dma_len;
+	unsigned char *rx_buf;
+	size_t rx_len, rx_cap;
+	struct {
+		uint32_t psn;
+		bool valid;
+		uint64_t orig;
+	} atomics[16];			/* replayed to duplicate requests */
+	unsigned int atomic_next;
+};
 
 /*
  * A QP.  Locks, taken in this order: lock (attributes and state: modify,
@@ -237,6 +274,7 @@ struct shca_qp {
 	uint32_t head_retries;		/* of the WQE at the SQ head */
 	uint32_t head_rnr_retries;
 	struct shca_peer *peer;		/* RC/UC: the destination's process */
+	struct shca_net_qp net;		/* the net path (src/net/transport.c) */
 	bool comm_est_reported;
 	struct shca_qp *next;		/* the process's QP list */
 };
@@ -428,6 +466,10 @@ bool shca_gid_is_local(const union ibv_gid *gid);
 /* The oldest send WQE (NULL: empty) and its removal, for the requester. */
 struct shca_send_wqe *shca_sq_head(struct shca_qp *qp);
 void shca_sq_pop(struct shca_qp *qp);
+/* The WQE at SQ counter idx (NULL unless head <= idx < tail), and both
+ * counters as they are now. */
+struct shca_send_wqe *shca_sq_at(struct shca_qp *qp, uint32_t idx,
+				 uint32_t *head, uint32_t *tail);
 /* Complete every send WQE with IBV_WC_WR_FLUSH_ERR; sq.lock held. */
 void shca_sq_flush(struct shca_qp *qp);
 enum ibv_wc_opcode shca_wr_wc_opcode(enum ibv_wr_opcode opcode);

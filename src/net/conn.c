@@ -1,0 +1,1141 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The net path's sockets (net.h): TCP connections with their send queues
+ * and framing, UDP datagrams, multicast, fault injection and the pcap
+ * trace.
+ *
+ * Threads: any thread queues packets (shca_net_send) under the
+ * connection's lock and writes what the socket takes; only the engine
+ * thread reads sockets and closes them.  A sender that meets a write
+ * error shuts the socket down, which the engine sees as a hang-up.
+ * Connection objects are never freed (requesters keep pointers); a closed
+ * one is opened again by the next send.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include "../common/log.h"
+#include "../common/slot.h"
+#include "../common/stat.h"
+#include "../common/util.h"
+#include "../engine/engine.h"
+#include "../wire/pcap.h"
+#include "../wire/wire.h"
+#include "net.h"
+
+#define FRAME_HDR	4
+#define MAX_PKT		(SHCA_WIRE_MAX_PMTU + 128)
+#define RBUF_SIZE	(256 * 1024)
+#define MAX_WRITE_IOV	64
+
+/* One queued packet: frame header + IB headers in hdr[], then payload. */
+struct chunk {
+	struct chunk *next;
+	void *owned;
+	size_t len, off;		/* bytes in all, bytes written */
+	int niov;
+	struct iovec *iov;		/* [0]: frame and IB headers */
+	unsigned char hdr[];
+};
+
+enum conn_state {
+	CONN_DOWN,			/* no socket: the next send connects */
+	CONN_CONNECTING,
+	CONN_UP,
+	CONN_CLOSING,			/* shut down, the engine closes it */
+};
+
+struct shca_conn {
+	pthread_mutex_t lock;		/* state, fd, queue */
+	enum conn_state state;
+	int fd;
+	bool incoming;			/* accepted: answers only */
+	bool want_out;			/* EPOLLOUT armed */
+	struct shca_net_addr addr;	/* src: this end, dst: the other */
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
+	struct chunk *head, *tail;
+	size_t queued;
+	struct chunk *held;		/* fault "reorder": sent after the next */
+	/* engine thread only */
+	unsigned char *rbuf;
+	size_t rlen;
+	struct shca_conn *next;
+};
+
+static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shca_conn *conns;
+static shca_net_rx_fn rx_fn;
+static pid_t started_pid;
+static int mcast_fd = -1;		/* bound to SHCA_NET_MCAST_PORT */
+static int mcast_send4 = -1, mcast_send6 = -1;
+
+/* ------------------------------------------------------------------ */
+/* Faults and trace                                                    */
+
+struct faults {
+	bool on;
+	double drop, dup, delay, reorder, reset;
+	unsigned int delay_ms;
+	uint64_t rng;
+	pthread_mutex_t lock;
+};
+
+static struct faults faults = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static struct shca_pcap *pcap;
+
+/*
+ * SOFTHCA_FAULTS=drop=P,dup=P,delay=P,delay_ms=N,reorder=P,reset=P,seed=N
+ * (P a probability per packet sent, 0..1).
+ */
+static void faults_parse(void)
+{
+	const char *env = getenv("SOFTHCA_FAULTS");
+	char *s, *tok, *save = NULL;
+
+	faults.delay_ms = 5;
+	faults.rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)shca_getpid();
+	if (!env || !*env)
+		return;
+	s = strdup(env);
+	if (!s)
+		return;
+	for (tok = strtok_r(s, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		double v;
+
+		if (!eq) {
+			shca_warn("SOFTHCA_FAULTS: ignoring '%s'", tok);
+			continue;
+		}
+		*eq = 0;
+		v = strtod(eq + 1, NULL);
+		if (!strcmp(tok, "drop"))
+			faults.drop = v;
+		else if (!strcmp(tok, "dup"))
+			faults.dup = v;
+		else if (!strcmp(tok, "delay"))
+			faults.delay = v;
+		else if (!strcmp(tok, "delay_ms"))
+			faults.delay_ms = (unsigned int)v;
+		else if (!strcmp(tok, "reorder"))
+			faults.reorder = v;
+		else if (!strcmp(tok, "reset"))
+			faults.reset = v;
+		else if (!strcmp(tok, "seed"))
+			faults.rng = (uint64_t)v * 0x9e3779b97f4a7c15ull + 1;
+		else
+			shca_warn("SOFTHCA_FAULTS: unknown fault '%s'", tok);
+	}
+	free(s);
+	faults.on = faults.drop > 0 || faults.dup > 0 || faults.delay > 0 ||
+		    faults.reorder > 0 || faults.reset > 0;
+	if (faults.on)
+		shca_info("fault injection: drop %g dup %g delay %g (%u ms) "
+			  "reorder %g reset %g", faults.drop, faults.dup,
+			  faults.delay, faults.delay_ms, faults.reorder,
+			  faults.reset);
+}
+
+static bool fault_roll(double p)
+{
+	uint64_t x;
+
+	if (p <= 0)
+		return false;
+	pthread_mutex_lock(&faults.lock);
+	/* xorshift64*: reproducible with seed= */
+	x = faults.rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	faults.rng = x;
+	pthread_mutex_unlock(&faults.lock);
+	if ((double)((x * 0x2545f4914f6cdd1dull) >> 11) / (double)(1ull << 53) >=
+	    p)
+		return false;
+	shca_stat_add(shca_stat_proc(), SHCA_STAT_FAULTS_INJECTED, 1);
+	return true;
+}
+
+static void pcap_open(void)
+{
+	const char *path = getenv("SOFTHCA_PCAP");
+	char buf[4096];
+	int ret;
+
+	if (!path || !*path)
+		return;
+	/* one file per process: name.PID when the name has no %p */
+	if (strstr(path, "%p")) {
+		const char *p = strstr(path, "%p");
+
+		snprintf(buf, sizeof(buf), "%.*s%d%s", (int)(p - path), path,
+			 (int)shca_getpid(), p + 2);
+		path = buf;
+	}
+	ret = shca_pcap_open(path, 0, &pcap);
+	if (ret)
+		shca_warn("SOFTHCA_PCAP=%s: %s", path, strerror(-ret));
+}
+
+/* Record one packet, headers and payload gathered. */
+static void trace(const uint8_t src[16], const uint8_t dst[16],
+		  const void *hdr, size_t hlen, const struct iovec *pl,
+		  int npl)
+{
+	unsigned char buf[MAX_PKT];
+	size_t len = hlen;
+	int i;
+
+	if (!pcap || hlen > sizeof(buf))
+		return;
+	memcpy(buf, hdr, hlen);
+	for (i = 0; i < npl; i++) {
+		if (len + pl[i].iov_len > sizeof(buf))
+			return;
+		memcpy(buf + len, pl[i].iov_base, pl[i].iov_len);
+		len += pl[i].iov_len;
+	}
+	shca_pcap_write(pcap, src, dst, buf, len, NULL);
+}
+
+static void count_sent(size_t len)
+{
+	struct shca_stat_block *s = shca_stat_proc();
+
+	shca_stat_add(s, SHCA_STAT_SENT_PKTS, 1);
+	shca_stat_add(s, SHCA_STAT_SENT_BYTES, len);
+}
+
+/* ------------------------------------------------------------------ */
+/* Addresses                                                           */
+
+static void gid_from_sa(uint8_t gid[16], const struct sockaddr_storage *ss)
+{
+	memset(gid, 0, 16);
+	if (ss->ss_family == AF_INET6) {
+		memcpy(gid, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+	} else if (ss->ss_family == AF_INET) {
+		gid[10] = gid[11] = 0xff;
+		memcpy(gid + 12, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+	}
+}
+
+static uint16_t sa_port(const struct sockaddr_storage *ss)
+{
+	return ntohs(ss->ss_family == AF_INET6 ?
+			     ((const struct sockaddr_in6 *)ss)->sin6_port :
+			     ((const struct sockaddr_in *)ss)->sin_port);
+}
+
+static bool gid_is_v4(const uint8_t gid[16])
+{
+	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					 0xff, 0xff };
+
+	return !memcmp(gid, pfx, 12);
+}
+
+static socklen_t sa_from_gid(struct sockaddr_storage *ss,
+			     const uint8_t gid[16], uint16_t port)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (gid_is_v4(gid)) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		memcpy(&s4->sin_addr, gid + 12, 4);
+		return sizeof(*s4);
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		memcpy(&s6->sin6_addr, gid, 16);
+		return sizeof(*s6);
+	}
+}
+
+static void fill_local(struct shca_conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (!getsockname(c->fd, (struct sockaddr *)&ss, &len))
+		gid_from_sa(c->addr.src, &ss);
+}
+
+/* ------------------------------------------------------------------ */
+/* Sending                                                             */
+
+static void chunk_free(struct chunk *k)
+{
+	free(k->owned);
+	free(k);
+}
+
+static void queue_free(struct shca_conn *c)
+{
+	struct chunk *k, *n;
+
+	for (k = c->head; k; k = n) {
+		n = k->next;
+		chunk_free(k);
+	}
+	c->head = c->tail = NULL;
+	c->queued = 0;
+	if (c->held) {
+		chunk_free(c->held);
+		c->held = NULL;
+	}
+}
+
+/* Shut the socket down (any thread); the engine closes it on the hang-up. */
+static void conn_fail(struct shca_conn *c)
+{
+	if (c->state == CONN_UP || c->state == CONN_CONNECTING) {
+		shutdown(c->fd, SHUT_RDWR);
+		c->state = CONN_CLOSING;
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_CONN_RESETS, 1);
+	}
+	queue_free(c);
+}
+
+/* Write what the socket takes; c->lock held. */
+static void flush_locked(struct shca_conn *c)
+{
+	while (c->state == CONN_UP && c->head) {
+		struct iovec v[MAX_WRITE_IOV];
+		struct chunk *k;
+		int n = 0, i;
+		ssize_t w;
+
+		for (k = c->head; k && n < MAX_WRITE_IOV - 8; k = k->next) {
+			size_t skip = k->off;
+
+			for (i = 0; i < k->niov; i++) {
+				if (skip >= k->iov[i].iov_len) {
+					skip -= k->iov[i].iov_len;
+					continue;
+				}
+				v[n].iov_base = (char *)k->iov[i].iov_base + skip;
+				v[n].iov_len = k->iov[i].iov_len - skip;
+				skip = 0;
+				n++;
+			}
+		}
+		w = writev(c->fd, v, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN) {
+				if (!c->want_out) {
+					c->want_out = true;
+					shca_engine_watch_events(
+						c->fd, EPOLLIN | EPOLLOUT);
+				}
+				return;
+			}
+			/* EPIPE, ECONNRESET, or EFAULT: a payload that is no
+			 * longer mapped; the stream is lost either way */
+			shca_dbg("net: write to port %u: %s",
+				 sa_port(&c->peer), strerror(errno));
+			conn_fail(c);
+			return;
+		}
+		c->queued -= (size_t)w;
+		while (w > 0) {
+			k = c->head;
+			if ((size_t)w < k->len - k->off) {
+				k->off += (size_t)w;
+				break;
+			}
+			w -= (ssize_t)(k->len - k->off);
+			c->head = k->next;
+			if (!c->head)
+				c->tail = NULL;
+			chunk_free(k);
+		}
+	}
+	if (c->want_out && c->state == CONN_UP && !c->head) {
+		c->want_out = false;
+		shca_engine_watch_events(c->fd, EPOLLIN);
+	}
+}
+
+static void conn_event(int fd, uint32_t events, void *arg);
+
+/* Open the socket of an outgoing connection; c->lock held. */
+static int connect_locked(struct shca_conn *c)
+{
+	int fd, one = 1, ret;
+
+	fd = socket(c->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+					       SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	ret = connect(fd, (struct sockaddr *)&c->peer, c->peer_len);
+	if (ret && errno != EINPROGRESS) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	c->fd = fd;
+	c->state = CONN_CONNECTING;
+	c->want_out = true;
+	ret = shca_engine_watch(fd, conn_event, c);
+	if (!ret)
+		ret = shca_engine_watch_events(fd, EPOLLIN | EPOLLOUT);
+	if (ret) {
+		shca_engine_unwatch(fd);
+		close(fd);
+		c->fd = -1;
+		c->state = CONN_DOWN;
+		return ret;
+	}
+	return 0;
+}
+
+static struct chunk *chunk_make(const void *hdr, size_t hlen,
+				const struct iovec *pl, int npl, size_t plen,
+				bool copy, void *owned)
+{
+	static const unsigned char zero[4];
+	unsigned int pad = shca_wire_pad(plen);
+	size_t extra = copy ? plen : 0;
+	int niov = copy ? 1 : 1 + npl, i;
+	struct chunk *k;
+	unsigned char *p;
+
+	k = malloc(sizeof(*k) + (size_t)(niov + 1) * sizeof(struct iovec) +
+		   FRAME_HDR + hlen + pad + extra + 8);
+	if (!k)
+		return NULL;
+	k->iov = (struct iovec *)k->hdr;
+	p = (unsigned char *)(k->iov + niov + 1);
+	k->next = NULL;
+	k->owned = owned;
+	k->off = 0;
+	k->len = FRAME_HDR + hlen + plen + pad;
+	{
+		uint32_t be = htonl((uint32_t)(hlen + plen + pad));
+
+		memcpy(p, &be, FRAME_HDR);
+	}
+	memcpy(p + FRAME_HDR, hdr, hlen);
+	k->iov[0].iov_base = p;
+	k->iov[0].iov_len = FRAME_HDR + hlen;
+	if (copy) {
+		unsigned char *d = p + FRAME_HDR + hlen;
+
+		for (i = 0; i < npl; i++) {
+			memcpy(d, pl[i].iov_base, pl[i].iov_len);
+			d += pl[i].iov_len;
+		}
+		memset(d, 0, pad);
+		k->iov[0].iov_len += plen + pad;
+		k->niov = 1;
+		return k;
+	}
+	k->niov = 1;
+	for (i = 0; i < npl; i++)
+		if (pl[i].iov_len)
+			k->iov[k->niov++] = pl[i];
+	if (pad) {
+		k->iov[k->niov].iov_base = (void *)zero;
+		k->iov[k->niov++].iov_len = pad;
+	}
+	return k;
+}
+
+static void enqueue_locked(struct shca_conn *c, struct chunk *k)
+{
+	if (c->tail)
+		c->tail->next = k;
+	else
+		c->head = k;
+	c->tail = k;
+	c->queued += k->len;
+	count_sent(k->len - FRAME_HDR);
+}
+
+struct delayed {
+	struct shca_timer t;
+	struct shca_conn *c;
+	struct chunk *k;
+};
+
+static void delayed_fire(struct shca_timer *t)
+{
+	struct delayed *d = container_of(t, struct delayed, t);
+	struct shca_conn *c = d->c;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->state == CONN_UP || c->state == CONN_CONNECTING) {
+		enqueue_locked(c, d->k);
+		flush_locked(c);
+	} else {
+		chunk_free(d->k);
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(d);
+}
+
+/* Apply SOFTHCA_FAULTS to a packet about to be queued; c->lock held.
+ * true: the fault layer took (or dropped) the chunk. */
+static bool fault_take(struct shca_conn *c, struct chunk *k, bool *dup,
+		       bool *reset)
+{
+	if (fault_roll(faults.drop)) {
+		chunk_free(k);
+		return true;
+	}
+	*dup = fault_roll(faults.dup);
+	*reset = fault_roll(faults.reset);
+	if (fault_roll(faults.delay)) {
+		struct delayed *d = calloc(1, sizeof(*d));
+
+		if (d) {
+			d->c = c;
+			d->k = k;
+			d->t.fn = delayed_fire;
+			shca_timer_arm(&d->t, shca_now_ns() +
+					      faults.delay_ms * 1000000ull);
+			return true;
+		}
+	}
+	if (!c->held && fault_roll(faults.reorder)) {
+		c->held = k;
+		return true;
+	}
+	return false;
+}
+
+int shca_net_send(struct shca_conn *c, const void *hdr, size_t hlen,
+		  const struct iovec *pl, int npl, bool copy, void *owned)
+{
+	size_t plen = 0;
+	bool dup = false, reset = false;
+	struct chunk *k;
+	int i, ret = 0;
+
+	for (i = 0; i < npl; i++)
+		plen += pl[i].iov_len;
+	if (hlen + plen + 4 > MAX_PKT) {
+		free(owned);
+		return -EMSGSIZE;
+	}
+	/* faults move packets in time: they need their own copy */
+	k = chunk_make(hdr, hlen, pl, npl, plen, copy || faults.on, owned);
+	if (!k) {
+		free(owned);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (c->state == CONN_DOWN && !c->incoming)
+		ret = connect_locked(c);
+	if (!ret && c->state != CONN_UP && c->state != CONN_CONNECTING)
+		ret = -ENOTCONN;
+	if (ret) {
+		pthread_mutex_unlock(&c->lock);
+		chunk_free(k);
+		return ret;
+	}
+	trace(c->addr.src, c->addr.dst, hdr, hlen, pl, npl);
+	if (faults.on && fault_take(c, k, &dup, &reset)) {
+		k = NULL;
+	} else {
+		struct chunk *d = dup ? chunk_make(hdr, hlen, pl, npl, plen,
+						   true, NULL) : NULL;
+
+		enqueue_locked(c, k);
+		if (d)
+			enqueue_locked(c, d);
+		if (c->held) {
+			/* reorder: the held packet goes after this one */
+			enqueue_locked(c, c->held);
+			c->held = NULL;
+		}
+	}
+	flush_locked(c);
+	if (reset)
+		conn_fail(c);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+size_t shca_net_queued(struct shca_conn *c)
+{
+	size_t q;
+
+	pthread_mutex_lock(&c->lock);
+	q = c->queued + (c->held ? c->held->len : 0);
+	if (c->state == CONN_CONNECTING)
+		q++;
+	pthread_mutex_unlock(&c->lock);
+	return q;
+}
+
+void shca_net_conn_addr(struct shca_conn *c, struct shca_net_addr *addr)
+{
+	pthread_mutex_lock(&c->lock);
+	*addr = c->addr;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Receiving (engine thread)                                           */
+
+/* The engine closes a connection: after a hang-up, an error or a bad
+ * frame. */
+static void conn_close(struct shca_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	if (c->fd >= 0) {
+		shca_engine_unwatch(c->fd);
+		close(c->fd);
+		c->fd = -1;
+		if (c->state == CONN_UP || c->state == CONN_CONNECTING)
+			shca_stat_add(shca_stat_proc(), SHCA_STAT_CONN_RESETS,
+				      1);
+	}
+	c->state = CONN_DOWN;
+	c->want_out = false;
+	queue_free(c);
+	free(c->rbuf);
+	c->rbuf = NULL;
+	c->rlen = 0;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Cut the stream into frames and hand them up.  false: the stream is
+ * broken (a length no IB packet has). */
+static bool deliver(struct shca_conn *c)
+{
+	struct shca_stat_block *s = shca_stat_proc();
+	size_t off = 0;
+	bool ok = true;
+
+	while (c->rlen - off >= FRAME_HDR) {
+		uint32_t len;
+
+		memcpy(&len, c->rbuf + off, FRAME_HDR);
+		len = ntohl(len);
+		if (len < SHCA_BTH_LEN || len > MAX_PKT) {
+			shca_stat_add(s, SHCA_STAT_DROPPED_PKTS, 1);
+			shca_dbg("net: frame of %u bytes: closing", len);
+			ok = false;
+			break;
+		}
+		if (c->rlen - off - FRAME_HDR < len)
+			break;
+		shca_stat_add(s, SHCA_STAT_RCVD_PKTS, 1);
+		shca_stat_add(s, SHCA_STAT_RCVD_BYTES, len);
+		if (pcap)
+			shca_pcap_write(pcap, c->addr.dst, c->addr.src,
+					c->rbuf + off + FRAME_HDR, len, NULL);
+		rx_fn(c, &c->addr, c->rbuf + off + FRAME_HDR, len);
+		off += FRAME_HDR + len;
+	}
+	if (off) {
+		memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+		c->rlen -= off;
+	}
+	return ok;
+}
+
+static void conn_read(struct shca_conn *c)
+{
+	int budget = 64;
+
+	if (!c->rbuf) {
+		c->rbuf = malloc(RBUF_SIZE);
+		if (!c->rbuf) {
+			conn_close(c);
+			return;
+		}
+	}
+	while (budget--) {
+		ssize_t n = recv(c->fd, c->rbuf + c->rlen, RBUF_SIZE - c->rlen,
+				 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			conn_close(c);
+			return;
+		}
+		c->rlen += (size_t)n;
+		if (!deliver(c) || c->fd < 0) {
+			conn_close(c);
+			return;
+		}
+	}
+}
+
+static void conn_event(int fd, uint32_t events, void *arg)
+{
+	struct shca_conn *c = arg;
+
+	(void)fd;
+	if (events & EPOLLOUT) {
+		pthread_mutex_lock(&c->lock);
+		if (c->state == CONN_CONNECTING) {
+			int err = 0;
+			socklen_t l = sizeof(err);
+
+			getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &l);
+			if (err) {
+				pthread_mutex_unlock(&c->lock);
+				shca_dbg("net: connect to port %u: %s",
+					 sa_port(&c->peer), strerror(err));
+				conn_close(c);
+				return;
+			}
+			c->state = CONN_UP;
+			fill_local(c);
+		}
+		flush_locked(c);
+		pthread_mutex_unlock(&c->lock);
+	}
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+		if (c->state == CONN_CLOSING || (events & EPOLLERR &&
+						 !(events & EPOLLIN))) {
+			conn_close(c);
+			return;
+		}
+		conn_read(c);
+	}
+}
+
+static struct shca_conn *conn_new(void)
+{
+	struct shca_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	pthread_mutex_init(&c->lock, NULL);
+	c->fd = -1;
+	pthread_mutex_lock(&conns_lock);
+	c->next = conns;
+	conns = c;
+	pthread_mutex_unlock(&conns_lock);
+	return c;
+}
+
+static void listener_event(int fd, uint32_t events, void *arg)
+{
+	(void)events;
+	(void)arg;
+	for (;;) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+		struct shca_conn *c;
+		int cfd, one = 1;
+
+		cfd = accept4(fd, (struct sockaddr *)&ss, &len,
+			      SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (cfd < 0)
+			return;
+		setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		c = conn_new();
+		if (!c) {
+			close(cfd);
+			continue;
+		}
+		c->incoming = true;
+		c->fd = cfd;
+		c->state = CONN_UP;
+		memcpy(&c->peer, &ss, sizeof(ss));
+		c->peer_len = len;
+		gid_from_sa(c->addr.dst, &ss);
+		c->addr.src_port = sa_port(&ss);
+		fill_local(c);
+		if (shca_engine_watch(cfd, conn_event, c)) {
+			close(cfd);
+			c->fd = -1;
+			c->state = CONN_DOWN;
+		}
+	}
+}
+
+/* One datagram: where it came from, and where to (IP_PKTINFO). */
+static void udp_event(int fd, uint32_t events, void *arg)
+{
+	struct shca_stat_block *s = shca_stat_proc();
+	unsigned char buf[MAX_PKT];
+
+	(void)events;
+	(void)arg;
+	for (;;) {
+		union {
+			struct cmsghdr h;
+			unsigned char b[256];
+		} ctl;
+		struct sockaddr_storage from;
+		struct shca_net_addr addr;
+		struct iovec v = { buf, sizeof(buf) };
+		struct msghdr mh = { .msg_name = &from,
+				     .msg_namelen = sizeof(from),
+				     .msg_iov = &v,
+				     .msg_iovlen = 1,
+				     .msg_control = ctl.b,
+				     .msg_controllen = sizeof(ctl.b) };
+		struct cmsghdr *cm;
+		ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		memset(&addr, 0, sizeof(addr));
+		gid_from_sa(addr.src, &from);
+		addr.src_port = sa_port(&from);
+		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+			if (cm->cmsg_level == IPPROTO_IP &&
+			    cm->cmsg_type == IP_PKTINFO) {
+				struct in_pktinfo pi;
+
+				memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+				addr.dst[10] = addr.dst[11] = 0xff;
+				memcpy(addr.dst + 12, &pi.ipi_addr, 4);
+			} else if (cm->cmsg_level == IPPROTO_IPV6 &&
+				   cm->cmsg_type == IPV6_PKTINFO) {
+				struct in6_pktinfo pi;
+
+				memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+				memcpy(addr.dst, &pi.ipi6_addr, 16);
+			}
+		}
+		if ((mh.msg_flags & MSG_TRUNC) || n < SHCA_BTH_LEN) {
+			shca_stat_add(s, SHCA_STAT_DROPPED_PKTS, 1);
+			continue;
+		}
+		shca_stat_add(s, SHCA_STAT_RCVD_PKTS, 1);
+		shca_stat_add(s, SHCA_STAT_RCVD_BYTES, (uint64_t)n);
+		if (pcap)
+			shca_pcap_write(pcap, addr.src, addr.dst, buf,
+					(size_t)n, NULL);
+		rx_fn(NULL, &addr, buf, (size_t)n);
+	}
+}
+
+static void want_pktinfo(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
+}
+
+int shca_net_start(shca_net_rx_fn fn)
+{
+	static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+	const struct shca_slot *s;
+	int ret = 0;
+
+	pthread_mutex_lock(&start_lock);
+	if (started_pid == shca_getpid())
+		goto out;
+	s = shca_slot_get();
+	if (!s) {
+		ret = -EADDRINUSE;
+		goto out;
+	}
+	ret = shca_engine_start();
+	if (ret)
+		goto out;
+	if (!started_pid) {
+		faults_parse();
+		pcap_open();
+	} else {
+		/* a forked child: the parent's sockets and connections are
+		 * not ours */
+		struct shca_conn *c;
+
+		for (c = conns; c; c = c->next) {
+			c->fd = -1;
+			c->state = CONN_DOWN;
+			c->head = c->tail = NULL;
+			c->held = NULL;
+			c->queued = 0;
+			c->rbuf = NULL;
+			c->rlen = 0;
+		}
+		mcast_fd = mcast_send4 = mcast_send6 = -1;
+	}
+	rx_fn = fn;
+	want_pktinfo(s->udp_fd);
+	ret = shca_engine_watch(s->tcp_fd, listener_event, NULL);
+	if (!ret)
+		ret = shca_engine_watch(s->udp_fd, udp_event, NULL);
+	if (!ret) {
+		fcntl(s->tcp_fd, F_SETFL, fcntl(s->tcp_fd, F_GETFL) | O_NONBLOCK);
+		started_pid = shca_getpid();
+	}
+out:
+	pthread_mutex_unlock(&start_lock);
+	return ret;
+}
+
+struct shca_conn *shca_net_conn_get(const uint8_t gid[16], uint16_t port)
+{
+	struct shca_conn *c;
+
+	pthread_mutex_lock(&conns_lock);
+	for (c = conns; c; c = c->next)
+		if (!c->incoming && !memcmp(c->addr.dst, gid, 16) &&
+		    sa_port(&c->peer) == port)
+			break;
+	pthread_mutex_unlock(&conns_lock);
+	if (c)
+		return c;
+	c = conn_new();
+	if (!c)
+		return NULL;
+	c->peer_len = sa_from_gid(&c->peer, gid, port);
+	memcpy(c->addr.dst, gid, 16);
+	return c;
+}
+
+/* ------------------------------------------------------------------ */
+/* Datagrams                                                           */
+
+static bool gid_is_mcast(const uint8_t gid[16])
+{
+	return gid_is_v4(gid) ? (gid[12] & 0xf0) == 0xe0 : gid[0] == 0xff;
+}
+
+static int mcast_sender(bool v4, unsigned int ifindex)
+{
+	int *fdp = v4 ? &mcast_send4 : &mcast_send6;
+	int zero = 0;
+
+	if (*fdp < 0) {
+		int fd = socket(v4 ? AF_INET : AF_INET6,
+				SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+		if (fd < 0)
+			return -1;
+		/* this host's members got their copy through the host
+		 * table (the same-host path) */
+		if (v4)
+			setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &zero,
+				   sizeof(zero));
+		else
+			setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP,
+				   &zero, sizeof(zero));
+		if (!__atomic_compare_exchange_n(fdp, &(int){ -1 }, fd, false,
+						 __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE))
+			close(fd);
+	}
+	if (v4) {
+		struct ip_mreqn m;
+
+		memset(&m, 0, sizeof(m));
+		m.imr_ifindex = (int)ifindex;
+		setsockopt(*fdp, IPPROTO_IP, IP_MULTICAST_IF, &m, sizeof(m));
+	} else {
+		int idx = (int)ifindex;
+
+		setsockopt(*fdp, IPPROTO_IPV6, IPV6_MULTICAST_IF, &idx,
+			   sizeof(idx));
+	}
+	return *fdp;
+}
+
+int shca_net_sendto(const uint8_t gid[16], uint16_t port,
+		    unsigned int ifindex, const void *hdr, size_t hlen,
+		    const struct iovec *pl, int npl)
+{
+	static const unsigned char zero[4];
+	struct iovec v[SHCA_MAX_NET_IOV + 2];
+	struct sockaddr_storage ss;
+	struct msghdr mh;
+	const struct shca_slot *s = shca_slot_get();
+	size_t plen = 0;
+	bool mcast = gid_is_mcast(gid);
+	int fd, i, n = 0, copies = 1;
+
+	if (!s || npl > SHCA_MAX_NET_IOV)
+		return -EINVAL;
+	v[n].iov_base = (void *)hdr;
+	v[n++].iov_len = hlen;
+	for (i = 0; i < npl; i++) {
+		v[n++] = pl[i];
+		plen += pl[i].iov_len;
+	}
+	if (shca_wire_pad(plen)) {
+		v[n].iov_base = (void *)zero;
+		v[n++].iov_len = shca_wire_pad(plen);
+	}
+	fd = mcast ? mcast_sender(gid_is_v4(gid), ifindex) : s->udp_fd;
+	if (fd < 0)
+		return -errno;
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_name = &ss;
+	mh.msg_namelen = sa_from_gid(&ss, gid,
+				     mcast ? SHCA_NET_MCAST_PORT : port);
+	if (!mcast && ss.ss_family == AF_INET) {
+		/* the slot's socket is IPv6: reach IPv4 as mapped */
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		memset(s6, 0, sizeof(*s6));
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		memcpy(&s6->sin6_addr, gid, 16);
+		mh.msg_namelen = sizeof(*s6);
+	}
+	mh.msg_iov = v;
+	mh.msg_iovlen = (size_t)n;
+	if (pcap) {
+		uint8_t src[16] = { 0 };
+
+		trace(src, gid, hdr, hlen, pl, npl);
+	}
+	if (faults.on) {
+		if (fault_roll(faults.drop))
+			return 0;
+		if (fault_roll(faults.dup))
+			copies = 2;
+	}
+	while (copies--) {
+		if (sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+		    errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		count_sent(hlen + plen);
+	}
+	return 0;
+}
+
+struct mcast_join {
+	uint8_t gid[16];
+	unsigned int ifindex;
+	int refs;
+	struct mcast_join *next;
+};
+
+static struct mcast_join *joins;
+static pthread_mutex_t joins_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int mcast_socket(void)
+{
+	struct sockaddr_in6 sa;
+	int fd, one = 1, zero = 0;
+
+	if (mcast_fd >= 0)
+		return mcast_fd;
+	fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+	want_pktinfo(fd);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin6_family = AF_INET6;
+	sa.sin6_port = htons(SHCA_NET_MCAST_PORT);
+	sa.sin6_addr = in6addr_any;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    shca_engine_watch(fd, udp_event, NULL)) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	mcast_fd = fd;
+	return fd;
+}
+
+static int mcast_member(const uint8_t gid[16], unsigned int ifindex,
+			bool join)
+{
+	int fd = mcast_socket();
+
+	if (fd < 0)
+		return fd;
+	if (gid_is_v4(gid)) {
+		struct ip_mreqn m;
+
+		memset(&m, 0, sizeof(m));
+		memcpy(&m.imr_multiaddr, gid + 12, 4);
+		m.imr_ifindex = (int)ifindex;
+		if (setsockopt(fd, IPPROTO_IP,
+			       join ? IP_ADD_MEMBERSHIP : IP_DROP_MEMBERSHIP,
+			       &m, sizeof(m)))
+			return -errno;
+	} else {
+		struct ipv6_mreq m;
+
+		memcpy(&m.ipv6mr_multiaddr, gid, 16);
+		m.ipv6mr_interface = ifindex;
+		if (setsockopt(fd, IPPROTO_IPV6,
+			       join ? IPV6_JOIN_GROUP : IPV6_LEAVE_GROUP, &m,
+			       sizeof(m)))
+			return -errno;
+	}
+	return 0;
+}
+
+int shca_net_mcast_join(const uint8_t gid[16], unsigned int ifindex)
+{
+	struct mcast_join *j;
+	int ret = 0;
+
+	if (!gid_is_mcast(gid))
+		return 0;
+	pthread_mutex_lock(&joins_lock);
+	for (j = joins; j; j = j->next)
+		if (!memcmp(j->gid, gid, 16) && j->ifindex == ifindex)
+			break;
+	if (j) {
+		j->refs++;
+	} else {
+		ret = mcast_member(gid, ifindex, true);
+		j = ret ? NULL : calloc(1, sizeof(*j));
+		if (j) {
+			memcpy(j->gid, gid, 16);
+			j->ifindex = ifindex;
+			j->refs = 1;
+			j->next = joins;
+			joins = j;
+		}
+	}
+	pthread_mutex_unlock(&joins_lock);
+	if (ret)
+		shca_dbg("net: joining a multicast group: %s", strerror(-ret));
+	return ret;
+}
+
+void shca_net_mcast_leave(const uint8_t gid[16], unsigned int ifindex)
+{
+	struct mcast_join **pp, *j;
+
+	pthread_mutex_lock(&joins_lock);
+	for (pp = &joins; (j = *pp); pp = &j->next)
+		if (!memcmp(j->gid, gid, 16) && j->ifindex == ifindex)
+			break;
+	if (j && !--j->refs) {
+		*pp = j->next;
+		mcast_member(gid, ifindex, false);
+		free(j);
+	}
+	pthread_mutex_unlock(&joins_lock);
+}

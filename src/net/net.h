@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The net path's sockets (DESIGN.md "Net path"): what carries IB packets
+ * between processes that cannot use the same-host path.
+ *
+ *   RC, UC   one TCP connection per ordered pair of processes, opened by
+ *            the requester on first use.  Requests go one way, the
+ *            responder's ACKs and responses come back on the same
+ *            connection.  A frame is a 4-byte big-endian length and one
+ *            IB packet (BTH .. pad, no ICRC: TCP checks the bytes).
+ *   UD       one UDP datagram per packet, from and to the processes'
+ *            slot ports (the QPN says which, slot.h).
+ *   mcast    UDP to the group's IP address, port 4791; every process with
+ *            a QP attached listens there (SO_REUSEADDR).
+ *
+ * Every socket is non-blocking.  Senders (any thread) queue a packet on a
+ * connection and write what the socket takes at once; the engine thread
+ * writes the rest when the socket drains, reads every socket, cuts the
+ * stream into packets and hands each to the receive function (net.c) —
+ * nothing is read before the frame length was checked.
+ *
+ * SOFTHCA_FAULTS injects faults into what is sent (fault.c style list,
+ * see shca_net_faults_help); SOFTHCA_PCAP records every packet sent and
+ * received.
+ */
+#ifndef SOFTHCA_NET_NET_H
+#define SOFTHCA_NET_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct shca_conn;
+
+/* Where a packet came from and was sent to, as GIDs (IPv4-mapped). */
+struct shca_net_addr {
+	uint8_t src[16];
+	uint8_t dst[16];
+	uint16_t src_port;
+};
+
+/*
+ * What the engine hands up: one IB packet (untrusted bytes) from c (NULL
+ * for a datagram).
+ */
+typedef void (*shca_net_rx_fn)(struct shca_conn *c,
+			       const struct shca_net_addr *addr,
+			       const void *pkt, size_t len);
+
+/* Start receiving on this process's slot (idempotent; again after fork).
+ * 0 or -errno. */
+int shca_net_start(shca_net_rx_fn fn);
+
+/* The outgoing connection to the process listening on port at gid's
+ * address; created (not yet connected) on first use, never freed. */
+struct shca_conn *shca_net_conn_get(const uint8_t gid[16], uint16_t port);
+
+/*
+ * Queue one IB packet on c: the headers (copied), then the payload iovecs
+ * and the pad the BTH announces.  The payload is referenced until written
+ * unless copy is set; owned (may be NULL) is freed once the packet is
+ * written or dropped.  Returns 0, or -ENOTCONN when the connection is down
+ * (a new connection is being opened: send again later).
+ */
+int shca_net_send(struct shca_conn *c, const void *hdr, size_t hlen,
+		  const struct iovec *pl, int npl, bool copy, void *owned);
+
+/* Bytes queued on c that the socket has not taken yet. */
+size_t shca_net_queued(struct shca_conn *c);
+
+/* The GIDs of c's two ends (pcap, checks). */
+void shca_net_conn_addr(struct shca_conn *c, struct shca_net_addr *addr);
+
+/*
+ * One UD datagram to the process on port at gid's address, or to a
+ * multicast group's port 4791 from interface ifindex.  UD may lose a
+ * message: 0 also when the socket would block.
+ */
+int shca_net_sendto(const uint8_t gid[16], uint16_t port,
+		    unsigned int ifindex, const void *hdr, size_t hlen,
+		    const struct iovec *pl, int npl);
+
+/* Receive the multicast group gid on interface ifindex (refcounted). */
+int shca_net_mcast_join(const uint8_t gid[16], unsigned int ifindex);
+void shca_net_mcast_leave(const uint8_t gid[16], unsigned int ifindex);
+
+#define SHCA_NET_MCAST_PORT 4791
+/* Payload iovecs of one datagram at most. */
+#define SHCA_MAX_NET_IOV 64
+
+#endif

@@ -1,0 +1,1135 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The net path's transport (transport.h): RC, UC and UD messages as IB
+ * packets of the path MTU over the sockets of conn.c.
+ *
+ * Requester (RC): WQEs go out in order, several at once (a window of
+ * WINDOW messages); each takes its PSNs when first sent and keeps them.
+ * The WQE at the send queue's head completes when the responder ACKs it
+ * (or, for READ and atomics, when its response arrives).  Lost packets
+ * (SOFTHCA_FAULTS, a reset connection) are recovered go-back-N, IBA
+ * 9.7.4.1.5: a PSN sequence NAK or the local ACK timer resends from the
+ * first PSN not answered; the timer counts retry_cnt, an RNR NAK counts
+ * rnr_retry.  UC and UD complete a WQE once it is sent.
+ *
+ * Responder: packets are checked (shca_wire_parse, the QP's transport,
+ * path MTU, state, PSN) before anything else; a multi-packet SEND or
+ * WRITE is gathered, then the whole message is carried out by the same
+ * code as the same-host path (shm/xfer.c, against this process as its own
+ * peer): every R_Key, PD, access, bounds, receive queue and completion
+ * rule is the same on both paths.  Duplicates are answered again (READ
+ * re-read, atomics replayed from a small cache), a PSN beyond the
+ * expected one gets one sequence NAK.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/slot.h"
+#include "../common/stat.h"
+#include "../engine/requester.h"
+#include "../shm/host.h"
+#include "../shm/xfer.h"
+#include "../verbs/shca.h"
+#include "../wire/wire.h"
+#include "net.h"
+#include "transport.h"
+
+#define WINDOW		64		/* RC messages in flight per QP */
+#define MAX_IOV		64
+#define COPY_BELOW	512		/* payloads copied rather than referenced */
+#define HDR_MAX		64
+
+static struct shca_stat_block *qp_stats(struct shca_qp *qp)
+{
+	(void)qp;
+	return shca_stat_proc();
+}
+
+static void count(struct shca_qp *qp, enum shca_stat s)
+{
+	shca_stat_add(qp_stats(qp), s, 1);
+}
+
+static uint32_t path_mtu(const struct shca_qp *qp)
+{
+	unsigned int m = qp->attr.path_mtu;
+
+	return 128u << (m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? m : 1);
+}
+
+static uint32_t npkts(uint64_t len, uint32_t mtu)
+{
+	return len ? (uint32_t)((len + mtu - 1) / mtu) : 1;
+}
+
+static struct shca_peer *self_peer(void)
+{
+	const struct shca_slot *s = shca_slot_get();
+
+	return s ? shca_peer_get(s->slot) : NULL;
+}
+
+/* Bytes [off, off + len) of an iovec list, as iovecs. */
+static int slice(const struct iovec *v, int n, uint64_t off, uint64_t len,
+		 struct iovec *out, int max)
+{
+	int i, k = 0;
+
+	for (i = 0; i < n && len; i++) {
+		uint64_t take;
+
+		if (off >= v[i].iov_len) {
+			off -= v[i].iov_len;
+			continue;
+		}
+		if (k == max)
+			return -1;
+		take = MIN(len, v[i].iov_len - off);
+		out[k].iov_base = (char *)v[i].iov_base + off;
+		out[k].iov_len = take;
+		k++;
+		len -= take;
+		off = 0;
+	}
+	return len ? -1 : k;
+}
+
+/* ------------------------------------------------------------------ */
+/* QP lifecycle                                                        */
+
+static void rx_reset(struct shca_qp *qp)
+{
+	qp->net.rx_active = false;
+	qp->net.rx_len = 0;
+	if (qp->net.rx_cap > (1u << 20)) {
+		free(qp->net.rx_buf);
+		qp->net.rx_buf = NULL;
+		qp->net.rx_cap = 0;
+	}
+}
+
+int shca_net_qp_rtr(struct shca_qp *qp, const union ibv_gid *dgid,
+		    bool use_net)
+{
+	int ret = shca_net_start(shca_net_rx);
+
+	if (ret)
+		return ret;
+	qp->net.epsn = qp->attr.rq_psn;
+	qp->net.msn = 0;
+	qp->net.nak_sent = false;
+	rx_reset(qp);
+	if (!use_net || qp->ibqp.qp_type == IBV_QPT_UD)
+		return 0;
+	qp->net.conn = shca_net_conn_get(
+		dgid->raw,
+		(uint16_t)(shca_port_base() +
+			   shca_qpn_slot(qp->attr.dest_qp_num)));
+	if (!qp->net.conn)
+		return -ENOMEM;
+	qp->net.on = true;
+	return 0;
+}
+
+/* (with sq.lock held: a transition) */
+void shca_net_qp_rts(struct shca_qp *qp)
+{
+	qp->net.next_psn = qp->attr.sq_psn;
+	qp->net.send_idx = qp->net.assigned = qp->sq.head;
+	qp->net.send_pkt = 0;
+}
+
+void shca_net_qp_stop(struct shca_qp *qp, bool reset)
+{
+	qp->net.send_idx = qp->net.assigned = qp->sq.head;
+	qp->net.send_pkt = 0;
+	qp->net.rnr_wait = false;
+	rx_reset(qp);
+	if (reset) {
+		free(qp->net.rx_buf);
+		qp->net.rx_buf = NULL;
+		qp->net.rx_cap = 0;
+		qp->net.on = false;
+		qp->net.conn = NULL;
+		memset(qp->net.atomics, 0, sizeof(qp->net.atomics));
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Sending                                                             */
+
+static uint8_t tp_base(const struct shca_qp *qp)
+{
+	return qp->ibqp.qp_type == IBV_QPT_UC ? SHCA_OP_UC_SEND_FIRST :
+						SHCA_OP_RC_SEND_FIRST;
+}
+
+/*
+ * Packet k of a SEND or WRITE: its opcode, IBA 9.2 (offsets from the
+ * transport's SEND_FIRST: SEND 0..5, WRITE 6..11).
+ */
+static uint8_t data_opcode(const struct shca_qp *qp, enum ibv_wr_opcode op,
+			   uint32_t k, uint32_t n)
+{
+	bool write = op == IBV_WR_RDMA_WRITE ||
+		     op == IBV_WR_RDMA_WRITE_WITH_IMM;
+	bool imm = op == IBV_WR_SEND_WITH_IMM ||
+		   op == IBV_WR_RDMA_WRITE_WITH_IMM;
+	uint8_t o;
+
+	if (n == 1)
+		o = imm ? 5 : 4;		/* ONLY, ONLY_WITH_IMMEDIATE */
+	else if (k == 0)
+		o = 0;				/* FIRST */
+	else if (k + 1 < n)
+		o = 1;				/* MIDDLE */
+	else
+		o = imm ? 3 : 2;		/* LAST, LAST_WITH_IMMEDIATE */
+	return (uint8_t)(tp_base(qp) + (write ? 6 : 0) + o);
+}
+
+/*
+ * Send packet k of WQE w (SEND/WRITE data packets; READ and atomics send
+ * their one request).  0, or -ENOTCONN/-errno from the socket layer.
+ */
+static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
+		       const struct iovec *iov, int niov, uint64_t len,
+		       uint32_t psn0, uint32_t k, bool copy)
+{
+	uint32_t mtu = path_mtu(qp), n = npkts(len, mtu);
+	struct shca_wire_msg m;
+	unsigned char hdr[HDR_MAX];
+	struct iovec pl[MAX_IOV];
+	int npl = 0;
+	ssize_t hlen;
+	enum ibv_wr_opcode op = w->wr.opcode;
+
+	memset(&m, 0, sizeof(m));
+	m.pkey = SHCA_DEFAULT_PKEY;
+	m.dqpn = qp->attr.dest_qp_num;
+	m.psn = shca_psn_add(psn0, k);
+	switch (op) {
+	case IBV_WR_RDMA_READ:
+		m.opcode = SHCA_OP_RC_RDMA_READ_REQUEST;
+		m.va = w->wr.wr.rdma.remote_addr;
+		m.rkey = w->wr.wr.rdma.rkey;
+		m.dma_len = (uint32_t)len;
+		m.ackreq = true;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		m.opcode = op == IBV_WR_ATOMIC_CMP_AND_SWP ?
+				   SHCA_OP_RC_COMPARE_SWAP :
+				   SHCA_OP_RC_FETCH_ADD;
+		m.va = w->wr.wr.atomic.remote_addr;
+		m.rkey = w->wr.wr.atomic.rkey;
+		m.swap_add = op == IBV_WR_ATOMIC_CMP_AND_SWP ?
+				     w->wr.wr.atomic.swap :
+				     w->wr.wr.atomic.compare_add;
+		m.compare = w->wr.wr.atomic.compare_add;
+		m.ackreq = true;
+		break;
+	default: {
+		uint64_t off = (uint64_t)k * mtu;
+		uint64_t take = MIN((uint64_t)mtu, len - MIN(len, off));
+
+		m.opcode = data_opcode(qp, op, k, n);
+		if (k == 0 && (op == IBV_WR_RDMA_WRITE ||
+			       op == IBV_WR_RDMA_WRITE_WITH_IMM)) {
+			m.va = w->wr.wr.rdma.remote_addr;
+			m.rkey = w->wr.wr.rdma.rkey;
+			m.dma_len = (uint32_t)len;
+		}
+		if (k + 1 == n) {
+			m.imm_be = w->wr.imm_data;
+			m.se = w->wr.send_flags & IBV_SEND_SOLICITED;
+			m.ackreq = qp->ibqp.qp_type == IBV_QPT_RC;
+		}
+		npl = slice(iov, niov, off, take, pl, MAX_IOV);
+		if (npl < 0)
+			return -EINVAL;
+		m.payload_len = (uint32_t)take;
+		m.payload = take ? pl[0].iov_base : NULL;
+		copy = copy || take < COPY_BELOW ||
+		       (w->wr.send_flags & IBV_SEND_INLINE);
+		break;
+	}
+	}
+	hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &m);
+	if (hlen < 0)
+		return (int)hlen;
+	return shca_net_send(qp->net.conn, hdr, (size_t)hlen, pl, npl, copy,
+			     NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* RC requester                                                        */
+
+static bool wqe_needs_resp(const struct shca_send_wqe *w)
+{
+	return w->wr.opcode == IBV_WR_RDMA_READ ||
+	       w->wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       w->wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static uint32_t wqe_last_psn(const struct shca_send_wqe *w)
+{
+	return shca_psn_add(w->psn, w->npsn - 1);
+}
+
+static bool wqe_has_psn(const struct shca_send_wqe *w, uint32_t psn)
+{
+	return shca_psn_ge(psn, w->psn) && shca_psn_le(psn, wqe_last_psn(w));
+}
+
+static void arm_ack_timer(struct shca_qp *qp)
+{
+	uint64_t t = shca_ack_timeout_ns(qp->attr.timeout);
+
+	/* timeout 0 is infinite: look again now and then */
+	shca_timer_arm(&qp->retry_timer, shca_now_ns() + (t ? t : 100000000ull));
+}
+
+/* Complete the head WQE and advance; exec_lock held. */
+static void complete_head(struct shca_qp *qp, struct shca_send_wqe *w,
+			  enum ibv_wc_status st, uint32_t byte_len)
+{
+	shca_complete_send(qp, w, st, byte_len);
+	shca_sq_pop(qp);
+	qp->head_retries = 0;
+	qp->head_rnr_retries = 0;
+	if (st != IBV_WC_SUCCESS)
+		shca_sq_failed(qp);
+}
+
+/* Go back to resend from psn, which WQE idx holds. */
+static void go_back(struct shca_qp *qp, uint32_t idx, uint32_t psn)
+{
+	uint32_t head, tail;
+	struct shca_send_wqe *w = shca_sq_at(qp, idx, &head, &tail);
+
+	if (!w)
+		return;
+	qp->net.send_idx = idx;
+	/* a READ is asked for again whole: what arrived is kept */
+	qp->net.send_pkt = wqe_needs_resp(w) ? 0 :
+			   (uint32_t)shca_psn_diff(psn, w->psn);
+	count(qp, SHCA_STAT_RETRANS_PKTS);
+}
+
+void shca_net_rc_execute(struct shca_qp *qp)
+{
+	struct iovec iov[MAX_IOV];
+
+	for (;;) {
+		uint32_t head, tail, idx = qp->net.send_idx, k;
+		struct shca_send_wqe *w;
+		enum ibv_wc_status st;
+		uint64_t len;
+		int niov, ret = 0;
+
+		if (qp->attr.qp_state != IBV_QPS_RTS || qp->net.rnr_wait)
+			break;
+		w = shca_sq_at(qp, idx, &head, &tail);
+		if (idx - head > tail - head) {
+			/* the queue was flushed or popped past us */
+			qp->net.send_idx = qp->net.assigned = head;
+			qp->net.send_pkt = 0;
+			continue;
+		}
+		if (!w || idx - head >= WINDOW)
+			break;
+		len = shca_wqe_length(w);
+		st = len > SHCA_MAX_MSG_SZ ? IBV_WC_LOC_LEN_ERR :
+		     shca_wqe_local_iov(qp, w, wqe_needs_resp(w), iov, &niov);
+		if (st == IBV_WC_SUCCESS && w->wr.opcode != IBV_WR_RDMA_READ &&
+		    wqe_needs_resp(w) && len != 8)
+			st = IBV_WC_LOC_LEN_ERR;
+		if (st != IBV_WC_SUCCESS) {
+			/* completes in order: once it is at the head */
+			if (idx == head) {
+				complete_head(qp, w, st, 0);
+				return;
+			}
+			break;
+		}
+		if (idx == qp->net.assigned) {
+			w->psn = qp->net.next_psn;
+			w->npsn = npkts(len, path_mtu(qp));
+			w->nrecv = 0;
+			qp->net.next_psn = shca_psn_add(w->psn, w->npsn);
+			qp->net.assigned++;
+		}
+		if (wqe_needs_resp(w)) {
+			ret = send_packet(qp, w, iov, niov, len, w->psn, 0,
+					  false);
+		} else {
+			for (k = qp->net.send_pkt; k < w->npsn && !ret; k++) {
+				ret = send_packet(qp, w, iov, niov, len,
+						  w->psn, k, false);
+				if (!ret)
+					qp->net.send_pkt = k + 1;
+			}
+		}
+		if (ret) {
+			/* the connection is (re)opening: the timer resends */
+			if (!shca_timer_armed(&qp->retry_timer))
+				arm_ack_timer(qp);
+			return;
+		}
+		qp->net.send_idx = idx + 1;
+		qp->net.send_pkt = 0;
+		if (!shca_timer_armed(&qp->retry_timer))
+			arm_ack_timer(qp);
+	}
+}
+
+void shca_net_rc_timer(struct shca_qp *qp)
+{
+	uint32_t head, tail;
+	struct shca_send_wqe *w;
+
+	if (qp->attr.qp_state != IBV_QPS_RTS &&
+	    qp->attr.qp_state != IBV_QPS_SQD)
+		return;
+	w = shca_sq_at(qp, 0, &head, &tail);
+	w = shca_sq_at(qp, head, &head, &tail);
+	if (qp->net.rnr_wait) {
+		qp->net.rnr_wait = false;
+		if (w)
+			go_back(qp, head, w->psn);
+		shca_net_rc_execute(qp);
+		return;
+	}
+	if (!w || qp->net.send_idx == head) {
+		shca_net_rc_execute(qp);
+		return;
+	}
+	if (shca_net_queued(qp->net.conn)) {
+		/* still writing to a slow peer: not a lost packet */
+		arm_ack_timer(qp);
+		return;
+	}
+	count(qp, SHCA_STAT_LOCAL_ACK_TIMEOUT);
+	if (shca_ack_timeout_ns(qp->attr.timeout) &&
+	    qp->head_retries++ >= qp->attr.retry_cnt) {
+		count(qp, SHCA_STAT_RETRY_EXCEEDED_ERR);
+		complete_head(qp, w, IBV_WC_RETRY_EXC_ERR, 0);
+		return;
+	}
+	go_back(qp, head, w->psn);
+	shca_net_rc_execute(qp);
+	if (!shca_timer_armed(&qp->retry_timer))
+		arm_ack_timer(qp);
+}
+
+/* Complete, from the head, the SEND/WRITE WQEs that psn acknowledges
+ * (IBA 9.7.5.1.2: an ACK or a response covers every earlier request). */
+static void implied_acks(struct shca_qp *qp, uint32_t psn, bool inclusive)
+{
+	for (;;) {
+		uint32_t head, tail;
+		struct shca_send_wqe *w = shca_sq_at(qp, 0, &head, &tail);
+
+		w = shca_sq_at(qp, head, &head, &tail);
+		if (!w || head == qp->net.assigned || wqe_needs_resp(w))
+			return;
+		if (inclusive ? shca_psn_gt(wqe_last_psn(w), psn) :
+				shca_psn_ge(wqe_last_psn(w), psn))
+			return;
+		complete_head(qp, w, IBV_WC_SUCCESS, (uint32_t)shca_wqe_length(w));
+	}
+}
+
+static enum ibv_wc_status nak_status(unsigned int code)
+{
+	switch (code) {
+	case SHCA_NAK_REMOTE_ACCESS:
+		return IBV_WC_REM_ACCESS_ERR;
+	case SHCA_NAK_REMOTE_OP:
+		return IBV_WC_REM_OP_ERR;
+	default:
+		return IBV_WC_REM_INV_REQ_ERR;
+	}
+}
+
+/* Place a READ response's payload (packet k) in the WQE's buffers. */
+static bool place_read(struct shca_qp *qp, struct shca_send_wqe *w,
+		       const struct shca_wire_msg *m, uint32_t k)
+{
+	uint64_t len = shca_wqe_length(w), off = (uint64_t)k * path_mtu(qp);
+	uint64_t want = MIN((uint64_t)path_mtu(qp), len - MIN(len, off));
+	struct iovec iov[MAX_IOV], dst[MAX_IOV];
+	const unsigned char *src = m->payload;
+	int niov, n, i;
+
+	if (m->payload_len != want)
+		return false;
+	if (shca_wqe_local_iov(qp, w, true, iov, &niov) != IBV_WC_SUCCESS)
+		return false;
+	n = slice(iov, niov, off, want, dst, MAX_IOV);
+	if (n < 0)
+		return false;
+	for (i = 0; i < n; i++) {
+		memcpy(dst[i].iov_base, src, dst[i].iov_len);
+		src += dst[i].iov_len;
+	}
+	return true;
+}
+
+/* An ACK, NAK or response for QP qp (exec_lock held). */
+static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
+{
+	uint32_t head, tail;
+	struct shca_send_wqe *w;
+	bool progress = false;
+	uint32_t before = qp->net.assigned;
+
+	if (qp->attr.qp_state != IBV_QPS_RTS &&
+	    qp->attr.qp_state != IBV_QPS_SQD)
+		return;
+	shca_sq_at(qp, 0, &head, &tail);
+	w = shca_sq_at(qp, head, &head, &tail);
+	/* only PSNs that were sent */
+	if (!w || head == before || shca_psn_lt(m->psn, w->psn) ||
+	    shca_psn_ge(m->psn, qp->net.next_psn)) {
+		count(qp, SHCA_STAT_DUPLICATE_REQUEST);
+		return;
+	}
+	if (m->op->mask & SHCA_OPM_ACK) {
+		enum shca_aeth_type t = shca_aeth_syn_type(m->syndrome);
+		unsigned int v = shca_aeth_syn_value(m->syndrome);
+		uint32_t h0 = head;
+
+		implied_acks(qp, m->psn, t == SHCA_AETH_ACK);
+		w = shca_sq_at(qp, 0, &head, &tail);
+		w = shca_sq_at(qp, head, &head, &tail);
+		progress = head != h0;
+		if (t == SHCA_AETH_RNR_NAK && w && wqe_has_psn(w, m->psn)) {
+			count(qp, SHCA_STAT_RCVD_RNR_ERR);
+			if (qp->attr.rnr_retry != 7 &&
+			    qp->head_rnr_retries++ >= qp->attr.rnr_retry) {
+				count(qp, SHCA_STAT_RETRY_RNR_EXCEEDED_ERR);
+				complete_head(qp, w, IBV_WC_RNR_RETRY_EXC_ERR,
+					      0);
+				return;
+			}
+			qp->net.rnr_wait = true;
+			shca_timer_arm(&qp->retry_timer,
+				       shca_now_ns() +
+				       1000ull * shca_wire_rnr_timer_us(v));
+			return;
+		}
+		if (t == SHCA_AETH_NAK && w && v == SHCA_NAK_PSN_SEQ_ERR) {
+			uint32_t i;
+
+			count(qp, SHCA_STAT_RCVD_SEQ_ERR);
+			for (i = head; i != qp->net.assigned; i++) {
+				struct shca_send_wqe *x =
+					shca_sq_at(qp, i, &head, &tail);
+
+				if (x && wqe_has_psn(x, m->psn)) {
+					go_back(qp, i, m->psn);
+					break;
+				}
+			}
+		} else if (t == SHCA_AETH_NAK && w && wqe_has_psn(w, m->psn)) {
+			if (v == SHCA_NAK_REMOTE_ACCESS)
+				count(qp, SHCA_STAT_ACCESS_ERR);
+			complete_head(qp, w, nak_status(v), 0);
+			return;
+		}
+	} else {
+		/* READ response or atomic ACK: for the head, in order */
+		uint32_t h0 = head;
+
+		implied_acks(qp, m->psn, false);
+		w = shca_sq_at(qp, 0, &head, &tail);
+		w = shca_sq_at(qp, head, &head, &tail);
+		progress = head != h0;
+		if (!w || !wqe_needs_resp(w) || !wqe_has_psn(w, m->psn) ||
+		    m->psn != shca_psn_add(w->psn, w->nrecv)) {
+			count(qp, SHCA_STAT_DUPLICATE_REQUEST);
+		} else if (m->op->mask & SHCA_OPM_ATOMIC_ACK) {
+			struct iovec iov[MAX_IOV];
+			int niov;
+
+			if (w->wr.opcode == IBV_WR_RDMA_READ)
+				return;
+			if (shca_wqe_local_iov(qp, w, true, iov, &niov) ==
+			    IBV_WC_SUCCESS) {
+				uint64_t orig = m->orig;
+
+				memcpy(iov[0].iov_base, &orig, 8);
+				complete_head(qp, w, IBV_WC_SUCCESS, 8);
+			} else {
+				complete_head(qp, w, IBV_WC_LOC_PROT_ERR, 0);
+				return;
+			}
+			progress = true;
+		} else if (w->wr.opcode == IBV_WR_RDMA_READ) {
+			uint32_t k = w->nrecv;
+			bool first = k == 0, last = k + 1 == w->npsn;
+			uint32_t mask = m->op->mask;
+
+			/* the response's position must match ours */
+			if (!!(mask & SHCA_OPM_FIRST) != first ||
+			    !!(mask & SHCA_OPM_LAST) != last ||
+			    !place_read(qp, w, m, k)) {
+				count(qp, SHCA_STAT_DROPPED_PKTS);
+				return;
+			}
+			w->nrecv++;
+			if (last)
+				complete_head(qp, w, IBV_WC_SUCCESS,
+					      (uint32_t)shca_wqe_length(w));
+			progress = true;
+		}
+	}
+	if (progress) {
+		qp->head_retries = 0;
+		shca_sq_at(qp, 0, &head, &tail);
+		if (qp->net.send_idx - head > tail - head) {
+			qp->net.send_idx = head;
+			qp->net.send_pkt = 0;
+		}
+		if (head == qp->net.assigned)
+			shca_timer_cancel(&qp->retry_timer);
+		else
+			arm_ack_timer(qp);
+	}
+	shca_net_rc_execute(qp);
+}
+
+/* ------------------------------------------------------------------ */
+/* UC and UD requesters                                                */
+
+void shca_net_uc_send(struct shca_qp *qp, struct shca_send_wqe *w,
+		      const struct shca_xfer *x)
+{
+	uint32_t n = npkts(x->length, path_mtu(qp)), k;
+	uint32_t psn = qp->net.next_psn;
+
+	qp->net.next_psn = shca_psn_add(psn, n);
+	/* UC may lose a message (the connection is opening: it is) */
+	for (k = 0; k < n; k++)
+		if (send_packet(qp, w, x->local, x->nlocal, x->length, psn, k,
+				true))
+			break;
+}
+
+void shca_net_ud_send(struct shca_qp *qp, struct shca_send_wqe *w,
+		      const struct shca_xfer *x)
+{
+	struct shca_ah *ah = to_sah(w->wr.wr.ud.ah);
+	struct shca_context *ctx = to_sctx(qp->ibqp.context);
+	unsigned char hdr[HDR_MAX];
+	struct shca_wire_msg m;
+	ssize_t hlen;
+
+	memset(&m, 0, sizeof(m));
+	m.opcode = w->wr.opcode == IBV_WR_SEND_WITH_IMM ?
+			   SHCA_OP_UD_SEND_ONLY_WITH_IMMEDIATE :
+			   SHCA_OP_UD_SEND_ONLY;
+	m.pkey = SHCA_DEFAULT_PKEY;
+	m.dqpn = x->dest_qpn;
+	m.psn = qp->net.next_psn;
+	qp->net.next_psn = shca_psn_add(qp->net.next_psn, 1);
+	m.se = x->solicited;
+	m.imm_be = x->imm_data;
+	m.qkey = x->qkey;
+	m.sqpn = qp->ibqp.qp_num;
+	m.payload_len = (uint32_t)x->length;
+	hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &m);
+	if (hlen < 0 || x->nlocal > SHCA_MAX_NET_IOV)
+		return;
+	shca_net_sendto(ah->attr.grh.dgid.raw,
+			(uint16_t)(shca_port_base() + shca_qpn_slot(x->dest_qpn)),
+			ctx->dev->ifindex, hdr, (size_t)hlen, x->local,
+			x->nlocal);
+}
+
+void shca_net_mcast(struct shca_qp *qp, const union ibv_gid *gid, bool join)
+{
+	struct shca_context *ctx = to_sctx(qp->ibqp.context);
+
+	if (join) {
+		shca_net_start(shca_net_rx);
+		shca_net_mcast_join(gid->raw, ctx->dev->ifindex);
+	} else {
+		shca_net_mcast_leave(gid->raw, ctx->dev->ifindex);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Responder                                                           */
+
+static void send_ack(struct shca_conn *c, struct shca_qp *qp, uint8_t opcode,
+		     uint32_t psn, uint8_t syndrome, uint64_t orig)
+{
+	unsigned char hdr[HDR_MAX];
+	struct shca_wire_msg m;
+	ssize_t hlen;
+
+	memset(&m, 0, sizeof(m));
+	m.opcode = opcode;
+	m.pkey = SHCA_DEFAULT_PKEY;
+	m.dqpn = qp->attr.dest_qp_num;
+	m.psn = psn;
+	m.syndrome = syndrome;
+	m.msn = qp->net.msn & SHCA_PSN_MASK;
+	m.orig = orig;
+	hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &m);
+	if (hlen > 0)
+		shca_net_send(c, hdr, (size_t)hlen, NULL, 0, true, NULL);
+}
+
+static uint8_t nak_code(enum ibv_wc_status st)
+{
+	switch (st) {
+	case IBV_WC_REM_ACCESS_ERR:
+		return shca_aeth_syn_nak(SHCA_NAK_REMOTE_ACCESS);
+	case IBV_WC_REM_OP_ERR:
+		return shca_aeth_syn_nak(SHCA_NAK_REMOTE_OP);
+	default:
+		return shca_aeth_syn_nak(SHCA_NAK_INVALID_REQ);
+	}
+}
+
+static const uint8_t ACK_OK = (SHCA_AETH_ACK << 5) | SHCA_AETH_CREDITS_INVALID;
+
+/* Answer an RC request with the outcome of carrying it out. */
+static void answer(struct shca_conn *c, struct shca_qp *qp, uint32_t psn,
+		   const struct shca_xfer_result *res)
+{
+	if (res->outcome == SHCA_XFER_RNR) {
+		count(qp, SHCA_STAT_SEND_RNR_ERR);
+		send_ack(c, qp, SHCA_OP_RC_ACKNOWLEDGE, psn,
+			 shca_aeth_syn_rnr(res->rnr_timer), 0);
+	} else if (res->outcome == SHCA_XFER_DONE &&
+		   res->status != IBV_WC_SUCCESS) {
+		if (res->status == IBV_WC_REM_ACCESS_ERR)
+			count(qp, SHCA_STAT_ACCESS_ERR);
+		send_ack(c, qp, SHCA_OP_RC_ACKNOWLEDGE, psn,
+			 nak_code(res->status), 0);
+	}
+}
+
+/* Serve a READ request at psn (new or duplicate). */
+static void serve_read(struct shca_conn *c, struct shca_qp *qp,
+		       struct shca_peer *self, const struct shca_wire_msg *m,
+		       bool is_new)
+{
+	uint32_t mtu = path_mtu(qp), n = npkts(m->dma_len, mtu), k;
+	struct shca_xfer_result res;
+	struct shca_xfer x;
+	struct iovec v;
+	unsigned char *buf = m->dma_len ? malloc(m->dma_len) : NULL;
+
+	if (m->dma_len && !buf) {
+		res.outcome = SHCA_XFER_DONE;
+		res.status = IBV_WC_REM_OP_ERR;
+		answer(c, qp, m->psn, &res);
+		return;
+	}
+	memset(&x, 0, sizeof(x));
+	x.qp_type = IBV_QPT_RC;
+	x.src_qpn = qp->attr.dest_qp_num;
+	x.dest_qpn = qp->ibqp.qp_num;
+	x.opcode = IBV_WR_RDMA_READ;
+	x.remote_addr = m->va;
+	x.rkey = m->rkey;
+	x.length = m->dma_len;
+	v.iov_base = buf;
+	v.iov_len = m->dma_len;
+	x.local = &v;
+	x.nlocal = m->dma_len ? 1 : 0;
+	shca_shm_execute(self, &x, &res);
+	if (res.outcome != SHCA_XFER_DONE || res.status != IBV_WC_SUCCESS) {
+		free(buf);
+		answer(c, qp, m->psn, &res);
+		return;
+	}
+	if (is_new) {
+		qp->net.epsn = shca_psn_add(m->psn, n);
+		qp->net.msn++;
+	}
+	for (k = 0; k < n; k++) {
+		unsigned char hdr[HDR_MAX];
+		struct shca_wire_msg r;
+		struct iovec pl;
+		uint64_t off = (uint64_t)k * mtu;
+		ssize_t hlen;
+
+		memset(&r, 0, sizeof(r));
+		r.opcode = n == 1 ? SHCA_OP_RC_RDMA_READ_RESPONSE_ONLY :
+			   k == 0 ? SHCA_OP_RC_RDMA_READ_RESPONSE_FIRST :
+			   k + 1 == n ? SHCA_OP_RC_RDMA_READ_RESPONSE_LAST :
+					SHCA_OP_RC_RDMA_READ_RESPONSE_MIDDLE;
+		r.pkey = SHCA_DEFAULT_PKEY;
+		r.dqpn = qp->attr.dest_qp_num;
+		r.psn = shca_psn_add(m->psn, k);
+		r.syndrome = ACK_OK;
+		r.msn = qp->net.msn & SHCA_PSN_MASK;
+		pl.iov_base = buf + off;
+		pl.iov_len = MIN((uint64_t)mtu, m->dma_len - MIN(m->dma_len, off));
+		r.payload_len = (uint32_t)pl.iov_len;
+		r.payload = pl.iov_base;
+		hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &r);
+		if (hlen < 0)
+			break;
+		/* the last packet owns the buffer: it is freed once the
+		 * packets before it were written */
+		shca_net_send(c, hdr, (size_t)hlen, &pl, pl.iov_len ? 1 : 0,
+			      false, k + 1 == n ? buf : NULL);
+		if (k + 1 == n)
+			buf = NULL;
+	}
+	free(buf);
+}
+
+static void serve_atomic(struct shca_conn *c, struct shca_qp *qp,
+			 struct shca_peer *self, const struct shca_wire_msg *m)
+{
+	struct shca_xfer_result res;
+	struct shca_xfer x;
+	unsigned int i;
+
+	memset(&x, 0, sizeof(x));
+	x.qp_type = IBV_QPT_RC;
+	x.src_qpn = qp->attr.dest_qp_num;
+	x.dest_qpn = qp->ibqp.qp_num;
+	x.opcode = m->opcode == SHCA_OP_RC_COMPARE_SWAP ?
+			   IBV_WR_ATOMIC_CMP_AND_SWP :
+			   IBV_WR_ATOMIC_FETCH_AND_ADD;
+	x.remote_addr = m->va;
+	x.rkey = m->rkey;
+	x.length = 8;
+	x.compare_add = m->opcode == SHCA_OP_RC_COMPARE_SWAP ? m->compare :
+							       m->swap_add;
+	x.swap = m->swap_add;
+	shca_shm_execute(self, &x, &res);
+	if (res.outcome != SHCA_XFER_DONE || res.status != IBV_WC_SUCCESS) {
+		answer(c, qp, m->psn, &res);
+		return;
+	}
+	qp->net.epsn = shca_psn_add(m->psn, 1);
+	qp->net.msn++;
+	i = qp->net.atomic_next++ % 16;
+	qp->net.atomics[i].psn = m->psn;
+	qp->net.atomics[i].orig = res.atomic_orig;
+	qp->net.atomics[i].valid = true;
+	send_ack(c, qp, SHCA_OP_RC_ATOMIC_ACKNOWLEDGE, m->psn, ACK_OK,
+		 res.atomic_orig);
+}
+
+static bool rx_append(struct shca_qp *qp, const struct shca_wire_msg *m)
+{
+	size_t need = qp->net.rx_len + m->payload_len;
+
+	if (need > SHCA_MAX_MSG_SZ)
+		return false;
+	if (need > qp->net.rx_cap) {
+		size_t cap = qp->net.rx_cap ? qp->net.rx_cap : 16384;
+		unsigned char *b;
+
+		while (cap < need)
+			cap *= 2;
+		b = realloc(qp->net.rx_buf, cap);
+		if (!b)
+			return false;
+		qp->net.rx_buf = b;
+		qp->net.rx_cap = cap;
+	}
+	memcpy(qp->net.rx_buf + qp->net.rx_len, m->payload, m->payload_len);
+	qp->net.rx_len = need;
+	return true;
+}
+
+/* A protocol violation by the requester: NAK invalid request, and the QP
+ * goes to error with IBV_EVENT_QP_REQ_ERR (IBA 9.9.3.1.1). */
+static void invalid_request(struct shca_conn *c, struct shca_qp *qp,
+			    uint32_t psn)
+{
+	count(qp, SHCA_STAT_DROPPED_PKTS);
+	rx_reset(qp);
+	if (qp->ibqp.qp_type != IBV_QPT_RC)
+		return;
+	send_ack(c, qp, SHCA_OP_RC_ACKNOWLEDGE, psn,
+		 shca_aeth_syn_nak(SHCA_NAK_INVALID_REQ), 0);
+	__atomic_or_fetch(&qp->shm->pending, SHCA_QP_PEND_REQ_ERR,
+			  __ATOMIC_ACQ_REL);
+	shca_peer_doorbell(self_peer());
+}
+
+/* SEND and WRITE packets at the expected PSN. */
+static void data_packet(struct shca_conn *c, struct shca_qp *qp,
+			struct shca_peer *self, const struct shca_wire_msg *m)
+{
+	uint32_t mask = m->op->mask;
+	bool rc = qp->ibqp.qp_type == IBV_QPT_RC;
+	bool write = mask & SHCA_OPM_WRITE;
+	struct shca_xfer_result res;
+	struct shca_xfer x;
+	struct iovec v;
+	uint32_t first_psn;
+
+	if (mask & SHCA_OPM_FIRST) {
+		rx_reset(qp);
+		qp->net.rx_first_psn = m->psn;
+		qp->net.rx_write = write;
+		if (write) {
+			qp->net.rx_va = m->va;
+			qp->net.rx_rkey = m->rkey;
+			qp->net.rx_dma_len = m->dma_len;
+		}
+	} else if (!qp->net.rx_active || qp->net.rx_write != write) {
+		/* a MIDDLE or LAST without its FIRST */
+		invalid_request(c, qp, m->psn);
+		return;
+	}
+	first_psn = qp->net.rx_first_psn;
+	qp->net.epsn = shca_psn_add(m->psn, 1);
+	if (!(mask & SHCA_OPM_LAST)) {
+		if (!rx_append(qp, m) ||
+		    (write && qp->net.rx_len > qp->net.rx_dma_len)) {
+			invalid_request(c, qp, m->psn);
+			return;
+		}
+		qp->net.rx_active = true;
+		return;
+	}
+
+	/* the whole message: carry it out as the same-host path does */
+	memset(&x, 0, sizeof(x));
+	if (mask & SHCA_OPM_FIRST) {
+		v.iov_base = (void *)m->payload;
+		v.iov_len = m->payload_len;
+	} else {
+		if (!rx_append(qp, m)) {
+			invalid_request(c, qp, m->psn);
+			return;
+		}
+		v.iov_base = qp->net.rx_buf;
+		v.iov_len = qp->net.rx_len;
+	}
+	qp->net.rx_active = false;
+	if (write && v.iov_len != qp->net.rx_dma_len) {
+		/* IBA 9.7.5.1.1: the payload must match the RETH's length */
+		count(qp, SHCA_STAT_LENGTH_ERR);
+		invalid_request(c, qp, m->psn);
+		return;
+	}
+	x.qp_type = qp->ibqp.qp_type;
+	x.src_qpn = qp->attr.dest_qp_num;
+	x.dest_qpn = qp->ibqp.qp_num;
+	x.opcode = write ? ((mask & SHCA_OPM_IMMDT) ?
+				    IBV_WR_RDMA_WRITE_WITH_IMM :
+				    IBV_WR_RDMA_WRITE) :
+			   ((mask & SHCA_OPM_IMMDT) ? IBV_WR_SEND_WITH_IMM :
+						     IBV_WR_SEND);
+	x.solicited = m->se;
+	x.imm_data = m->imm_be;
+	x.remote_addr = qp->net.rx_va;
+	x.rkey = qp->net.rx_rkey;
+	x.length = v.iov_len;
+	x.local = &v;
+	x.nlocal = v.iov_len ? 1 : 0;
+	shca_shm_execute(self, &x, &res);
+	rx_reset(qp);
+	if (!rc)
+		return;
+	if (res.outcome == SHCA_XFER_RNR) {
+		/* the message is asked for again from its first packet */
+		qp->net.epsn = first_psn;
+		answer(c, qp, first_psn, &res);
+		return;
+	}
+	if (res.outcome == SHCA_XFER_DONE && res.status == IBV_WC_SUCCESS) {
+		qp->net.msn++;
+		if (m->ackreq)
+			send_ack(c, qp, SHCA_OP_RC_ACKNOWLEDGE, m->psn, ACK_OK,
+				 0);
+		return;
+	}
+	answer(c, qp, m->psn, &res);
+}
+
+static bool can_receive(enum ibv_qp_state s)
+{
+	return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD ||
+	       s == IBV_QPS_SQE;
+}
+
+/* A duplicate RC request (PSN before the expected one). */
+static void duplicate(struct shca_conn *c, struct shca_qp *qp,
+		      struct shca_peer *self, const struct shca_wire_msg *m)
+{
+	unsigned int i;
+
+	count(qp, SHCA_STAT_DUPLICATE_REQUEST);
+	if (m->op->mask & SHCA_OPM_READ_REQ) {
+		serve_read(c, qp, self, m, false);
+		return;
+	}
+	if (m->op->mask & SHCA_OPM_ATOMIC) {
+		for (i = 0; i < 16; i++)
+			if (qp->net.atomics[i].valid &&
+			    qp->net.atomics[i].psn == m->psn)
+				send_ack(c, qp, SHCA_OP_RC_ATOMIC_ACKNOWLEDGE,
+					 m->psn, ACK_OK,
+					 qp->net.atomics[i].orig);
+		return;
+	}
+	/* IBA 9.7.5.1.2: ACK again, with the latest PSN done */
+	if (m->ackreq || (m->op->mask & SHCA_OPM_LAST))
+		send_ack(c, qp, SHCA_OP_RC_ACKNOWLEDGE,
+			 shca_psn_add(qp->net.epsn, SHCA_PSN_MASK), ACK_OK, 0);
+}
+
+static void responder(struct shca_conn *c, struct shca_qp *qp,
+		      const struct shca_wire_msg *m)
+{
+	struct shca_peer *self = self_peer();
+	bool rc = qp->ibqp.qp_type == IBV_QPT_RC;
+	int32_t d;
+
+	if (!self || !can_receive(qp->attr.qp_state)) {
+		count(qp, SHCA_STAT_DROPPED_PKTS);
+		return;
+	}
+	d = shca_psn_diff(m->psn, qp->net.epsn);
+	if (d < 0 && rc) {
+		duplicate(c, qp, self, m);
+		return;
+	}
+	if (d != 0) {
+		count(qp, SHCA_STAT_OUT_OF_SEQ_REQUEST);
+		if (rc) {
+			/* IBA 9.7.5.1.2: one NAK until the expected PSN */
+			if (!qp->net.nak_sent) {
+				count(qp, SHCA_STAT_SEND_SEQ_ERR);
+				send_ack(c, qp, SHCA_OP_RC_ACKNOWLEDGE,
+					 qp->net.epsn,
+					 shca_aeth_syn_nak(SHCA_NAK_PSN_SEQ_ERR),
+					 0);
+				qp->net.nak_sent = true;
+			}
+			return;
+		}
+		/* UC: the message in progress is lost; a new one may start
+		 * here (IBA 9.7.5.1.3) */
+		rx_reset(qp);
+		if (!(m->op->mask & SHCA_OPM_FIRST))
+			return;
+	}
+	qp->net.nak_sent = false;
+	if (m->op->mask & SHCA_OPM_READ_REQ)
+		serve_read(c, qp, self, m, true);
+	else if (m->op->mask & SHCA_OPM_ATOMIC)
+		serve_atomic(c, qp, self, m);
+	else
+		data_packet(c, qp, self, m);
+}
+
+/* A UD datagram for one QP. */
+static void ud_deliver(uint32_t qpn, const struct shca_net_addr *addr,
+		       const struct shca_wire_msg *m, struct shca_peer *self)
+{
+	struct ibv_global_route dst;
+	union ibv_gid sgid;
+	uint8_t grh[SHCA_GRH_LEN];
+	struct shca_xfer_result res;
+	struct shca_xfer x;
+	struct iovec v;
+
+	memset(&dst, 0, sizeof(dst));
+	memcpy(dst.dgid.raw, addr->dst, 16);
+	memcpy(sgid.raw, addr->src, 16);
+	shca_build_grh(grh, &sgid, &dst, m->payload_len);
+	memset(&x, 0, sizeof(x));
+	x.qp_type = IBV_QPT_UD;
+	x.src_qpn = m->sqpn;
+	x.dest_qpn = qpn;
+	x.qkey = m->qkey;
+	x.opcode = (m->op->mask & SHCA_OPM_IMMDT) ? IBV_WR_SEND_WITH_IMM :
+						     IBV_WR_SEND;
+	x.solicited = m->se;
+	x.imm_data = m->imm_be;
+	v.iov_base = (void *)m->payload;
+	v.iov_len = m->payload_len;
+	x.local = &v;
+	x.nlocal = m->payload_len ? 1 : 0;
+	x.length = m->payload_len;
+	x.grh = grh;
+	shca_shm_execute(self, &x, &res);
+}
+
+static void ud_receive(const struct shca_net_addr *addr,
+		       const struct shca_wire_msg *m)
+{
+	struct shca_peer *self = self_peer();
+	const struct shca_slot *s = shca_slot_get();
+
+	if (!self || !s)
+		return;
+	if (m->dqpn == 0xffffff) {
+		struct shca_mcast_member mem[64];
+		union ibv_gid g;
+		int n, i;
+
+		memcpy(g.raw, addr->dst, 16);
+		n = shca_host_mcast_members(&g, mem, 64);
+		for (i = 0; i < n; i++)
+			if (mem[i].slot == s->slot)
+				ud_deliver(mem[i].qpn, addr, m, self);
+		return;
+	}
+	ud_deliver(m->dqpn, addr, m, self);
+}
+
+void shca_net_rx(struct shca_conn *c, const struct shca_net_addr *addr,
+		 const void *pkt, size_t len)
+{
+	struct shca_wire_msg m;
+	struct shca_qp *qp;
+	enum shca_wire_transport tp;
+
+	if (shca_wire_parse(pkt, len, &m)) {
+		count(NULL, SHCA_STAT_DROPPED_PKTS);
+		return;
+	}
+	tp = (enum shca_wire_transport)m.op->transport;
+	if (tp == SHCA_TP_UD) {
+		/* UD travels in datagrams only */
+		if (c || !(m.op->mask & SHCA_OPM_DETH) ||
+		    m.payload_len > SHCA_MAX_UD_MSG)
+			count(NULL, SHCA_STAT_DROPPED_PKTS);
+		else
+			ud_receive(addr, &m);
+		return;
+	}
+	if (!c) {
+		count(NULL, SHCA_STAT_DROPPED_PKTS);
+		return;
+	}
+	qp = shca_qp_lookup(m.dqpn);
+	if (!qp || (tp == SHCA_TP_RC) != (qp->ibqp.qp_type == IBV_QPT_RC) ||
+	    (tp == SHCA_TP_UC) != (qp->ibqp.qp_type == IBV_QPT_UC) ||
+	    shca_wire_check_qp(&m, tp, path_mtu(qp))) {
+		count(NULL, SHCA_STAT_DROPPED_PKTS);
+		return;
+	}
+	pthread_mutex_lock(&qp->exec_lock);
+	if (m.op->mask & SHCA_OPM_RESP) {
+		/* answers come back on the QP's own connection only */
+		if (qp->net.on && qp->net.conn == c)
+			completer(qp, &m);
+		else
+			count(qp, SHCA_STAT_DROPPED_PKTS);
+	} else {
+		responder(c, qp, &m);
+	}
+	pthread_mutex_unlock(&qp->exec_lock);
+}
