@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,7 @@ struct shca_conn {
 static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shca_conn *conns;
 static shca_net_rx_fn rx_fn;
+static bool net_used;			/* a connection or datagram was seen */
 static pid_t started_pid;
 static int mcast_fd = -1;		/* bound to SHCA_NET_MCAST_PORT */
 static int mcast_send4 = -1, mcast_send6 = -1;
@@ -730,6 +732,7 @@ static struct shca_conn *conn_new(void)
 
 	if (!c)
 		return NULL;
+	__atomic_store_n(&net_used, true, __ATOMIC_RELAXED);
 	pthread_mutex_init(&c->lock, NULL);
 	c->fd = -1;
 	pthread_mutex_lock(&conns_lock);
@@ -828,6 +831,7 @@ static void udp_event(int fd, uint32_t events, void *arg)
 			shca_stat_add(s, SHCA_STAT_DROPPED_PKTS, 1);
 			continue;
 		}
+		__atomic_store_n(&net_used, true, __ATOMIC_RELAXED);
 		shca_stat_add(s, SHCA_STAT_RCVD_PKTS, 1);
 		shca_stat_add(s, SHCA_STAT_RCVD_BYTES, (uint64_t)n);
 		if (pcap)
@@ -843,6 +847,16 @@ static void want_pktinfo(int fd)
 
 	setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
 	setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
+}
+
+void shca_net_poll_idle(void)
+{
+	/* the engine thread does the net path's receive work: a poller
+	 * that spins on an empty CQ must let it run (two busy pollers on
+	 * two cores would otherwise starve it for a scheduler tick) */
+	if (__atomic_load_n(&net_used, __ATOMIC_RELAXED) &&
+	    started_pid == shca_getpid())
+		sched_yield();
 }
 
 int shca_net_start(shca_net_rx_fn fn)

@@ -52,6 +52,10 @@ typedef void (*shca_net_rx_fn)(struct shca_conn *c,
  * 0 or -errno. */
 int shca_net_start(shca_net_rx_fn fn);
 
+/* ibv_poll_cq found nothing: give the engine thread the CPU if the net
+ * path is in use. */
+void shca_net_poll_idle(void);
+
 /* The outgoing connection to the process listening on port at gid's
  * address; created (not yet connected) on first use, never freed. */
 struct shca_conn *shca_net_conn_get(const uint8_t gid[16], uint16_t port);

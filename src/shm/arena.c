@@ -21,6 +21,9 @@
 #define HEAP_MAX_SHIFT	30
 #define HDR_SIZE	4096
 
+_Static_assert(sizeof(struct shca_arena_hdr) <= HDR_SIZE,
+	       "the arena header fits before the QP table");
+
 /* Each heap block starts with this, 64 bytes before the user pointer. */
 struct heap_block {
 	uint32_t shift;		/* size class */
@@ -255,7 +258,21 @@ void shca_mr_shm_clear(struct shca_mr_shm *e)
 	mr_shm_store(e, &zero);
 }
 
-void *shca_arena_map_peer(int fd, size_t *size)
+/*
+ * The process's counters, in its arena header.  Counting never creates the
+ * arena: NULL until something else did (or in a forked child, whose
+ * inherited mapping is still the parent's arena).
+ */
+struct shca_stat_block *shca_stat_proc(void)
+{
+	void *base = __atomic_load_n(&the_arena.base, __ATOMIC_ACQUIRE);
+
+	if (!base || the_arena.pid != shca_getpid())
+		return NULL;
+	return &shca_arena_hdr(base)->stats;
+}
+
+static void *map_peer(int fd, size_t *size, int prot)
 {
 	struct shca_arena_hdr hdr;
 	void *base;
@@ -268,9 +285,19 @@ void *shca_arena_map_peer(int fd, size_t *size)
 		errno = EPROTO;
 		return NULL;
 	}
-	base = mmap(NULL, hdr.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	base = mmap(NULL, hdr.size, prot, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED)
 		return NULL;
 	*size = hdr.size;
 	return base;
+}
+
+void *shca_arena_map_peer(int fd, size_t *size)
+{
+	return map_peer(fd, size, PROT_READ | PROT_WRITE);
+}
+
+void *shca_arena_map_peer_ro(int fd, size_t *size)
+{
+	return map_peer(fd, size, PROT_READ);
 }

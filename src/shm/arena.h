@@ -9,10 +9,14 @@
  *   [header][QP table][MR table][heap ...]
  *
  * Who writes what:
- *   header           owner, at creation; read-only afterwards
+ *   header           owner, at creation; read-only afterwards, except its
+ *                    stats block (the process's counters: owner, relaxed
+ *                    atomic adds; `softhca stat` maps the arena read-only)
  *   QP table         owner (slot i = offset of the QP with QPN index i)
  *   MR table         owner, under each entry's seqlock; peers read
- *   shca_qp_shm      owner; peers set the *_pending words only
+ *   shca_qp_shm      owner; peers set the *_pending words and add to
+ *                    stats (relaxed atomics; the responder side of the
+ *                    same-host path counts on the responder's QP)
  *   shca_rq_shm      tail and WQEs: owner (post_recv), release store;
  *                    head: any consumer under the RQ's lock
  *   shca_cq_shm      ring and tail: any producer under the CQ's lock;
@@ -31,8 +35,10 @@
 #include <sys/types.h>
 #include <infiniband/verbs.h>
 
+#include "../common/stat.h"
+
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	1
+#define SHCA_ARENA_VERSION	2	/* 2: counters (stats) */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use */
 #define SHCA_ARENA_QP_ENTRIES	(1u << 14)	/* QPN index space */
 #define SHCA_ARENA_MR_ENTRIES	(1u << 20)	/* MR key index space */
@@ -57,6 +63,9 @@ struct shca_arena_hdr {
 	uint64_t qp_table_off;	/* uint64_t[SHCA_ARENA_QP_ENTRIES] */
 	uint64_t mr_table_off;	/* struct shca_mr_shm[SHCA_ARENA_MR_ENTRIES] */
 	uint64_t heap_off;
+	/* the process's counters (shca_stat_proc): on a cache line of
+	 * their own, away from the read-mostly fields above */
+	struct shca_stat_block stats __attribute__((aligned(64)));
 };
 
 /*
@@ -148,6 +157,10 @@ struct shca_qp_shm {
 	uint32_t pending;	/* SHCA_QP_PEND_* set by peers (atomic or) */
 	uint64_t rq_off;	/* shca_rq_shm of the RQ or of the SRQ */
 	uint64_t rcq_off;	/* shca_cq_shm of the receive CQ */
+	char dev[16];		/* the device's interface name (IF_NAMESIZE),
+				 * NUL-terminated: `softhca stat` sums the
+				 * QPs of softhca_<dev> */
+	struct shca_stat_block stats;	/* this QP's counters */
 };
 
 /* This process's arena. */
@@ -203,5 +216,7 @@ void shca_mr_shm_clear(struct shca_mr_shm *e);
 
 /* Map a peer's arena received as fd; checks the header. */
 void *shca_arena_map_peer(int fd, size_t *size);
+/* The same, read-only: for tools that only look (`softhca stat`). */
+void *shca_arena_map_peer_ro(int fd, size_t *size);
 
 #endif

@@ -658,3 +658,57 @@ int shca_peer_read(struct shca_peer *p, const struct iovec *local, int nl,
 {
 	return peer_xfer(p, local, nl, remote, nr, false);
 }
+
+/* ------------------------------------------------------------------ */
+/* Tools: a look at another process's arena                            */
+
+/*
+ * For `softhca stat`: the hello of the process in slot, and its arena
+ * mapped read-only.  Nothing more: this process takes no slot, starts no
+ * engine, makes no peer object and probes no CMA; the owner sees one more
+ * connection, which hangs up (its engine closes it, as for any peer).
+ */
+void *shca_peer_map_arena_ro(int slot, pid_t *pid, size_t *size)
+{
+	struct timeval tv = { CONNECT_TIMEOUT_S, 0 };
+	struct sockaddr_un sa;
+	struct hello h;
+	void *base = NULL;
+	int fd, fds[2], ret;
+	socklen_t len;
+
+	if (slot < 0 || slot >= (int)SHCA_NUM_SLOTS) {
+		errno = EINVAL;
+		return NULL;
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return NULL;
+	/* a stopped owner must not hold the tool: connect and hello time out */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	len = slot_addr(&sa, (uint16_t)(shca_port_base() + slot));
+	if (connect(fd, (struct sockaddr *)&sa, len)) {
+		ret = -errno;
+		goto out;
+	}
+	ret = recv_hello(fd, &h, fds);
+	if (ret)
+		goto out;
+	close(fds[1]);
+	base = shca_arena_map_peer_ro(fds[0], size);
+	ret = base ? 0 : -errno;
+	close(fds[0]);
+	if (base && shca_arena_hdr(base)->pid != h.pid) {
+		munmap(base, *size);
+		base = NULL;
+		ret = -EPROTO;
+	}
+	if (base)
+		*pid = h.pid;
+out:
+	close(fd);
+	if (!base)
+		errno = ret ? -ret : EPROTO;
+	return base;
+}

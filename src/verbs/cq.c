@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "shca.h"
+#include "../net/net.h"
 #include "../shm/queues.h"
 
 #define CQ_WC_FLAGS_SUPPORTED                                              \
@@ -125,6 +126,8 @@ int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 		shca_cqshm_pop(cq->shm);
 	}
 	pthread_mutex_unlock(&cq->lock);
+	if (!n)
+		shca_net_poll_idle();
 	return n;
 }
 
@@ -168,6 +171,7 @@ static int cqx_start_poll(struct ibv_cq_ex *ibcq,
 	if (!e) {
 		if (!cq->single_threaded)
 			pthread_mutex_unlock(&cq->lock);
+		shca_net_poll_idle();
 		return ENOENT;
 	}
 	cqx_load(cq, e);

@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The names of the diagnostic counters (stat.h), as `softhca stat` prints
+ * them: lowercase, after the kernel rxe driver's hw_counters where one
+ * exists.  The blocks themselves live in arenas (shm/arena.h): the
+ * process's in the arena header, each QP's in its shca_qp_shm.
+ */
+#include "stat.h"
+
+const char *const shca_stat_names[SHCA_STAT_MAX] = {
+	[SHCA_STAT_SENT_PKTS] = "sent_pkts",
+	[SHCA_STAT_SENT_BYTES] = "sent_bytes",
+	[SHCA_STAT_RCVD_PKTS] = "rcvd_pkts",
+	[SHCA_STAT_RCVD_BYTES] = "rcvd_bytes",
+	[SHCA_STAT_RETRANS_PKTS] = "retrans_pkts",
+	[SHCA_STAT_DUPLICATE_REQUEST] = "duplicate_request",
+	[SHCA_STAT_OUT_OF_SEQ_REQUEST] = "out_of_seq_request",
+	[SHCA_STAT_SEND_RNR_ERR] = "send_rnr_err",
+	[SHCA_STAT_RCVD_RNR_ERR] = "rcvd_rnr_err",
+	[SHCA_STAT_RCVD_SEQ_ERR] = "rcvd_seq_err",
+	[SHCA_STAT_SEND_SEQ_ERR] = "send_seq_err",
+	[SHCA_STAT_ACCESS_ERR] = "access_err",
+	[SHCA_STAT_LENGTH_ERR] = "length_err",
+	[SHCA_STAT_LOCAL_ACK_TIMEOUT] = "local_ack_timeout",
+	[SHCA_STAT_RETRY_EXCEEDED_ERR] = "retry_exceeded_err",
+	[SHCA_STAT_RETRY_RNR_EXCEEDED_ERR] = "retry_rnr_exceeded_err",
+	[SHCA_STAT_DROPPED_PKTS] = "dropped_pkts",
+	[SHCA_STAT_CONN_RESETS] = "conn_resets",
+	[SHCA_STAT_FAULTS_INJECTED] = "faults_injected",
+};

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Diagnostic counters, as a NIC keeps them (names after the kernel rxe
+ * driver's hw_counters where one exists): per process (the transport's
+ * sockets, packets that reached no QP) and per QP.  They live in the
+ * process's arena so that `softhca stat` can read a running process's
+ * counters from outside; increments are relaxed atomics.
+ */
+#ifndef SOFTHCA_COMMON_STAT_H
+#define SOFTHCA_COMMON_STAT_H
+
+#include <stdint.h>
+
+enum shca_stat {
+	SHCA_STAT_SENT_PKTS,		/* IB packets sent on the net path */
+	SHCA_STAT_SENT_BYTES,		/* ... their bytes (headers too) */
+	SHCA_STAT_RCVD_PKTS,		/* IB packets received */
+	SHCA_STAT_RCVD_BYTES,
+	SHCA_STAT_RETRANS_PKTS,		/* packets sent again (go-back-N) */
+	SHCA_STAT_DUPLICATE_REQUEST,	/* responder: request PSN already seen */
+	SHCA_STAT_OUT_OF_SEQ_REQUEST,	/* responder: PSN after the expected */
+	SHCA_STAT_SEND_RNR_ERR,		/* responder: RNR NAKs sent */
+	SHCA_STAT_RCVD_RNR_ERR,		/* requester: RNR NAKs received */
+	SHCA_STAT_RCVD_SEQ_ERR,		/* requester: PSN sequence NAKs received */
+	SHCA_STAT_SEND_SEQ_ERR,		/* responder: PSN sequence NAKs sent */
+	SHCA_STAT_ACCESS_ERR,		/* remote access errors (NAKed/received) */
+	SHCA_STAT_LENGTH_ERR,		/* length errors (either side) */
+	SHCA_STAT_LOCAL_ACK_TIMEOUT,	/* requester: ACK timeouts */
+	SHCA_STAT_RETRY_EXCEEDED_ERR,	/* requester: RETRY_EXC_ERR */
+	SHCA_STAT_RETRY_RNR_EXCEEDED_ERR, /* requester: RNR_RETRY_EXC_ERR */
+	SHCA_STAT_DROPPED_PKTS,		/* invalid or unaddressed: dropped */
+	SHCA_STAT_CONN_RESETS,		/* TCP connections lost */
+	SHCA_STAT_FAULTS_INJECTED,	/* SOFTHCA_FAULTS actions taken */
+	SHCA_STAT_MAX
+};
+
+/* The counter names as `softhca stat` prints them, by enum shca_stat. */
+extern const char *const shca_stat_names[SHCA_STAT_MAX];
+
+struct shca_stat_block {
+	uint64_t v[SHCA_STAT_MAX];
+};
+
+static inline void shca_stat_add(struct shca_stat_block *b, enum shca_stat s,
+				 uint64_t n)
+{
+	if (b)
+		__atomic_fetch_add(&b->v[s], n, __ATOMIC_RELAXED);
+}
+
+/* This process's own block (in its arena; NULL before the arena exists). */
+struct shca_stat_block *shca_stat_proc(void);
+
+#endif
