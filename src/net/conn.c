@@ -68,6 +68,7 @@ struct shca_conn {
 	struct chunk *head, *tail;
 	size_t queued;
 	struct chunk *held;		/* fault "reorder": sent after the next */
+	struct shca_timer held_timer;	/* ... or alone, 1 ms later */
 	/* engine thread only */
 	unsigned char *rbuf;
 	size_t rlen;
@@ -497,6 +498,20 @@ static void delayed_fire(struct shca_timer *t)
 	free(d);
 }
 
+/* No packet came to overtake the held one: send it now. */
+static void held_fire(struct shca_timer *t)
+{
+	struct shca_conn *c = container_of(t, struct shca_conn, held_timer);
+
+	pthread_mutex_lock(&c->lock);
+	if (c->held) {
+		enqueue_locked(c, c->held);
+		c->held = NULL;
+		flush_locked(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
 /* Apply SOFTHCA_FAULTS to a packet about to be queued; c->lock held.
  * true: the fault layer took (or dropped) the chunk. */
 static bool fault_take(struct shca_conn *c, struct chunk *k, bool *dup,
@@ -522,6 +537,8 @@ static bool fault_take(struct shca_conn *c, struct chunk *k, bool *dup,
 	}
 	if (!c->held && fault_roll(faults.reorder)) {
 		c->held = k;
+		c->held_timer.fn = held_fire;
+		shca_timer_arm(&c->held_timer, shca_now_ns() + 1000000ull);
 		return true;
 	}
 	return false;
