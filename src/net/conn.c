@@ -322,6 +322,7 @@ static void flush_locked(struct shca_conn *c)
 {
 	while (c->state == CONN_UP && c->head) {
 		struct iovec v[MAX_WRITE_IOV];
+		struct msghdr mh = { 0 };
 		struct chunk *k;
 		int n = 0, i;
 		ssize_t w;
@@ -340,7 +341,10 @@ static void flush_locked(struct shca_conn *c)
 				n++;
 			}
 		}
-		w = writev(c->fd, v, n);
+		mh.msg_iov = v;
+		mh.msg_iovlen = (size_t)n;
+		/* no SIGPIPE for the application when the peer is gone */
+		w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
