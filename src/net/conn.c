@@ -549,8 +549,10 @@ static bool fault_take(struct shca_conn *c, struct chunk *k, bool *dup,
 }
 
 int shca_net_send(struct shca_conn *c, const void *hdr, size_t hlen,
-		  const struct iovec *pl, int npl, bool copy, void *owned)
+		  const struct iovec *pl, int npl, unsigned int flags,
+		  void *owned)
 {
+	bool copy = flags & SHCA_NET_COPY;
 	size_t plen = 0;
 	bool dup = false, reset = false;
 	struct chunk *k;
@@ -594,11 +596,19 @@ int shca_net_send(struct shca_conn *c, const void *hdr, size_t hlen,
 			c->held = NULL;
 		}
 	}
-	flush_locked(c);
+	if (!(flags & SHCA_NET_MORE) || c->queued > (1u << 20))
+		flush_locked(c);
 	if (reset)
 		conn_fail(c);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
+}
+
+void shca_net_flush(struct shca_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	flush_locked(c);
+	pthread_mutex_unlock(&c->lock);
 }
 
 size_t shca_net_queued(struct shca_conn *c)
@@ -678,6 +688,8 @@ static bool deliver(struct shca_conn *c)
 		memmove(c->rbuf, c->rbuf + off, c->rlen - off);
 		c->rlen -= off;
 	}
+	/* the answers to the batch (SHCA_NET_MORE), in one write */
+	shca_net_flush(c);
 	return ok;
 }
 

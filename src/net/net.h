@@ -60,15 +60,27 @@ void shca_net_poll_idle(void);
  * address; created (not yet connected) on first use, never freed. */
 struct shca_conn *shca_net_conn_get(const uint8_t gid[16], uint16_t port);
 
+/* shca_net_send flags */
+enum {
+	SHCA_NET_COPY = 1 << 0,	/* copy the payload now */
+	SHCA_NET_MORE = 1 << 1,	/* more follows: write with the next one
+				 * (or shca_net_flush) */
+};
+
 /*
  * Queue one IB packet on c: the headers (copied), then the payload iovecs
  * and the pad the BTH announces.  The payload is referenced until written
- * unless copy is set; owned (may be NULL) is freed once the packet is
- * written or dropped.  Returns 0, or -ENOTCONN when the connection is down
- * (a new connection is being opened: send again later).
+ * unless SHCA_NET_COPY is set; owned (may be NULL) is freed once the
+ * packet is written or dropped.  Returns 0, or -ENOTCONN when the
+ * connection is down (a new connection is being opened: send again
+ * later).  What the receive function sends on the connection a packet came
+ * from is written once the received batch is handed up.
  */
 int shca_net_send(struct shca_conn *c, const void *hdr, size_t hlen,
-		  const struct iovec *pl, int npl, bool copy, void *owned);
+		  const struct iovec *pl, int npl, unsigned int flags,
+		  void *owned);
+/* Write what SHCA_NET_MORE left queued. */
+void shca_net_flush(struct shca_conn *c);
 
 /* Bytes queued on c that the socket has not taken yet. */
 size_t shca_net_queued(struct shca_conn *c);

@@ -259,8 +259,8 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 	hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &m);
 	if (hlen < 0)
 		return (int)hlen;
-	return shca_net_send(qp->net.conn, hdr, (size_t)hlen, pl, npl, copy,
-			     NULL);
+	return shca_net_send(qp->net.conn, hdr, (size_t)hlen, pl, npl,
+			     (copy ? SHCA_NET_COPY : 0) | SHCA_NET_MORE, NULL);
 }
 
 /* ------------------------------------------------------------------ */
@@ -318,7 +318,16 @@ static void go_back(struct shca_qp *qp, uint32_t idx, uint32_t psn)
 	count(qp, SHCA_STAT_RETRANS_PKTS);
 }
 
+static void rc_send_window(struct shca_qp *qp);
+
 void shca_net_rc_execute(struct shca_qp *qp)
+{
+	rc_send_window(qp);
+	if (qp->net.conn)
+		shca_net_flush(qp->net.conn);
+}
+
+static void rc_send_window(struct shca_qp *qp)
 {
 	struct iovec iov[MAX_IOV];
 
@@ -617,6 +626,7 @@ void shca_net_uc_send(struct shca_qp *qp, struct shca_send_wqe *w,
 		if (send_packet(qp, w, x->local, x->nlocal, x->length, psn, k,
 				true))
 			break;
+	shca_net_flush(qp->net.conn);
 }
 
 void shca_net_ud_send(struct shca_qp *qp, struct shca_send_wqe *w,
@@ -682,7 +692,9 @@ static void send_ack(struct shca_conn *c, struct shca_qp *qp, uint8_t opcode,
 	m.orig = orig;
 	hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &m);
 	if (hlen > 0)
-		shca_net_send(c, hdr, (size_t)hlen, NULL, 0, true, NULL);
+		/* written when the received batch is done (conn.c) */
+		shca_net_send(c, hdr, (size_t)hlen, NULL, 0,
+			      SHCA_NET_COPY | SHCA_NET_MORE, NULL);
 }
 
 static uint8_t nak_code(enum ibv_wc_status st)
@@ -782,7 +794,7 @@ static void serve_read(struct shca_conn *c, struct shca_qp *qp,
 		/* the last packet owns the buffer: it is freed once the
 		 * packets before it were written */
 		shca_net_send(c, hdr, (size_t)hlen, &pl, pl.iov_len ? 1 : 0,
-			      false, k + 1 == n ? buf : NULL);
+			      SHCA_NET_MORE, k + 1 == n ? buf : NULL);
 		if (k + 1 == n)
 			buf = NULL;
 	}
