@@ -40,10 +40,10 @@
 #define COPY_BELOW	512		/* payloads copied rather than referenced */
 #define HDR_MAX		64
 
+/* The QP's counters, or the process's for what reached no QP. */
 static struct shca_stat_block *qp_stats(struct shca_qp *qp)
 {
-	(void)qp;
-	return shca_stat_proc();
+	return qp && qp->shm ? &qp->shm->stats : shca_stat_proc();
 }
 
 static void count(struct shca_qp *qp, enum shca_stat s)
