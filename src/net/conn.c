@@ -385,6 +385,43 @@ static void flush_locked(struct shca_conn *c)
 
 static void conn_event(int fd, uint32_t events, void *arg);
 
+/*
+ * The first frame on a connection names the opener's own port (a frame of
+ * HELLO_LEN bytes: no IB packet is that short), so that the other side
+ * sends its own requests on the same connection: its ACKs then stay
+ * ahead of its next request, as on one wire.  c->lock held.
+ */
+#define HELLO_LEN	4
+#define HELLO_MAGIC	0x53480000u	/* "SH" << 16 | port */
+
+static void queue_hello(struct shca_conn *c)
+{
+	const struct shca_slot *s = shca_slot_get();
+	struct chunk *k;
+	uint32_t be[2];
+
+	if (!s)
+		return;
+	k = malloc(sizeof(*k) + sizeof(struct iovec) + sizeof(be));
+	if (!k)
+		return;
+	k->iov = (struct iovec *)k->hdr;
+	be[0] = htonl(HELLO_LEN);
+	be[1] = htonl(HELLO_MAGIC | s->port);
+	memcpy(k->iov + 1, be, sizeof(be));
+	k->iov[0].iov_base = k->iov + 1;
+	k->iov[0].iov_len = sizeof(be);
+	k->niov = 1;
+	k->next = c->head;
+	k->owned = NULL;
+	k->off = 0;
+	k->len = sizeof(be);
+	c->head = k;
+	if (!c->tail)
+		c->tail = k;
+	c->queued += k->len;
+}
+
 /* Open the socket of an outgoing connection; c->lock held. */
 static int connect_locked(struct shca_conn *c)
 {
@@ -404,6 +441,7 @@ static int connect_locked(struct shca_conn *c)
 	c->fd = fd;
 	c->state = CONN_CONNECTING;
 	c->want_out = true;
+	queue_hello(c);
 	ret = shca_engine_watch(fd, conn_event, c);
 	if (!ret)
 		ret = shca_engine_watch_events(fd, EPOLLIN | EPOLLOUT);
@@ -655,6 +693,61 @@ static void conn_close(struct shca_conn *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/*
+ * An accepted connection named its opener's port: it becomes this
+ * process's connection to that process too.  If a requester here already
+ * holds a connection object for it that never connected, the socket moves
+ * into that object (requesters keep their pointers); the caller goes on
+ * with the returned object.  Engine thread.
+ */
+static struct shca_conn *adopt(struct shca_conn *in, uint16_t port)
+{
+	struct sockaddr_storage peer = in->peer;
+	struct shca_conn *c;
+
+	if (peer.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&peer)->sin6_port = htons(port);
+	else
+		((struct sockaddr_in *)&peer)->sin_port = htons(port);
+	pthread_mutex_lock(&conns_lock);
+	for (c = conns; c; c = c->next)
+		if (c != in && !c->incoming &&
+		    !memcmp(c->addr.dst, in->addr.dst, 16) &&
+		    sa_port(&c->peer) == port)
+			break;
+	pthread_mutex_unlock(&conns_lock);
+	if (c) {
+		pthread_mutex_lock(&c->lock);
+		if (c->state == CONN_DOWN && !c->head && in->fd >= 0) {
+			/* the socket, its watch and its read buffer move */
+			shca_engine_unwatch(in->fd);
+			c->fd = in->fd;
+			c->state = CONN_UP;
+			c->addr = in->addr;
+			c->rbuf = in->rbuf;
+			c->rlen = in->rlen;
+			in->fd = -1;
+			in->rbuf = NULL;
+			in->rlen = 0;
+			in->state = CONN_DOWN;
+			if (shca_engine_watch(c->fd, conn_event, c)) {
+				close(c->fd);
+				c->fd = -1;
+				c->state = CONN_DOWN;
+			}
+			pthread_mutex_unlock(&c->lock);
+			return c;
+		}
+		pthread_mutex_unlock(&c->lock);
+		return in;	/* both opened at once: two connections */
+	}
+	pthread_mutex_lock(&in->lock);
+	in->peer = peer;
+	in->incoming = false;	/* now also ours to send requests on */
+	pthread_mutex_unlock(&in->lock);
+	return in;
+}
+
 /* Cut the stream into frames and hand them up.  false: the stream is
  * broken (a length no IB packet has). */
 static bool deliver(struct shca_conn *c)
@@ -668,6 +761,18 @@ static bool deliver(struct shca_conn *c)
 
 		memcpy(&len, c->rbuf + off, FRAME_HDR);
 		len = ntohl(len);
+		if (len == HELLO_LEN && c->incoming) {
+			uint32_t v;
+
+			if (c->rlen - off - FRAME_HDR < HELLO_LEN)
+				break;
+			memcpy(&v, c->rbuf + off + FRAME_HDR, HELLO_LEN);
+			v = ntohl(v);
+			off += FRAME_HDR + HELLO_LEN;
+			if ((v & 0xffff0000u) == HELLO_MAGIC)
+				c = adopt(c, (uint16_t)v);
+			continue;
+		}
 		if (len < SHCA_BTH_LEN || len > MAX_PKT) {
 			shca_stat_add(s, SHCA_STAT_DROPPED_PKTS, 1);
 			shca_dbg("net: frame of %u bytes: closing", len);
