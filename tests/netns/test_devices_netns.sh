@@ -19,7 +19,7 @@ need ibv_devices ibv_devinfo ibv_rc_pingpong
 # UNTIL THE NET PATH LANDS: 0, and ibv_rc_pingpong between namespaces must
 # fail cleanly.  THEN: set this to 1 (or run with SOFTHCA_NET_PATH=1) and
 # the same pair must succeed.
-NET_PATH=${SOFTHCA_NET_PATH:-0}
+NET_PATH=${SOFTHCA_NET_PATH:-1}
 
 SOFTHCA_BUILD=${SOFTHCA_BUILD:-$SOFTHCA_SRC/build}
 SOFTHCA_BUILD=$(cd "$SOFTHCA_BUILD" && pwd) || { echo "FAIL: no build directory" >&2; exit 1; }

