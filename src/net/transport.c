@@ -1091,6 +1091,11 @@ static void ud_receive(const struct shca_net_addr *addr,
 		union ibv_gid g;
 		int n, i;
 
+		/* a sender on this host delivered to this host's members
+		 * itself (the host table); over lo its datagram loops back */
+		memcpy(g.raw, addr->src, 16);
+		if (shca_gid_is_local(&g))
+			return;
 		memcpy(g.raw, addr->dst, 16);
 		n = shca_host_mcast_members(&g, mem, 64);
 		for (i = 0; i < n; i++)
