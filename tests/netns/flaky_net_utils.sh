@@ -1,4 +1,7 @@
 #!/bin/bash
+# NOT run by ctest yet (named flaky_*, outside the test_*.sh glob): its
+# checks fail intermittently (a client SIGSEGV with -R, ib_read_lat exit 17,
+# UD bw); see the issue 5 note.  Run it by hand as root.
 # Between hosts (issue 5): Debian's clients, unmodified, between two
 # network namespaces ("hosts" a and b, tests/netns/lib.sh), over softhca's
 # net path (RC/UC over TCP, UD over UDP, multicast over IP multicast):
