@@ -98,6 +98,14 @@ void shca_timer_arm(struct shca_timer *t, uint64_t deadline)
 	pthread_mutex_unlock(&engine_lock);
 }
 
+void shca_timer_disarm(struct shca_timer *t)
+{
+	pthread_mutex_lock(&engine_lock);
+	if (t->armed)
+		timer_unlink(t);
+	pthread_mutex_unlock(&engine_lock);
+}
+
 /* After this returns, fn is neither pending nor running (unless called
  * from fn itself). */
 void shca_timer_cancel(struct shca_timer *t)

@@ -43,6 +43,9 @@ static inline bool shca_timer_armed(const struct shca_timer *t)
 	return __atomic_load_n(&t->armed, __ATOMIC_ACQUIRE);
 }
 void shca_timer_cancel(struct shca_timer *t);
+/* Unlink without waiting for a running fn: for callers holding a lock
+ * that fn takes (fn must re-check what it acts on). */
+void shca_timer_disarm(struct shca_timer *t);
 
 uint64_t shca_now_ns(void);
 

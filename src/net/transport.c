@@ -737,8 +737,23 @@ static void serve_read(struct shca_conn *c, struct shca_qp *qp,
 	struct shca_xfer_result res;
 	struct shca_xfer x;
 	struct iovec v;
-	unsigned char *buf = m->dma_len ? malloc(m->dma_len) : NULL;
+	unsigned char *buf = NULL;
 
+	/* the R_Key, access and range first: a peer must not make this
+	 * process allocate what it asks for before it is allowed to read */
+	if (m->dma_len &&
+	    (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_READ) ||
+	     !shca_lookup_mr(qp->pd, m->rkey, IBV_ACCESS_REMOTE_READ, m->va,
+			     m->dma_len, true))) {
+		res.outcome = SHCA_XFER_DONE;
+		res.status = IBV_WC_REM_ACCESS_ERR;
+		__atomic_or_fetch(&qp->shm->pending, SHCA_QP_PEND_ACCESS_ERR,
+				  __ATOMIC_ACQ_REL);
+		shca_peer_doorbell(self);
+		answer(c, qp, m->psn, &res);
+		return;
+	}
+	buf = m->dma_len ? malloc(m->dma_len) : NULL;
 	if (m->dma_len && !buf) {
 		res.outcome = SHCA_XFER_DONE;
 		res.status = IBV_WC_REM_OP_ERR;
@@ -784,7 +799,7 @@ static void serve_read(struct shca_conn *c, struct shca_qp *qp,
 		r.psn = shca_psn_add(m->psn, k);
 		r.syndrome = ACK_OK;
 		r.msn = qp->net.msn & SHCA_PSN_MASK;
-		pl.iov_base = buf + off;
+		pl.iov_base = buf ? buf + off : NULL;
 		pl.iov_len = MIN((uint64_t)mtu, m->dma_len - MIN(m->dma_len, off));
 		r.payload_len = (uint32_t)pl.iov_len;
 		r.payload = pl.iov_base;

@@ -463,6 +463,7 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 		shca_rq_flush(&qp->rq, NULL, 0);
 		shca_qp_reset_attr(qp);
 		qp->peer = NULL;
+		shca_timer_disarm(&qp->retry_timer);
 		shca_net_qp_stop(qp, true);
 		qp->head_retries = qp->head_rnr_retries = 0;
 		qp->comm_est_reported = false;
@@ -476,7 +477,9 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 		if (cur == IBV_QPS_ERR)
 			break;
 		shca_sq_flush(qp);
-		shca_timer_cancel(&qp->retry_timer);
+		/* exec_lock is held, which a running retry timer waits for:
+		 * do not wait for it (it sees the state and does nothing) */
+		shca_timer_disarm(&qp->retry_timer);
 		shca_net_qp_stop(qp, false);
 		/*
 		 * An SRQ's WQEs belong to no QP and stay; the QP reports
