@@ -31,19 +31,29 @@ demo: deps
 	@$(MAKE) --no-print-directory build
 	@scripts/demo.sh $(BUILD)
 
-# libFuzzer on the wire codec's parser (tests/fuzz), clang only, in its own
-# build dir; FUZZ_TIME seconds (default 60).  New inputs land in
-# $(FUZZ_BUILD)/corpus, crashes in $(FUZZ_BUILD)/crash-*.
+# libFuzzer (tests/fuzz), clang only, in its own build dir: fuzz_wire on
+# the wire codec's parser, fuzz_net_rx on the net path's receive side
+# (FUZZ_TARGETS picks), each for FUZZ_TIME seconds (default 60).  New
+# inputs land in $(FUZZ_BUILD)/corpus and corpus-net-rx, crashes in
+# $(FUZZ_BUILD)/crash-* (replay: fuzz_*_seeds replay FILE).
 FUZZ_BUILD ?= build-fuzz
 FUZZ_TIME ?= 60
+FUZZ_TARGETS ?= fuzz_wire fuzz_net_rx
 fuzz:
 	@command -v clang >/dev/null || { echo "fuzz: needs clang and" \
 		"libclang-rt-dev (apt-get install clang)"; exit 1; }
 	cmake -S tests/fuzz -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+ifneq ($(filter fuzz_wire,$(FUZZ_TARGETS)),)
 	$(FUZZ_BUILD)/fuzz_wire_seeds write $(FUZZ_BUILD)/corpus
 	cd $(FUZZ_BUILD) && ./fuzz_wire -max_total_time=$(FUZZ_TIME) \
 		-max_len=4160 -print_final_stats=1 corpus
+endif
+ifneq ($(filter fuzz_net_rx,$(FUZZ_TARGETS)),)
+	$(FUZZ_BUILD)/fuzz_net_rx_seeds write $(FUZZ_BUILD)/corpus-net-rx
+	cd $(FUZZ_BUILD) && ./fuzz_net_rx -max_total_time=$(FUZZ_TIME) \
+		-max_len=4096 -timeout=10 -print_final_stats=1 corpus-net-rx
+endif
 
 clean:
 	rm -rf $(BUILD)

@@ -2,8 +2,8 @@
 /*
  * Fuzz targets (libFuzzer entry points) and their seed corpora.  Built with
  * clang -fsanitize=fuzzer,address by `make fuzz` (tests/fuzz/CMakeLists.txt),
- * and replayed on their seeds by the unit test unit_fuzz_wire_replay in
- * every build.
+ * and replayed on their seeds by the unit tests unit_fuzz_wire_replay and
+ * unit_fuzz_net_rx_replay in every build.
  */
 #ifndef SOFTHCA_FUZZ_H
 #define SOFTHCA_FUZZ_H
@@ -11,9 +11,63 @@
 #include <stddef.h>
 #include <stdint.h>
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Seed i of the wire fuzzer into buf: its length, 0 past the last seed. */
 size_t fuzz_wire_seed(unsigned int i, uint8_t *buf, size_t cap);
+
+/*
+ * fuzz_net_rx (fuzz_net_rx.c): the net path's receive side, shca_net_rx,
+ * with RC, UC and UD QPs of softhca_lo behind it.  An input is a list of
+ * records, each one packet as a peer sends it:
+ *
+ *	selector (1 byte), length (2 bytes, little endian), packet (BTH .. pad)
+ *
+ * (the last record's length is cut to what is left).  The selector's low
+ * two bits say where the packet comes from; the flags patch the packet
+ * before it is handed over, so that the fuzzer reaches the states behind
+ * a matching QP number, PSN or key.
+ */
+#define FUZZ_NET_FROM_RC	0	/* the RC QP's connection */
+#define FUZZ_NET_FROM_UC	1	/* the UC QP's connection */
+#define FUZZ_NET_FROM_UD	2	/* a datagram, for the UD QP */
+#define FUZZ_NET_FROM_OTHER	3	/* another connection, for the RC QP */
+#define FUZZ_NET_FROM_MASK	3
+#define FUZZ_NET_SET_QPN	0x04	/* BTH DestQP := that QP's number */
+#define FUZZ_NET_SET_PSN	0x08	/* PSN := the one the QP expects next */
+#define FUZZ_NET_SET_KEY	0x10	/* RETH/AtomicETH R_Key := the MR's,
+					 * DETH Q_Key := the UD QP's */
+/* With SET_PSN, bits 5..7 add a delta to that PSN: 0 (i = 0..3), +1 (4),
+ * -1 (5: a duplicate), +2 (6: one lost), +2^23 (7: half the PSN space). */
+#define FUZZ_NET_PSN_DELTA(i)	((unsigned int)(i) << 5)
+#define FUZZ_NET_REC_HDR	3
+
+/*
+ * What the target sets up, for the seeds: the MR's length and I/O virtual
+ * address (all access rights), the PSNs the QPs start from, the UD Q_Key
+ * and multicast group (the UD QP is a member; dest QPN 0xffffff).
+ */
+#define FUZZ_NET_MR_LEN		4096
+#define FUZZ_NET_IOVA		0x10000ull
+#define FUZZ_NET_RQ_PSN		0x000100	/* responders' first PSN */
+#define FUZZ_NET_SQ_PSN		0xfffffe	/* RC requester's first PSN */
+#define FUZZ_NET_QKEY		0x11111111u
+#define FUZZ_NET_MCAST_V4	0xef004d4du	/* 239.0.77.77 */
+
+/*
+ * The RC QP's send queue, posted anew for every input so that ACKs and
+ * responses find requests to answer: these WQEs, in this order, with PSNs
+ * from FUZZ_NET_SQ_PSN on at a path MTU of 256.
+ */
+#define FUZZ_NET_PMTU		256
+#define FUZZ_NET_RC_SEND_LEN	8	/* SEND, 1 packet */
+#define FUZZ_NET_RC_WRITE_LEN	300	/* RDMA WRITE, 2 packets */
+#define FUZZ_NET_RC_READ_LEN	600	/* RDMA READ, 3 response packets */
+					/* CMP_AND_SWP, FETCH_AND_ADD, 1 each */
+					/* SEND_WITH_IMM of 0 bytes */
+
+/* Seed i of fuzz_net_rx into buf: its length, 0 past the last seed. */
+size_t fuzz_net_rx_seed(unsigned int i, uint8_t *buf, size_t cap);
 
 #endif

@@ -1,0 +1,837 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libFuzzer target for the net path's receive side: shca_net_rx(), which
+ * takes what a peer on another host sends (a TCP frame for RC and UC, a
+ * UDP datagram for UD) and runs the responder or the completer on it.
+ *
+ * Set up once, through the verbs API (the target links the library's
+ * objects statically): softhca_lo, a PD, one MR with every access right
+ * over a small buffer with canaries on both sides, a CQ, an SRQ, and RC,
+ * UC (on the SRQ) and UD QPs.  The RC and UC QPs point at
+ * ::ffff:127.0.0.2, which is none of this host's GIDs, so they take the
+ * net path; their destination QPN names a port on which this target
+ * itself listens at that address, so what softhca answers (ACKs, READ
+ * responses, the RC requester's packets) goes somewhere and is read back.
+ *
+ * The input format is in fuzz.h.  Each packet goes to shca_net_rx() in
+ * the engine thread, where conn.c hands packets up.  Every input starts
+ * from the same state: the QPs are reset and brought back to RTS, their
+ * receive queues filled, and the RC send queue given its requests anew,
+ * so a crash reproduces from its input alone.  A QP that a packet moved
+ * to the error state is brought back the same way before the next
+ * packet, so that an input goes on reaching deep states.
+ *
+ * Checks, beyond ASan and UBSan: nothing written outside the MR (the
+ * canaries), every completion for one of the QPs and within the buffer it
+ * had, and every frame softhca sends a valid IB packet for the
+ * destination QP that fits the path MTU.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+
+#include "fuzz.h"
+#include "common/slot.h"
+#include "engine/engine.h"
+#include "net/net.h"
+#include "net/transport.h"
+#include "shm/xfer.h"
+#include "verbs/shca.h"
+#include "wire/wire.h"
+
+#define CHECK(cond)                                                       \
+	do {                                                              \
+		if (!(cond)) {                                            \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed\n",      \
+				__FILE__, __LINE__, #cond);               \
+			abort();                                          \
+		}                                                         \
+	} while (0)
+
+#define CANARY_LEN	4096		/* a page: the MR starts page-aligned */
+#define CANARY		0xc5
+#define RQ_DEPTH	4		/* a few SENDs more: RNR */
+#define SQ_DEPTH	16
+#define CQ_DEPTH	1024
+#define MAX_DRAINS	8
+#define DRAIN_BUF	(64 * 1024)
+#define FRAME_MAX	(SHCA_WIRE_MAX_PMTU + 128)	/* conn.c's MAX_PKT */
+
+/* Where the receive WQEs and the RC requests keep their data in the MR. */
+#define RC_RECV_OFF	0		/* two SGEs: 64 + 1024 bytes */
+#define RC_RECV_LEN	(64 + 1024)
+#define UC_RECV_OFF	1088		/* the SRQ's WQEs: one SGE */
+#define UC_RECV_LEN	512
+#define UD_RECV_OFF	1600		/* GRH + 1024 bytes */
+#define UD_RECV_LEN	(SHCA_GRH_LEN + 1024)
+#define REQ_SEND_OFF	2664
+#define REQ_WRITE_OFF	(REQ_SEND_OFF + FUZZ_NET_RC_SEND_LEN)
+#define REQ_READ_OFF	(REQ_WRITE_OFF + FUZZ_NET_RC_WRITE_LEN)
+#define REQ_CAS_OFF	3576		/* 8-aligned */
+#define REQ_FADD_OFF	(REQ_CAS_OFF + 8)
+_Static_assert(REQ_READ_OFF + FUZZ_NET_RC_READ_LEN <= REQ_CAS_OFF,
+	       "MR layout");
+_Static_assert(REQ_FADD_OFF + 8 <= FUZZ_NET_MR_LEN, "MR layout");
+
+#define REQ_WR_ID	0x5e00		/* + index of the RC request */
+#define NREQ		6
+
+static const uint32_t psn_delta[8] = { 0, 0, 0, 0, 1, SHCA_PSN_MASK, 2,
+				       0x800000 };
+
+/* A connection softhca opened to one of our listeners, and what it sent. */
+struct drain {
+	int fd;
+	bool hello;			/* its first frame was seen */
+	size_t len;
+	unsigned char buf[DRAIN_BUF];
+};
+
+static struct {
+	bool ready;
+	bool verbose;			/* FUZZ_NET_RX_VERBOSE: a trace */
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct ibv_cq *cq;
+	struct ibv_srq *srq;
+	struct ibv_qp *rc, *uc, *ud;
+	unsigned char *mem;		/* canary, MR, canary */
+	unsigned char *buf;		/* the MR's bytes */
+	uint16_t port;			/* where we listen (127.0.0.2/.3) */
+	int lfd[2];
+	uint32_t dqpn;			/* the RC and UC QPs' destination */
+	union ibv_gid peer_gid, other_gid, lo_gid, mgid;
+	struct shca_conn *conn;		/* to peer_gid: the QPs' own */
+	struct shca_conn *other;	/* to other_gid */
+	struct drain *drains[MAX_DRAINS];
+} fz;
+
+/* ------------------------------------------------------------------ */
+/* What softhca sends: read back and checked                           */
+
+static void check_sent(const unsigned char *p, size_t len)
+{
+	struct shca_wire_msg m;
+	enum shca_wire_transport tp;
+
+	CHECK(shca_wire_parse(p, len, &m) == 0);
+	tp = (enum shca_wire_transport)m.op->transport;
+	CHECK(tp == SHCA_TP_RC || tp == SHCA_TP_UC);
+	CHECK(m.dqpn == fz.dqpn);
+	CHECK(shca_wire_check_qp(&m, tp, FUZZ_NET_PMTU) == 0);
+	if (fz.verbose)
+		fprintf(stderr, "    sent %s psn 0x%06x syndrome 0x%02x "
+			"payload %u\n", m.op->name, m.psn, m.syndrome,
+			m.payload_len);
+}
+
+static void drain_close(unsigned int i)
+{
+	close(fz.drains[i]->fd);
+	free(fz.drains[i]);
+	fz.drains[i] = NULL;
+}
+
+/*
+ * Cut what arrived into frames (conn.c: a 4-byte length, then an IB
+ * packet); the first one is the opener's hello, 4 bytes: "SH", its port.
+ */
+static void drain_frames(struct drain *d)
+{
+	size_t off = 0;
+
+	while (d->len - off >= 4) {
+		uint32_t flen, v;
+
+		memcpy(&flen, d->buf + off, 4);
+		flen = ntohl(flen);
+		if (!d->hello) {
+			CHECK(flen == 4);
+			if (d->len - off - 4 < flen)
+				break;
+			memcpy(&v, d->buf + off + 4, 4);
+			CHECK((ntohl(v) & 0xffff0000u) == 0x53480000u);
+			d->hello = true;
+			off += 4 + flen;
+			continue;
+		}
+		CHECK(flen >= SHCA_BTH_LEN && flen <= FRAME_MAX);
+		if (d->len - off - 4 < flen)
+			break;
+		check_sent(d->buf + off + 4, flen);
+		off += 4 + flen;
+	}
+	memmove(d->buf, d->buf + off, d->len - off);
+	d->len -= off;
+}
+
+static void drain(void)
+{
+	unsigned int i, k;
+
+	for (k = 0; k < 2; k++)
+		for (;;) {
+			int fd = accept4(fz.lfd[k], NULL, NULL,
+					 SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+			if (fd < 0)
+				break;
+			for (i = 0; i < MAX_DRAINS && fz.drains[i]; i++)
+				;
+			if (i == MAX_DRAINS) {
+				i = 0;
+				drain_close(i);
+			}
+			fz.drains[i] = calloc(1, sizeof(struct drain));
+			CHECK(fz.drains[i]);
+			fz.drains[i]->fd = fd;
+		}
+	for (i = 0; i < MAX_DRAINS; i++) {
+		struct drain *d = fz.drains[i];
+
+		while (d) {
+			ssize_t n = recv(d->fd, d->buf + d->len,
+					 DRAIN_BUF - d->len, 0);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && errno == EAGAIN)
+				break;
+			if (n <= 0) {
+				/* softhca closed it (a new one follows) */
+				drain_close(i);
+				break;
+			}
+			d->len += (size_t)n;
+			drain_frames(d);
+		}
+	}
+}
+
+/* A listener at addr:port, or -1 (the port is taken). */
+static int listen_at(uint32_t addr, uint16_t port)
+{
+	struct sockaddr_in sa;
+	int fd, one = 1;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	CHECK(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons(port);
+	sa.sin_addr.s_addr = htonl(addr);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 16)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * A slot whose port we can listen on at 127.0.0.2 and 127.0.0.3: no
+ * softhca process holds it (they listen on any address), and none can
+ * take it while we do (it moves on to another slot).
+ */
+static void open_listeners(void)
+{
+	int s;
+
+	for (s = SHCA_NUM_SLOTS - 1; s >= 0; s--) {
+		uint16_t port = (uint16_t)(shca_port_base() + s);
+
+		fz.lfd[0] = listen_at(0x7f000002, port);
+		if (fz.lfd[0] < 0)
+			continue;
+		fz.lfd[1] = listen_at(0x7f000003, port);
+		if (fz.lfd[1] < 0) {
+			close(fz.lfd[0]);
+			continue;
+		}
+		fz.port = port;
+		fz.dqpn = shca_qpn_make(s, 0x2a);
+		return;
+	}
+	fprintf(stderr, "fuzz_net_rx: no free port for the peer\n");
+	abort();
+}
+
+/* ------------------------------------------------------------------ */
+/* The QPs                                                             */
+
+static void check_canaries(void)
+{
+	static unsigned char want[CANARY_LEN];
+
+	if (!want[0])
+		memset(want, CANARY, sizeof(want));
+	CHECK(!memcmp(fz.mem, want, CANARY_LEN));
+	CHECK(!memcmp(fz.buf + FUZZ_NET_MR_LEN, want, CANARY_LEN));
+}
+
+static uint64_t at(size_t off)
+{
+	return FUZZ_NET_IOVA + off;
+}
+
+static enum ibv_qp_state qp_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr a;
+
+	CHECK(!ibv_query_qp(qp, &a, IBV_QP_STATE, &init));
+	return a.qp_state;
+}
+
+static void post_recv(struct ibv_qp *qp)
+{
+	struct ibv_sge sge[2];
+	struct ibv_recv_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.sg_list = sge;
+	if (qp == fz.rc) {
+		sge[0] = (struct ibv_sge){ at(RC_RECV_OFF), 64, fz.mr->lkey };
+		sge[1] = (struct ibv_sge){ at(RC_RECV_OFF + 64),
+					   RC_RECV_LEN - 64, fz.mr->lkey };
+		wr.num_sge = 2;
+		CHECK(!ibv_post_recv(qp, &wr, &bad));
+	} else if (qp == fz.ud) {
+		sge[0] = (struct ibv_sge){ at(UD_RECV_OFF), UD_RECV_LEN,
+					   fz.mr->lkey };
+		wr.num_sge = 1;
+		CHECK(!ibv_post_recv(qp, &wr, &bad));
+	} else {
+		sge[0] = (struct ibv_sge){ at(UC_RECV_OFF), UC_RECV_LEN,
+					   fz.mr->lkey };
+		wr.num_sge = 1;
+		CHECK(!ibv_post_srq_recv(fz.srq, &wr, &bad));
+	}
+}
+
+/* Receive queues back to RQ_DEPTH WQEs (of QPs that can take them). */
+static void refill(void)
+{
+	struct shca_qp *rc = to_sqp(fz.rc), *ud = to_sqp(fz.ud);
+
+	if (qp_state(fz.rc) == IBV_QPS_RTS)
+		while (shca_rq_count(&rc->rq) < RQ_DEPTH)
+			post_recv(fz.rc);
+	if (qp_state(fz.ud) == IBV_QPS_RTS)
+		while (shca_rq_count(&ud->rq) < RQ_DEPTH)
+			post_recv(fz.ud);
+	while (shca_rq_count(&to_ssrq(fz.srq)->rq) < RQ_DEPTH)
+		post_recv(fz.uc);
+}
+
+/* The RC requests that ACKs and responses answer (fuzz.h). */
+static void post_requests(void)
+{
+	struct ibv_send_wr wr[NREQ], *bad;
+	struct ibv_sge sge[NREQ];
+	unsigned int i;
+
+	memset(wr, 0, sizeof(wr));
+	sge[0] = (struct ibv_sge){ at(REQ_SEND_OFF), FUZZ_NET_RC_SEND_LEN,
+				   fz.mr->lkey };
+	sge[1] = (struct ibv_sge){ at(REQ_WRITE_OFF), FUZZ_NET_RC_WRITE_LEN,
+				   fz.mr->lkey };
+	sge[2] = (struct ibv_sge){ at(REQ_READ_OFF), FUZZ_NET_RC_READ_LEN,
+				   fz.mr->lkey };
+	sge[3] = (struct ibv_sge){ at(REQ_CAS_OFF), 8, fz.mr->lkey };
+	sge[4] = (struct ibv_sge){ at(REQ_FADD_OFF), 8, fz.mr->lkey };
+	wr[0].opcode = IBV_WR_SEND;
+	wr[1].opcode = IBV_WR_RDMA_WRITE;
+	wr[1].wr.rdma.remote_addr = 0x700000;
+	wr[1].wr.rdma.rkey = 0x1234;
+	wr[2].opcode = IBV_WR_RDMA_READ;
+	wr[2].wr.rdma.remote_addr = 0x700000;
+	wr[2].wr.rdma.rkey = 0x1234;
+	wr[3].opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	wr[3].wr.atomic.remote_addr = 0x700008;
+	wr[3].wr.atomic.rkey = 0x1234;
+	wr[3].wr.atomic.compare_add = 0;
+	wr[3].wr.atomic.swap = 7;
+	wr[4].opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr[4].wr.atomic.remote_addr = 0x700010;
+	wr[4].wr.atomic.rkey = 0x1234;
+	wr[4].wr.atomic.compare_add = 1;
+	wr[5].opcode = IBV_WR_SEND_WITH_IMM;
+	wr[5].imm_data = htonl(0x1d);
+	for (i = 0; i < NREQ; i++) {
+		wr[i].wr_id = REQ_WR_ID + i;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		if (i < 5) {
+			wr[i].sg_list = &sge[i];
+			wr[i].num_sge = 1;
+		}
+		wr[i].next = i + 1 < NREQ ? &wr[i + 1] : NULL;
+	}
+	CHECK(!ibv_post_send(fz.rc, wr, &bad));
+}
+
+static void modify(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+	int ret = ibv_modify_qp(qp, a, mask);
+
+	if (ret) {
+		fprintf(stderr, "fuzz_net_rx: modify QP 0x%06x to %d: %s\n",
+			qp->qp_num, (int)a->qp_state, strerror(ret));
+		abort();
+	}
+}
+
+/* RESET, INIT, RTR, RTS: the QP as it was after setup. */
+static void qp_restart(struct ibv_qp *qp)
+{
+	bool ud = qp->qp_type == IBV_QPT_UD, rc = qp->qp_type == IBV_QPT_RC;
+	struct ibv_qp_attr a;
+	int mask;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RESET;
+	modify(qp, &a, IBV_QP_STATE);
+	/*
+	 * RESET leaves an armed retry timer (RNR wait) running; one that
+	 * fired during a later input would make the inputs depend on each
+	 * other.
+	 */
+	shca_timer_cancel(&to_sqp(qp)->retry_timer);
+
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.pkey_index = 0;
+	mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+	if (ud) {
+		a.qkey = FUZZ_NET_QKEY;
+		mask |= IBV_QP_QKEY;
+	} else {
+		a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
+				    IBV_ACCESS_REMOTE_WRITE;
+		if (rc)
+			a.qp_access_flags |= IBV_ACCESS_REMOTE_READ |
+					     IBV_ACCESS_REMOTE_ATOMIC;
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	modify(qp, &a, mask);
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	mask = IBV_QP_STATE;
+	if (!ud) {
+		a.path_mtu = IBV_MTU_256;
+		a.dest_qp_num = fz.dqpn;
+		a.rq_psn = FUZZ_NET_RQ_PSN;
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.dgid = fz.peer_gid;
+		a.ah_attr.grh.sgid_index = 0;
+		a.ah_attr.grh.hop_limit = 64;
+		a.ah_attr.port_num = 1;
+		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			IBV_QP_RQ_PSN;
+	}
+	if (rc) {
+		a.max_dest_rd_atomic = 16;
+		a.min_rnr_timer = 1;
+		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	}
+	modify(qp, &a, mask);
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = FUZZ_NET_SQ_PSN;
+	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (rc) {
+		/* the ACK timer at its longest (2.4 hours): no retry while
+		 * an input runs */
+		a.timeout = 31;
+		a.retry_cnt = 7;
+		a.rnr_retry = 3;	/* the 4th RNR NAK in a row fails */
+		a.max_rd_atomic = 16;
+		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			IBV_QP_MAX_QP_RD_ATOMIC;
+	}
+	modify(qp, &a, mask);
+	if (rc)
+		post_requests();
+}
+
+static struct ibv_qp *create_qp(enum ibv_qp_type type, struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp *qp;
+
+	memset(&init, 0, sizeof(init));
+	init.send_cq = fz.cq;
+	init.recv_cq = fz.cq;
+	init.srq = srq;
+	init.qp_type = type;
+	init.cap.max_send_wr = SQ_DEPTH;
+	init.cap.max_recv_wr = srq ? 0 : RQ_DEPTH;
+	init.cap.max_send_sge = 2;
+	init.cap.max_recv_sge = srq ? 0 : 2;
+	qp = ibv_create_qp(fz.pd, &init);
+	CHECK(qp);
+	return qp;
+}
+
+/* Completions: each for one of our QPs, none longer than its buffer. */
+static void poll_cq(void)
+{
+	struct ibv_wc wc[32];
+	int n, i;
+
+	while ((n = ibv_poll_cq(fz.cq, 32, wc)) > 0)
+		for (i = 0; i < n; i++) {
+			const struct ibv_wc *w = &wc[i];
+			uint32_t cap = 0;
+
+			if (w->qp_num == fz.rc->qp_num)
+				cap = RC_RECV_LEN;
+			else if (w->qp_num == fz.uc->qp_num)
+				cap = UC_RECV_LEN;
+			else
+				CHECK(w->qp_num == fz.ud->qp_num);
+			if (w->qp_num == fz.ud->qp_num)
+				cap = UD_RECV_LEN;
+			if (fz.verbose)
+				fprintf(stderr, "    wc qp 0x%06x wr_id 0x%lx "
+					"%s opcode %d len %u\n", w->qp_num,
+					(unsigned long)w->wr_id,
+					ibv_wc_status_str(w->status),
+					(int)w->opcode, w->byte_len);
+			if (w->status != IBV_WC_SUCCESS)
+				continue;
+			if (w->opcode == IBV_WC_RECV)
+				CHECK(w->byte_len <= cap);
+			else if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+				CHECK(w->byte_len <= FUZZ_NET_MR_LEN);
+			else
+				CHECK(w->qp_num == fz.rc->qp_num &&
+				      w->wr_id >= REQ_WR_ID &&
+				      w->wr_id < REQ_WR_ID + NREQ);
+		}
+	CHECK(n == 0);
+}
+
+static void drain_async(void)
+{
+	struct ibv_async_event ev;
+
+	while (!ibv_get_async_event(fz.ctx, &ev)) {
+		if (fz.verbose)
+			fprintf(stderr, "    event %s\n",
+				ibv_event_type_str(ev.event_type));
+		ibv_ack_async_event(&ev);
+	}
+}
+
+/*
+ * Between packets, as an application would: completions taken, QPs in
+ * the error state brought back with their receives posted again; and the
+ * checks.  Receive queues are filled at the start of an input and
+ * after a restart only, so that an input can run them dry.
+ */
+static void settle(bool restart_all)
+{
+	struct ibv_qp *qps[3] = { fz.rc, fz.uc, fz.ud };
+	bool restarted = restart_all;
+	unsigned int i;
+
+	poll_cq();
+	for (i = 0; i < 3; i++) {
+		enum ibv_qp_state st = qp_state(qps[i]);
+
+		if (fz.verbose && st != IBV_QPS_RTS)
+			fprintf(stderr, "    QP 0x%06x in state %d: restart\n",
+				qps[i]->qp_num, (int)st);
+		if (restart_all || st != IBV_QPS_RTS) {
+			qp_restart(qps[i]);
+			restarted = true;
+		}
+	}
+	if (restarted)
+		refill();
+	drain_async();
+	drain();
+	check_canaries();
+}
+
+/* ------------------------------------------------------------------ */
+/* One packet                                                          */
+
+/* The PSN qp expects next: a request's, or the answer to its SQ head. */
+static uint32_t expected_psn(struct ibv_qp *ibqp,
+			     const struct shca_wire_opinfo *op)
+{
+	struct shca_qp *qp = to_sqp(ibqp);
+	struct shca_send_wqe *w = NULL;
+	uint32_t head, tail, psn;
+
+	pthread_mutex_lock(&qp->exec_lock);
+	if (op && (op->mask & SHCA_OPM_RESP)) {
+		shca_sq_at(qp, 0, &head, &tail);
+		if (head != qp->net.assigned)
+			w = shca_sq_at(qp, head, &head, &tail);
+		if (!w)		/* nothing in flight: the last PSN sent */
+			psn = shca_psn_add(qp->net.next_psn, SHCA_PSN_MASK);
+		else if (op->mask & (SHCA_OPM_READ_RESP | SHCA_OPM_ATOMIC_ACK))
+			psn = shca_psn_add(w->psn, w->nrecv);
+		else		/* an ACK of the whole head WQE */
+			psn = shca_psn_add(w->psn, w->npsn - 1);
+	} else {
+		psn = qp->net.epsn;
+	}
+	pthread_mutex_unlock(&qp->exec_lock);
+	return psn;
+}
+
+/* The selector's patches (fuzz.h), on what is there of the headers. */
+static void patch(unsigned char *pkt, size_t len, uint8_t sel,
+		  struct ibv_qp *qp)
+{
+	struct shca_bth *bth = (struct shca_bth *)pkt;
+	const struct shca_wire_opinfo *op;
+	size_t off = SHCA_BTH_LEN;
+
+	if (len < SHCA_BTH_LEN)
+		return;
+	op = shca_wire_op(shca_bth_opcode(bth));
+	if (sel & FUZZ_NET_SET_QPN)
+		shca_bth_set_dqpn(bth, qp->qp_num);
+	if (sel & FUZZ_NET_SET_PSN)
+		shca_bth_set_psn(bth, shca_psn_add(expected_psn(qp, op),
+						   psn_delta[sel >> 5]));
+	if (!op || !(sel & FUZZ_NET_SET_KEY))
+		return;
+	if (op->mask & SHCA_OPM_DETH) {
+		if (len >= off + SHCA_DETH_LEN)
+			shca_deth_set_qkey((struct shca_deth *)(pkt + off),
+					   FUZZ_NET_QKEY);
+		off += SHCA_DETH_LEN;
+	}
+	if (op->mask & SHCA_OPM_RETH) {
+		if (len >= off + SHCA_RETH_LEN)
+			shca_reth_set_rkey((struct shca_reth *)(pkt + off),
+					   fz.mr->rkey);
+		off += SHCA_RETH_LEN;
+	}
+	if ((op->mask & SHCA_OPM_ATMETH) && len >= off + SHCA_ATMETH_LEN)
+		shca_atmeth_set_rkey((struct shca_atmeth *)(pkt + off),
+				     fz.mr->rkey);
+}
+
+static void receive(uint8_t sel, const uint8_t *data, size_t len)
+{
+	unsigned int from = sel & FUZZ_NET_FROM_MASK;
+	struct ibv_qp *qp = from == FUZZ_NET_FROM_UC ? fz.uc :
+			    from == FUZZ_NET_FROM_UD ? fz.ud : fz.rc;
+	struct shca_net_addr addr;
+	struct shca_conn *c;
+	unsigned char *pkt;
+
+	/* an exact-size copy: ASan sees any read past the end */
+	pkt = malloc(len ? len : 1);
+	CHECK(pkt);
+	memcpy(pkt, data, len);
+	patch(pkt, len, sel, qp);
+	if (fz.verbose)
+		fprintf(stderr, "  packet from %u, %zu bytes, opcode 0x%02x "
+			"dqpn 0x%06x psn 0x%06x\n", from, len,
+			len ? pkt[0] : 0,
+			len >= SHCA_BTH_LEN ?
+				shca_bth_dqpn((struct shca_bth *)pkt) : 0,
+			len >= SHCA_BTH_LEN ?
+				shca_bth_psn((struct shca_bth *)pkt) : 0);
+	memset(&addr, 0, sizeof(addr));
+	if (from == FUZZ_NET_FROM_UD) {
+		/* a datagram from the peer, to this host or the group */
+		c = NULL;
+		memcpy(addr.src, fz.peer_gid.raw, 16);
+		memcpy(addr.dst, fz.lo_gid.raw, 16);
+		if (len >= SHCA_BTH_LEN &&
+		    shca_bth_dqpn((struct shca_bth *)pkt) == SHCA_QPN_MULTICAST)
+			memcpy(addr.dst, fz.mgid.raw, 16);
+		addr.src_port = fz.port;
+	} else {
+		c = from == FUZZ_NET_FROM_OTHER ? fz.other : fz.conn;
+		shca_net_conn_addr(c, &addr);
+	}
+	shca_net_rx(c, &addr, pkt, len);
+	/* as the engine does after a batch: write the answers */
+	if (c)
+		shca_net_flush(c);
+	free(pkt);
+}
+
+/*
+ * The engine thread is where packets arrive (conn.c hands them up from
+ * its epoll loop, between timers and doorbells): each packet is handed to
+ * it through an eventfd it watches, and we wait until it has been taken.
+ * The doorbell's work (QPs the packet sent to the error state) is then
+ * done at once, as the engine would do it next.
+ */
+static struct {
+	int efd;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint8_t sel;
+	const uint8_t *data;
+	size_t len;
+	bool done;
+} job = { .efd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
+	  .cond = PTHREAD_COND_INITIALIZER };
+
+static void job_event(int fd, uint32_t events, void *arg)
+{
+	uint64_t v;
+
+	(void)events;
+	(void)arg;
+	if (read(fd, &v, sizeof(v)) != sizeof(v))
+		return;
+	receive(job.sel, job.data, job.len);
+	shca_doorbell();
+	pthread_mutex_lock(&job.lock);
+	job.done = true;
+	pthread_cond_signal(&job.cond);
+	pthread_mutex_unlock(&job.lock);
+}
+
+static void receive_in_engine(uint8_t sel, const uint8_t *data, size_t len)
+{
+	uint64_t one = 1;
+
+	job.sel = sel;
+	job.data = data;
+	job.len = len;
+	job.done = false;
+	CHECK(write(job.efd, &one, sizeof(one)) == sizeof(one));
+	pthread_mutex_lock(&job.lock);
+	while (!job.done)
+		pthread_cond_wait(&job.cond, &job.lock);
+	pthread_mutex_unlock(&job.lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Setup                                                               */
+
+static void gid_v4(union ibv_gid *gid, uint32_t addr)
+{
+	struct in6_addr a;
+
+	shca_ipv4_to_mapped(&a, htonl(addr));
+	memcpy(gid->raw, &a, 16);
+}
+
+static void setup(void)
+{
+	struct ibv_srq_init_attr sattr;
+	struct ibv_device **list;
+	int n, i;
+
+	fz.verbose = getenv("FUZZ_NET_RX_VERBOSE") != NULL;
+	list = ibv_get_device_list(&n);
+	CHECK(list);
+	for (i = 0; i < n; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), "softhca_lo"))
+			break;
+	if (i == n) {
+		fprintf(stderr, "fuzz_net_rx: skipped: no softhca_lo device "
+			"(the loopback interface has no address)\n");
+		exit(77);
+	}
+	fz.ctx = ibv_open_device(list[i]);
+	CHECK(fz.ctx);
+	ibv_free_device_list(list);
+	CHECK(!fcntl(fz.ctx->async_fd, F_SETFL,
+		     fcntl(fz.ctx->async_fd, F_GETFL) | O_NONBLOCK));
+	CHECK(!ibv_query_gid(fz.ctx, 1, 0, &fz.lo_gid));
+	fz.pd = ibv_alloc_pd(fz.ctx);
+	CHECK(fz.pd);
+
+	/* the iova's offset in a page is the address's: 0 */
+	fz.mem = aligned_alloc(CANARY_LEN, FUZZ_NET_MR_LEN + 2 * CANARY_LEN);
+	CHECK(fz.mem);
+	memset(fz.mem, CANARY, FUZZ_NET_MR_LEN + 2 * CANARY_LEN);
+	fz.buf = fz.mem + CANARY_LEN;
+	memset(fz.buf, 0, FUZZ_NET_MR_LEN);
+	fz.mr = ibv_reg_mr_iova(fz.pd, fz.buf, FUZZ_NET_MR_LEN, FUZZ_NET_IOVA,
+				IBV_ACCESS_LOCAL_WRITE |
+				IBV_ACCESS_REMOTE_WRITE |
+				IBV_ACCESS_REMOTE_READ |
+				IBV_ACCESS_REMOTE_ATOMIC);
+	CHECK(fz.mr);
+	fz.cq = ibv_create_cq(fz.ctx, CQ_DEPTH, NULL, NULL, 0);
+	CHECK(fz.cq);
+	memset(&sattr, 0, sizeof(sattr));
+	sattr.attr.max_wr = RQ_DEPTH;
+	sattr.attr.max_sge = 1;
+	fz.srq = ibv_create_srq(fz.pd, &sattr);
+	CHECK(fz.srq);
+
+	open_listeners();
+	gid_v4(&fz.peer_gid, 0x7f000002);
+	gid_v4(&fz.other_gid, 0x7f000003);
+	gid_v4(&fz.mgid, FUZZ_NET_MCAST_V4);
+	fz.conn = shca_net_conn_get(fz.peer_gid.raw, fz.port);
+	fz.other = shca_net_conn_get(fz.other_gid.raw, fz.port);
+	CHECK(fz.conn && fz.other);
+
+	fz.rc = create_qp(IBV_QPT_RC, NULL);
+	fz.uc = create_qp(IBV_QPT_UC, fz.srq);
+	fz.ud = create_qp(IBV_QPT_UD, NULL);
+	/* the group's datagrams reach the UD QP (dest QPN 0xffffff) */
+	CHECK(!ibv_attach_mcast(fz.ud, &fz.mgid, 0));
+	fz.ready = true;
+	settle(true);
+	/* the engine runs (RTR started the net path): packets go there */
+	job.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	CHECK(job.efd >= 0);
+	CHECK(!shca_engine_watch(job.efd, job_event, NULL));
+	/* 127.0.0.2 must not count as this host's: the net path it is */
+	CHECK(to_sqp(fz.rc)->net.on && to_sqp(fz.rc)->net.conn == fz.conn);
+	CHECK(to_sqp(fz.uc)->net.on && to_sqp(fz.uc)->net.conn == fz.conn);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	if (!fz.ready)
+		setup();
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (!fz.ready)
+		setup();
+	else
+		settle(true);
+	while (size >= FUZZ_NET_REC_HDR) {
+		uint8_t sel = data[0];
+		size_t len = (size_t)data[1] | (size_t)data[2] << 8;
+
+		data += FUZZ_NET_REC_HDR;
+		size -= FUZZ_NET_REC_HDR;
+		if (len > size)
+			len = size;
+		receive_in_engine(sel, data, len);
+		data += len;
+		size -= len;
+		settle(false);
+	}
+	return 0;
+}
