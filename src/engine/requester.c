@@ -360,8 +360,11 @@ static void execute_locked(struct shca_qp *qp)
 
 		st = prepare(qp, w, &x, iov, grh, &peer);
 		if (st != IBV_WC_SUCCESS) {
-			shca_complete_send(qp, w, st, 0);
+			struct shca_send_wqe done = *w;
+
+			/* the slot is free before the completion is seen */
 			shca_sq_pop(qp);
+			shca_complete_send(qp, &done, st, 0);
 			shca_sq_failed(qp);
 			return;
 		}
@@ -424,10 +427,16 @@ static void execute_locked(struct shca_qp *qp)
 			memcpy(iov[0].iov_base, &res.atomic_orig, 8);
 		qp->head_retries = 0;
 		qp->head_rnr_retries = 0;
-		shca_complete_send(qp, w, res.status,
-			      res.status == IBV_WC_SUCCESS ?
-				      (uint32_t)x.length : 0);
-		shca_sq_pop(qp);
+		{
+			struct shca_send_wqe done = *w;
+
+			/* free the slot first: an application that sees the
+			 * completion may post into it at once */
+			shca_sq_pop(qp);
+			shca_complete_send(qp, &done, res.status,
+					   res.status == IBV_WC_SUCCESS ?
+						   (uint32_t)x.length : 0);
+		}
 		if (res.status != IBV_WC_SUCCESS) {
 			shca_sq_failed(qp);
 			return;

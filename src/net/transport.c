@@ -295,8 +295,12 @@ static void arm_ack_timer(struct shca_qp *qp)
 static void complete_head(struct shca_qp *qp, struct shca_send_wqe *w,
 			  enum ibv_wc_status st, uint32_t byte_len)
 {
-	shca_complete_send(qp, w, st, byte_len);
+	struct shca_send_wqe done = *w;
+
+	/* free the slot first: an application that sees the completion
+	 * may post into it at once */
 	shca_sq_pop(qp);
+	shca_complete_send(qp, &done, st, byte_len);
 	qp->head_retries = 0;
 	qp->head_rnr_retries = 0;
 	if (st != IBV_WC_SUCCESS)
