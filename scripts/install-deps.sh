@@ -23,6 +23,7 @@ PACKAGES=(
 	ibverbs-utils    # external clients: ibv_devices, ibv_devinfo, ibv_*_pingpong
 	rdmacm-utils     # external clients: rping, udaddy, ucmatose, ...
 	perftest         # external clients: ib_write_bw, ib_send_lat, ...
+	qperf            # bench/netns.sh: TCP bandwidth and latency on the same veth path
 	ibverbs-providers # libmlx5.so.1/libefa.so.1, loaded by perftest and pyverbs
 	rdma-core        # ships the pyverbs test suite (/usr/share/doc/rdma-core/tests)
 	python3          # /usr/bin/python3 runs pyverbs and the suite runner
