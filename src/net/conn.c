@@ -441,6 +441,7 @@ static int connect_locked(struct shca_conn *c)
 	c->fd = fd;
 	c->state = CONN_CONNECTING;
 	c->want_out = true;
+	fill_local(c);		/* bound by connect(): the trace's source */
 	queue_hello(c);
 	ret = shca_engine_watch(fd, conn_event, c);
 	if (!ret)
@@ -1035,13 +1036,14 @@ int shca_net_start(shca_net_rx_fn fn)
 	}
 	rx_fn = fn;
 	want_pktinfo(s->udp_fd);
+	/* non-blocking before the engine may accept: a connection that
+	 * went away again must not leave the engine asleep in accept4 */
+	fcntl(s->tcp_fd, F_SETFL, fcntl(s->tcp_fd, F_GETFL) | O_NONBLOCK);
 	ret = shca_engine_watch(s->tcp_fd, listener_event, NULL);
 	if (!ret)
 		ret = shca_engine_watch(s->udp_fd, udp_event, NULL);
-	if (!ret) {
-		fcntl(s->tcp_fd, F_SETFL, fcntl(s->tcp_fd, F_GETFL) | O_NONBLOCK);
+	if (!ret)
 		started_pid = shca_getpid();
-	}
 out:
 	pthread_mutex_unlock(&start_lock);
 	return ret;
