@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +48,171 @@ void ep_exchange(int fd, const struct ep_info *mine, struct ep_info *theirs)
 	xread(fd, theirs, sizeof(*theirs));
 }
 
+/* ------------------------------------------------------------------ */
+/* Two network namespaces (SHCA_TEST_NETNS_A, SHCA_TEST_NETNS_B)       */
+
+#define NETNS_A "SHCA_TEST_NETNS_A"
+#define NETNS_B "SHCA_TEST_NETNS_B"
+
+static const char *netns_var(const char *name)
+{
+	const char *s = getenv(name);
+
+	return s && *s ? s : NULL;
+}
+
+bool ep_netns(void)
+{
+	return netns_var(NETNS_A) || netns_var(NETNS_B);
+}
+
+/* The namespace this process entered ('A' or 'B'), 0 before; whether it
+ * said which device it uses there. */
+static char netns_side;
+static bool netns_said;
+
+/* Enter the namespace named by var (a /var/run/netns entry or a path). */
+static void netns_enter(const char *var, char side)
+{
+	const char *name = netns_var(var);
+	char path[PATH_MAX];
+	int fd;
+
+	if (!netns_var(NETNS_A) || !netns_var(NETNS_B))
+		harness_fail(__FILE__, __LINE__,
+			     "set both " NETNS_A " and " NETNS_B
+			     " (or neither)");
+	snprintf(path, sizeof(path), "%s%s",
+		 strchr(name, '/') ? "" : "/var/run/netns/", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		harness_fail(__FILE__, __LINE__, "%s=%s: %s: %s", var, name,
+			     path, strerror(errno));
+	if (setns(fd, CLONE_NEWNET))
+		harness_fail(__FILE__, __LINE__, "%s=%s: setns: %s", var, name,
+			     strerror(errno));
+	close(fd);
+	netns_side = side;
+	netns_said = false;
+}
+
+void ep_netns_child(void)
+{
+	if (ep_netns())
+		netns_enter(NETNS_B, 'B');
+}
+
+void ep_skip_if_netns(void)
+{
+	if (ep_netns())
+		SKIP("one process: both QPs would be in one namespace, and "
+		     NETNS_A "/" NETNS_B " ask for two");
+}
+
+static bool gid_is_ipv4(const union ibv_gid *g)
+{
+	static const uint8_t prefix[12] = { [10] = 0xff, [11] = 0xff };
+
+	return !memcmp(g->raw, prefix, sizeof(prefix));
+}
+
+/* An IPv6 address other than link-local (fe80::/10) */
+static bool gid_is_ipv6(const union ibv_gid *g)
+{
+	static const uint8_t zero[16];
+
+	return !gid_is_ipv4(g) && memcmp(g->raw, zero, 16) &&
+	       !(g->raw[0] == 0xfe && (g->raw[1] & 0xc0) == 0x80);
+}
+
+/* SHCA_TEST_NETNS_GID=ipv6: the GIDs of IPv6 addresses, else IPv4's */
+static bool netns_ipv6(void)
+{
+	const char *s = netns_var("SHCA_TEST_NETNS_GID");
+
+	return s && !strcmp(s, "ipv6");
+}
+
+/* The GID of ctx's port 1 to use (netns_ipv6): its index, or -1. */
+static int netns_gid_index(struct ibv_context *ctx, union ibv_gid *gid)
+{
+	struct ibv_port_attr pa;
+	int i;
+
+	ASSERT_EQ(ibv_query_port(ctx, 1, &pa), 0);
+	for (i = 0; i < pa.gid_tbl_len; i++)
+		if (!ibv_query_gid(ctx, 1, i, gid) &&
+		    (netns_ipv6() ? gid_is_ipv6(gid) : gid_is_ipv4(gid)))
+			return i;
+	return -1;
+}
+
+/*
+ * Open the device of this namespace's interface (SHCA_TEST_NETNS_DEV, or
+ * the first device other than softhca_lo with an IPv4 address, or IPv6
+ * with SHCA_TEST_NETNS_GID=ipv6); its GID index and the port's active MTU.
+ * Says once per process what it took.
+ */
+static struct ibv_context *open_netns_dev(int *gid_index, enum ibv_mtu *mtu)
+{
+	const char *want = netns_var("SHCA_TEST_NETNS_DEV");
+	struct ibv_device **list, **d;
+	char names[512] = "";
+	struct ibv_port_attr pa;
+	struct ibv_context *ctx = NULL;
+	union ibv_gid gid;
+	int index = -1;
+
+	list = ibv_get_device_list(NULL);
+	ASSERT_NOT_NULL(list);
+	for (d = list; *d; d++) {
+		const char *name = ibv_get_device_name(*d);
+
+		snprintf(names + strlen(names), sizeof(names) - strlen(names),
+			 " %s", name);
+		if (want ? strcmp(name, want) : !strcmp(name, "softhca_lo"))
+			continue;
+		ctx = ibv_open_device(*d);
+		ASSERT_NOT_NULL(ctx);
+		index = netns_gid_index(ctx, &gid);
+		if (index >= 0)
+			break;
+		ASSERT_EQ(ibv_close_device(ctx), 0);
+		ctx = NULL;
+	}
+	ibv_free_device_list(list);
+	if (!ctx)
+		harness_fail(__FILE__, __LINE__,
+			     "namespace %c: no device %s with an IPv%c GID "
+			     "(devices:%s)", netns_side,
+			     want ? want : "other than softhca_lo",
+			     netns_ipv6() ? '6' : '4', names);
+	ASSERT_EQ(ibv_query_port(ctx, 1, &pa), 0);
+	*gid_index = index;
+	*mtu = pa.active_mtu < IBV_MTU_4096 ? pa.active_mtu : IBV_MTU_4096;
+	if (!netns_said) {
+		char a[INET6_ADDRSTRLEN];
+
+		/* ::ffff:a.b.c.d for IPv4, as ibv_devinfo writes it */
+		if (gid_is_ipv4(&gid))
+			inet_ntop(AF_INET, gid.raw + 12, a, sizeof(a));
+		else
+			inet_ntop(AF_INET6, gid.raw, a, sizeof(a));
+		printf("  namespace %c (pid %d): %s, GID[%d] %s%s, MTU %u\n",
+		       netns_side, (int)getpid(),
+		       ibv_get_device_name(ctx->device), index,
+		       gid_is_ipv4(&gid) ? "::ffff:" : "", a, 128u << *mtu);
+		fflush(stdout);
+		netns_said = true;
+	}
+	return ctx;
+}
+
+uint32_t ep_mtu_bytes(const struct ep *e)
+{
+	return 128u << e->mtu;
+}
+
 void ep_default_opts(struct ep_opts *o, enum ibv_qp_type type)
 {
 	memset(o, 0, sizeof(*o));
@@ -71,7 +239,16 @@ void ep_create(struct ep *e, const struct ep_opts *o)
 
 	memset(e, 0, sizeof(*e));
 	e->type = o->type;
-	e->ctx = open_lo();
+	if (ep_netns()) {
+		/* the side that did not fork enters A now */
+		if (!netns_side)
+			netns_enter(NETNS_A, 'A');
+		e->ctx = open_netns_dev(&e->gid_index, &e->mtu);
+	} else {
+		e->ctx = open_lo();
+		e->gid_index = 0;
+		e->mtu = IBV_MTU_4096;
+	}
 	e->pd = ibv_alloc_pd(e->ctx);
 	ASSERT_NOT_NULL(e->pd);
 	if (o->channel) {
@@ -166,7 +343,6 @@ void ep_create(struct ep *e, const struct ep_opts *o)
 	}
 	ASSERT_EQ(ibv_modify_qp(e->qp, &a, mask), 0);
 
-	e->gid_index = 0;
 	ASSERT_EQ(ibv_query_gid(e->ctx, 1, e->gid_index, &e->self.gid), 0);
 	e->self.qpn = e->qp->qp_num;
 	e->self.psn = (uint32_t)rand() & 0xffffff;
@@ -183,7 +359,7 @@ void ep_to_rtr(struct ep *e, const struct ep_opts *o)
 	a.qp_state = IBV_QPS_RTR;
 	mask = IBV_QP_STATE;
 	if (o->type != IBV_QPT_UD) {
-		a.path_mtu = IBV_MTU_4096;
+		a.path_mtu = e->mtu;
 		a.dest_qp_num = e->peer.qpn;
 		a.rq_psn = e->peer.psn;
 		a.ah_attr.is_global = 1;
@@ -459,6 +635,7 @@ void duo_fork(struct duo *d, void (*fn)(int fd, void *arg), void *arg)
 	ASSERT_GE(d->pid, 0);
 	if (d->pid == 0) {
 		close(sv[0]);
+		ep_netns_child();
 		fn(sv[1], arg);
 		fflush(stdout);
 		_exit(0);
@@ -499,6 +676,7 @@ void duo_expect(int fd, char c)
 void ep_pair(struct ep *a, const struct ep_opts *oa, struct ep *b,
 	     const struct ep_opts *ob)
 {
+	ep_skip_if_netns();
 	ep_create(a, oa);
 	ep_create(b, ob);
 	a->peer = b->self;

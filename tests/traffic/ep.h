@@ -4,6 +4,18 @@
  * buffer, connected to another endpoint in this process or in a child
  * process (over a socketpair that carries the connection data, the way
  * ibv_rc_pingpong exchanges it over TCP).
+ *
+ * Two namespaces: with SHCA_TEST_NETNS_A and SHCA_TEST_NETNS_B set (names
+ * of /var/run/netns entries, or paths), a two-process test runs its two
+ * sides on two "hosts": the forked process (duo_fork, or a fork that calls
+ * ep_netns_child) enters namespace B at once, the other one enters A when
+ * it creates its first endpoint.  Each side then opens the device of its
+ * namespace's interface (SHCA_TEST_NETNS_DEV, else the first device other
+ * than softhca_lo with an IPv4 address), uses the GID of that address (of
+ * its IPv6 address, not link-local, with SHCA_TEST_NETNS_GID=ipv6),
+ * and the port's active MTU as path MTU and UD limit.  The socketpair
+ * still carries the connection data.  One-process cases skip.  Without
+ * the variables nothing changes: softhca_lo, GID 0, MTU 4096.
  */
 #ifndef SOFTHCA_TEST_EP_H
 #define SOFTHCA_TEST_EP_H
@@ -37,6 +49,7 @@ struct ep {
 	enum ibv_qp_type type;
 	struct ep_info self, peer;
 	int gid_index;
+	enum ibv_mtu mtu;		/* path MTU; UD: the largest payload */
 };
 
 struct ep_opts {
@@ -71,6 +84,9 @@ void ep_to_rts(struct ep *e, const struct ep_opts *o);
 /* Destroy what is left (a test may destroy the QP, SRQ or CQs itself
  * and set the pointer to NULL). */
 void ep_destroy(struct ep *e);
+
+/* The largest UD payload (the MTU), in bytes. */
+uint32_t ep_mtu_bytes(const struct ep *e);
 
 /* Wait for n completions on cq (fails the test after ~10 s). */
 void ep_poll(struct ibv_cq *cq, struct ibv_wc *wc, int n);
@@ -128,7 +144,19 @@ void duo_wait(struct duo *d);
 void duo_signal(int fd, char c);
 void duo_expect(int fd, char c);
 
-/* Create both endpoints of this process and connect them to each other. */
+/*
+ * Two namespaces (SHCA_TEST_NETNS_A/B): is this such a run?  The forked
+ * side of a two-process test that does not use duo_fork calls
+ * ep_netns_child() first thing (it enters B; nothing without the
+ * variables).  A one-process case calls ep_skip_if_netns() (ep_pair
+ * does): it skips, saying why.
+ */
+bool ep_netns(void);
+void ep_netns_child(void);
+void ep_skip_if_netns(void);
+
+/* Create both endpoints of this process and connect them to each other
+ * (skips in a two-namespace run). */
 void ep_pair(struct ep *a, const struct ep_opts *oa, struct ep *b,
 	     const struct ep_opts *ob);
 /* Create, exchange over fd and connect: one side of a two-process pair. */

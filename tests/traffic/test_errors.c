@@ -18,6 +18,10 @@
  * Most cases are a scenario (responder prepare, requester run, responder
  * check) run twice: between two QPs of one process and between two
  * processes (fork + socketpair, as test_matrix.c).
+ *
+ * With SHCA_TEST_NETNS_A/B set (ep.h), the two processes are in two
+ * network namespaces (tests/netns/test_traffic_netns.sh): the two-process
+ * cases then cross softhca's net path, and the one-process cases skip.
  */
 #include <arpa/inet.h>
 #include <pthread.h>
@@ -226,6 +230,19 @@ static void check_untouched(struct ep *b)
 	ep_expect_no_async(b->ctx);
 }
 
+/*
+ * The local ACK timeout of the cases that wait for "nobody answers": 8
+ * (about 1 ms) on the same host, where a live peer never leaves an ACK
+ * pending (the requester does the transfer itself).  Across namespaces a
+ * live responder is another process's thread answering over TCP, which a
+ * loaded host may keep off the CPU for milliseconds: 14 (about 67 ms,
+ * ep_default_opts's), so that it does not pass for a dead one.
+ */
+static uint8_t nobody_timeout(void)
+{
+	return ep_netns() ? 14 : 8;
+}
+
 static void modify_to(struct ibv_qp *qp, enum ibv_qp_state state)
 {
 	struct ibv_qp_attr a;
@@ -338,7 +355,8 @@ TEST(ud_recv_too_small_same_process) { run_same(&ud_len); }
 TEST(ud_recv_too_small_two_process) { run_two(&ud_len); }
 
 /*
- * UD payload above the path MTU (4096 on lo): the requester's own
+ * UD payload above the path MTU (4096 on lo, 1024 on a veth of MTU 1500:
+ * 4097 is above both): the requester's own
  * LOC_LEN_ERR; the QP enters SQE (IBA 10.3.1), flushes the rest of its
  * send queue, and resumes with SQE -> RTS.
  */
@@ -1130,6 +1148,8 @@ static void rnr_forever_responder(int fd, void *arg)
 	(void)arg;
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_open_remote(&b, &o, fd);
+	if (ep_netns())
+		duo_signal(fd, 'u');	/* in RTS (see below) */
 	duo_expect(fd, 's');		/* the requester sent, and waits */
 	ASSERT_EQ(ep_post_recv(&b, 0xb1, DST, 4096), 0);
 	wc = ep_expect(b.rcq, b.qp, 0xb1, IBV_WC_SUCCESS);
@@ -1152,6 +1172,11 @@ TEST(rnr_retry_7_waits_for_a_receive_two_process)
 	ep_default_opts(&o, IBV_QPT_RC);
 	o.rnr_retry = 7;
 	ep_open_remote(&a, &o, d.fd);
+	/* across namespaces the SEND may otherwise reach the responder
+	 * while its QP is still in RTR: a (legitimate) COMM_EST event,
+	 * which check_untouched() would take for a fault */
+	if (ep_netns())
+		duo_expect(d.fd, 'u');
 	fill(a.buf, 100, pattern_seed);
 	ASSERT_EQ(ep_post(&a, 0xa1, IBV_WR_SEND, 0, 100, 0, 0), 0);
 	/* no receive yet: it cannot have completed */
@@ -1287,7 +1312,7 @@ TEST(peer_in_error_state_two_process)
 
 	duo_fork(&d, flush_responder, NULL);
 	ep_default_opts(&o, IBV_QPT_RC);
-	o.timeout = 8;
+	o.timeout = nobody_timeout();
 	o.retry_cnt = 2;
 	ep_open_remote(&a, &o, d.fd);
 	duo_expect(d.fd, 'p');
@@ -1307,8 +1332,9 @@ TEST(peer_in_error_state_two_process)
 
 /*
  * The responder's process dies: nothing answers, and after retry_cnt
- * retries of the local ACK timeout (timeout 8: about 1 ms) the requester
- * completes RETRY_EXC_ERR and goes to ERR (IBA 9.7.6.1.3).
+ * retries of the local ACK timeout (timeout 8: about 1 ms; 14 across
+ * namespaces, nobody_timeout) the requester completes RETRY_EXC_ERR and
+ * goes to ERR (IBA 9.7.6.1.3).
  *
  * With a forked helper the dead process's sockets stay open (the helper
  * holds them), so no hang-up tells the requester: it must notice the
@@ -1369,7 +1395,7 @@ static void run_peer_killed(enum ibv_wr_opcode op, uint32_t len,
 
 	duo_fork(&d, victim, (void *)v);
 	ep_default_opts(&o, IBV_QPT_RC);
-	o.timeout = 8;
+	o.timeout = nobody_timeout();
 	o.retry_cnt = 2;
 	o.rnr_retry = 7;
 	ep_open_remote(&a, &o, d.fd);
@@ -1543,7 +1569,7 @@ TEST(dest_qpn_absent_two_process)
 
 	duo_fork(&d, absent_responder, NULL);
 	ep_default_opts(&o, IBV_QPT_RC);
-	o.timeout = 8;
+	o.timeout = nobody_timeout();
 	o.retry_cnt = 2;
 	ep_create(&a, &o);
 	xread(d.fd, &a.peer, sizeof(a.peer));

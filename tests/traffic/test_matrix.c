@@ -9,6 +9,10 @@
  * sends the case number, the responder prepares (posts its receive, fills
  * its buffer) and answers, the requester executes and checks its side, then
  * tells the responder to check its side.
+ *
+ * With SHCA_TEST_NETNS_A/B set (ep.h) the two processes are in two network
+ * namespaces, each on its own interface, and the one-process cases skip.
+ * UD sizes stop at the port's MTU there (4096 on lo: the list is the same).
  */
 #include <arpa/inet.h>
 #include <signal.h>
@@ -16,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -46,7 +51,8 @@ static bool op_is_atomic(enum ibv_wr_opcode op)
 	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
-static void build_cases(enum ibv_qp_type type)
+/* ud_max: the largest UD payload, the MTU of the endpoint's port */
+static void build_cases(enum ibv_qp_type type, uint32_t ud_max)
 {
 	static const enum ibv_wr_opcode rc_ops[] = {
 		IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
@@ -54,10 +60,12 @@ static void build_cases(enum ibv_qp_type type)
 		IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD,
 	};
 	static const uint32_t sizes[] = { 0, 1, 63, 4096, 65537, 1 << 20 };
-	static const uint32_t ud_sizes[] = { 0, 1, 1000, 4096 };
+	uint32_t ud_sizes[] = { 0, 1, 1000, 4096 };
 	static const int sges[] = { 1, 2, 4 };
 	unsigned int o, s, g, i;
 
+	if (ud_max < ud_sizes[3])
+		ud_sizes[3] = ud_max;
 	ncases = 0;
 	for (o = 0; o < sizeof(rc_ops) / sizeof(rc_ops[0]); o++) {
 		enum ibv_wr_opcode op = rc_ops[o];
@@ -177,6 +185,34 @@ static void responder_prepare(struct ep *b, const struct tcase *t, int c)
 	}
 }
 
+/*
+ * A UC RDMA WRITE completes at the requester once it is sent (no ACK): on
+ * the net path its data may still be on the way when the responder looks.
+ * Wait for it, at most ~10 s (the check that follows says what is wrong
+ * then).  RC completes on the ACK, and a write with immediate is waited
+ * for through its receive completion.  On the same host the data is there
+ * at once.
+ */
+static void wait_written(struct ep *b, const struct tcase *t, int c)
+{
+	struct timespec t0, now;
+	uint32_t i;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		for (i = 0; i < t->size; i++)
+			if (b->buf[DST_BASE + i] != pattern(c, i))
+				break;
+		if (i == t->size)
+			return;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - t0.tv_sec > 10)
+			return;
+		usleep(100);
+	}
+}
+
 static void responder_check(struct ep *b, const struct tcase *t, int c)
 {
 	uint32_t i, grh = t->type == IBV_QPT_UD ? GRH : 0;
@@ -209,6 +245,8 @@ static void responder_check(struct ep *b, const struct tcase *t, int c)
 				harness_fail(__FILE__, __LINE__,
 					     "case %d: byte %u differs", c, i);
 	}
+	if (t->op == IBV_WR_RDMA_WRITE && t->type == IBV_QPT_UC)
+		wait_written(b, t, c);
 	if (t->op == IBV_WR_RDMA_WRITE || t->op == IBV_WR_RDMA_WRITE_WITH_IMM)
 		for (i = 0; i < t->size; i++)
 			if (b->buf[DST_BASE + i] != pattern(c, i))
@@ -317,10 +355,11 @@ static void run_same_process(enum ibv_qp_type type)
 	struct ep_opts o;
 	int c;
 
-	build_cases(type);
+	ep_skip_if_netns();
 	ep_default_opts(&o, type);
 	ep_create(&a, &o);
 	ep_create(&b, &o);
+	build_cases(type, ep_mtu_bytes(&a));
 	a.peer = b.self;
 	b.peer = a.self;
 	ep_connect(&a, &o);
@@ -341,9 +380,10 @@ static void responder_process(int fd, enum ibv_qp_type type)
 	struct ep_opts o;
 	int c;
 
-	build_cases(type);
+	ep_netns_child();
 	ep_default_opts(&o, type);
 	ep_create(&b, &o);
+	build_cases(type, ep_mtu_bytes(&b));
 	ep_exchange(fd, &b.self, &b.peer);
 	ep_connect(&b, &o);
 	for (;;) {
@@ -369,7 +409,6 @@ static void run_two_process(enum ibv_qp_type type)
 	int sv[2], c, status;
 	pid_t pid;
 
-	build_cases(type);
 	ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	pid = fork();
 	ASSERT_GE(pid, 0);
@@ -380,6 +419,7 @@ static void run_two_process(enum ibv_qp_type type)
 	close(sv[1]);
 	ep_default_opts(&o, type);
 	ep_create(&a, &o);
+	build_cases(type, ep_mtu_bytes(&a));
 	ep_exchange(sv[0], &a.self, &a.peer);
 	ep_connect(&a, &o);
 	for (c = 0; c < ncases; c++) {

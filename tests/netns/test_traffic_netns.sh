@@ -1,0 +1,190 @@
+#!/bin/bash
+# The C traffic tests between two network namespaces ("hosts",
+# tests/netns/lib.sh): traffic_test_matrix and traffic_test_errors run with
+# SHCA_TEST_NETNS_A/B naming the namespaces a and b (tests/traffic/ep.h).
+# Every two-process case runs its requester in a and its responder (the
+# forked side) in b, each on its own softhca_veth0 and the GID of its veth
+# IPv4 address, so the traffic takes softhca's net path (TCP for RC/UC,
+# UDP for UD).  The one-process cases skip, and say so.
+#
+# Each case is one check: "ok" when it passed, "FAIL" with its output when
+# it did not.  Besides: each binary ran to its end, each side said it was
+# in its own namespace on its own address (ep.c prints it), and a's veth0
+# carried the traffic (no shortcut between the namespaces).  Each binary
+# is bounded (NETNS_EXEC_TIMEOUT) and so is each case (the harness's
+# TEST_TIMEOUT); the namespaces, and whatever runs in them, are gone at
+# exit (lib.sh).
+#
+# Three runs: matrix and errors on the GIDs of the IPv4 addresses, matrix6
+# (the matrix again) on those of the IPv6 addresses (SHCA_TEST_NETNS_GID).
+#
+# Usage: test_traffic_netns.sh [matrix|errors|matrix6 [CASE...]]
+# (default: the three runs, every case).  Environment: SOFTHCA_BUILD
+# (default: the source tree's build/), with the test binaries in
+# $SOFTHCA_BUILD/tests.
+# shellcheck source=tests/netns/lib.sh
+. "$(dirname "$0")/lib.sh"
+netns_require_root
+
+SOFTHCA_BUILD=${SOFTHCA_BUILD:-$SOFTHCA_SRC/build}
+SOFTHCA_BUILD=$(cd "$SOFTHCA_BUILD" && pwd) || { echo "FAIL: no build directory" >&2; exit 1; }
+TESTS=$SOFTHCA_BUILD/tests
+LIB=$SOFTHCA_BUILD/lib
+# softhca's library, not the system's (the binaries' RUNPATH would fall
+# back to it when the build's is missing)
+[ -e "$LIB/libibverbs.so.1" ] || { echo "FAIL: no $LIB/libibverbs.so.1" >&2; exit 1; }
+export LD_LIBRARY_PATH=$LIB
+unset LD_PRELOAD RDMAV_DRIVERS IBV_DRIVERS SHCA_TEST_NETNS_DEV
+
+# each run: its binary, its GIDs, the bound of the run (s) and of each of
+# its cases (TEST_TIMEOUT), what a's veth0 carries at least in a run of
+# every case (the matrix moves ~30 MB, the errors ~35 KB)
+declare -A BIN=([matrix]=matrix [errors]=errors [matrix6]=matrix)
+declare -A GID=([matrix]=ipv4 [errors]=ipv4 [matrix6]=ipv6)
+declare -A SECS=([matrix]=240 [errors]=600 [matrix6]=240)
+declare -A CASE_SECS=([matrix]=90 [errors]=25 [matrix6]=90)
+declare -A MIN_BYTES=([matrix]=$((8 << 20)) [errors]=$((8 << 10))
+		      [matrix6]=$((8 << 20)))
+# the watchdog outlives the runs (ctest's TIMEOUT for this test: 1200)
+export NETNS_WATCHDOG=${NETNS_WATCHDOG:-1150}
+
+case ${1:-} in
+"") RUNS=(matrix errors matrix6) ;;
+matrix|errors|matrix6) RUNS=("$1"); shift ;;
+*) echo "usage: $0 [matrix|errors|matrix6 [CASE...]]" >&2; exit 2 ;;
+esac
+CASES=("$@")
+for r in "${RUNS[@]}"; do
+	[ -x "$TESTS/traffic_test_${BIN[$r]}" ] ||
+		{ echo "FAIL: no $TESTS/traffic_test_${BIN[$r]} (build first)" >&2; exit 1; }
+done
+
+netns_setup 2 || { fail "netns_setup 2"; finish; }
+ok "namespaces ${NETNS_HOSTS[*]} (a: $(netns_ip4 a), b: $(netns_ip4 b))"
+NS_A=$(netns_name a) NS_B=$(netns_name b)
+
+# veth_bytes HOST: bytes sent and received on HOST's veth0 so far
+veth_bytes() {
+	netns_exec "$1" cat "/sys/class/net/$NETNS_IF/statistics/tx_bytes" \
+		"/sys/class/net/$NETNS_IF/statistics/rx_bytes" 2>/dev/null |
+		awk '{ s += $1 } END { print s + 0 }'
+}
+
+# show FILE: a case's output, indented, on stderr
+show() { head -25 "$1" | sed 's/^/    /' >&2; }
+
+# gid_of HOST GIDTYPE: HOST's veth address, as ep.c prints its GID
+gid_of() {
+	if [ "$2" = ipv6 ]; then netns_ip6 "$1"; else echo "::ffff:$(netns_ip4 "$1")"; fi
+}
+
+# run NAME: the run NAME (traffic_test_${BIN[NAME]}) in a with the
+# variables set, bounded; each case a check
+run() {
+	local name=$1 out=$NETNS_T/$1.out blk=$NETNS_T/$1.case rc line
+	local n_ok=0 n_fail=0 n_skip=0 last="" oneproc=() reason="" t0=$SECONDS
+	local bytes0 bytes min
+	local secs=${SECS[$1]} bin=traffic_test_${BIN[$1]} gid=${GID[$1]}
+
+	echo "--- $name: $bin, requester in $NS_A, responder in $NS_B, $gid GIDs" \
+		"(bounded: ${secs} s, ${CASE_SECS[$name]} s a case)"
+	bytes0=$(veth_bytes a)
+	NETNS_EXEC_TIMEOUT=$secs netns_exec a env \
+		SHCA_TEST_NETNS_A="$NS_A" SHCA_TEST_NETNS_B="$NS_B" \
+		SHCA_TEST_NETNS_GID="$gid" TEST_TIMEOUT="${CASE_SECS[$name]}" \
+		"$TESTS/$bin" "${CASES[@]}" </dev/null >"$out" 2>&1
+	rc=$?
+	: >"$blk"
+	while IFS= read -r line; do
+		case $line in
+		"ok "*" # SKIP")
+			line=${line#ok * - }
+			last=${line% # SKIP}
+			reason=$(sed -n 's/^ *skip reason: //p' "$blk" | tail -1)
+			if [[ $reason == "one process:"* ]]; then
+				oneproc+=("$last")
+			else
+				echo "skip: $name $last: $reason"
+			fi
+			n_skip=$((n_skip + 1))
+			: >"$blk"
+			;;
+		"ok "*)
+			# a failure said here comes from the other side of
+			# the case before, which ended after it
+			if grep -q '^ *FAIL ' "$blk"; then
+				echo "  (output of the other side of '$last', which ended late:)"
+				grep '^ *FAIL ' "$blk" | sed 's/^/    /'
+			fi
+			last=${line#ok * - }
+			ok "$name $last"
+			n_ok=$((n_ok + 1))
+			: >"$blk"
+			;;
+		"not ok "*)
+			line=${line#not ok * - }
+			last=${line%% # *}
+			fail "$name $last (${line#"$last" # })"
+			show "$blk"
+			n_fail=$((n_fail + 1))
+			: >"$blk"
+			;;
+		"# "*" passed, "*)
+			;;
+		*)
+			printf '%s\n' "$line" >>"$blk"
+			;;
+		esac
+	done <"$out"
+	[ "${#oneproc[@]}" -eq 0 ] ||
+		echo "skip: $name: ${#oneproc[@]} one-process cases: ${oneproc[*]}"
+	# the run itself: it ended by itself, within its bound
+	case $rc in
+	124|137)
+		fail "$name: $bin did not finish within $secs s" \
+			"(the last case that ended: '${last:-none}'); its output since:"
+		show "$blk"
+		;;
+	0|1)
+		check "$name: $bin ran to its end (exit $rc, $((SECONDS - t0)) s)" \
+			grep -q '^# .* passed, ' "$out"
+		;;
+	*)
+		fail "$name: $bin ended with exit $rc; its last output:"
+		tail -20 "$out" | sed 's/^/    /' >&2
+		;;
+	esac
+	# something did cross: at least one two-process case, each side in
+	# its own namespace on its own address
+	check "$name: two-process cases ran: $n_ok passed, $n_fail failed" \
+		[ $((n_ok + n_fail)) -gt 0 ]
+	if [ "$n_ok" -gt 0 ] || [ "$n_fail" -gt 0 ]; then
+		check "$name: requesters in a, on softhca_$NETNS_IF and $(gid_of a "$gid")" \
+			grep -Eq "^  namespace A .*softhca_$NETNS_IF, GID\[[0-9]+\] $(gid_of a "$gid")," "$out"
+		check "$name: responders in b, on softhca_$NETNS_IF and $(gid_of b "$gid")" \
+			grep -Eq "^  namespace B .*softhca_$NETNS_IF, GID\[[0-9]+\] $(gid_of b "$gid")," "$out"
+	fi
+	# and it went over the wire: a's veth0 carried the traffic (the
+	# matrix moves tens of megabytes), no shortcut between the namespaces
+	if [ "$n_ok" -gt 0 ]; then
+		bytes=$(( $(veth_bytes a) - bytes0 ))
+		min=0
+		[ "${#CASES[@]}" -gt 0 ] || min=${MIN_BYTES[$name]}
+		check "$name: a's $NETNS_IF carried the traffic: $bytes bytes (> $min)" \
+			[ "$bytes" -gt "$min" ]
+	fi
+	# what the run left in the namespaces (a case that failed may leave
+	# its other side behind; teardown ends it)
+	local left
+	left=$( (ip netns pids "$NS_A"; ip netns pids "$NS_B") 2>/dev/null | tr '\n' ' ')
+	[ -z "$left" ] || echo "note: $name: processes left in the namespaces: $left"
+	echo "--- $name: $n_ok passed, $n_fail failed, $n_skip skipped"
+}
+
+for r in "${RUNS[@]}"; do
+	run "$r"
+	# a clean slate for the next run
+	_netns_kill_in "$NETNS_RUN"
+done
+
+finish

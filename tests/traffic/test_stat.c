@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `softhca stat` on live endpoints: the tool finds the processes of this
+ * user in this network namespace, and lists each one's device and QPs
+ * (QPN, type, state) while they work; traffic before and after the tool
+ * looked goes on undisturbed, and a state change shows at the next look.
+ * In a two-namespace run (SHCA_TEST_NETNS_A/B) each side sees only
+ * itself.  (The counters themselves are checked in tests/unit/test_stat.)
+ */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include "harness.h"
+#include "ep.h"
+
+#define ROUND 8		/* messages per round */
+
+struct who {
+	int pid;
+	uint32_t qpn;
+	char dev[64];
+};
+
+static void who_am_i(struct who *w, const struct ep *e)
+{
+	memset(w, 0, sizeof(*w));
+	w->pid = (int)getpid();
+	w->qpn = e->qp->qp_num;
+	snprintf(w->dev, sizeof(w->dev), "%s",
+		 ibv_get_device_name(e->ctx->device));
+}
+
+/*
+ * Run `softhca stat ARGS`: its whole stdout in *out (malloc'd; read to the
+ * end, other tests' processes may make it long), its exit status returned.
+ */
+static int run_stat(const char *args, char **out)
+{
+	size_t n = 0, cap = 65536;
+	char cmd[512], *buf;
+	FILE *f;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s stat %s 2>/dev/null", SOFTHCA_TOOL,
+		 args);
+	fflush(stdout);
+	fflush(stderr);
+	f = popen(cmd, "r");
+	ASSERT_NOT_NULL(f);
+	buf = malloc(cap);
+	ASSERT_NOT_NULL(buf);
+	for (;;) {
+		size_t r;
+
+		if (n + 1 == cap) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			ASSERT_NOT_NULL(buf);
+		}
+		r = fread(buf + n, 1, cap - 1 - n, f);
+		if (!r)
+			break;
+		n += r;
+	}
+	buf[n] = '\0';
+	st = pclose(f);
+	ASSERT(WIFEXITED(st));
+	free(*out);
+	*out = buf;
+	return WEXITSTATUS(st);
+}
+
+/* Is there a line that is the formatted text, or starts with it and a
+ * space (the counters)? */
+static bool __attribute__((format(printf, 2, 3)))
+has_line(const char *out, const char *fmt, ...)
+{
+	char want[256];
+	const char *p = out;
+	size_t n;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(want, sizeof(want), fmt, ap);
+	va_end(ap);
+	n = strlen(want);
+	while (*p) {
+		if (!strncmp(p, want, n) && (p[n] == ' ' || p[n] == '\n'))
+			return true;
+		p = strchr(p, '\n');
+		if (!p)
+			break;
+		p++;
+	}
+	return false;
+}
+
+#define ASSERT_LINE(out, ...)                                              \
+	do {                                                               \
+		if (!has_line(out, __VA_ARGS__))                           \
+			harness_fail(__FILE__, __LINE__,                   \
+				     "no line %s in:\n%s", #__VA_ARGS__,   \
+				     out);                                 \
+	} while (0)
+
+#define ASSERT_NO_LINE(out, ...)                                           \
+	do {                                                               \
+		if (has_line(out, __VA_ARGS__))                            \
+			harness_fail(__FILE__, __LINE__,                   \
+				     "unexpected line %s in:\n%s",         \
+				     #__VA_ARGS__, out);                   \
+	} while (0)
+
+/* The lines of one process with one QP. */
+static void assert_listed(const char *out, const struct who *w,
+			  const char *state)
+{
+	ASSERT_LINE(out, "pid %d slot", w->pid);
+	ASSERT_LINE(out, "pid %d device %s qps 1", w->pid, w->dev);
+	ASSERT_LINE(out, "pid %d device %s qp 0x%06x type RC state %s",
+		    w->pid, w->dev, w->qpn, state);
+}
+
+static void send_round(struct ep *a)
+{
+	int i;
+
+	for (i = 0; i < ROUND; i++)
+		ASSERT_EQ(ep_post(a, (uint64_t)i, IBV_WR_SEND, 0, 64, 0, 0), 0);
+	for (i = 0; i < ROUND; i++)
+		ep_expect(a->scq, a->qp, (uint64_t)i, IBV_WC_SUCCESS);
+}
+
+static void recv_round(struct ep *b, int fd)
+{
+	int i;
+
+	for (i = 0; i < ROUND; i++)
+		ASSERT_EQ(ep_post_recv(b, (uint64_t)i, 4096u * (uint64_t)i, 64),
+			  0);
+	duo_signal(fd, 'p');
+	for (i = 0; i < ROUND; i++)
+		ep_expect(b->rcq, b->qp, (uint64_t)i, IBV_WC_SUCCESS);
+}
+
+static void responder(int fd, void *arg)
+{
+	char *out = NULL;
+	struct ep_opts o;
+	struct who me;
+	char args[32];
+	struct ep b;
+
+	(void)arg;
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_open_remote(&b, &o, fd);
+	who_am_i(&me, &b);
+	xwrite(fd, &me, sizeof(me));
+
+	recv_round(&b, fd);
+	/* this side looks at itself too */
+	snprintf(args, sizeof(args), "--pid %d", me.pid);
+	ASSERT_EQ(run_stat(args, &out), 0);
+	assert_listed(out, &me, "RTS");
+	duo_signal(fd, 'd');
+
+	duo_expect(fd, 'm');
+	recv_round(&b, fd);
+	duo_signal(fd, 'e');
+	duo_expect(fd, 'x');
+	ep_destroy(&b);
+	free(out);
+}
+
+TEST(rc_pair_two_process)
+{
+	char *out = NULL;
+	struct ibv_qp_attr attr;
+	struct who me, peer;
+	struct ep_opts o;
+	char args[32];
+	struct duo d;
+	struct ep a;
+
+	duo_fork(&d, responder, NULL);
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_open_remote(&a, &o, d.fd);
+	who_am_i(&me, &a);
+	xread(d.fd, &peer, sizeof(peer));
+
+	duo_expect(d.fd, 'p');
+	send_round(&a);
+	duo_expect(d.fd, 'd');
+
+	/* every process of the namespace */
+	ASSERT_EQ(run_stat("", &out), 0);
+	assert_listed(out, &me, "RTS");
+	snprintf(args, sizeof(args), "--pid %d", peer.pid);
+	if (ep_netns()) {
+		/* the peer is on another "host" */
+		ASSERT_NO_LINE(out, "pid %d slot", peer.pid);
+		ASSERT_EQ(run_stat(args, &out), 1);
+	} else {
+		assert_listed(out, &peer, "RTS");
+		/* --pid: that process only */
+		ASSERT_EQ(run_stat(args, &out), 0);
+		assert_listed(out, &peer, "RTS");
+		ASSERT_NO_LINE(out, "pid %d slot", me.pid);
+	}
+
+	/* looking disturbed neither side: the next round goes through */
+	duo_signal(d.fd, 'm');
+	duo_expect(d.fd, 'p');
+	send_round(&a);
+	duo_expect(d.fd, 'e');
+
+	/* a state change shows at the next look */
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_ERR;
+	ASSERT_EQ(ibv_modify_qp(a.qp, &attr, IBV_QP_STATE), 0);
+	snprintf(args, sizeof(args), "--pid %d", me.pid);
+	ASSERT_EQ(run_stat(args, &out), 0);
+	assert_listed(out, &me, "ERR");
+
+	duo_signal(d.fd, 'x');
+	duo_wait(&d);
+	/* a process that is gone is not listed */
+	snprintf(args, sizeof(args), "--pid %d", peer.pid);
+	ASSERT_EQ(run_stat(args, &out), 1);
+	ep_destroy(&a);
+	free(out);
+}
+
+TEST(qps_of_one_process)
+{
+	char *out = NULL;
+	struct ep_opts orc, oud;
+	struct ep a, b, u;
+	struct who wa, wb, wu;
+	char args[32];
+	int pid = (int)getpid();
+
+	ep_skip_if_netns();
+	ep_default_opts(&orc, IBV_QPT_RC);
+	ep_default_opts(&oud, IBV_QPT_UD);
+	ep_pair(&a, &orc, &b, &orc);
+	ep_create(&u, &oud);	/* INIT */
+	who_am_i(&wa, &a);
+	who_am_i(&wb, &b);
+	who_am_i(&wu, &u);
+	ASSERT_STR_EQ(wa.dev, "softhca_lo");
+
+	snprintf(args, sizeof(args), "--pid %d", pid);
+	ASSERT_EQ(run_stat(args, &out), 0);
+	ASSERT_LINE(out, "pid %d slot", pid);
+	ASSERT_LINE(out, "pid %d device softhca_lo qps 3", pid);
+	ASSERT_LINE(out, "pid %d device softhca_lo qp 0x%06x type RC state RTS",
+		    pid, wa.qpn);
+	ASSERT_LINE(out, "pid %d device softhca_lo qp 0x%06x type RC state RTS",
+		    pid, wb.qpn);
+	ASSERT_LINE(out, "pid %d device softhca_lo qp 0x%06x type UD state INIT",
+		    pid, wu.qpn);
+
+	/* a destroyed QP leaves the list */
+	ibv_destroy_qp(u.qp);
+	u.qp = NULL;
+	ASSERT_EQ(run_stat(args, &out), 0);
+	ASSERT_LINE(out, "pid %d device softhca_lo qps 2", pid);
+	ASSERT_NO_LINE(out, "pid %d device softhca_lo qp 0x%06x type UD",
+		       pid, wu.qpn);
+
+	ep_destroy(&u);
+	ep_destroy(&a);
+	ep_destroy(&b);
+	free(out);
+}
