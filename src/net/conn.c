@@ -1036,6 +1036,10 @@ int shca_net_start(shca_net_rx_fn fn)
 	}
 	rx_fn = fn;
 	want_pktinfo(s->udp_fd);
+	/* UD bursts (ib_send_bw -c UD) overran the default receive buffer;
+	 * the kernel caps this at net.core.rmem_max */
+	setsockopt(s->udp_fd, SOL_SOCKET, SO_RCVBUF, &(int){ 4 << 20 },
+		   sizeof(int));
 	/* non-blocking before the engine may accept: a connection that
 	 * went away again must not leave the engine asleep in accept4 */
 	fcntl(s->tcp_fd, F_SETFL, fcntl(s->tcp_fd, F_GETFL) | O_NONBLOCK);

@@ -982,6 +982,11 @@ static void data_packet(struct shca_conn *c, struct shca_qp *qp,
 		if (m->ackreq)
 			send_ack(c, qp, SHCA_OP_RC_ACKNOWLEDGE, m->psn, ACK_OK,
 				 0);
+		/* a receive completion is visible now: its ACK goes out at
+		 * once, not after the batch, or an application that exits
+		 * on that completion takes the ACK with it */
+		if (m->ackreq && (mask & SHCA_OPM_COMP))
+			shca_net_flush(c);
 		return;
 	}
 	answer(c, qp, m->psn, &res);
