@@ -48,23 +48,6 @@ uint64_t shca_ack_timeout_ns(uint8_t timeout)
 	return 4096ull << MIN(timeout, 31);
 }
 
-static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
-{
-	switch (op) {
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return IBV_WC_RDMA_WRITE;
-	case IBV_WR_RDMA_READ:
-		return IBV_WC_RDMA_READ;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		return IBV_WC_COMP_SWAP;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return IBV_WC_FETCH_ADD;
-	default:
-		return IBV_WC_SEND;
-	}
-}
-
 uint64_t shca_wqe_length(const struct shca_send_wqe *w)
 {
 	uint64_t len = 0;
@@ -180,7 +163,7 @@ void shca_complete_send(struct shca_qp *qp, const struct shca_send_wqe *w,
 	memset(&wc, 0, sizeof(wc));
 	wc.wr_id = w->wr.wr_id;
 	wc.status = status;
-	wc.opcode = wc_opcode(w->wr.opcode);
+	wc.opcode = shca_wr_wc_opcode(w->wr.opcode);
 	wc.byte_len = byte_len;
 	wc.qp_num = qp->ibqp.qp_num;
 	shca_cq_push(qp->scq, &wc, false);

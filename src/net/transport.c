@@ -406,8 +406,7 @@ void shca_net_rc_timer(struct shca_qp *qp)
 	if (qp->attr.qp_state != IBV_QPS_RTS &&
 	    qp->attr.qp_state != IBV_QPS_SQD)
 		return;
-	w = shca_sq_at(qp, 0, &head, &tail);
-	w = shca_sq_at(qp, head, &head, &tail);
+	w = shca_sq_first(qp, &head, &tail);
 	if (qp->net.rnr_wait) {
 		qp->net.rnr_wait = false;
 		if (w)
@@ -443,9 +442,7 @@ static void implied_acks(struct shca_qp *qp, uint32_t psn, bool inclusive)
 {
 	for (;;) {
 		uint32_t head, tail;
-		struct shca_send_wqe *w = shca_sq_at(qp, 0, &head, &tail);
-
-		w = shca_sq_at(qp, head, &head, &tail);
+		struct shca_send_wqe *w = shca_sq_first(qp, &head, &tail);
 		if (!w || head == qp->net.assigned || wqe_needs_resp(w))
 			return;
 		if (inclusive ? shca_psn_gt(wqe_last_psn(w), psn) :
@@ -502,8 +499,7 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 	if (qp->attr.qp_state != IBV_QPS_RTS &&
 	    qp->attr.qp_state != IBV_QPS_SQD)
 		return;
-	shca_sq_at(qp, 0, &head, &tail);
-	w = shca_sq_at(qp, head, &head, &tail);
+	w = shca_sq_first(qp, &head, &tail);
 	/* only PSNs that were sent */
 	if (!w || head == before || shca_psn_lt(m->psn, w->psn) ||
 	    shca_psn_ge(m->psn, qp->net.next_psn)) {
@@ -516,8 +512,7 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 		uint32_t h0 = head;
 
 		implied_acks(qp, m->psn, t == SHCA_AETH_ACK);
-		w = shca_sq_at(qp, 0, &head, &tail);
-		w = shca_sq_at(qp, head, &head, &tail);
+		w = shca_sq_first(qp, &head, &tail);
 		progress = head != h0;
 		if (t == SHCA_AETH_RNR_NAK && w && wqe_has_psn(w, m->psn)) {
 			count(qp, SHCA_STAT_RCVD_RNR_ERR);
@@ -558,8 +553,7 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 		uint32_t h0 = head;
 
 		implied_acks(qp, m->psn, false);
-		w = shca_sq_at(qp, 0, &head, &tail);
-		w = shca_sq_at(qp, head, &head, &tail);
+		w = shca_sq_first(qp, &head, &tail);
 		progress = head != h0;
 		if (!w || !wqe_needs_resp(w) || !wqe_has_psn(w, m->psn) ||
 		    m->psn != shca_psn_add(w->psn, w->nrecv)) {
@@ -602,7 +596,7 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 	}
 	if (progress) {
 		qp->head_retries = 0;
-		shca_sq_at(qp, 0, &head, &tail);
+		shca_sq_first(qp, &head, &tail);
 		if (qp->net.send_idx - head > tail - head) {
 			qp->net.send_idx = head;
 			qp->net.send_pkt = 0;
@@ -992,12 +986,6 @@ static void data_packet(struct shca_conn *c, struct shca_qp *qp,
 	answer(c, qp, m->psn, &res);
 }
 
-static bool can_receive(enum ibv_qp_state s)
-{
-	return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD ||
-	       s == IBV_QPS_SQE;
-}
-
 /* A duplicate RC request (PSN before the expected one). */
 static void duplicate(struct shca_conn *c, struct shca_qp *qp,
 		      struct shca_peer *self, const struct shca_wire_msg *m)
@@ -1031,7 +1019,7 @@ static void responder(struct shca_conn *c, struct shca_qp *qp,
 	bool rc = qp->ibqp.qp_type == IBV_QPT_RC;
 	int32_t d;
 
-	if (!self || !can_receive(qp->attr.qp_state)) {
+	if (!self || !shca_qp_state_can_receive(qp->attr.qp_state)) {
 		count(qp, SHCA_STAT_DROPPED_PKTS);
 		return;
 	}

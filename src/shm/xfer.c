@@ -22,12 +22,6 @@
 
 #define MAX_IOV 64
 
-static bool can_receive(uint32_t state)
-{
-	return state == IBV_QPS_RTR || state == IBV_QPS_RTS ||
-	       state == IBV_QPS_SQD || state == IBV_QPS_SQE;
-}
-
 /*
  * Has the peer's process gone?  A hang-up of its socket says so (the
  * engine marks the peer dead), and so does a failed process_vm_*v; when a
@@ -512,7 +506,7 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 	if (cq)
 		shca_peer_prefetch_channel(p, cq);
 	state = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
-	if (!can_receive(state) ||
+	if (!shca_qp_state_can_receive(state) ||
 	    __atomic_load_n(&q->pending, __ATOMIC_ACQUIRE) &
 		    (SHCA_QP_PEND_ACCESS_ERR | SHCA_QP_PEND_REQ_ERR |
 		     SHCA_QP_PEND_FATAL | SHCA_QP_PEND_ERR))

@@ -48,6 +48,13 @@ struct shca_xfer_result {
 	uint64_t atomic_orig;		/* atomics: the original value */
 };
 
+/* The states in which a QP's receive side takes messages. */
+static inline bool shca_qp_state_can_receive(uint32_t state)
+{
+	return state == IBV_QPS_RTR || state == IBV_QPS_RTS ||
+	       state == IBV_QPS_SQD || state == IBV_QPS_SQE;
+}
+
 void shca_shm_execute(struct shca_peer *peer, const struct shca_xfer *x,
 		      struct shca_xfer_result *res);
 

@@ -243,6 +243,20 @@ struct shca_send_wqe *shca_sq_at(struct shca_qp *qp, uint32_t idx,
 	return w;
 }
 
+struct shca_send_wqe *shca_sq_first(struct shca_qp *qp, uint32_t *head,
+				    uint32_t *tail)
+{
+	struct shca_send_wqe *w = NULL;
+
+	pthread_mutex_lock(&qp->sq.lock);
+	*head = qp->sq.head;
+	*tail = qp->sq.tail;
+	if (qp->sq.head != qp->sq.tail)
+		w = sq_entry(&qp->sq, qp->sq.head);
+	pthread_mutex_unlock(&qp->sq.lock);
+	return w;
+}
+
 void shca_sq_pop(struct shca_qp *qp)
 {
 	pthread_mutex_lock(&qp->sq.lock);

@@ -470,6 +470,9 @@ void shca_sq_pop(struct shca_qp *qp);
  * counters as they are now. */
 struct shca_send_wqe *shca_sq_at(struct shca_qp *qp, uint32_t idx,
 				 uint32_t *head, uint32_t *tail);
+/* The same for the head WQE. */
+struct shca_send_wqe *shca_sq_first(struct shca_qp *qp, uint32_t *head,
+				    uint32_t *tail);
 /* Complete every send WQE with IBV_WC_WR_FLUSH_ERR; sq.lock held. */
 void shca_sq_flush(struct shca_qp *qp);
 enum ibv_wc_opcode shca_wr_wc_opcode(enum ibv_wr_opcode opcode);
