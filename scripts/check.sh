@@ -9,12 +9,16 @@
 # 2. rdma-core's pyverbs suite (scripts/pyverbs.sh --gate): the gated tests
 #    (tests/external/pyverbs-gate.conf) count; the rest of the suite runs as
 #    an informational run whose counts are printed but do not fail the check.
+#    Then the gated tests again on the net path (scripts/pyverbs.sh --net:
+#    SOFTHCA_NET=1, every QP pair over TCP/UDP on this host), bounded.
 #
 # Last line: "check: N passed, N failed, N skipped"; exit status 1 if
 # anything failed.
 # Environment: CTEST_PARALLEL_LEVEL (default nproc), CTEST_ARGS (extra ctest
 # arguments, e.g. "-L verbs" or "-R external"), SOFTHCA_CHECK_PYVERBS=0 to
-# leave out the pyverbs suite, SOFTHCA_CHECK_SANITIZERS=0 the sanitizer
+# leave out the pyverbs suite, SOFTHCA_CHECK_PYVERBS_NET=0 its net-path run
+# only (SOFTHCA_PYVERBS_NET_BUDGET: its bound, default 300 s),
+# SOFTHCA_CHECK_SANITIZERS=0 the sanitizer
 # builds, SOFTHCA_FUZZ_TIME=0 the fuzzing runs (default 30 s in all).
 set -uo pipefail
 
@@ -142,6 +146,36 @@ if [ "${SOFTHCA_CHECK_PYVERBS:-1}" != 0 ]; then
 		[ -s "$tmp/pyverbs.sum" ]; then
 		failed=$((failed + 1))
 		failed_names+=("pyverbs runner exited with status $py_status")
+	fi
+fi
+
+# --- 2b. the gated pyverbs tests on the net path ----------------------
+# The same gated tests with SOFTHCA_NET=1: the two QPs of each test, in one
+# process, talk over TCP/UDP on this host (the inter-host transport).
+# Bounded by SOFTHCA_PYVERBS_NET_BUDGET seconds (scripts/pyverbs.sh --net).
+if [ "${SOFTHCA_CHECK_PYVERBS:-1}" != 0 ] &&
+	[ "${SOFTHCA_CHECK_PYVERBS_NET:-1}" != 0 ]; then
+	echo
+	echo "=== pyverbs gated tests on the net path (SOFTHCA_NET=1)"
+	"$src/scripts/pyverbs.sh" "$build" --net \
+		--summary "$tmp/pyverbs-net.sum"
+	py_status=$?
+	gate_passed=0 gate_failed=0 gate_skipped=0
+	if [ -s "$tmp/pyverbs-net.sum" ]; then
+		# shellcheck disable=SC1091
+		. "$tmp/pyverbs-net.sum"
+		passed=$((passed + gate_passed))
+		failed=$((failed + gate_failed))
+		skipped=$((skipped + gate_skipped))
+		[ "$gate_failed" -ne 0 ] &&
+			failed_names+=("pyverbs net path: $gate_failed tests")
+		if [ "$py_status" -ne 0 ] && [ "$gate_failed" -eq 0 ]; then
+			failed=$((failed + 1))
+			failed_names+=("pyverbs net-path runner exited with status $py_status")
+		fi
+	else
+		failed=$((failed + 1))
+		failed_names+=("pyverbs net-path runner (status $py_status)")
 	fi
 fi
 

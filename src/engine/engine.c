@@ -35,6 +35,10 @@ static void (*doorbell_fn)(void);
 static struct watch *watches;
 static struct shca_timer *timers;	/* sorted by deadline */
 static struct shca_timer *running_timer;
+/* fd callbacks: one running (under engine_lock), and how many ended */
+static bool dispatching;
+static uint64_t dispatch_epoch;
+static pthread_cond_t dispatch_done = PTHREAD_COND_INITIALIZER;
 static __thread bool in_engine;
 
 uint64_t shca_now_ns(void)
@@ -43,6 +47,19 @@ uint64_t shca_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void shca_engine_quiesce(void)
+{
+	uint64_t e;
+
+	if (in_engine)
+		return;
+	pthread_mutex_lock(&engine_lock);
+	e = dispatch_epoch;
+	while (dispatching && dispatch_epoch == e)
+		pthread_cond_wait(&dispatch_done, &engine_lock);
+	pthread_mutex_unlock(&engine_lock);
 }
 
 bool shca_in_engine(void)
@@ -191,9 +208,16 @@ static void *engine_main(void *arg)
 					fn = w->fn;
 					warg = w->arg;
 				}
+			dispatching = fn != NULL;
 			pthread_mutex_unlock(&engine_lock);
-			if (fn)
-				fn(fd, evs[i].events, warg);
+			if (!fn)
+				continue;
+			fn(fd, evs[i].events, warg);
+			pthread_mutex_lock(&engine_lock);
+			dispatching = false;
+			dispatch_epoch++;
+			pthread_cond_broadcast(&dispatch_done);
+			pthread_mutex_unlock(&engine_lock);
 		}
 	}
 	return NULL;

@@ -49,6 +49,13 @@ void shca_timer_disarm(struct shca_timer *t);
 
 uint64_t shca_now_ns(void);
 
+/*
+ * Wait until no fd callback that was running when this was called runs
+ * any more: after an object was taken out of the tables callbacks look it
+ * up in (shca_qp_lookup), nothing in the engine holds it.
+ */
+void shca_engine_quiesce(void);
+
 /* true in the engine thread itself */
 bool shca_in_engine(void);
 

@@ -22,6 +22,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -37,7 +38,7 @@
 #define FRAME_HDR	4
 #define MAX_PKT		(SHCA_WIRE_MAX_PMTU + 128)
 #define RBUF_SIZE	(256 * 1024)
-#define MAX_WRITE_IOV	64
+#define MAX_WRITE_IOV	512		/* per sendmsg (UIO_MAXIOV is 1024) */
 
 /* One queued packet: frame header + IB headers in hdr[], then payload. */
 struct chunk {
@@ -69,9 +70,12 @@ struct shca_conn {
 	size_t queued;
 	struct chunk *held;		/* fault "reorder": sent after the next */
 	struct shca_timer held_timer;	/* ... or alone, 1 ms later */
+	struct delayed *delayed;	/* fault "delay": on their way */
 	/* engine thread only */
 	unsigned char *rbuf;
 	size_t rlen;
+	bool expect;			/* shca_net_expect: expect_qpn's */
+	uint32_t expect_qpn;
 	struct shca_conn *next;
 };
 
@@ -251,8 +255,11 @@ static bool gid_is_v4(const uint8_t gid[16])
 	return !memcmp(gid, pfx, 12);
 }
 
+/* ifindex: the interface a link-local address is on (its scope; a
+ * link-local destination without one is EINVAL to connect and sendmsg) */
 static socklen_t sa_from_gid(struct sockaddr_storage *ss,
-			     const uint8_t gid[16], uint16_t port)
+			     const uint8_t gid[16], uint16_t port,
+			     unsigned int ifindex)
 {
 	memset(ss, 0, sizeof(*ss));
 	if (gid_is_v4(gid)) {
@@ -268,6 +275,8 @@ static socklen_t sa_from_gid(struct sockaddr_storage *ss,
 		s6->sin6_family = AF_INET6;
 		s6->sin6_port = htons(port);
 		memcpy(&s6->sin6_addr, gid, 16);
+		if (IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr))
+			s6->sin6_scope_id = ifindex;
 		return sizeof(*s6);
 	}
 }
@@ -327,7 +336,9 @@ static void flush_locked(struct shca_conn *c)
 		int n = 0, i;
 		ssize_t w;
 
-		for (k = c->head; k && n < MAX_WRITE_IOV - 8; k = k->next) {
+		/* whole chunks (a chunk has at most SHCA_MAX_NET_IOV + 2) */
+		for (k = c->head; k && n + k->niov <= MAX_WRITE_IOV;
+		     k = k->next) {
 			size_t skip = k->off;
 
 			for (i = 0; i < k->niov; i++) {
@@ -381,6 +392,17 @@ static void flush_locked(struct shca_conn *c)
 		c->want_out = false;
 		shca_engine_watch_events(c->fd, EPOLLIN);
 	}
+}
+
+/*
+ * Senders write at once, unless the socket was full: then the engine
+ * writes when it drains (EPOLLOUT), and trying before that would be a
+ * wasted system call for every packet queued.  c->lock held.
+ */
+static void flush_unless_full(struct shca_conn *c)
+{
+	if (!c->want_out)
+		flush_locked(c);
 }
 
 static void conn_event(int fd, uint32_t events, void *arg);
@@ -522,16 +544,25 @@ static void enqueue_locked(struct shca_conn *c, struct chunk *k)
 struct delayed {
 	struct shca_timer t;
 	struct shca_conn *c;
-	struct chunk *k;
+	struct chunk *k;		/* NULL: taken at exit */
+	struct delayed *next;		/* c->delayed */
 };
 
 static void delayed_fire(struct shca_timer *t)
 {
 	struct delayed *d = container_of(t, struct delayed, t);
 	struct shca_conn *c = d->c;
+	struct delayed **pp;
 
 	pthread_mutex_lock(&c->lock);
-	if (c->state == CONN_UP || c->state == CONN_CONNECTING) {
+	for (pp = &c->delayed; *pp; pp = &(*pp)->next)
+		if (*pp == d) {
+			*pp = d->next;
+			break;
+		}
+	if (!d->k) {
+		/* sent at exit */
+	} else if (c->state == CONN_UP || c->state == CONN_CONNECTING) {
 		enqueue_locked(c, d->k);
 		flush_locked(c);
 	} else {
@@ -572,6 +603,8 @@ static bool fault_take(struct shca_conn *c, struct chunk *k, bool *dup,
 		if (d) {
 			d->c = c;
 			d->k = k;
+			d->next = c->delayed;
+			c->delayed = d;
 			d->t.fn = delayed_fire;
 			shca_timer_arm(&d->t, shca_now_ns() +
 					      faults.delay_ms * 1000000ull);
@@ -603,8 +636,10 @@ int shca_net_send(struct shca_conn *c, const void *hdr, size_t hlen,
 		free(owned);
 		return -EMSGSIZE;
 	}
-	/* faults move packets in time: they need their own copy */
-	k = chunk_make(hdr, hlen, pl, npl, plen, copy || faults.on, owned);
+	/* faults move packets in time: they need their own copy; so does a
+	 * payload in more pieces than a write takes */
+	k = chunk_make(hdr, hlen, pl, npl, plen,
+		       copy || faults.on || npl > SHCA_MAX_NET_IOV, owned);
 	if (!k) {
 		free(owned);
 		return -ENOMEM;
@@ -636,7 +671,7 @@ int shca_net_send(struct shca_conn *c, const void *hdr, size_t hlen,
 		}
 	}
 	if (!(flags & SHCA_NET_MORE) || c->queued > (1u << 20))
-		flush_locked(c);
+		flush_unless_full(c);
 	if (reset)
 		conn_fail(c);
 	pthread_mutex_unlock(&c->lock);
@@ -646,8 +681,50 @@ int shca_net_send(struct shca_conn *c, const void *hdr, size_t hlen,
 void shca_net_flush(struct shca_conn *c)
 {
 	pthread_mutex_lock(&c->lock);
-	flush_locked(c);
+	flush_unless_full(c);
 	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * At exit, what this process handed to its connections still goes out, as
+ * packets handed to a NIC are still on the wire: the ACK of the message
+ * the application exits on, packets a "delay" or "reorder" fault holds.
+ * Bounded: 100 ms for all connections together.
+ */
+__attribute__((destructor)) static void conn_exit_flush(void)
+{
+	uint64_t end = shca_now_ns() + 100000000ull;
+	struct shca_conn *c;
+
+	if (!started_pid || started_pid != shca_getpid())
+		return;
+	pthread_mutex_lock(&conns_lock);
+	for (c = conns; c; c = c->next) {
+		struct delayed *d;
+
+		pthread_mutex_lock(&c->lock);
+		for (d = c->delayed; d && c->state == CONN_UP; d = d->next)
+			if (d->k) {
+				enqueue_locked(c, d->k);
+				d->k = NULL;
+			}
+		if (c->held && c->state == CONN_UP) {
+			enqueue_locked(c, c->held);
+			c->held = NULL;
+		}
+		for (;;) {
+			struct pollfd pf = { .fd = c->fd, .events = POLLOUT };
+			uint64_t now;
+
+			flush_locked(c);
+			now = shca_now_ns();
+			if (!c->head || c->state != CONN_UP || now >= end)
+				break;
+			poll(&pf, 1, (int)((end - now) / 1000000 + 1));
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&conns_lock);
 }
 
 size_t shca_net_queued(struct shca_conn *c)
@@ -754,6 +831,7 @@ static struct shca_conn *adopt(struct shca_conn *in, uint16_t port)
 static bool deliver(struct shca_conn *c)
 {
 	struct shca_stat_block *s = shca_stat_proc();
+	uint64_t pkts = 0, bytes = 0;
 	size_t off = 0;
 	bool ok = true;
 
@@ -782,14 +860,16 @@ static bool deliver(struct shca_conn *c)
 		}
 		if (c->rlen - off - FRAME_HDR < len)
 			break;
-		shca_stat_add(s, SHCA_STAT_RCVD_PKTS, 1);
-		shca_stat_add(s, SHCA_STAT_RCVD_BYTES, len);
+		pkts++;
+		bytes += len;
 		if (pcap)
 			shca_pcap_write(pcap, c->addr.dst, c->addr.src,
 					c->rbuf + off + FRAME_HDR, len, NULL);
 		rx_fn(c, &c->addr, c->rbuf + off + FRAME_HDR, len);
 		off += FRAME_HDR + len;
 	}
+	shca_stat_add(s, SHCA_STAT_RCVD_PKTS, pkts);
+	shca_stat_add(s, SHCA_STAT_RCVD_BYTES, bytes);
 	if (off) {
 		memmove(c->rbuf, c->rbuf + off, c->rlen - off);
 		c->rlen -= off;
@@ -797,6 +877,117 @@ static bool deliver(struct shca_conn *c)
 	/* the answers to the batch (SHCA_NET_MORE), in one write */
 	shca_net_flush(c);
 	return ok;
+}
+
+static shca_net_drain_fn drain_fn;
+
+void shca_net_set_drain(shca_net_drain_fn fn)
+{
+	__atomic_store_n(&drain_fn, fn, __ATOMIC_RELEASE);
+}
+
+static shca_net_place_fn place_fn;
+static shca_net_placed_fn placed_fn;
+
+void shca_net_set_placement(shca_net_place_fn where, shca_net_placed_fn done)
+{
+	__atomic_store_n(&placed_fn, done, __ATOMIC_RELAXED);
+	__atomic_store_n(&place_fn, where, __ATOMIC_RELEASE);
+}
+
+void shca_net_expect(struct shca_conn *c, uint32_t qpn)
+{
+	c->expect = true;
+	c->expect_qpn = qpn;
+}
+
+#define PLACE_MAX	32		/* frames per recvmsg */
+
+/* Frame j of a placement: its length word and BTH as expected? */
+static bool place_match(const unsigned char *h, const struct shca_net_place *p,
+			uint32_t j)
+{
+	struct shca_bth want = p->bth;
+	uint32_t be = htonl(SHCA_BTH_LEN + p->mtu);
+
+	shca_bth_set_psn(&want, shca_bth_psn(&p->bth) + j);
+	return !memcmp(h, &be, FRAME_HDR) &&
+	       !memcmp(h + FRAME_HDR, &want, SHCA_BTH_LEN);
+}
+
+/*
+ * Receive the frames the transport expects straight to their place
+ * (net.h).  The bytes already buffered are the start of the first frame.
+ * 1: something was received, 0: not now (nothing expected, the buffered
+ * bytes are something else, nothing to read), -1: the connection is gone.
+ */
+static int read_placed(struct shca_conn *c)
+{
+	enum { FL = FRAME_HDR + SHCA_BTH_LEN };
+	unsigned char hb[PLACE_MAX][FL];
+	struct iovec v[2 * PLACE_MAX];
+	struct msghdr mh = { 0 };
+	struct shca_net_place p;
+	size_t pre = c->rlen, fsz, total, pos;
+	uint32_t k, j, good = 0;
+	ssize_t n;
+	int first;
+
+	c->expect = false;
+	memset(&p, 0, sizeof(p));
+	__atomic_load_n(&place_fn, __ATOMIC_ACQUIRE)(c, c->expect_qpn, &p);
+	k = MIN(p.count, (uint32_t)PLACE_MAX);
+	fsz = FL + (size_t)p.mtu;
+	if (k < 2 || k * fsz > RBUF_SIZE || pre >= fsz ||
+	    (pre >= FL && !place_match(c->rbuf, &p, 0)))
+		return 0;
+	/* what is buffered goes where it belongs in the first frame */
+	memcpy(hb[0], c->rbuf, MIN(pre, (size_t)FL));
+	if (pre > FL)
+		memcpy(p.dst, c->rbuf + FL, pre - FL);
+	for (j = 0; j < k; j++) {
+		v[2 * j].iov_base = hb[j];
+		v[2 * j].iov_len = FL;
+		v[2 * j + 1].iov_base = p.dst + (size_t)j * p.mtu;
+		v[2 * j + 1].iov_len = p.mtu;
+	}
+	first = pre >= FL;
+	v[first].iov_base = (char *)v[first].iov_base + (pre - first * FL);
+	v[first].iov_len -= pre - first * FL;
+	mh.msg_iov = v + first;
+	mh.msg_iovlen = 2 * k - (size_t)first;
+	do {
+		n = recvmsg(c->fd, &mh, MSG_DONTWAIT);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0 && errno == EAGAIN)
+		return 0;		/* the buffered bytes are still there */
+	if (n <= 0)
+		return -1;
+	total = pre + (size_t)n;
+	c->rlen = 0;
+	while (good < k && total >= (good + 1) * fsz &&
+	       place_match(hb[good], &p, good))
+		good++;
+	if (good) {
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_RCVD_PKTS, good);
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_RCVD_BYTES,
+			      (uint64_t)good * (SHCA_BTH_LEN + p.mtu));
+		__atomic_load_n(&placed_fn, __ATOMIC_RELAXED)(
+			c, c->expect_qpn, shca_bth_psn(&p.bth), good);
+	}
+	/* the rest of the stream, whatever it is, as if read the usual way */
+	for (pos = good * fsz, j = good; pos < total; j++) {
+		size_t h = MIN((size_t)FL, total - pos), d;
+
+		memcpy(c->rbuf + c->rlen, hb[j], h);
+		c->rlen += h;
+		pos += h;
+		d = MIN((size_t)p.mtu, total - pos);
+		memcpy(c->rbuf + c->rlen, p.dst + (size_t)j * p.mtu, d);
+		c->rlen += d;
+		pos += d;
+	}
+	return 1;
 }
 
 static void conn_read(struct shca_conn *c)
@@ -811,9 +1002,25 @@ static void conn_read(struct shca_conn *c)
 		}
 	}
 	while (budget--) {
-		ssize_t n = recv(c->fd, c->rbuf + c->rlen, RBUF_SIZE - c->rlen,
-				 0);
+		ssize_t n;
 
+		if (c->expect && !pcap &&
+		    __atomic_load_n(&place_fn, __ATOMIC_ACQUIRE)) {
+			int r = read_placed(c);
+
+			if (r < 0) {
+				conn_close(c);
+				return;
+			}
+			if (r > 0) {
+				if ((c->rlen && !deliver(c)) || c->fd < 0) {
+					conn_close(c);
+					return;
+				}
+				continue;
+			}
+		}
+		n = recv(c->fd, c->rbuf + c->rlen, RBUF_SIZE - c->rlen, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
@@ -854,6 +1061,8 @@ static void conn_event(int fd, uint32_t events, void *arg)
 		}
 		flush_locked(c);
 		pthread_mutex_unlock(&c->lock);
+		if (__atomic_load_n(&drain_fn, __ATOMIC_ACQUIRE))
+			__atomic_load_n(&drain_fn, __ATOMIC_ACQUIRE)(c);
 	}
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
 		if (c->state == CONN_CLOSING || (events & EPOLLERR &&
@@ -1053,7 +1262,8 @@ out:
 	return ret;
 }
 
-struct shca_conn *shca_net_conn_get(const uint8_t gid[16], uint16_t port)
+struct shca_conn *shca_net_conn_get(const uint8_t gid[16], uint16_t port,
+				     unsigned int ifindex)
 {
 	struct shca_conn *c;
 
@@ -1068,7 +1278,7 @@ struct shca_conn *shca_net_conn_get(const uint8_t gid[16], uint16_t port)
 	c = conn_new();
 	if (!c)
 		return NULL;
-	c->peer_len = sa_from_gid(&c->peer, gid, port);
+	c->peer_len = sa_from_gid(&c->peer, gid, port, ifindex);
 	memcpy(c->addr.dst, gid, 16);
 	return c;
 }
@@ -1081,43 +1291,80 @@ static bool gid_is_mcast(const uint8_t gid[16])
 	return gid_is_v4(gid) ? (gid[12] & 0xf0) == 0xe0 : gid[0] == 0xff;
 }
 
-static int mcast_sender(bool v4, unsigned int ifindex)
+/*
+ * The socket that sends to IPv4 or IPv6 groups: no loopback, since this
+ * host's members got their copy through the host table (the same-host
+ * path), and a second one would be a duplicate.  The interface is chosen
+ * per datagram (mcast_out_if): threads of devices on several interfaces
+ * share the socket.
+ */
+static int mcast_sender(bool v4)
 {
 	int *fdp = v4 ? &mcast_send4 : &mcast_send6;
-	int zero = 0;
+	int zero = 0, fd = __atomic_load_n(fdp, __ATOMIC_ACQUIRE);
 
-	if (*fdp < 0) {
-		int fd = socket(v4 ? AF_INET : AF_INET6,
-				SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd >= 0)
+		return fd;
+	fd = socket(v4 ? AF_INET : AF_INET6,
+		    SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if ((v4 ? setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &zero,
+			     sizeof(zero)) :
+		  setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, &zero,
+			     sizeof(zero)))) {
+		int e = errno;
 
-		if (fd < 0)
-			return -1;
-		/* this host's members got their copy through the host
-		 * table (the same-host path) */
-		if (v4)
-			setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &zero,
-				   sizeof(zero));
-		else
-			setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP,
-				   &zero, sizeof(zero));
-		if (!__atomic_compare_exchange_n(fdp, &(int){ -1 }, fd, false,
-						 __ATOMIC_ACQ_REL,
-						 __ATOMIC_ACQUIRE))
-			close(fd);
+		close(fd);
+		errno = e;
+		return -1;
 	}
+	if (!__atomic_compare_exchange_n(fdp, &(int){ -1 }, fd, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		close(fd);
+		fd = __atomic_load_n(fdp, __ATOMIC_ACQUIRE);
+	}
+	return fd;
+}
+
+union mcast_ctl {
+	struct cmsghdr h;
+	unsigned char b[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+};
+
+/*
+ * Send a datagram to a group out of interface ifindex (the device's),
+ * whatever the routes say: a namespace with only its veth has no route to
+ * 224.0.0.0/4 or ff00::/8, and sendmsg would fail with ENETUNREACH.
+ */
+static void mcast_out_if(struct msghdr *mh, union mcast_ctl *ctl, bool v4,
+			 unsigned int ifindex)
+{
+	struct cmsghdr *cm;
+
+	if (!ifindex)
+		return;
+	memset(ctl, 0, sizeof(*ctl));
+	mh->msg_control = ctl->b;
 	if (v4) {
-		struct ip_mreqn m;
+		struct in_pktinfo pi = { .ipi_ifindex = (int)ifindex };
 
-		memset(&m, 0, sizeof(m));
-		m.imr_ifindex = (int)ifindex;
-		setsockopt(*fdp, IPPROTO_IP, IP_MULTICAST_IF, &m, sizeof(m));
+		mh->msg_controllen = CMSG_SPACE(sizeof(pi));
+		cm = CMSG_FIRSTHDR(mh);
+		cm->cmsg_level = IPPROTO_IP;
+		cm->cmsg_type = IP_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
 	} else {
-		int idx = (int)ifindex;
+		struct in6_pktinfo pi = { .ipi6_ifindex = ifindex };
 
-		setsockopt(*fdp, IPPROTO_IPV6, IPV6_MULTICAST_IF, &idx,
-			   sizeof(idx));
+		mh->msg_controllen = CMSG_SPACE(sizeof(pi));
+		cm = CMSG_FIRSTHDR(mh);
+		cm->cmsg_level = IPPROTO_IPV6;
+		cm->cmsg_type = IPV6_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
 	}
-	return *fdp;
 }
 
 int shca_net_sendto(const uint8_t gid[16], uint16_t port,
@@ -1127,6 +1374,7 @@ int shca_net_sendto(const uint8_t gid[16], uint16_t port,
 	static const unsigned char zero[4];
 	struct iovec v[SHCA_MAX_NET_IOV + 2];
 	struct sockaddr_storage ss;
+	union mcast_ctl ctl;
 	struct msghdr mh;
 	const struct shca_slot *s = shca_slot_get();
 	size_t plen = 0;
@@ -1145,13 +1393,14 @@ int shca_net_sendto(const uint8_t gid[16], uint16_t port,
 		v[n].iov_base = (void *)zero;
 		v[n++].iov_len = shca_wire_pad(plen);
 	}
-	fd = mcast ? mcast_sender(gid_is_v4(gid), ifindex) : s->udp_fd;
+	fd = mcast ? mcast_sender(gid_is_v4(gid)) : s->udp_fd;
 	if (fd < 0)
 		return -errno;
 	memset(&mh, 0, sizeof(mh));
 	mh.msg_name = &ss;
 	mh.msg_namelen = sa_from_gid(&ss, gid,
-				     mcast ? SHCA_NET_MCAST_PORT : port);
+				     mcast ? SHCA_NET_MCAST_PORT : port,
+				     ifindex);
 	if (!mcast && ss.ss_family == AF_INET) {
 		/* the slot's socket is IPv6: reach IPv4 as mapped */
 		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
@@ -1164,6 +1413,8 @@ int shca_net_sendto(const uint8_t gid[16], uint16_t port,
 	}
 	mh.msg_iov = v;
 	mh.msg_iovlen = (size_t)n;
+	if (mcast)
+		mcast_out_if(&mh, &ctl, gid_is_v4(gid), ifindex);
 	if (pcap) {
 		uint8_t src[16] = { 0 };
 
@@ -1192,8 +1443,18 @@ struct mcast_join {
 };
 
 static struct mcast_join *joins;
+static pid_t joins_pid;			/* the process the joins are of */
 static pthread_mutex_t joins_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * The socket on which this process receives from every group it joined,
+ * IPv4 and IPv6: port 4791 on any address.  Every process of the host
+ * that has a QP attached binds the port (SO_REUSEADDR) and the kernel
+ * gives each a copy of a group's datagram; each hands it to its own QPs
+ * (ud_receive).  A socket gets the groups it joined itself on the
+ * interfaces it joined them on, not those of the other processes
+ * (IP_MULTICAST_ALL off).
+ */
 static int mcast_socket(void)
 {
 	struct sockaddr_in6 sa;
@@ -1206,6 +1467,10 @@ static int mcast_socket(void)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+	setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero));
+	setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL, &zero, sizeof(zero));
+	/* a burst to the group must not overrun it (capped at rmem_max) */
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &(int){ 4 << 20 }, sizeof(int));
 	want_pktinfo(fd);
 	memset(&sa, 0, sizeof(sa));
 	sa.sin6_family = AF_INET6;
@@ -1260,6 +1525,15 @@ int shca_net_mcast_join(const uint8_t gid[16], unsigned int ifindex)
 	if (!gid_is_mcast(gid))
 		return 0;
 	pthread_mutex_lock(&joins_lock);
+	if (joins_pid != shca_getpid()) {
+		/* a forked child: the parent's memberships were on the
+		 * parent's socket (shca_net_start forgot it) */
+		while ((j = joins)) {
+			joins = j->next;
+			free(j);
+		}
+		joins_pid = shca_getpid();
+	}
 	for (j = joins; j; j = j->next)
 		if (!memcmp(j->gid, gid, 16) && j->ifindex == ifindex)
 			break;
@@ -1278,18 +1552,22 @@ int shca_net_mcast_join(const uint8_t gid[16], unsigned int ifindex)
 	}
 	pthread_mutex_unlock(&joins_lock);
 	if (ret)
-		shca_dbg("net: joining a multicast group: %s", strerror(-ret));
+		shca_warn("net: joining a multicast group on port %d: %s "
+			  "(datagrams from other hosts are not received)",
+			  SHCA_NET_MCAST_PORT, strerror(-ret));
 	return ret;
 }
 
 void shca_net_mcast_leave(const uint8_t gid[16], unsigned int ifindex)
 {
-	struct mcast_join **pp, *j;
+	struct mcast_join **pp = &joins, *j = NULL;
 
 	pthread_mutex_lock(&joins_lock);
-	for (pp = &joins; (j = *pp); pp = &j->next)
-		if (!memcmp(j->gid, gid, 16) && j->ifindex == ifindex)
-			break;
+	/* (a forked child's list is the parent's: nothing of it is ours) */
+	if (joins_pid == shca_getpid())
+		for (pp = &joins; (j = *pp); pp = &j->next)
+			if (!memcmp(j->gid, gid, 16) && j->ifindex == ifindex)
+				break;
 	if (j && !--j->refs) {
 		*pp = j->next;
 		mcast_member(gid, ifindex, false);

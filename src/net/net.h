@@ -10,8 +10,10 @@
  *            IB packet (BTH .. pad, no ICRC: TCP checks the bytes).
  *   UD       one UDP datagram per packet, from and to the processes'
  *            slot ports (the QPN says which, slot.h).
- *   mcast    UDP to the group's IP address, port 4791; every process with
- *            a QP attached listens there (SO_REUSEADDR).
+ *   mcast    UDP to the group's IP address, port 4791, out of the
+ *            device's interface and not looped back (this host's members
+ *            get their copy through the host table); every process with
+ *            a QP attached listens there (SO_REUSEADDR), each gets a copy.
  *
  * Every socket is non-blocking.  Senders (any thread) queue a packet on a
  * connection and write what the socket takes at once; the engine thread
@@ -30,6 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
+
+#include "../wire/wire.h"
 
 struct shca_conn;
 
@@ -57,8 +61,10 @@ int shca_net_start(shca_net_rx_fn fn);
 void shca_net_poll_idle(void);
 
 /* The outgoing connection to the process listening on port at gid's
- * address; created (not yet connected) on first use, never freed. */
-struct shca_conn *shca_net_conn_get(const uint8_t gid[16], uint16_t port);
+ * address (a link-local one on interface ifindex); created (not yet
+ * connected) on first use, never freed. */
+struct shca_conn *shca_net_conn_get(const uint8_t gid[16], uint16_t port,
+				    unsigned int ifindex);
 
 /* shca_net_send flags */
 enum {
@@ -79,6 +85,40 @@ enum {
 int shca_net_send(struct shca_conn *c, const void *hdr, size_t hlen,
 		  const struct iovec *pl, int npl, unsigned int flags,
 		  void *owned);
+/*
+ * Direct placement (engine thread).  The middle packets of an RDMA WRITE
+ * need no gathering: their payloads may be received from the socket
+ * straight into the registered memory they are for, with no copy.
+ *
+ * shca_net_expect(c, qpn) says the next frames on c are probably qpn's.
+ * When the engine reaches a frame boundary on c with nothing buffered, it
+ * asks where (shca_net_place_fn, which checks the QP, its state and the
+ * R_Key again, and fills *p); it then receives frames of exactly
+ * SHCA_BTH_LEN + p->mtu bytes whose BTH is p->bth with the PSN counting
+ * up from it, each payload to p->dst + k * p->mtu, and reports the frames
+ * that matched with shca_net_placed_fn.  Bytes that do not match (another
+ * QP's frame, an ACK, a duplicate) are handed up as usual: what they
+ * overwrote lies inside the range of the WRITE in progress, which its own
+ * packets write again.  RC only: UC does not send a packet again.
+ */
+struct shca_net_place {
+	struct shca_bth bth;		/* the first frame's: opcode ... PSN */
+	unsigned char *dst;		/* payload k goes to dst + k * mtu */
+	uint32_t mtu;
+	uint32_t count;			/* frames (0: none expected) */
+};
+typedef void (*shca_net_place_fn)(struct shca_conn *c, uint32_t qpn,
+				  struct shca_net_place *p);
+typedef void (*shca_net_placed_fn)(struct shca_conn *c, uint32_t qpn,
+				   uint32_t psn, uint32_t n);
+void shca_net_set_placement(shca_net_place_fn where, shca_net_placed_fn done);
+void shca_net_expect(struct shca_conn *c, uint32_t qpn);
+
+/* After the engine wrote to c because it drained (EPOLLOUT): who waits
+ * for room on a connection goes on (engine thread). */
+typedef void (*shca_net_drain_fn)(struct shca_conn *c);
+void shca_net_set_drain(shca_net_drain_fn fn);
+
 /* Write what SHCA_NET_MORE left queued. */
 void shca_net_flush(struct shca_conn *c);
 

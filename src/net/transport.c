@@ -51,6 +51,37 @@ static void count(struct shca_qp *qp, enum shca_stat s)
 	shca_stat_add(qp_stats(qp), s, 1);
 }
 
+/* Packets of qp's sent or received (the process's totals are counted by
+ * conn.c). */
+static void count_pkts(struct shca_qp *qp, bool sent, uint32_t n,
+		       uint64_t bytes)
+{
+	struct shca_stat_block *b;
+
+	if (!qp || !qp->shm)
+		return;
+	b = &qp->shm->stats;
+	shca_stat_add(b, sent ? SHCA_STAT_SENT_PKTS : SHCA_STAT_RCVD_PKTS, n);
+	shca_stat_add(b, sent ? SHCA_STAT_SENT_BYTES : SHCA_STAT_RCVD_BYTES,
+		      bytes);
+}
+
+/* shca_net_send for qp's packet, counted. */
+static int qp_send(struct shca_qp *qp, struct shca_conn *c, const void *hdr,
+		   size_t hlen, const struct iovec *pl, int npl,
+		   unsigned int flags, void *owned)
+{
+	uint64_t bytes = hlen;
+	int i, ret;
+
+	for (i = 0; i < npl; i++)
+		bytes += pl[i].iov_len;
+	ret = shca_net_send(c, hdr, hlen, pl, npl, flags, owned);
+	if (!ret)
+		count_pkts(qp, true, 1, bytes);
+	return ret;
+}
+
 static uint32_t path_mtu(const struct shca_qp *qp)
 {
 	unsigned int m = qp->attr.path_mtu;
@@ -63,11 +94,25 @@ static uint32_t npkts(uint64_t len, uint32_t mtu)
 	return len ? (uint32_t)((len + mtu - 1) / mtu) : 1;
 }
 
+/* This process as its own peer (the responder's target), found once per
+ * slot: a forked child has a slot of its own. */
 static struct shca_peer *self_peer(void)
 {
+	static struct shca_peer *cached;
+	static int cached_slot = -1;
 	const struct shca_slot *s = shca_slot_get();
+	struct shca_peer *p;
 
-	return s ? shca_peer_get(s->slot) : NULL;
+	if (!s)
+		return NULL;
+	if (__atomic_load_n(&cached_slot, __ATOMIC_ACQUIRE) == s->slot)
+		return __atomic_load_n(&cached, __ATOMIC_RELAXED);
+	p = shca_peer_get(s->slot);
+	if (p) {
+		__atomic_store_n(&cached, p, __ATOMIC_RELAXED);
+		__atomic_store_n(&cached_slot, s->slot, __ATOMIC_RELEASE);
+	}
+	return p;
 }
 
 /* Bytes [off, off + len) of an iovec list, as iovecs. */
@@ -109,6 +154,18 @@ static void rx_reset(struct shca_qp *qp)
 	}
 }
 
+static void place_where(struct shca_conn *c, uint32_t qpn,
+			struct shca_net_place *p);
+static void place_done(struct shca_conn *c, uint32_t qpn, uint32_t psn,
+		       uint32_t n);
+
+/* No READ responses left to send. */
+static void rd_clear(struct shca_qp *qp)
+{
+	qp->net.rd_head = 0;
+	qp->net.rd_count = 0;
+}
+
 int shca_net_qp_rtr(struct shca_qp *qp, const union ibv_gid *dgid,
 		    bool use_net)
 {
@@ -116,6 +173,7 @@ int shca_net_qp_rtr(struct shca_qp *qp, const union ibv_gid *dgid,
 
 	if (ret)
 		return ret;
+	shca_net_set_placement(place_where, place_done);
 	qp->net.epsn = qp->attr.rq_psn;
 	qp->net.msn = 0;
 	qp->net.nak_sent = false;
@@ -125,7 +183,8 @@ int shca_net_qp_rtr(struct shca_qp *qp, const union ibv_gid *dgid,
 	qp->net.conn = shca_net_conn_get(
 		dgid->raw,
 		(uint16_t)(shca_port_base() +
-			   shca_qpn_slot(qp->attr.dest_qp_num)));
+			   shca_qpn_slot(qp->attr.dest_qp_num)),
+		to_sctx(qp->ibqp.context)->dev->ifindex);
 	if (!qp->net.conn)
 		return -ENOMEM;
 	qp->net.on = true;
@@ -146,6 +205,7 @@ void shca_net_qp_stop(struct shca_qp *qp, bool reset)
 	qp->net.send_pkt = 0;
 	qp->net.rnr_wait = false;
 	rx_reset(qp);
+	rd_clear(qp);
 	if (reset) {
 		free(qp->net.rx_buf);
 		qp->net.rx_buf = NULL;
@@ -259,8 +319,8 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 	hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &m);
 	if (hlen < 0)
 		return (int)hlen;
-	return shca_net_send(qp->net.conn, hdr, (size_t)hlen, pl, npl,
-			     (copy ? SHCA_NET_COPY : 0) | SHCA_NET_MORE, NULL);
+	return qp_send(qp, qp->net.conn, hdr, (size_t)hlen, pl, npl,
+		       (copy ? SHCA_NET_COPY : 0) | SHCA_NET_MORE, NULL);
 }
 
 /* ------------------------------------------------------------------ */
@@ -652,10 +712,12 @@ void shca_net_ud_send(struct shca_qp *qp, struct shca_send_wqe *w,
 	hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &m);
 	if (hlen < 0 || x->nlocal > SHCA_MAX_NET_IOV)
 		return;
-	shca_net_sendto(ah->attr.grh.dgid.raw,
-			(uint16_t)(shca_port_base() + shca_qpn_slot(x->dest_qpn)),
-			ctx->dev->ifindex, hdr, (size_t)hlen, x->local,
-			x->nlocal);
+	if (!shca_net_sendto(ah->attr.grh.dgid.raw,
+			     (uint16_t)(shca_port_base() +
+					shca_qpn_slot(x->dest_qpn)),
+			     ctx->dev->ifindex, hdr, (size_t)hlen, x->local,
+			     x->nlocal))
+		count_pkts(qp, true, 1, (uint64_t)hlen + x->length);
 }
 
 void shca_net_mcast(struct shca_qp *qp, const union ibv_gid *gid, bool join)
@@ -691,8 +753,8 @@ static void send_ack(struct shca_conn *c, struct shca_qp *qp, uint8_t opcode,
 	hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &m);
 	if (hlen > 0)
 		/* written when the received batch is done (conn.c) */
-		shca_net_send(c, hdr, (size_t)hlen, NULL, 0,
-			      SHCA_NET_COPY | SHCA_NET_MORE, NULL);
+		qp_send(qp, c, hdr, (size_t)hlen, NULL, 0,
+			SHCA_NET_COPY | SHCA_NET_MORE, NULL);
 }
 
 static uint8_t nak_code(enum ibv_wc_status st)
@@ -726,38 +788,140 @@ static void answer(struct shca_conn *c, struct shca_qp *qp, uint32_t psn,
 	}
 }
 
+/*
+ * READ responses go out as the connection takes them, a few packets at a
+ * time from the registered memory (copied into the queue packet by
+ * packet): a READ of a GiB needs no GiB of buffer, and a peer that does
+ * not read its socket makes this process queue RD_QUEUED bytes at most
+ * per connection.  QPs with responses left wait for their connection to
+ * drain (rd_drain).  Engine thread (exec_lock held).
+ */
+#define RD_QUEUED	(1u << 20)
+
+static uint32_t *rd_waiting;		/* QPNs with responses left */
+static unsigned int rd_nwaiting, rd_capwaiting;
+
+static void rd_wait(uint32_t qpn)
+{
+	unsigned int i;
+	uint32_t *n;
+
+	for (i = 0; i < rd_nwaiting; i++)
+		if (rd_waiting[i] == qpn)
+			return;
+	if (rd_nwaiting == rd_capwaiting) {
+		unsigned int cap = rd_capwaiting ? 2 * rd_capwaiting : 16;
+
+		n = realloc(rd_waiting, cap * sizeof(*n));
+		if (!n)
+			return;		/* the requester's timer asks again */
+		rd_waiting = n;
+		rd_capwaiting = cap;
+	}
+	rd_waiting[rd_nwaiting++] = qpn;
+}
+
+/* Send qp's READ responses until none is left or the connection is full:
+ * true when some are left. */
+static bool rd_pump(struct shca_qp *qp)
+{
+	struct shca_conn *c = qp->net.rd_conn;
+	uint32_t mtu = path_mtu(qp);
+
+	while (qp->net.rd_count) {
+		struct shca_net_read *e =
+			&qp->net.rd[qp->net.rd_head % SHCA_NET_RD_MAX];
+		uint32_t n = npkts(e->len, mtu), k = e->sent;
+		uint64_t off = (uint64_t)k * mtu;
+		unsigned char hdr[HDR_MAX];
+		struct shca_wire_msg r;
+		struct shca_mr *mr = NULL;
+		struct iovec pl;
+		ssize_t hlen;
+
+		if (shca_net_queued(c) >= RD_QUEUED) {
+			shca_net_flush(c);
+			if (shca_net_queued(c) >= RD_QUEUED)
+				return true;	/* rd_drain goes on */
+		}
+		pl.iov_len = MIN((uint64_t)mtu, e->len - MIN((uint64_t)e->len, off));
+		/* the memory again: a region deregistered since then ends
+		 * the responses (the requester times out, asks again, and
+		 * is refused) */
+		if (pl.iov_len)
+			mr = shca_lookup_mr(qp->pd, e->rkey,
+					    IBV_ACCESS_REMOTE_READ, e->va + off,
+					    pl.iov_len, true);
+		if (pl.iov_len && !mr) {
+			rd_clear(qp);
+			break;
+		}
+		pl.iov_base = mr ? (char *)mr->ibmr.addr +
+					   (e->va + off - mr->iova) : NULL;
+		memset(&r, 0, sizeof(r));
+		r.opcode = n == 1 ? SHCA_OP_RC_RDMA_READ_RESPONSE_ONLY :
+			   k == 0 ? SHCA_OP_RC_RDMA_READ_RESPONSE_FIRST :
+			   k + 1 == n ? SHCA_OP_RC_RDMA_READ_RESPONSE_LAST :
+					SHCA_OP_RC_RDMA_READ_RESPONSE_MIDDLE;
+		r.pkey = SHCA_DEFAULT_PKEY;
+		r.dqpn = qp->attr.dest_qp_num;
+		r.psn = shca_psn_add(e->psn, k);
+		r.syndrome = ACK_OK;
+		r.msn = e->msn & SHCA_PSN_MASK;
+		r.payload_len = (uint32_t)pl.iov_len;
+		r.payload = pl.iov_base;
+		hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &r);
+		if (hlen < 0 ||
+		    qp_send(qp, c, hdr, (size_t)hlen, &pl, pl.iov_len ? 1 : 0,
+			    SHCA_NET_COPY | SHCA_NET_MORE, NULL)) {
+			/* the connection is gone: so are the responses */
+			rd_clear(qp);
+			break;
+		}
+		if (++e->sent == n) {
+			qp->net.rd_head++;
+			qp->net.rd_count--;
+		}
+	}
+	shca_net_flush(c);
+	return false;
+}
+
+/* c drained: the READ responses waiting for it go on. */
+static void rd_drain(struct shca_conn *c)
+{
+	unsigned int i = 0;
+
+	while (i < rd_nwaiting) {
+		struct shca_qp *qp = shca_qp_lookup(rd_waiting[i]);
+		bool left = false;
+
+		if (qp) {
+			pthread_mutex_lock(&qp->exec_lock);
+			if (qp->net.rd_count && qp->net.rd_conn != c)
+				left = true;	/* another connection's */
+			else if (qp->net.rd_count)
+				left = rd_pump(qp);
+			pthread_mutex_unlock(&qp->exec_lock);
+		}
+		if (left)
+			i++;
+		else
+			rd_waiting[i] = rd_waiting[--rd_nwaiting];
+	}
+}
+
 /* Serve a READ request at psn (new or duplicate). */
 static void serve_read(struct shca_conn *c, struct shca_qp *qp,
 		       struct shca_peer *self, const struct shca_wire_msg *m,
 		       bool is_new)
 {
-	uint32_t mtu = path_mtu(qp), n = npkts(m->dma_len, mtu), k;
 	struct shca_xfer_result res;
+	struct shca_net_read *e;
 	struct shca_xfer x;
-	struct iovec v;
-	unsigned char *buf = NULL;
 
-	/* the R_Key, access and range first: a peer must not make this
-	 * process allocate what it asks for before it is allowed to read */
-	if (m->dma_len &&
-	    (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_READ) ||
-	     !shca_lookup_mr(qp->pd, m->rkey, IBV_ACCESS_REMOTE_READ, m->va,
-			     m->dma_len, true))) {
-		res.outcome = SHCA_XFER_DONE;
-		res.status = IBV_WC_REM_ACCESS_ERR;
-		__atomic_or_fetch(&qp->shm->pending, SHCA_QP_PEND_ACCESS_ERR,
-				  __ATOMIC_ACQ_REL);
-		shca_peer_doorbell(self);
-		answer(c, qp, m->psn, &res);
-		return;
-	}
-	buf = m->dma_len ? malloc(m->dma_len) : NULL;
-	if (m->dma_len && !buf) {
-		res.outcome = SHCA_XFER_DONE;
-		res.status = IBV_WC_REM_OP_ERR;
-		answer(c, qp, m->psn, &res);
-		return;
-	}
+	/* every check of a READ (state, access, R_Key, bounds), no data:
+	 * the responses read the memory as they go */
 	memset(&x, 0, sizeof(x));
 	x.qp_type = IBV_QPT_RC;
 	x.src_qpn = qp->attr.dest_qp_num;
@@ -766,52 +930,39 @@ static void serve_read(struct shca_conn *c, struct shca_qp *qp,
 	x.remote_addr = m->va;
 	x.rkey = m->rkey;
 	x.length = m->dma_len;
-	v.iov_base = buf;
-	v.iov_len = m->dma_len;
-	x.local = &v;
-	x.nlocal = m->dma_len ? 1 : 0;
+	x.partial = true;
 	shca_shm_execute(self, &x, &res);
 	if (res.outcome != SHCA_XFER_DONE || res.status != IBV_WC_SUCCESS) {
-		free(buf);
 		answer(c, qp, m->psn, &res);
 		return;
 	}
 	if (is_new) {
-		qp->net.epsn = shca_psn_add(m->psn, n);
+		qp->net.epsn = shca_psn_add(m->psn, npkts(m->dma_len,
+							  path_mtu(qp)));
 		qp->net.msn++;
+	} else {
+		/* the requester went back to this READ (go-back-N): what
+		 * was still to be sent after it, it asks for again */
+		rd_clear(qp);
 	}
-	for (k = 0; k < n; k++) {
-		unsigned char hdr[HDR_MAX];
-		struct shca_wire_msg r;
-		struct iovec pl;
-		uint64_t off = (uint64_t)k * mtu;
-		ssize_t hlen;
-
-		memset(&r, 0, sizeof(r));
-		r.opcode = n == 1 ? SHCA_OP_RC_RDMA_READ_RESPONSE_ONLY :
-			   k == 0 ? SHCA_OP_RC_RDMA_READ_RESPONSE_FIRST :
-			   k + 1 == n ? SHCA_OP_RC_RDMA_READ_RESPONSE_LAST :
-					SHCA_OP_RC_RDMA_READ_RESPONSE_MIDDLE;
-		r.pkey = SHCA_DEFAULT_PKEY;
-		r.dqpn = qp->attr.dest_qp_num;
-		r.psn = shca_psn_add(m->psn, k);
-		r.syndrome = ACK_OK;
-		r.msn = qp->net.msn & SHCA_PSN_MASK;
-		pl.iov_base = buf ? buf + off : NULL;
-		pl.iov_len = MIN((uint64_t)mtu, m->dma_len - MIN(m->dma_len, off));
-		r.payload_len = (uint32_t)pl.iov_len;
-		r.payload = pl.iov_base;
-		hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &r);
-		if (hlen < 0)
-			break;
-		/* the last packet owns the buffer: it is freed once the
-		 * packets before it were written */
-		shca_net_send(c, hdr, (size_t)hlen, &pl, pl.iov_len ? 1 : 0,
-			      SHCA_NET_MORE, k + 1 == n ? buf : NULL);
-		if (k + 1 == n)
-			buf = NULL;
+	if (qp->net.rd_count == SHCA_NET_RD_MAX) {
+		/* more READs outstanding than a requester may have (its
+		 * window): dropped, its timer asks again */
+		count(qp, SHCA_STAT_DROPPED_PKTS);
+		return;
 	}
-	free(buf);
+	e = &qp->net.rd[(qp->net.rd_head + qp->net.rd_count++) %
+			SHCA_NET_RD_MAX];
+	e->psn = m->psn;
+	e->msn = qp->net.msn;
+	e->va = m->va;
+	e->rkey = m->rkey;
+	e->len = m->dma_len;
+	e->sent = 0;
+	qp->net.rd_conn = c;
+	shca_net_set_drain(rd_drain);
+	if (rd_pump(qp))
+		rd_wait(qp->ibqp.qp_num);
 }
 
 static void serve_atomic(struct shca_conn *c, struct shca_qp *qp,
@@ -888,12 +1039,184 @@ static void invalid_request(struct shca_conn *c, struct shca_qp *qp,
 	shca_peer_doorbell(self_peer());
 }
 
+/* The end of an RC message that was carried out: ACK, or NAK/RNR NAK. */
+static void message_done(struct shca_conn *c, struct shca_qp *qp,
+			 const struct shca_wire_msg *m, uint32_t first_psn,
+			 const struct shca_xfer_result *res)
+{
+	if (res->outcome == SHCA_XFER_RNR) {
+		/* the message is asked for again from its first packet */
+		qp->net.epsn = first_psn;
+		answer(c, qp, first_psn, res);
+		return;
+	}
+	if (res->outcome == SHCA_XFER_DONE && res->status == IBV_WC_SUCCESS) {
+		qp->net.msn++;
+		if (m->ackreq)
+			send_ack(c, qp, SHCA_OP_RC_ACKNOWLEDGE, m->psn, ACK_OK,
+				 0);
+		/* a receive completion is visible now: its ACK goes out at
+		 * once, not after the batch, or an application that exits
+		 * on that completion takes the ACK with it */
+		if (m->ackreq && (m->op->mask & SHCA_OPM_COMP))
+			shca_net_flush(c);
+		return;
+	}
+	answer(c, qp, m->psn, res);
+}
+
+static void xfer_init(struct shca_xfer *x, const struct shca_qp *qp,
+		      const struct shca_wire_msg *m, struct iovec *v)
+{
+	memset(x, 0, sizeof(*x));
+	x->qp_type = qp->ibqp.qp_type;
+	x->src_qpn = qp->attr.dest_qp_num;
+	x->dest_qpn = qp->ibqp.qp_num;
+	x->solicited = m->se;
+	x->imm_data = m->imm_be;
+	x->local = v;
+	x->nlocal = v->iov_len ? 1 : 0;
+}
+
+/* The middle packets left of qp's WRITE in progress: all but its last. */
+static uint32_t write_middles_left(const struct shca_qp *qp)
+{
+	uint64_t left = qp->net.rx_dma_len - qp->net.rx_len;
+
+	return left ? npkts(left, path_mtu(qp)) - 1 : 0;
+}
+
+/*
+ * Where the next middle packets of qpn's WRITE in progress go, for conn.c
+ * to receive them there (net.h).  Everything a packet would be checked for
+ * is checked again here: state, PSN, R_Key, access and bounds.
+ */
+static void place_where(struct shca_conn *c, uint32_t qpn,
+			struct shca_net_place *p)
+{
+	struct shca_qp *qp = shca_qp_lookup(qpn);
+	unsigned char hdr[HDR_MAX];
+	struct shca_wire_msg m;
+	struct shca_mr *mr;
+	uint32_t mtu, n;
+	uint64_t va;
+
+	(void)c;
+	if (!qp)
+		return;
+	pthread_mutex_lock(&qp->exec_lock);
+	mtu = path_mtu(qp);
+	n = write_middles_left(qp);
+	if (!shca_qp_state_can_receive(qp->attr.qp_state) ||
+	    shca_qp_shm_failing(qp->shm) || !qp->net.rx_active ||
+	    !qp->net.rx_write || n < 2 || qp->ibqp.qp_type != IBV_QPT_RC ||
+	    !(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE))
+		goto out;
+	va = qp->net.rx_va + qp->net.rx_len;
+	mr = shca_lookup_mr(qp->pd, qp->net.rx_rkey, IBV_ACCESS_REMOTE_WRITE,
+			    va, (uint64_t)n * mtu, true);
+	if (!mr)
+		goto out;
+	/* the BTH of the next packet as a softhca requester builds it */
+	memset(&m, 0, sizeof(m));
+	m.opcode = data_opcode(qp, IBV_WR_RDMA_WRITE, 1, 3);
+	m.pkey = SHCA_DEFAULT_PKEY;
+	m.dqpn = qp->ibqp.qp_num;
+	m.psn = qp->net.epsn;
+	if (shca_wire_build_hdr(hdr, sizeof(hdr), &m) != SHCA_BTH_LEN)
+		goto out;
+	memcpy(&p->bth, hdr, SHCA_BTH_LEN);
+	p->dst = (unsigned char *)mr->ibmr.addr + (va - mr->iova);
+	p->mtu = mtu;
+	p->count = n;
+out:
+	pthread_mutex_unlock(&qp->exec_lock);
+}
+
+/* conn.c placed n middle packets of qpn's WRITE from psn on. */
+static void place_done(struct shca_conn *c, uint32_t qpn, uint32_t psn,
+		       uint32_t n)
+{
+	struct shca_qp *qp = shca_qp_lookup(qpn);
+	uint32_t mtu;
+
+	if (!qp) {
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_DROPPED_PKTS, n);
+		return;
+	}
+	pthread_mutex_lock(&qp->exec_lock);
+	mtu = path_mtu(qp);
+	count_pkts(qp, false, n, (uint64_t)n * (SHCA_BTH_LEN + mtu));
+	if (shca_qp_state_can_receive(qp->attr.qp_state) &&
+	    !shca_qp_shm_failing(qp->shm) && qp->net.rx_active &&
+	    qp->net.rx_write && qp->net.epsn == psn &&
+	    n <= write_middles_left(qp)) {
+		qp->net.epsn = shca_psn_add(psn, n);
+		qp->net.rx_len += (uint64_t)n * mtu;
+		qp->net.nak_sent = false;
+		if (write_middles_left(qp) >= 2)
+			shca_net_expect(c, qpn);
+	} else {
+		/* as for any packet out of place: the requester sends it
+		 * again (what landed is inside the WRITE's range) */
+		shca_stat_add(qp_stats(qp), SHCA_STAT_DROPPED_PKTS, n);
+	}
+	pthread_mutex_unlock(&qp->exec_lock);
+}
+
+/*
+ * A packet of an RDMA WRITE: its data go straight to their place (no
+ * gathering), the R_Key, access and bounds checked for the RETH's whole
+ * range with every packet.  A WRITE with immediate takes its receive WQE
+ * with the last packet, as on hardware (an RNR NAK then has the message
+ * sent again whole).
+ */
+static void write_packet(struct shca_conn *c, struct shca_qp *qp,
+			 struct shca_peer *self, const struct shca_wire_msg *m,
+			 uint32_t first_psn)
+{
+	uint32_t mask = m->op->mask;
+	bool last = mask & SHCA_OPM_LAST;
+	uint64_t off = qp->net.rx_len;
+	struct shca_xfer_result res;
+	struct shca_xfer x;
+	struct iovec v = { (void *)m->payload, m->payload_len };
+
+	if (off + m->payload_len > qp->net.rx_dma_len ||
+	    (last && off + m->payload_len != qp->net.rx_dma_len)) {
+		/* IBA 9.7.5.1.1: the payload must match the RETH's length */
+		count(qp, SHCA_STAT_LENGTH_ERR);
+		invalid_request(c, qp, m->psn);
+		return;
+	}
+	xfer_init(&x, qp, m, &v);
+	x.opcode = last && (mask & SHCA_OPM_IMMDT) ?
+			   IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+	x.remote_addr = qp->net.rx_va;
+	x.rkey = qp->net.rx_rkey;
+	x.length = qp->net.rx_dma_len;
+	x.partial = true;
+	x.part_off = off;
+	x.part_len = m->payload_len;
+	shca_shm_execute(self, &x, &res);
+	if (!last && res.outcome == SHCA_XFER_DONE &&
+	    res.status == IBV_WC_SUCCESS) {
+		qp->net.rx_len = off + m->payload_len;
+		qp->net.rx_active = true;
+		if (write_middles_left(qp) >= 2)
+			shca_net_expect(c, qp->ibqp.qp_num);
+		return;
+	}
+	rx_reset(qp);
+	if (qp->ibqp.qp_type == IBV_QPT_RC)
+		message_done(c, qp, m, first_psn, &res);
+}
+
 /* SEND and WRITE packets at the expected PSN. */
 static void data_packet(struct shca_conn *c, struct shca_qp *qp,
 			struct shca_peer *self, const struct shca_wire_msg *m)
 {
 	uint32_t mask = m->op->mask;
-	bool rc = qp->ibqp.qp_type == IBV_QPT_RC;
 	bool write = mask & SHCA_OPM_WRITE;
 	struct shca_xfer_result res;
 	struct shca_xfer x;
@@ -916,18 +1239,19 @@ static void data_packet(struct shca_conn *c, struct shca_qp *qp,
 	}
 	first_psn = qp->net.rx_first_psn;
 	qp->net.epsn = shca_psn_add(m->psn, 1);
+	if (write) {
+		write_packet(c, qp, self, m, first_psn);
+		return;
+	}
+	/* a SEND is gathered: its receive WQE is taken with the whole */
 	if (!(mask & SHCA_OPM_LAST)) {
-		if (!rx_append(qp, m) ||
-		    (write && qp->net.rx_len > qp->net.rx_dma_len)) {
+		if (!rx_append(qp, m)) {
 			invalid_request(c, qp, m->psn);
 			return;
 		}
 		qp->net.rx_active = true;
 		return;
 	}
-
-	/* the whole message: carry it out as the same-host path does */
-	memset(&x, 0, sizeof(x));
 	if (mask & SHCA_OPM_FIRST) {
 		v.iov_base = (void *)m->payload;
 		v.iov_len = m->payload_len;
@@ -939,51 +1263,14 @@ static void data_packet(struct shca_conn *c, struct shca_qp *qp,
 		v.iov_base = qp->net.rx_buf;
 		v.iov_len = qp->net.rx_len;
 	}
-	qp->net.rx_active = false;
-	if (write && v.iov_len != qp->net.rx_dma_len) {
-		/* IBA 9.7.5.1.1: the payload must match the RETH's length */
-		count(qp, SHCA_STAT_LENGTH_ERR);
-		invalid_request(c, qp, m->psn);
-		return;
-	}
-	x.qp_type = qp->ibqp.qp_type;
-	x.src_qpn = qp->attr.dest_qp_num;
-	x.dest_qpn = qp->ibqp.qp_num;
-	x.opcode = write ? ((mask & SHCA_OPM_IMMDT) ?
-				    IBV_WR_RDMA_WRITE_WITH_IMM :
-				    IBV_WR_RDMA_WRITE) :
-			   ((mask & SHCA_OPM_IMMDT) ? IBV_WR_SEND_WITH_IMM :
-						     IBV_WR_SEND);
-	x.solicited = m->se;
-	x.imm_data = m->imm_be;
-	x.remote_addr = qp->net.rx_va;
-	x.rkey = qp->net.rx_rkey;
+	xfer_init(&x, qp, m, &v);
+	x.opcode = (mask & SHCA_OPM_IMMDT) ? IBV_WR_SEND_WITH_IMM :
+					     IBV_WR_SEND;
 	x.length = v.iov_len;
-	x.local = &v;
-	x.nlocal = v.iov_len ? 1 : 0;
 	shca_shm_execute(self, &x, &res);
 	rx_reset(qp);
-	if (!rc)
-		return;
-	if (res.outcome == SHCA_XFER_RNR) {
-		/* the message is asked for again from its first packet */
-		qp->net.epsn = first_psn;
-		answer(c, qp, first_psn, &res);
-		return;
-	}
-	if (res.outcome == SHCA_XFER_DONE && res.status == IBV_WC_SUCCESS) {
-		qp->net.msn++;
-		if (m->ackreq)
-			send_ack(c, qp, SHCA_OP_RC_ACKNOWLEDGE, m->psn, ACK_OK,
-				 0);
-		/* a receive completion is visible now: its ACK goes out at
-		 * once, not after the batch, or an application that exits
-		 * on that completion takes the ACK with it */
-		if (m->ackreq && (mask & SHCA_OPM_COMP))
-			shca_net_flush(c);
-		return;
-	}
-	answer(c, qp, m->psn, &res);
+	if (qp->ibqp.qp_type == IBV_QPT_RC)
+		message_done(c, qp, m, first_psn, &res);
 }
 
 /* A duplicate RC request (PSN before the expected one). */
@@ -1019,13 +1306,23 @@ static void responder(struct shca_conn *c, struct shca_qp *qp,
 	bool rc = qp->ibqp.qp_type == IBV_QPT_RC;
 	int32_t d;
 
-	if (!self || !shca_qp_state_can_receive(qp->attr.qp_state)) {
+	if (!self || !shca_qp_state_can_receive(qp->attr.qp_state) ||
+	    shca_qp_shm_failing(qp->shm)) {
 		count(qp, SHCA_STAT_DROPPED_PKTS);
 		return;
 	}
 	d = shca_psn_diff(m->psn, qp->net.epsn);
 	if (d < 0 && rc) {
 		duplicate(c, qp, self, m);
+		return;
+	}
+	if (d < 0) {
+		/* UC: a packet behind the expected PSN (duplicated, or
+		 * overtaken by later ones) was dealt with or is lost: drop
+		 * it, and the message in progress goes on.  Only a packet
+		 * ahead may start a new message: UC delivers a message at
+		 * most once, in order. */
+		count(qp, SHCA_STAT_DUPLICATE_REQUEST);
 		return;
 	}
 	if (d != 0) {
@@ -1087,6 +1384,8 @@ static void ud_deliver(uint32_t qpn, const struct shca_net_addr *addr,
 	x.nlocal = m->payload_len ? 1 : 0;
 	x.length = m->payload_len;
 	x.grh = grh;
+	count_pkts(shca_qp_lookup(qpn), false, 1,
+		   (uint64_t)m->op->hdr_len + m->payload_len + m->pad);
 	shca_shm_execute(self, &x, &res);
 }
 
@@ -1150,6 +1449,7 @@ void shca_net_rx(struct shca_conn *c, const struct shca_net_addr *addr,
 		count(NULL, SHCA_STAT_DROPPED_PKTS);
 		return;
 	}
+	count_pkts(qp, false, 1, len);
 	pthread_mutex_lock(&qp->exec_lock);
 	if (m.op->mask & SHCA_OPM_RESP) {
 		/* answers come back on the QP's own connection only */

@@ -176,6 +176,22 @@ static int build_scatter(struct shca_peer *p, struct shca_qp_shm *q,
 	return left ? -EMSGSIZE : 0;
 }
 
+/*
+ * Where an RDMA WRITE's (or READ's) data go in the responder: the message
+ * at va, or, for a packet of it (x->partial), its part.
+ */
+static void place_range(const struct shca_xfer *x, uint64_t va,
+			struct iovec *r, int *n)
+{
+	uint64_t off = x->partial ? MIN(x->part_off, x->length) : 0;
+
+	/* never past the range the R_Key was checked for */
+	r->iov_base = (void *)(uintptr_t)(va + off);
+	r->iov_len = x->partial ? MIN(x->part_len, x->length - off) :
+				  x->length;
+	*n = r->iov_len ? 1 : 0;
+}
+
 static uint64_t wqe_capacity(const struct shca_recv_wqe_shm *w)
 {
 	uint64_t c = 0;
@@ -299,9 +315,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 				SHCA_QP_PEND_ACCESS_ERR);
 			return;
 		}
-		iov[0].iov_base = (void *)(uintptr_t)va;
-		iov[0].iov_len = x->length;
-		niov = x->length ? 1 : 0;
+		place_range(x, va, iov, &niov);
 	} else {
 		need = x->length + (x->grh ? SHCA_GRH_LEN : 0);
 		if (need > wqe_capacity(w)) {
@@ -391,7 +405,7 @@ static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
 				  IBV_ACCESS_REMOTE_READ;
 	struct iovec r;
 	uint64_t va;
-	int ret;
+	int ret, n;
 
 	res->outcome = SHCA_XFER_DONE;
 	res->status = IBV_WC_SUCCESS;
@@ -409,9 +423,8 @@ static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
 				SHCA_QP_PEND_ACCESS_ERR);
 		return;		/* UC: the responder drops it */
 	}
-	r.iov_base = (void *)(uintptr_t)va;
-	r.iov_len = x->length;
-	ret = write ? shca_peer_write(p, x->local, x->nlocal, &r, 1) :
+	place_range(x, va, &r, &n);
+	ret = write ? shca_peer_write(p, x->local, x->nlocal, &r, n) :
 		      shca_peer_read(p, x->local, x->nlocal, &r, 1);
 	if (ret == -ESRCH) {
 		res->outcome = SHCA_XFER_NO_RESPONSE;
@@ -506,10 +519,7 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 	if (cq)
 		shca_peer_prefetch_channel(p, cq);
 	state = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
-	if (!shca_qp_state_can_receive(state) ||
-	    __atomic_load_n(&q->pending, __ATOMIC_ACQUIRE) &
-		    (SHCA_QP_PEND_ACCESS_ERR | SHCA_QP_PEND_REQ_ERR |
-		     SHCA_QP_PEND_FATAL | SHCA_QP_PEND_ERR))
+	if (!shca_qp_state_can_receive(state) || shca_qp_shm_failing(q))
 		return;
 	/* IBA C10-15: UD delivers only with the right Q_Key */
 	if (x->qp_type == IBV_QPT_UD && x->qkey != q->qkey)

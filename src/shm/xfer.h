@@ -13,6 +13,7 @@
 #include <sys/uio.h>
 #include <infiniband/verbs.h>
 
+#include "arena.h"
 #include "peer.h"
 
 #define SHCA_GRH_LEN 40
@@ -33,6 +34,13 @@ struct shca_xfer {
 	int nlocal;
 	uint64_t length;		/* message length */
 	const uint8_t *grh;		/* UD: SHCA_GRH_LEN bytes to place */
+	/*
+	 * RDMA WRITE (with immediate) a packet at a time (the net path):
+	 * local holds bytes [part_off, part_off + part_len) of the message;
+	 * the R_Key is checked for the whole [remote_addr, + length).
+	 */
+	bool partial;
+	uint64_t part_off, part_len;
 };
 
 enum shca_xfer_outcome {
@@ -53,6 +61,15 @@ static inline bool shca_qp_state_can_receive(uint32_t state)
 {
 	return state == IBV_QPS_RTR || state == IBV_QPS_RTS ||
 	       state == IBV_QPS_SQD || state == IBV_QPS_SQE;
+}
+
+/* A responder found an error that moves the QP to the error state: until
+ * its owner does so, the QP takes nothing more. */
+static inline bool shca_qp_shm_failing(const struct shca_qp_shm *q)
+{
+	return __atomic_load_n(&q->pending, __ATOMIC_ACQUIRE) &
+	       (SHCA_QP_PEND_ACCESS_ERR | SHCA_QP_PEND_REQ_ERR |
+		SHCA_QP_PEND_FATAL | SHCA_QP_PEND_ERR);
 }
 
 void shca_shm_execute(struct shca_peer *peer, const struct shca_xfer *x,

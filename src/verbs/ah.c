@@ -18,6 +18,7 @@
 
 #include "shca.h"
 #include "../net/transport.h"
+#include "../common/env.h"
 #include "../common/slot.h"
 #include "../shm/host.h"
 
@@ -83,7 +84,10 @@ struct ibv_ah *shca_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 					     __ATOMIC_RELAXED);
 	ah->pd = to_spd(pd);
 	ah->attr = *attr;
-	ah->local = shca_gid_is_local(&attr->grh.dgid) ||
+	/* the same-host path: a unicast destination on this host (unless
+	 * SOFTHCA_NET=1), and this host's members of a multicast group */
+	ah->local = (!shca_net_forced() &&
+		     shca_gid_is_local(&attr->grh.dgid)) ||
 		    attr->grh.dgid.raw[0] == 0xff;
 	shca_pd_get(ah->pd);
 	return &ah->ibah;

@@ -118,7 +118,8 @@ int shca_query_port(struct ibv_context *ctx, uint8_t port,
 	if (!shca_port_valid(ctx, port))
 		return EINVAL;
 	memset(&a, 0, sizeof(a));
-	a.state = IBV_PORT_ACTIVE;
+	/* the interface's link: state, and phys_state below */
+	shca_device_port_state(dev, &a.state, &a.phys_state);
 	a.max_mtu = IBV_MTU_4096;
 	a.active_mtu = shca_device_active_mtu(dev);
 	a.gid_tbl_len = (int)shca_device_gid_tbl_len(dev);
@@ -136,7 +137,6 @@ int shca_query_port(struct ibv_context *ctx, uint8_t port,
 	a.init_type_reply = 0;
 	a.active_width = 2;		/* 4X */
 	a.active_speed = 32;		/* EDR: 4X EDR = 100 Gb/s */
-	a.phys_state = 5;		/* LinkUp */
 	a.link_layer = IBV_LINK_LAYER_ETHERNET;
 	a.flags = IBV_QPF_GRH_REQUIRED;
 	a.port_cap_flags2 = 0;
@@ -419,6 +419,8 @@ struct ibv_context *shca_latest_ibv_open_device(struct ibv_device *device)
 	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
 	sctx->vctx.sz = sizeof(struct verbs_context);
 	shca_context_fill_ops(sctx);
+	/* port events from now on, and the port's state kept current */
+	shca_device_link_attach(sctx);
 	shca_dbg("opened %s", device->name);
 	return ctx;
 
@@ -435,6 +437,7 @@ int shca_latest_ibv_close_device(struct ibv_context *context)
 {
 	struct shca_context *sctx = to_sctx(context);
 
+	shca_device_link_detach(sctx);
 	close(context->cmd_fd);
 	shca_event_queue_destroy(&sctx->async);
 	pthread_mutex_destroy(&context->mutex);

@@ -92,8 +92,12 @@ static void device_update(struct shca_device *dev, const struct shca_netif *nif)
 	unsigned int i;
 
 	pthread_mutex_lock(&dev->lock);
-	dev->ifindex = nif->ifindex;
-	dev->if_mtu = nif->mtu;
+	/* read without the lock on the data path (interface, MTU): written
+	 * only when they change, which a refresh of the list rarely sees */
+	if (dev->ifindex != nif->ifindex)
+		dev->ifindex = nif->ifindex;
+	if (dev->if_mtu != nif->mtu)
+		dev->if_mtu = nif->mtu;
 	dev->ngids = nif->naddrs;
 	for (i = 0; i < nif->naddrs; i++)
 		memcpy(dev->gids[i].raw, &nif->addrs[i].addr, 16);
@@ -253,6 +257,266 @@ enum ibv_mtu shca_device_active_mtu(struct shca_device *dev)
 	if (room >= 512)
 		return IBV_MTU_512;
 	return IBV_MTU_256;
+}
+
+/* ------------------------------------------------------------------ */
+/* The port's link                                                     */
+
+/*
+ * The port follows its interface as a RoCE port follows its netdev (rxe):
+ * ACTIVE while the interface is up with carrier (IFF_UP and IFF_LOWER_UP),
+ * DOWN otherwise, and every open context of the device is told of a
+ * change (IBV_EVENT_PORT_ERR, IBV_EVENT_PORT_ACTIVE).  What the data path
+ * does without carrier is the transport's business, not the port's.
+ *
+ * While this process has a context open, a link monitor (an rtnetlink
+ * socket on RTMGRP_LINK: no privilege needed) is watched by the engine
+ * thread and keeps every device's link_flags current, so ibv_query_port
+ * costs no system call.  With no monitor (none could be made, or a forked
+ * child that opened nothing yet) ibv_query_port asks the kernel each time.
+ *
+ * Locks, in this order: link_lock, devices_lock, a device's lock, a
+ * context's async event queue.
+ */
+static pthread_mutex_t link_lock = PTHREAD_MUTEX_INITIALIZER;
+static int link_fd = -1;	/* the monitor, link_pid's */
+static pid_t link_pid;		/* atomic: read without link_lock */
+static unsigned int link_users;	/* contexts attached in link_pid */
+
+static bool link_active(unsigned int flags)
+{
+	return (flags & IFF_UP) && (flags & IFF_LOWER_UP);
+}
+
+/* The kernel's flags for dev's interface: 0 (none when it is gone) or
+ * -errno. */
+static int link_query(struct shca_device *dev, unsigned int *flags)
+{
+	char name[IF_NAMESIZE];
+	unsigned int ifindex;
+	int ret;
+
+	pthread_mutex_lock(&dev->lock);
+	ifindex = dev->ifindex;
+	memcpy(name, dev->ifname, sizeof(name));
+	pthread_mutex_unlock(&dev->lock);
+	ret = shca_netif_link_flags(ifindex, name, flags);
+	if (ret == -ENODEV) {
+		*flags = 0;
+		ret = 0;
+	}
+	return ret;
+}
+
+/* dev's interface now has these flags: a change of state goes to its
+ * contexts (link_lock held). */
+static void link_set(struct shca_device *dev, unsigned int flags)
+{
+	struct shca_context *c;
+	bool now = link_active(flags), changed;
+
+	pthread_mutex_lock(&dev->lock);
+	changed = dev->link_known && link_active(dev->link_flags) != now;
+	dev->link_flags = flags;
+	dev->link_known = true;
+	for (c = dev->link_ctxs; changed && c; c = c->link_next)
+		shca_async_event(c, now ? IBV_EVENT_PORT_ACTIVE :
+					  IBV_EVENT_PORT_ERR,
+				 (void *)(uintptr_t)SHCA_PORT_NUM);
+	pthread_mutex_unlock(&dev->lock);
+	if (changed)
+		shca_info("%s: port %d %s", dev->ibdev.name, SHCA_PORT_NUM,
+			  now ? "active" : "down");
+}
+
+/* A link message from the monitor (engine thread, link_lock held). */
+static void link_update(const struct shca_netif_link *l, void *arg)
+{
+	struct shca_device *dev;
+
+	(void)arg;
+	pthread_mutex_lock(&devices_lock);
+	for (dev = devices; dev; dev = dev->next)
+		if (dev->ifindex == l->ifindex)
+			link_set(dev, l->flags);
+	pthread_mutex_unlock(&devices_lock);
+}
+
+/* The monitor overran and lost changes: every link afresh. */
+static void link_resync(void)
+{
+	struct shca_device *dev;
+	unsigned int flags;
+
+	pthread_mutex_lock(&devices_lock);
+	for (dev = devices; dev; dev = dev->next)
+		if (dev->link_known && !link_query(dev, &flags))
+			link_set(dev, flags);
+	pthread_mutex_unlock(&devices_lock);
+}
+
+/* Close the monitor (link_lock held); the devices' flags go stale. */
+static void link_stop(void)
+{
+	struct shca_device *dev;
+
+	if (link_fd >= 0) {
+		/* a forked child's copy is not in its engine's epoll set */
+		if (__atomic_load_n(&link_pid, __ATOMIC_RELAXED) ==
+		    shca_getpid())
+			shca_engine_unwatch(link_fd);
+		close(link_fd);
+		link_fd = -1;
+	}
+	pthread_mutex_lock(&devices_lock);
+	for (dev = devices; dev; dev = dev->next) {
+		pthread_mutex_lock(&dev->lock);
+		dev->link_known = false;
+		pthread_mutex_unlock(&dev->lock);
+	}
+	pthread_mutex_unlock(&devices_lock);
+}
+
+/* The engine thread: the monitor is readable. */
+static void on_link_event(int fd, uint32_t events, void *arg)
+{
+	int ret;
+
+	(void)events;
+	(void)arg;
+	pthread_mutex_lock(&link_lock);
+	/* an event fetched before link_stop closed the fd */
+	if (fd != link_fd) {
+		pthread_mutex_unlock(&link_lock);
+		return;
+	}
+	ret = shca_netif_link_read(fd, link_update, NULL);
+	if (ret == -ENOBUFS) {
+		shca_dbg("link monitor overran: reading the links afresh");
+		link_resync();
+	} else if (ret) {
+		/* not to be woken for it again and again: ibv_query_port
+		 * asks the kernel from now on */
+		shca_warn("link monitor: %s; no port events from now on",
+			  strerror(-ret));
+		link_stop();
+	}
+	pthread_mutex_unlock(&link_lock);
+}
+
+/* Open the monitor, in the engine (link_lock held).  0 or -errno. */
+static int link_start(void)
+{
+	int fd, ret;
+
+	ret = shca_engine_start();
+	if (ret)
+		return ret;
+	fd = shca_netif_link_monitor();
+	if (fd < 0)
+		return fd;
+	/* on_link_event waits for link_lock, so for link_fd */
+	ret = shca_engine_watch(fd, on_link_event, NULL);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	link_fd = fd;
+	return 0;
+}
+
+void shca_device_link_attach(struct shca_context *sctx)
+{
+	struct shca_device *dev = sctx->dev;
+	unsigned int flags;
+	bool known;
+	int ret;
+
+	pthread_mutex_lock(&link_lock);
+	if (__atomic_load_n(&link_pid, __ATOMIC_RELAXED) != shca_getpid()) {
+		/* the first context, or a forked child's first: the
+		 * parent's monitor and contexts are not this process's */
+		struct shca_device *d;
+
+		link_stop();
+		pthread_mutex_lock(&devices_lock);
+		for (d = devices; d; d = d->next) {
+			pthread_mutex_lock(&d->lock);
+			d->link_ctxs = NULL;
+			pthread_mutex_unlock(&d->lock);
+		}
+		pthread_mutex_unlock(&devices_lock);
+		link_users = 0;
+		__atomic_store_n(&link_pid, shca_getpid(), __ATOMIC_RELAXED);
+	}
+	if (link_fd < 0) {
+		ret = link_start();
+		if (ret)
+			shca_warn_once("no link monitor (%s): the ports report "
+				       "no events", strerror(-ret));
+	}
+	pthread_mutex_lock(&dev->lock);
+	known = dev->link_known;
+	pthread_mutex_unlock(&dev->lock);
+	/* the monitor first, then the flags: no change falls in between */
+	if (link_fd >= 0 && !known && !link_query(dev, &flags))
+		link_set(dev, flags);
+	pthread_mutex_lock(&dev->lock);
+	sctx->link_next = dev->link_ctxs;
+	dev->link_ctxs = sctx;
+	pthread_mutex_unlock(&dev->lock);
+	link_users++;
+	pthread_mutex_unlock(&link_lock);
+}
+
+void shca_device_link_detach(struct shca_context *sctx)
+{
+	struct shca_device *dev = sctx->dev;
+	struct shca_context **pp;
+	bool found = false;
+
+	pthread_mutex_lock(&link_lock);
+	pthread_mutex_lock(&dev->lock);
+	for (pp = &dev->link_ctxs; *pp; pp = &(*pp)->link_next)
+		if (*pp == sctx) {
+			*pp = sctx->link_next;
+			found = true;
+			break;
+		}
+	pthread_mutex_unlock(&dev->lock);
+	if (found &&
+	    __atomic_load_n(&link_pid, __ATOMIC_RELAXED) == shca_getpid() &&
+	    !--link_users)
+		link_stop();
+	pthread_mutex_unlock(&link_lock);
+}
+
+/*
+ * As rxe: LinkUp (5) when active; otherwise Polling (2) while the
+ * interface is up, waiting for carrier, and Disabled (3) when it is
+ * administratively down or gone.
+ */
+void shca_device_port_state(struct shca_device *dev,
+			    enum ibv_port_state *state, uint8_t *phys_state)
+{
+	unsigned int flags;
+	bool known;
+
+	pthread_mutex_lock(&dev->lock);
+	known = dev->link_known &&
+		__atomic_load_n(&link_pid, __ATOMIC_RELAXED) == shca_getpid();
+	flags = dev->link_flags;
+	pthread_mutex_unlock(&dev->lock);
+	/* cannot tell: active, as it always was */
+	if (!known && link_query(dev, &flags))
+		flags = IFF_UP | IFF_LOWER_UP;
+	if (link_active(flags)) {
+		*state = IBV_PORT_ACTIVE;
+		*phys_state = 5;
+	} else {
+		*state = IBV_PORT_DOWN;
+		*phys_state = (flags & IFF_UP) ? 2 : 3;
+	}
 }
 
 /* ------------------------------------------------------------------ */

@@ -1095,6 +1095,9 @@ int shca_destroy_qp(struct ibv_qp *ibqp)
 		return -EBUSY;
 
 	qp_table_remove(qp);
+	/* the net path's receive side (engine thread) found it by number:
+	 * wait until it is done with it */
+	shca_engine_quiesce();
 	/* no retry can run any more, and no execution is in progress */
 	shca_timer_cancel(&qp->retry_timer);
 	pthread_mutex_lock(&qp->exec_lock);

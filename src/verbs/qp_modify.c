@@ -29,6 +29,7 @@
 #include "shca.h"
 #include "../net/net.h"
 #include "../net/transport.h"
+#include "../common/env.h"
 #include "../common/slot.h"
 
 /* Attribute mask bits, short, for the table. */
@@ -320,11 +321,12 @@ static int check_values(const struct shca_qp *qp, const struct ibv_qp_attr *a,
 }
 
 /*
- * INIT -> RTR of a connected QP names its destination.  softhca reaches a
+ * INIT -> RTR of a connected QP names its destination and so its path: a
  * destination on this host (a GID of one of its interfaces, in this
- * network namespace) through the same-host path; other hosts need the net
- * path, which is not built yet: EOPNOTSUPP, said once in the log, rather
- * than a QP that would retry into the void.
+ * network namespace) is reached through the same-host path, other hosts
+ * through the net path (net/transport.c), and so is a process on this
+ * host that refuses CMA, and every destination under SOFTHCA_NET=1
+ * (common/env.h).  UD chooses per message (the AH, engine/requester.c).
  */
 static int check_destination(struct shca_qp *qp, const struct ibv_qp_attr *a,
 			     int mask, bool *use_net)
@@ -342,7 +344,7 @@ static int check_destination(struct shca_qp *qp, const struct ibv_qp_attr *a,
 		return ret;
 	if (qp->ibqp.qp_type == IBV_QPT_UD)
 		return 0;
-	if (!shca_gid_is_local(dgid)) {
+	if (shca_net_forced() || !shca_gid_is_local(dgid)) {
 		*use_net = true;
 		return 0;
 	}

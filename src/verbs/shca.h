@@ -86,6 +86,12 @@ struct shca_device {
 	uint64_t node_guid;		/* network order, as ibv_get_device_guid */
 	unsigned int ngids;
 	union ibv_gid gids[SHCA_NETIF_MAX_ADDRS];
+	/* the port follows the interface's link (device.c): its IFF_* flags
+	 * as the process's link monitor last saw them, while link_known,
+	 * and this process's contexts, told of changes */
+	bool link_known;
+	unsigned int link_flags;
+	struct shca_context *link_ctxs;
 	struct shca_device *next;	/* global list, never freed */
 };
 
@@ -109,6 +115,7 @@ struct shca_context {
 	pthread_mutex_t lock;		/* object lists and counts */
 	struct shca_event_queue async;
 	int npd, ncq, nqp, nsrq, nmr, nah;
+	struct shca_context *link_next;	/* dev->link_ctxs, under dev->lock */
 };
 
 struct shca_pd {
@@ -211,6 +218,8 @@ struct shca_conn;
  * are on the wire, [send_idx, assigned) were sent before and wait to be
  * sent again (go-back-N), from assigned on they have no PSN yet.
  */
+#define SHCA_NET_RD_MAX	64	/* READs answered at once (the window) */
+
 struct shca_net_qp {
 	bool on;			/* RC/UC: this QP talks over the net */
 	struct shca_conn *conn;		/* toward the destination */
@@ -236,6 +245,17 @@ struct shca_net_qp {
 		uint64_t orig;
 	} atomics[16];			/* replayed to duplicate requests */
 	unsigned int atomic_next;
+	/* READ responses being sent, in PSN order (transport.c rd_pump):
+	 * a few packets at a time, as the connection drains */
+	struct shca_net_read {
+		uint32_t psn;		/* of its first response */
+		uint32_t msn;
+		uint64_t va;
+		uint32_t rkey, len;
+		uint32_t sent;		/* packets sent */
+	} rd[SHCA_NET_RD_MAX];
+	unsigned int rd_head, rd_count;
+	struct shca_conn *rd_conn;	/* where they go */
 };
 
 /*
@@ -283,7 +303,7 @@ struct shca_ah {
 	struct ibv_ah ibah;
 	struct shca_pd *pd;
 	struct ibv_ah_attr attr;
-	bool local;			/* the destination is on this host */
+	bool local;			/* reached by the same-host path */
 };
 
 static inline struct shca_device *to_sdev(struct ibv_device *d)
@@ -367,6 +387,12 @@ int shca_device_gid_count(struct shca_device *dev);
 unsigned int shca_device_gid_tbl_len(struct shca_device *dev);
 enum ibv_mtu shca_device_active_mtu(struct shca_device *dev);
 uint64_t shca_sys_image_guid(struct shca_device *dev);
+/* The port's state and physical state (5 LinkUp, 2 Polling, 3 Disabled). */
+void shca_device_port_state(struct shca_device *dev,
+			    enum ibv_port_state *state, uint8_t *phys_state);
+/* A context opens and closes: PORT_ERR/PORT_ACTIVE reach it meanwhile. */
+void shca_device_link_attach(struct shca_context *sctx);
+void shca_device_link_detach(struct shca_context *sctx);
 
 /* context.c: open/close, queries, the ops tables */
 void shca_context_fill_ops(struct shca_context *sctx);

@@ -785,8 +785,8 @@ static void setup(void)
 	gid_v4(&fz.peer_gid, 0x7f000002);
 	gid_v4(&fz.other_gid, 0x7f000003);
 	gid_v4(&fz.mgid, FUZZ_NET_MCAST_V4);
-	fz.conn = shca_net_conn_get(fz.peer_gid.raw, fz.port);
-	fz.other = shca_net_conn_get(fz.other_gid.raw, fz.port);
+	fz.conn = shca_net_conn_get(fz.peer_gid.raw, fz.port, 0);
+	fz.other = shca_net_conn_get(fz.other_gid.raw, fz.port, 0);
 	CHECK(fz.conn && fz.other);
 
 	fz.rc = create_qp(IBV_QPT_RC, NULL);

@@ -7,8 +7,7 @@
 #  - one rdma_cm listener in a taking connections from b and c at once
 #    (ucmatose);
 #  - mckey with two receivers (a and c) and a sender (b).
-# Until the net path lands, every cross-namespace check here fails; each
-# process is bounded in time.
+# Each process is bounded in time.
 # Environment: SOFTHCA_BUILD (default: the source tree's build/), the
 # libraries in $SOFTHCA_BUILD/lib.  Root only (77 otherwise).
 # shellcheck source=tests/netns/lib.sh
@@ -80,6 +79,18 @@ listening() {
 	ns=$(netns_name "$1") || return 1
 	for ((n = $3 * 10; n > 0; n--)); do
 		[ -n "$(ip netns exec "$ns" ss -Hltn "sport = :$2" 2>/dev/null)" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# udp_bound HOST PORT SECONDS: wait (bounded) until a UDP socket in HOST is
+# bound to PORT
+udp_bound() {
+	local ns n
+	ns=$(netns_name "$1") || return 1
+	for ((n = $3 * 10; n > 0; n--)); do
+		[ -n "$(ip netns exec "$ns" ss -Huan "sport = :$2" 2>/dev/null)" ] && return 0
 		sleep 0.1
 	done
 	return 1
@@ -185,14 +196,14 @@ if both_ok "ucmatose: a's listener, client c" ucm-srv ucm-c; then
 fi
 
 # --- multicast: two receivers, one sender ------------------------------
-# KNOWN FAILURE (issue 5 note): multicast to other hosts is off in softhca
-# for now; SOFTHCA_NET_KNOWN=1 runs these checks.
-if [ "${SOFTHCA_NET_KNOWN:-0}" = 1 ]; then
-# The receivers join first (a UDP port: nothing to wait for but time); the
-# sender waits 3 s after joining before it sends its 10 messages.
+# The receivers join first: softhca binds UDP port 4791 (RoCE v2's) just
+# before it joins the IP group on the device's interface.  The sender
+# starts once both are bound and waits 3 s after joining before it sends
+# its 10 messages, one IP multicast datagram each.
 bg mc-a a 30 mckey -m 239.7.7.2 -b "${IP[a]}" -C 10
 bg mc-c c 30 mckey -m 239.7.7.2 -b "${IP[c]}" -C 10
-sleep 1
+udp_bound a 4791 20 || true
+udp_bound c 4791 20 || true
 bg mc-b b 30 mckey -m 239.7.7.2 -b "${IP[b]}" -s -C 10
 reap mc-b mc-a mc-c
 for h in a c; do
@@ -203,9 +214,6 @@ for h in a c; do
 done
 check "mckey: sender b joined ::ffff:239.7.7.2" \
 	grep -q 'joined dgid: ::ffff:239\.7\.7\.2' "$NETNS_T/mc-b.out"
-else
-	echo "known failure, not run: mckey with receivers in a and c (SOFTHCA_NET_KNOWN=1 runs it)"
-fi
 
 echo "$(basename "$0"): $((SECONDS - started)) s"
 finish
