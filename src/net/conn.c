@@ -76,6 +76,8 @@ struct shca_conn {
 	size_t rlen;
 	bool expect;			/* shca_net_expect: expect_qpn's */
 	uint32_t expect_qpn;
+	bool placing;			/* frames were placed: read little
+					 * before the next placement */
 	struct shca_conn *next;
 };
 
@@ -902,6 +904,9 @@ void shca_net_expect(struct shca_conn *c, uint32_t qpn)
 }
 
 #define PLACE_MAX	32		/* frames per recvmsg */
+/* What is read the usual way between placements: the end of one WRITE and
+ * the start of the next, not the next one whole (it would be copied) */
+#define PLACE_GAP	(2 * (FRAME_HDR + MAX_PKT))
 
 /* Frame j of a placement: its length word and BTH as expected? */
 static bool place_match(const unsigned char *h, const struct shca_net_place *p,
@@ -938,6 +943,7 @@ static int read_placed(struct shca_conn *c)
 	__atomic_load_n(&place_fn, __ATOMIC_ACQUIRE)(c, c->expect_qpn, &p);
 	k = MIN(p.count, (uint32_t)PLACE_MAX);
 	fsz = FL + (size_t)p.mtu;
+	c->placing = false;
 	if (k < 2 || k * fsz > RBUF_SIZE || pre >= fsz ||
 	    (pre >= FL && !place_match(c->rbuf, &p, 0)))
 		return 0;
@@ -969,6 +975,7 @@ static int read_placed(struct shca_conn *c)
 	       place_match(hb[good], &p, good))
 		good++;
 	if (good) {
+		c->placing = true;
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_RCVD_PKTS, good);
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_RCVD_BYTES,
 			      (uint64_t)good * (SHCA_BTH_LEN + p.mtu));
@@ -1020,7 +1027,9 @@ static void conn_read(struct shca_conn *c)
 				continue;
 			}
 		}
-		n = recv(c->fd, c->rbuf + c->rlen, RBUF_SIZE - c->rlen, 0);
+		n = recv(c->fd, c->rbuf + c->rlen,
+			 c->placing ? MIN(RBUF_SIZE - c->rlen, PLACE_GAP) :
+				      RBUF_SIZE - c->rlen, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
@@ -1034,6 +1043,8 @@ static void conn_read(struct shca_conn *c)
 			conn_close(c);
 			return;
 		}
+		if (!c->expect)
+			c->placing = false;
 	}
 }
 

@@ -39,6 +39,7 @@
 #define MAX_IOV		64
 #define COPY_BELOW	512		/* payloads copied rather than referenced */
 #define HDR_MAX		64
+#define PLACE_MIN	8		/* middle packets worth a placement */
 
 /* The QP's counters, or the process's for what reached no QP. */
 static struct shca_stat_block *qp_stats(struct shca_qp *qp)
@@ -1109,7 +1110,8 @@ static void place_where(struct shca_conn *c, uint32_t qpn,
 	n = write_middles_left(qp);
 	if (!shca_qp_state_can_receive(qp->attr.qp_state) ||
 	    shca_qp_shm_failing(qp->shm) || !qp->net.rx_active ||
-	    !qp->net.rx_write || n < 2 || qp->ibqp.qp_type != IBV_QPT_RC ||
+	    !qp->net.rx_write || n < PLACE_MIN ||
+	    qp->ibqp.qp_type != IBV_QPT_RC ||
 	    !(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE))
 		goto out;
 	va = qp->net.rx_va + qp->net.rx_len;
@@ -1154,7 +1156,7 @@ static void place_done(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 		qp->net.epsn = shca_psn_add(psn, n);
 		qp->net.rx_len += (uint64_t)n * mtu;
 		qp->net.nak_sent = false;
-		if (write_middles_left(qp) >= 2)
+		if (write_middles_left(qp) >= PLACE_MIN)
 			shca_net_expect(c, qpn);
 	} else {
 		/* as for any packet out of place: the requester sends it
@@ -1203,7 +1205,7 @@ static void write_packet(struct shca_conn *c, struct shca_qp *qp,
 	    res.status == IBV_WC_SUCCESS) {
 		qp->net.rx_len = off + m->payload_len;
 		qp->net.rx_active = true;
-		if (write_middles_left(qp) >= 2)
+		if (write_middles_left(qp) >= PLACE_MIN)
 			shca_net_expect(c, qp->ibqp.qp_num);
 		return;
 	}
