@@ -198,6 +198,7 @@ void shca_net_qp_rts(struct shca_qp *qp)
 	qp->net.next_psn = qp->attr.sq_psn;
 	qp->net.send_idx = qp->net.assigned = qp->sq.head;
 	qp->net.send_pkt = 0;
+	qp->net.rd_gap = false;
 }
 
 void shca_net_qp_stop(struct shca_qp *qp, bool reset)
@@ -271,13 +272,17 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 	m.dqpn = qp->attr.dest_qp_num;
 	m.psn = shca_psn_add(psn0, k);
 	switch (op) {
-	case IBV_WR_RDMA_READ:
+	case IBV_WR_RDMA_READ: {
+		/* asked again from response k on: the rest of the range */
+		uint64_t off = MIN((uint64_t)k * mtu, len);
+
 		m.opcode = SHCA_OP_RC_RDMA_READ_REQUEST;
-		m.va = w->wr.wr.rdma.remote_addr;
+		m.va = w->wr.wr.rdma.remote_addr + off;
 		m.rkey = w->wr.wr.rdma.rkey;
-		m.dma_len = (uint32_t)len;
+		m.dma_len = (uint32_t)(len - off);
 		m.ackreq = true;
 		break;
+	}
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		m.opcode = op == IBV_WR_ATOMIC_CMP_AND_SWP ?
@@ -377,9 +382,13 @@ static void go_back(struct shca_qp *qp, uint32_t idx, uint32_t psn)
 	if (!w)
 		return;
 	qp->net.send_idx = idx;
-	/* a READ is asked for again whole: what arrived is kept */
-	qp->net.send_pkt = wqe_needs_resp(w) ? 0 :
-			   (uint32_t)shca_psn_diff(psn, w->psn);
+	/* a READ is asked for again from its first response that did not
+	 * arrive (what did is kept), an atomic whole */
+	if (w->wr.opcode == IBV_WR_RDMA_READ)
+		qp->net.send_pkt = w->nrecv;
+	else
+		qp->net.send_pkt = wqe_needs_resp(w) ? 0 :
+				   (uint32_t)shca_psn_diff(psn, w->psn);
 	count(qp, SHCA_STAT_RETRANS_PKTS);
 }
 
@@ -436,8 +445,8 @@ static void rc_send_window(struct shca_qp *qp)
 			qp->net.assigned++;
 		}
 		if (wqe_needs_resp(w)) {
-			ret = send_packet(qp, w, iov, niov, len, w->psn, 0,
-					  false);
+			ret = send_packet(qp, w, iov, niov, len, w->psn,
+					  qp->net.send_pkt, false);
 		} else {
 			for (k = qp->net.send_pkt; k < w->npsn && !ret; k++) {
 				ret = send_packet(qp, w, iov, niov, len,
@@ -616,8 +625,23 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 		implied_acks(qp, m->psn, false);
 		w = shca_sq_first(qp, &head, &tail);
 		progress = head != h0;
-		if (!w || !wqe_needs_resp(w) || !wqe_has_psn(w, m->psn) ||
-		    m->psn != shca_psn_add(w->psn, w->nrecv)) {
+		if (w && w->wr.opcode == IBV_WR_RDMA_READ &&
+		    wqe_has_psn(w, m->psn) &&
+		    shca_psn_gt(m->psn, shca_psn_add(w->psn, w->nrecv))) {
+			uint32_t want = shca_psn_add(w->psn, w->nrecv);
+
+			/* a response before this one was lost: ask again from
+			 * it now (IBA 9.7.5.1.4, an implied NAK), once per
+			 * gap, rather than when the ACK timer expires */
+			if (!qp->net.rd_gap || qp->net.rd_gap_psn != want) {
+				qp->net.rd_gap = true;
+				qp->net.rd_gap_psn = want;
+				count(qp, SHCA_STAT_RCVD_SEQ_ERR);
+				go_back(qp, head, want);
+			}
+		} else if (!w || !wqe_needs_resp(w) ||
+			   !wqe_has_psn(w, m->psn) ||
+			   m->psn != shca_psn_add(w->psn, w->nrecv)) {
 			count(qp, SHCA_STAT_DUPLICATE_REQUEST);
 		} else if (m->op->mask & SHCA_OPM_ATOMIC_ACK) {
 			struct iovec iov[MAX_IOV];
@@ -641,14 +665,17 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 			bool first = k == 0, last = k + 1 == w->npsn;
 			uint32_t mask = m->op->mask;
 
-			/* the response's position must match ours */
-			if (!!(mask & SHCA_OPM_FIRST) != first ||
+			/* the response's position must match ours (a READ
+			 * asked again from response k starts with a FIRST
+			 * there) */
+			if ((first && !(mask & SHCA_OPM_FIRST)) ||
 			    !!(mask & SHCA_OPM_LAST) != last ||
 			    !place_read(qp, w, m, k)) {
 				count(qp, SHCA_STAT_DROPPED_PKTS);
 				return;
 			}
 			w->nrecv++;
+			qp->net.rd_gap = false;
 			if (last)
 				complete_head(qp, w, IBV_WC_SUCCESS,
 					      (uint32_t)shca_wqe_length(w));

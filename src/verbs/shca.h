@@ -229,6 +229,8 @@ struct shca_net_qp {
 	uint32_t assigned;
 	bool rnr_wait;			/* sitting out an RNR NAK */
 	uint32_t rnr_idx;
+	bool rd_gap;			/* READ asked again from rd_gap_psn */
+	uint32_t rd_gap_psn;
 	/* responder */
 	uint32_t epsn, msn;
 	bool nak_sent;			/* PSN sequence NAK not yet answered */

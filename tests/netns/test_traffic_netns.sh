@@ -39,19 +39,25 @@ unset LD_PRELOAD RDMAV_DRIVERS IBV_DRIVERS SHCA_TEST_NETNS_DEV
 # each run: its binary, its GIDs, the bound of the run (s) and of each of
 # its cases (TEST_TIMEOUT), what a's veth0 carries at least in a run of
 # every case (the matrix moves ~30 MB, the errors ~35 KB)
-declare -A BIN=([matrix]=matrix [errors]=errors [matrix6]=matrix)
-declare -A GID=([matrix]=ipv4 [errors]=ipv4 [matrix6]=ipv6)
-declare -A SECS=([matrix]=240 [errors]=600 [matrix6]=240)
-declare -A CASE_SECS=([matrix]=90 [errors]=25 [matrix6]=90)
+declare -A BIN=([matrix]=matrix [errors]=errors [matrix6]=matrix
+		[rcfaults]=matrix)
+declare -A GID=([matrix]=ipv4 [errors]=ipv4 [matrix6]=ipv6 [rcfaults]=ipv4)
+declare -A SECS=([matrix]=240 [errors]=600 [matrix6]=240 [rcfaults]=240)
+declare -A CASE_SECS=([matrix]=90 [errors]=25 [matrix6]=90 [rcfaults]=150)
 declare -A MIN_BYTES=([matrix]=$((8 << 20)) [errors]=$((8 << 10))
-		      [matrix6]=$((8 << 20)))
+		      [matrix6]=$((8 << 20)) [rcfaults]=$((8 << 20)))
+# rcfaults: the RC matrix (every opcode, size to 1 MiB, SGEs, inline, all
+# checked) with faults in both processes: RC must hide them all (go-back-N,
+# READs asked again from a lost response, duplicates answered again)
+declare -A FAULTS_OF=([rcfaults]=drop=0.02,dup=0.02,reorder=0.02,delay=0.01,delay_ms=2,seed=5)
+declare -A CASES_OF=([rcfaults]=rc_two_process)
 # the watchdog outlives the runs (ctest's TIMEOUT for this test: 1200)
 export NETNS_WATCHDOG=${NETNS_WATCHDOG:-1150}
 
 case ${1:-} in
-"") RUNS=(matrix errors matrix6) ;;
-matrix|errors|matrix6) RUNS=("$1"); shift ;;
-*) echo "usage: $0 [matrix|errors|matrix6 [CASE...]]" >&2; exit 2 ;;
+"") RUNS=(matrix errors matrix6 rcfaults) ;;
+matrix|errors|matrix6|rcfaults) RUNS=("$1"); shift ;;
+*) echo "usage: $0 [matrix|errors|matrix6|rcfaults [CASE...]]" >&2; exit 2 ;;
 esac
 CASES=("$@")
 for r in "${RUNS[@]}"; do
@@ -85,14 +91,19 @@ run() {
 	local n_ok=0 n_fail=0 n_skip=0 last="" oneproc=() reason="" t0=$SECONDS
 	local bytes0 bytes min
 	local secs=${SECS[$1]} bin=traffic_test_${BIN[$1]} gid=${GID[$1]}
+	local faults=${FAULTS_OF[$1]:-} cases=("${CASES[@]}")
 
+	[ "${#cases[@]}" -gt 0 ] || [ -z "${CASES_OF[$1]:-}" ] ||
+		cases=("${CASES_OF[$1]}")
 	echo "--- $name: $bin, requester in $NS_A, responder in $NS_B, $gid GIDs" \
-		"(bounded: ${secs} s, ${CASE_SECS[$name]} s a case)"
+		"(bounded: ${secs} s, ${CASE_SECS[$name]} s a case)" \
+		"${faults:+, SOFTHCA_FAULTS=$faults}"
 	bytes0=$(veth_bytes a)
 	NETNS_EXEC_TIMEOUT=$secs netns_exec a env \
 		SHCA_TEST_NETNS_A="$NS_A" SHCA_TEST_NETNS_B="$NS_B" \
 		SHCA_TEST_NETNS_GID="$gid" TEST_TIMEOUT="${CASE_SECS[$name]}" \
-		"$TESTS/$bin" "${CASES[@]}" </dev/null >"$out" 2>&1
+		${faults:+SOFTHCA_FAULTS=$faults} \
+		"$TESTS/$bin" "${cases[@]}" </dev/null >"$out" 2>&1
 	rc=$?
 	: >"$blk"
 	while IFS= read -r line; do
