@@ -306,14 +306,15 @@ static int link_flags_netlink(unsigned int ifindex, unsigned int *flags)
 	for (;;) {
 		struct shca_netif_link l;
 		struct nlmsghdr *nh;
-		int len, r;
+		unsigned int len;	/* NLMSG_OK compares it with __u32 */
+		int r;
 
 		n = link_recv(fd, buf, MSG_DONTWAIT);
 		if (n < 0) {
 			ret = (int)n;
 			goto out;
 		}
-		len = (int)n;
+		len = (unsigned int)n;
 		for (nh = &buf->nh; NLMSG_OK(nh, len);
 		     nh = NLMSG_NEXT(nh, len)) {
 			if (nh->nlmsg_seq != req.nh.nlmsg_seq)
@@ -361,13 +362,13 @@ int shca_netif_link_read(int fd,
 		struct shca_netif_link l;
 		struct nlmsghdr *nh;
 		ssize_t n = link_recv(fd, &buf, MSG_DONTWAIT);
-		int len;
+		unsigned int len;	/* NLMSG_OK compares it with __u32 */
 
 		if (n == -EAGAIN)
 			return 0;
 		if (n < 0)
 			return (int)n;
-		len = (int)n;
+		len = (unsigned int)n;
 		for (nh = &buf.nh; NLMSG_OK(nh, len); nh = NLMSG_NEXT(nh, len))
 			if (link_parse(nh, &l) == 1)
 				fn(&l, arg);
