@@ -674,8 +674,13 @@ int shca_net_send(struct shca_conn *c, const void *hdr, size_t hlen,
 	}
 	if (!(flags & SHCA_NET_MORE) || c->queued > (1u << 20))
 		flush_unless_full(c);
-	if (reset)
+	if (reset) {
+		/* the connection breaks after this packet: what was queued
+		 * before it went out (as far as the socket takes it), not
+		 * the whole window with it */
+		flush_locked(c);
 		conn_fail(c);
+	}
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
