@@ -44,6 +44,7 @@
 struct chunk {
 	struct chunk *next;
 	void *owned;
+	uint32_t qpn;			/* whose payload it references (0: none) */
 	size_t len, off;		/* bytes in all, bytes written */
 	int niov;
 	struct iovec *iov;		/* [0]: frame and IB headers */
@@ -499,6 +500,7 @@ static struct chunk *chunk_make(const void *hdr, size_t hlen,
 	p = (unsigned char *)(k->iov + niov + 1);
 	k->next = NULL;
 	k->owned = owned;
+	k->qpn = 0;
 	k->off = 0;
 	k->len = FRAME_HDR + hlen + plen + pad;
 	{
@@ -622,9 +624,9 @@ static bool fault_take(struct shca_conn *c, struct chunk *k, bool *dup,
 	return false;
 }
 
-int shca_net_send(struct shca_conn *c, const void *hdr, size_t hlen,
-		  const struct iovec *pl, int npl, unsigned int flags,
-		  void *owned)
+int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
+		  size_t hlen, const struct iovec *pl, int npl,
+		  unsigned int flags, void *owned)
 {
 	bool copy = flags & SHCA_NET_COPY;
 	size_t plen = 0;
@@ -640,12 +642,14 @@ int shca_net_send(struct shca_conn *c, const void *hdr, size_t hlen,
 	}
 	/* faults move packets in time: they need their own copy; so does a
 	 * payload in more pieces than a write takes */
-	k = chunk_make(hdr, hlen, pl, npl, plen,
-		       copy || faults.on || npl > SHCA_MAX_NET_IOV, owned);
+	copy = copy || faults.on || npl > SHCA_MAX_NET_IOV;
+	k = chunk_make(hdr, hlen, pl, npl, plen, copy, owned);
 	if (!k) {
 		free(owned);
 		return -ENOMEM;
 	}
+	if (!copy && plen)
+		k->qpn = qpn;
 	pthread_mutex_lock(&c->lock);
 	if (c->state == CONN_DOWN && !c->incoming)
 		ret = connect_locked(c);
@@ -683,6 +687,69 @@ int shca_net_send(struct shca_conn *c, const void *hdr, size_t hlen,
 	}
 	pthread_mutex_unlock(&c->lock);
 	return 0;
+}
+
+/*
+ * The chunk's payload, which it references, copied into memory of its own
+ * (the bytes not yet written).  false: out of memory.  c->lock held.
+ */
+static bool chunk_own(struct chunk *k)
+{
+	size_t skip = k->off, n = 0;
+	unsigned char *b, *d;
+	int i;
+
+	for (i = 1; i < k->niov; i++)
+		n += k->iov[i].iov_len;
+	b = malloc(n ? n : 1);
+	if (!b)
+		return false;
+	d = b;
+	skip = skip > k->iov[0].iov_len ? skip - k->iov[0].iov_len : 0;
+	for (i = 1; i < k->niov; i++) {
+		size_t l = k->iov[i].iov_len;
+
+		if (skip < l)
+			memcpy(d + skip, (char *)k->iov[i].iov_base + skip,
+			       l - skip);
+		skip = skip > l ? skip - l : 0;
+		k->iov[i].iov_base = d;
+		d += l;
+	}
+	free(k->owned);
+	k->owned = b;
+	k->qpn = 0;
+	return true;
+}
+
+void shca_net_forget(struct shca_conn *c, uint32_t qpn)
+{
+	struct chunk **pp, *k;
+
+	pthread_mutex_lock(&c->lock);
+	for (pp = &c->head; (k = *pp);) {
+		if (k->qpn != qpn) {
+			pp = &k->next;
+			continue;
+		}
+		if (!k->off) {
+			/* not begun: dropped */
+			*pp = k->next;
+			c->queued -= k->len;
+			chunk_free(k);
+			continue;
+		}
+		/* begun: the stream needs the rest, from memory of its own */
+		if (!chunk_own(k)) {
+			conn_fail(c);	/* out of memory: the stream is lost */
+			break;
+		}
+		pp = &k->next;
+	}
+	c->tail = NULL;
+	for (k = c->head; k; k = k->next)
+		c->tail = k;
+	pthread_mutex_unlock(&c->lock);
 }
 
 void shca_net_flush(struct shca_conn *c)
@@ -1083,6 +1150,11 @@ static void conn_event(int fd, uint32_t events, void *arg)
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
 		if (c->state == CONN_CLOSING || (events & EPOLLERR &&
 						 !(events & EPOLLIN))) {
+			/* a write failed (the peer is gone): what it sent
+			 * before it went is still handed up, the ACK of its
+			 * last message perhaps */
+			if (c->state == CONN_CLOSING && (events & EPOLLIN))
+				conn_read(c);
 			conn_close(c);
 			return;
 		}

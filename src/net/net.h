@@ -82,9 +82,15 @@ enum {
  * later).  What the receive function sends on the connection a packet came
  * from is written once the received batch is handed up.
  */
-int shca_net_send(struct shca_conn *c, const void *hdr, size_t hlen,
-		  const struct iovec *pl, int npl, unsigned int flags,
-		  void *owned);
+int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
+		  size_t hlen, const struct iovec *pl, int npl,
+		  unsigned int flags, void *owned);
+/*
+ * QP qpn is destroyed or in error: its packets still queued on c that
+ * reference the application's memory (which it may free now) are dropped,
+ * or, if partly written already, given a copy of their own.
+ */
+void shca_net_forget(struct shca_conn *c, uint32_t qpn);
 /*
  * Direct placement (engine thread).  The middle packets of an RDMA WRITE
  * need no gathering: their payloads may be received from the socket

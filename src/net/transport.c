@@ -77,7 +77,8 @@ static int qp_send(struct shca_qp *qp, struct shca_conn *c, const void *hdr,
 
 	for (i = 0; i < npl; i++)
 		bytes += pl[i].iov_len;
-	ret = shca_net_send(c, hdr, hlen, pl, npl, flags, owned);
+	ret = shca_net_send(c, qp ? qp->ibqp.qp_num : 0, hdr, hlen, pl, npl,
+			    flags, owned);
 	if (!ret)
 		count_pkts(qp, true, 1, bytes);
 	return ret;
@@ -203,6 +204,9 @@ void shca_net_qp_rts(struct shca_qp *qp)
 
 void shca_net_qp_stop(struct shca_qp *qp, bool reset)
 {
+	/* what it queued and the application may free now goes */
+	if (qp->net.conn)
+		shca_net_forget(qp->net.conn, qp->ibqp.qp_num);
 	qp->net.send_idx = qp->net.assigned = qp->sq.head;
 	qp->net.send_pkt = 0;
 	qp->net.rnr_wait = false;

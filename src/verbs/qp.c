@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "../common/slot.h"
+#include "../net/net.h"
 #include "shca.h"
 
 #define QPT(t)		(1u << (t))
@@ -1102,6 +1103,9 @@ int shca_destroy_qp(struct ibv_qp *ibqp)
 	shca_timer_cancel(&qp->retry_timer);
 	pthread_mutex_lock(&qp->exec_lock);
 	pthread_mutex_unlock(&qp->exec_lock);
+	/* packets it queued reference memory the application frees next */
+	if (qp->net.conn)
+		shca_net_forget(qp->net.conn, qp->ibqp.qp_num);
 	/* undelivered events go; delivered ones must be acknowledged */
 	shca_async_forget(sctx, qp);
 	pthread_mutex_lock(&ibqp->mutex);
