@@ -238,7 +238,8 @@ static enum ibv_wc_status prepare(struct shca_qp *qp,
 			memset(&sgid, 0, sizeof(sgid));
 		shca_build_grh(grh, &sgid, &ah->attr.grh, x->length);
 		x->grh = grh;
-		/* another host (or CMA refused): the net path */
+		/* the net path unless the AH is local (ah.c: not another
+		 * host, not SOFTHCA_NET=1), and when CMA is refused */
 		*peer = ah->local && x->dest_qpn != 0xffffff ?
 				shca_peer_get(shca_qpn_slot(x->dest_qpn)) :
 				NULL;
@@ -251,14 +252,18 @@ static enum ibv_wc_status prepare(struct shca_qp *qp,
 	return IBV_WC_SUCCESS;
 }
 
-/* UD multicast: every QP of the host attached to the group gets a copy. */
-static void send_multicast(struct shca_qp *qp, const struct shca_send_wqe *w,
+/* UD multicast: every QP attached to the group gets a copy, on this host
+ * (the host table) and on others (IP multicast). */
+static void send_multicast(struct shca_qp *qp, struct shca_send_wqe *w,
 			   struct shca_xfer *x)
 {
 	struct shca_mcast_member m[64];
 	struct shca_ah *ah = to_sah(w->wr.wr.ud.ah);
 	int n, i;
 
+	/* other hosts' members: one IP multicast datagram, sent without
+	 * loopback (this host's members get theirs below, once) */
+	shca_net_ud_send(qp, w, x);
 	n = shca_host_mcast_members(&ah->attr.grh.dgid, m, 64);
 	for (i = 0; i < n; i++) {
 		struct shca_peer *p = shca_peer_get(m[i].slot);
@@ -319,6 +324,13 @@ static void qp_retry_timer(struct shca_timer *t)
 	shca_sq_execute(qp);
 }
 
+/* One more of a QP's counters (`softhca stat`), as the net path counts. */
+static void qp_count(struct shca_qp *qp, enum shca_stat s)
+{
+	if (qp->shm)
+		shca_stat_add(&qp->shm->stats, s, 1);
+}
+
 /* The QP's send queue; call with qp->exec_lock held. */
 static void execute_locked(struct shca_qp *qp)
 {
@@ -353,8 +365,7 @@ static void execute_locked(struct shca_qp *qp)
 		}
 		if (qp->ibqp.qp_type == IBV_QPT_UD &&
 		    x.dest_qpn == 0xffffff) {
-			/* this host's members only: IP multicast to other
-			 * hosts is not working yet (issue 5 note) */
+			/* this host's members and other hosts' */
 			send_multicast(qp, w, &x);
 			res.outcome = SHCA_XFER_DONE;
 			res.status = IBV_WC_SUCCESS;
@@ -375,8 +386,11 @@ static void execute_locked(struct shca_qp *qp)
 
 		switch (res.outcome) {
 		case SHCA_XFER_RNR:
+			/* the responder had no receive WQE: an RNR NAK */
+			qp_count(qp, SHCA_STAT_RCVD_RNR_ERR);
 			if (qp->attr.rnr_retry != 7 &&
 			    qp->head_rnr_retries++ >= qp->attr.rnr_retry) {
+				qp_count(qp, SHCA_STAT_RETRY_RNR_EXCEEDED_ERR);
 				res.status = IBV_WC_RNR_RETRY_EXC_ERR;
 				break;
 			}
@@ -385,6 +399,10 @@ static void execute_locked(struct shca_qp *qp)
 				       1000ull * rnr_timer_us[res.rnr_timer & 31]);
 			return;
 		case SHCA_XFER_NO_RESPONSE:
+			/* what a NIC learns when its ACK timer expires: one
+			 * per try, retry_cnt + 1 before RETRY_EXC_ERR, as on
+			 * the net path */
+			qp_count(qp, SHCA_STAT_LOCAL_ACK_TIMEOUT);
 			if (!shca_ack_timeout_ns(qp->attr.timeout)) {
 				/* timeout 0 is infinite: wait for ever,
 				 * checking now and then */
@@ -393,6 +411,7 @@ static void execute_locked(struct shca_qp *qp)
 				return;
 			}
 			if (qp->head_retries++ >= qp->attr.retry_cnt) {
+				qp_count(qp, SHCA_STAT_RETRY_EXCEEDED_ERR);
 				res.status = IBV_WC_RETRY_EXC_ERR;
 				break;
 			}

@@ -23,7 +23,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "../common/log.h"
@@ -795,6 +797,16 @@ __attribute__((destructor)) static void conn_exit_flush(void)
 			if (!c->head || c->state != CONN_UP || now >= end)
 				break;
 			poll(&pf, 1, (int)((end - now) / 1000000 + 1));
+		}
+		/* and until the peer's kernel has it: a process that exits
+		 * with data unread resets its connections, and what its own
+		 * kernel had not sent yet is lost with them */
+		while (c->state == CONN_UP && !c->head && shca_now_ns() < end) {
+			int unacked = 0;
+
+			if (ioctl(c->fd, SIOCOUTQ, &unacked) || !unacked)
+				break;
+			poll(NULL, 0, 1);
 		}
 		pthread_mutex_unlock(&c->lock);
 	}

@@ -9,6 +9,11 @@
  * sleeps in poll() until an event comes, as rdma-core's read of
  * /dev/infiniband/rdma_cm does.
  *
+ * A thread asleep in rdma_get_cm_event when the channel is destroyed (a
+ * CM thread the application does not stop, rping's) sleeps on for good,
+ * as one in rdma-core's read of the closed rdma_cm fd does: the channel,
+ * its memory and its fd, stays for it.
+ *
  * Event accounting follows the kernel's ucma and rdma-core: an event
  * counts against its owner (the listener for CONNECT_REQUEST) when it is
  * retrieved, and again when it is acked; rdma_destroy_id, rdma_migrate_id
@@ -84,7 +89,7 @@ void cm_channel_put(struct cm_channel *ch)
 {
 	struct cm_event *ev;
 
-	if (!ch || --ch->nids > 0 || !ch->destroyed)
+	if (!ch || --ch->nids > 0 || !ch->destroyed || ch->waiters)
 		return;
 	while ((ev = ch->head)) {
 		ch->head = ev->next;
@@ -344,6 +349,16 @@ static bool fd_nonblocking(int fd)
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
+/* A thread whose channel was destroyed while it slept: it sleeps for
+ * good (signals interrupt it; it goes back to sleep).  cm_lock held. */
+static void __attribute__((noreturn)) sleep_for_good(struct cm_channel *ch)
+{
+	ch->waiters++;		/* the channel stays, for this thread */
+	pthread_mutex_unlock(&cm_lock);
+	for (;;)
+		poll(NULL, 0, -1);
+}
+
 /* rdma_get_cm_event without the init check: cm_lock not held. */
 int cm_get_event(struct cm_channel *ch, struct rdma_cm_event **event)
 {
@@ -351,6 +366,9 @@ int cm_get_event(struct cm_channel *ch, struct rdma_cm_event **event)
 
 	pthread_mutex_lock(&cm_lock);
 	for (;;) {
+		struct pollfd p = { .fd = ch->ch.fd, .events = POLLIN };
+		int ret = 0;
+
 		ev = channel_pop(ch);
 		if (ev) {
 			if (event_process(ev))
@@ -359,16 +377,24 @@ int cm_get_event(struct cm_channel *ch, struct rdma_cm_event **event)
 			free(ev);
 			continue;
 		}
-		pthread_mutex_unlock(&cm_lock);
-		if (fd_nonblocking(ch->ch.fd))
+		if (fd_nonblocking(ch->ch.fd)) {
+			pthread_mutex_unlock(&cm_lock);
 			return -EAGAIN;
-		{
-			struct pollfd p = { .fd = ch->ch.fd, .events = POLLIN };
-
-			if (poll(&p, 1, -1) < 0 && errno != EINTR)
-				return -errno;
 		}
+		/* asleep, this thread keeps the channel (and its fd) from
+		 * rdma_destroy_event_channel */
+		ch->waiters++;
+		pthread_mutex_unlock(&cm_lock);
+		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+			ret = -errno;
 		pthread_mutex_lock(&cm_lock);
+		ch->waiters--;
+		if (ch->destroyed && !ch->nids)
+			sleep_for_good(ch);
+		if (ret) {
+			pthread_mutex_unlock(&cm_lock);
+			return ret;
+		}
 	}
 	pthread_mutex_unlock(&cm_lock);
 	*event = &ev->event;
@@ -406,7 +432,8 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 		return;
 	ch = to_cm_channel(channel);
 	pthread_mutex_lock(&cm_lock);
-	/* ids still on it keep it until they go: no write to a closed fd */
+	/* ids still on it keep it until they go: no write to a closed fd;
+	 * a thread asleep in rdma_get_cm_event keeps it for good */
 	cm_channel_free(ch);
 	pthread_mutex_unlock(&cm_lock);
 }

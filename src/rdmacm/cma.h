@@ -152,6 +152,7 @@ struct cm_channel {
 	struct rdma_event_channel ch;	/* public: fd is an eventfd */
 	struct cm_event *head, **tail;
 	int nids;
+	int waiters;			/* threads asleep in rdma_get_cm_event */
 	bool destroyed;
 };
 

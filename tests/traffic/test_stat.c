@@ -5,10 +5,15 @@
  * (QPN, type, state) while they work; traffic before and after the tool
  * looked goes on undisturbed, and a state change shows at the next look.
  * In a two-namespace run (SHCA_TEST_NETNS_A/B) each side sees only
- * itself.  (The counters themselves are checked in tests/unit/test_stat.)
+ * itself.  The requester's error counters move as its errors happen, on
+ * the same-host path and on the net path alike: an RNR NAK with rnr_retry
+ * 0, a peer that died (retry_cnt + 1 ACK timeouts, then RETRY_EXC_ERR).
+ * (The counter machinery itself is checked in tests/unit/test_stat.)
  */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include <sys/wait.h>
 
@@ -275,4 +280,143 @@ TEST(qps_of_one_process)
 	ep_destroy(&a);
 	ep_destroy(&b);
 	free(out);
+}
+
+/* ------------------------------------------------------------------ */
+/* The requester's error counters                                      */
+
+/*
+ * Counter name of QP qpn in this process, as `softhca stat --all` shows
+ * it (a line "pid P device D qp 0xQPN type T state S name value ...").
+ */
+static long long qp_counter(uint32_t qpn, const char *name)
+{
+	char args[64], want[32], key[64], *out = NULL;
+	const char *line, *end, *p;
+	long long v = -1;
+
+	snprintf(args, sizeof(args), "--pid %d --all", (int)getpid());
+	ASSERT_EQ(run_stat(args, &out), 0);
+	snprintf(want, sizeof(want), " qp 0x%06x type ", qpn);
+	snprintf(key, sizeof(key), " %s ", name);
+	line = strstr(out, want);
+	if (!line)
+		harness_fail(__FILE__, __LINE__, "no QP 0x%06x in:\n%s", qpn,
+			     out);
+	end = strchr(line, '\n');
+	p = strstr(line, key);
+	if (p && (!end || p < end))
+		v = strtoll(p + strlen(key), NULL, 10);
+	else
+		harness_fail(__FILE__, __LINE__, "no %s on QP 0x%06x in:\n%s",
+			     name, qpn, out);
+	free(out);
+	return v;
+}
+
+/* The four counters of the requester's RNR and no-response cases. */
+enum { RCVD_RNR, RNR_EXCEEDED, ACK_TIMEOUT, RETRY_EXCEEDED, NCOUNT };
+static const char *const req_counter[NCOUNT] = {
+	"rcvd_rnr_err", "retry_rnr_exceeded_err", "local_ack_timeout",
+	"retry_exceeded_err",
+};
+
+static void read_counters(uint32_t qpn, long long v[NCOUNT])
+{
+	int i;
+
+	for (i = 0; i < NCOUNT; i++)
+		v[i] = qp_counter(qpn, req_counter[i]);
+}
+
+/* A responder that posts no receive and waits until told to go. */
+static void no_receive(int fd, void *arg)
+{
+	struct ep_opts o;
+	struct ep b;
+
+	(void)arg;
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_open_remote(&b, &o, fd);
+	duo_signal(fd, 'u');
+	duo_expect(fd, 'x');
+	ep_destroy(&b);
+}
+
+TEST(rnr_retry_0_counted)
+{
+	long long before[NCOUNT], after[NCOUNT];
+	struct ep_opts o;
+	struct duo d;
+	struct ep a;
+
+	duo_fork(&d, no_receive, NULL);
+	ep_default_opts(&o, IBV_QPT_RC);
+	o.rnr_retry = 0;
+	ep_open_remote(&a, &o, d.fd);
+	duo_expect(d.fd, 'u');
+	read_counters(a.qp->qp_num, before);
+
+	/* one RNR NAK, and no retry allowed */
+	ASSERT_EQ(ep_post(&a, 0xa1, IBV_WR_SEND, 0, 16, 0, 0), 0);
+	ep_expect(a.scq, a.qp, 0xa1, IBV_WC_RNR_RETRY_EXC_ERR);
+	read_counters(a.qp->qp_num, after);
+	ASSERT_EQ(after[RCVD_RNR] - before[RCVD_RNR], 1);
+	ASSERT_EQ(after[RNR_EXCEEDED] - before[RNR_EXCEEDED], 1);
+	ASSERT_EQ(after[ACK_TIMEOUT] - before[ACK_TIMEOUT], 0);
+	ASSERT_EQ(after[RETRY_EXCEEDED] - before[RETRY_EXCEEDED], 0);
+
+	duo_signal(d.fd, 'x');
+	duo_wait(&d);
+	ep_destroy(&a);
+}
+
+/* A responder that waits to be killed. */
+static void victim(int fd, void *arg)
+{
+	struct ep_opts o;
+	struct ep b;
+
+	(void)arg;
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_open_remote(&b, &o, fd);
+	duo_signal(fd, 'u');
+	for (;;)
+		pause();
+}
+
+TEST(peer_gone_retry_exceeded_counted)
+{
+	long long before[NCOUNT], after[NCOUNT];
+	struct ep_opts o;
+	struct duo d;
+	struct ep a;
+	int status;
+
+	duo_fork(&d, victim, NULL);
+	ep_default_opts(&o, IBV_QPT_RC);
+	/* about 1 ms on this host; 67 ms across namespaces */
+	o.timeout = ep_netns() ? 14 : 8;
+	o.retry_cnt = 2;
+	ep_open_remote(&a, &o, d.fd);
+	duo_expect(d.fd, 'u');
+	/* it works while the peer lives (and the connection is up) */
+	ASSERT_EQ(ep_post(&a, 0xa1, IBV_WR_RDMA_WRITE, 0, 16, 0, 0), 0);
+	ep_expect(a.scq, a.qp, 0xa1, IBV_WC_SUCCESS);
+	read_counters(a.qp->qp_num, before);
+
+	ASSERT_EQ(kill(d.pid, SIGKILL), 0);
+	ASSERT_EQ(waitpid(d.pid, &status, 0), d.pid);
+	ASSERT(WIFSIGNALED(status));
+	/* nothing answers: the first try and retry_cnt retries time out */
+	ASSERT_EQ(ep_post(&a, 0xa2, IBV_WR_RDMA_WRITE, 0, 16, 0, 0), 0);
+	ep_expect(a.scq, a.qp, 0xa2, IBV_WC_RETRY_EXC_ERR);
+	read_counters(a.qp->qp_num, after);
+	ASSERT_EQ(after[ACK_TIMEOUT] - before[ACK_TIMEOUT], 3);
+	ASSERT_EQ(after[RETRY_EXCEEDED] - before[RETRY_EXCEEDED], 1);
+	ASSERT_EQ(after[RCVD_RNR] - before[RCVD_RNR], 0);
+	ASSERT_EQ(after[RNR_EXCEEDED] - before[RNR_EXCEEDED], 0);
+
+	close(d.fd);
+	ep_destroy(&a);
 }
