@@ -73,28 +73,20 @@ reap() {
 	done
 }
 
-# listening HOST PORT SECONDS: wait (bounded) until HOST listens on TCP PORT
-listening() {
+# bound SS_FLAGS HOST PORT SECONDS: wait (bounded) until a socket in HOST
+# that `ss SS_FLAGS` lists is bound to PORT
+bound() {
 	local ns n
-	ns=$(netns_name "$1") || return 1
-	for ((n = $3 * 10; n > 0; n--)); do
-		[ -n "$(ip netns exec "$ns" ss -Hltn "sport = :$2" 2>/dev/null)" ] && return 0
+	ns=$(netns_name "$2") || return 1
+	for ((n = $4 * 10; n > 0; n--)); do
+		[ -n "$(ip netns exec "$ns" ss "$1" "sport = :$3" 2>/dev/null)" ] && return 0
 		sleep 0.1
 	done
 	return 1
 }
-
-# udp_bound HOST PORT SECONDS: wait (bounded) until a UDP socket in HOST is
-# bound to PORT
-udp_bound() {
-	local ns n
-	ns=$(netns_name "$1") || return 1
-	for ((n = $3 * 10; n > 0; n--)); do
-		[ -n "$(ip netns exec "$ns" ss -Huan "sport = :$2" 2>/dev/null)" ] && return 0
-		sleep 0.1
-	done
-	return 1
-}
+# listening HOST PORT SECONDS: a TCP listener; udp_bound: a UDP socket
+listening() { bound -Hltn "$@"; }
+udp_bound() { bound -Huan "$@"; }
 
 show() {
 	echo "  --- $1 (exit ${RC[$1]:-?}):" >&2
