@@ -820,6 +820,20 @@ static void answer(struct shca_conn *c, struct shca_qp *qp, uint32_t psn,
 	}
 }
 
+/* What the responder carries out for request m (shca_shm_execute). */
+static void xfer_init(struct shca_xfer *x, const struct shca_qp *qp,
+		      const struct shca_wire_msg *m, struct iovec *v)
+{
+	memset(x, 0, sizeof(*x));
+	x->qp_type = qp->ibqp.qp_type;
+	x->src_qpn = qp->attr.dest_qp_num;
+	x->dest_qpn = qp->ibqp.qp_num;
+	x->solicited = m->se;
+	x->imm_data = m->imm_be;
+	x->local = v;
+	x->nlocal = v->iov_len ? 1 : 0;
+}
+
 /*
  * READ responses go out as the connection takes them, a few packets at a
  * time from the registered memory (copied into the queue packet by
@@ -950,14 +964,12 @@ static void serve_read(struct shca_conn *c, struct shca_qp *qp,
 {
 	struct shca_xfer_result res;
 	struct shca_net_read *e;
+	struct iovec none = { NULL, 0 };
 	struct shca_xfer x;
 
 	/* every check of a READ (state, access, R_Key, bounds), no data:
 	 * the responses read the memory as they go */
-	memset(&x, 0, sizeof(x));
-	x.qp_type = IBV_QPT_RC;
-	x.src_qpn = qp->attr.dest_qp_num;
-	x.dest_qpn = qp->ibqp.qp_num;
+	xfer_init(&x, qp, m, &none);
 	x.opcode = IBV_WR_RDMA_READ;
 	x.remote_addr = m->va;
 	x.rkey = m->rkey;
@@ -1001,13 +1013,11 @@ static void serve_atomic(struct shca_conn *c, struct shca_qp *qp,
 			 struct shca_peer *self, const struct shca_wire_msg *m)
 {
 	struct shca_xfer_result res;
+	struct iovec none = { NULL, 0 };
 	struct shca_xfer x;
 	unsigned int i;
 
-	memset(&x, 0, sizeof(x));
-	x.qp_type = IBV_QPT_RC;
-	x.src_qpn = qp->attr.dest_qp_num;
-	x.dest_qpn = qp->ibqp.qp_num;
+	xfer_init(&x, qp, m, &none);
 	x.opcode = m->opcode == SHCA_OP_RC_COMPARE_SWAP ?
 			   IBV_WR_ATOMIC_CMP_AND_SWP :
 			   IBV_WR_ATOMIC_FETCH_AND_ADD;
@@ -1095,19 +1105,6 @@ static void message_done(struct shca_conn *c, struct shca_qp *qp,
 		return;
 	}
 	answer(c, qp, m->psn, res);
-}
-
-static void xfer_init(struct shca_xfer *x, const struct shca_qp *qp,
-		      const struct shca_wire_msg *m, struct iovec *v)
-{
-	memset(x, 0, sizeof(*x));
-	x->qp_type = qp->ibqp.qp_type;
-	x->src_qpn = qp->attr.dest_qp_num;
-	x->dest_qpn = qp->ibqp.qp_num;
-	x->solicited = m->se;
-	x->imm_data = m->imm_be;
-	x->local = v;
-	x->nlocal = v->iov_len ? 1 : 0;
 }
 
 /* The middle packets left of qp's WRITE in progress: all but its last. */

@@ -221,13 +221,9 @@ static void sq_destroy(struct shca_sq *sq)
 /* The requester's side; it alone consumes, so the head stays valid. */
 struct shca_send_wqe *shca_sq_head(struct shca_qp *qp)
 {
-	struct shca_send_wqe *w = NULL;
+	uint32_t head, tail;
 
-	pthread_mutex_lock(&qp->sq.lock);
-	if (qp->sq.head != qp->sq.tail)
-		w = sq_entry(&qp->sq, qp->sq.head);
-	pthread_mutex_unlock(&qp->sq.lock);
-	return w;
+	return shca_sq_first(qp, &head, &tail);
 }
 
 struct shca_send_wqe *shca_sq_at(struct shca_qp *qp, uint32_t idx,

@@ -106,3 +106,37 @@ int main(int argc, char **argv)
 	printf("# %d passed, %d failed, %d skipped\n", passed, failed, skipped);
 	return failed ? 1 : 0;
 }
+
+int harness_run(const char *cmd, char **out)
+{
+	size_t n = 0, cap = 65536;
+	char *buf;
+	FILE *f;
+	int st;
+
+	fflush(stdout);
+	fflush(stderr);
+	f = popen(cmd, "r");
+	ASSERT_NOT_NULL(f);
+	buf = malloc(cap);
+	ASSERT_NOT_NULL(buf);
+	for (;;) {
+		size_t r;
+
+		if (n + 1 == cap) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			ASSERT_NOT_NULL(buf);
+		}
+		r = fread(buf + n, 1, cap - 1 - n, f);
+		if (!r)
+			break;
+		n += r;
+	}
+	buf[n] = '\0';
+	st = pclose(f);
+	ASSERT(WIFEXITED(st));
+	free(*out);
+	*out = buf;
+	return WEXITSTATUS(st);
+}

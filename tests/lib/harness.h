@@ -25,6 +25,9 @@ void harness_register(const char *name, test_fn fn);
 void harness_fail(const char *file, int line, const char *fmt, ...)
 	__attribute__((noreturn, format(printf, 3, 4)));
 void harness_skip(const char *why) __attribute__((noreturn));
+/* Run cmd (popen): its whole stdout in *out (malloc'd, the old *out
+ * freed), its exit status returned; a command that did not exit fails. */
+int harness_run(const char *cmd, char **out);
 
 #define TEST(name)                                                   \
 	static void test_##name(void);                               \

@@ -43,38 +43,11 @@ static void who_am_i(struct who *w, const struct ep *e)
  */
 static int run_stat(const char *args, char **out)
 {
-	size_t n = 0, cap = 65536;
-	char cmd[512], *buf;
-	FILE *f;
-	int st;
+	char cmd[512];
 
 	snprintf(cmd, sizeof(cmd), "%s stat %s 2>/dev/null", SOFTHCA_TOOL,
 		 args);
-	fflush(stdout);
-	fflush(stderr);
-	f = popen(cmd, "r");
-	ASSERT_NOT_NULL(f);
-	buf = malloc(cap);
-	ASSERT_NOT_NULL(buf);
-	for (;;) {
-		size_t r;
-
-		if (n + 1 == cap) {
-			cap *= 2;
-			buf = realloc(buf, cap);
-			ASSERT_NOT_NULL(buf);
-		}
-		r = fread(buf + n, 1, cap - 1 - n, f);
-		if (!r)
-			break;
-		n += r;
-	}
-	buf[n] = '\0';
-	st = pclose(f);
-	ASSERT(WIFEXITED(st));
-	free(*out);
-	*out = buf;
-	return WEXITSTATUS(st);
+	return harness_run(cmd, out);
 }
 
 /* Is there a line that is the formatted text, or starts with it and a
