@@ -30,6 +30,14 @@ PACKAGES=(
 	python3-pyverbs  # the pyverbs bindings the suite drives
 	iproute2         # `ip -j addr`, used by the pyverbs suite
 	libfabric-bin    # external clients: fi_info, fi_pingpong (verbs provider)
+	ucx-utils        # middleware: ucx_info, ucx_perftest (UCX over rc_verbs/ud_verbs)
+	libucx0          # UCX's libraries (its verbs transports load softhca)
+	openmpi-bin      # middleware: mpirun, Open MPI's pml ucx and mtl ofi
+	libopenmpi-dev   # mpicc.openmpi: builds tests/middleware's MPI program
+	mpich            # middleware: mpiexec.mpich (Debian's MPICH is ch4:ucx)
+	libmpich-dev     # mpicc.mpich
+	iperf3           # rsockets: librspreload under an unmodified TCP program
+	netcat-openbsd   # rsockets: nc under librspreload
 	tshark           # tests/unit/test_wire_pcap.c: Wireshark's InfiniBand dissector
 	iputils-ping     # tests/netns: reachability between the namespaces
 	clang            # make fuzz: the libFuzzer build of tests/fuzz
