@@ -5,6 +5,7 @@
 
 #include "env.h"
 #include "log.h"
+#include "slot.h"
 
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 static bool net_forced;
@@ -27,4 +28,25 @@ bool shca_net_forced(void)
 {
 	pthread_once(&env_once, env_read);
 	return net_forced;
+}
+
+/*
+ * SOFTHCA_PORT_BASE: the first port of the range processes take their
+ * slot from (common/slot.h).  Read each time: tools and the path shim
+ * have no slot of their own and follow the environment they run in.
+ */
+uint16_t shca_port_base(void)
+{
+	const char *s = getenv("SOFTHCA_PORT_BASE");
+	long v;
+
+	if (!s || !*s)
+		return SHCA_DEFAULT_PORT_BASE;
+	v = strtol(s, NULL, 0);
+	if (v < 1 || v > 65535 - (long)SHCA_NUM_SLOTS) {
+		shca_warn_once("SOFTHCA_PORT_BASE=%s out of range, using %d", s,
+			       SHCA_DEFAULT_PORT_BASE);
+		return SHCA_DEFAULT_PORT_BASE;
+	}
+	return (uint16_t)v;
 }

@@ -15,22 +15,6 @@ static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shca_slot the_slot = { .slot = -1, .tcp_fd = -1, .udp_fd = -1 };
 static pid_t slot_pid;
 
-uint16_t shca_port_base(void)
-{
-	const char *s = getenv("SOFTHCA_PORT_BASE");
-	long v;
-
-	if (!s || !*s)
-		return SHCA_DEFAULT_PORT_BASE;
-	v = strtol(s, NULL, 0);
-	if (v < 1 || v > 65535 - (long)SHCA_NUM_SLOTS) {
-		shca_warn_once("SOFTHCA_PORT_BASE=%s out of range, using %d", s,
-			       SHCA_DEFAULT_PORT_BASE);
-		return SHCA_DEFAULT_PORT_BASE;
-	}
-	return (uint16_t)v;
-}
-
 static int bind_port(int type, uint16_t port)
 {
 	struct sockaddr_in6 sa;

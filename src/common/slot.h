@@ -34,6 +34,7 @@ struct shca_slot {
  */
 const struct shca_slot *shca_slot_get(void);
 
+/* SOFTHCA_PORT_BASE or its default; defined in env.c */
 uint16_t shca_port_base(void);
 
 static inline uint32_t shca_qpn_make(int slot, uint32_t index)

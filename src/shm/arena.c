@@ -272,7 +272,7 @@ struct shca_stat_block *shca_stat_proc(void)
 	return &shca_arena_hdr(base)->stats;
 }
 
-static void *map_peer(int fd, size_t *size, int prot)
+void *shca_arena_map_peer(int fd, size_t *size)
 {
 	struct shca_arena_hdr hdr;
 	void *base;
@@ -285,19 +285,10 @@ static void *map_peer(int fd, size_t *size, int prot)
 		errno = EPROTO;
 		return NULL;
 	}
-	base = mmap(NULL, hdr.size, prot, MAP_SHARED, fd, 0);
+	base = mmap(NULL, hdr.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		    0);
 	if (base == MAP_FAILED)
 		return NULL;
 	*size = hdr.size;
 	return base;
-}
-
-void *shca_arena_map_peer(int fd, size_t *size)
-{
-	return map_peer(fd, size, PROT_READ | PROT_WRITE);
-}
-
-void *shca_arena_map_peer_ro(int fd, size_t *size)
-{
-	return map_peer(fd, size, PROT_READ);
 }

@@ -11,7 +11,8 @@
  * Who writes what:
  *   header           owner, at creation; read-only afterwards, except its
  *                    stats block (the process's counters: owner, relaxed
- *                    atomic adds; `softhca stat` maps the arena read-only)
+ *                    atomic adds; `softhca stat` reads the arena with
+ *                    pread, sysfs/counters.c)
  *   QP table         owner (slot i = offset of the QP with QPN index i)
  *   MR table         owner, under each entry's seqlock; peers read
  *   shca_qp_shm      owner; peers set the *_pending words and add to
@@ -216,7 +217,5 @@ void shca_mr_shm_clear(struct shca_mr_shm *e);
 
 /* Map a peer's arena received as fd; checks the header. */
 void *shca_arena_map_peer(int fd, size_t *size);
-/* The same, read-only: for tools that only look (`softhca stat`). */
-void *shca_arena_map_peer_ro(int fd, size_t *size);
 
 #endif

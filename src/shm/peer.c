@@ -18,8 +18,8 @@
 #include "../engine/engine.h"
 #include "arena.h"
 #include "peer.h"
+#include "sock.h"
 
-#define HELLO_MAGIC	0x6f6c6c6548434853ull	/* "SHCHello" */
 #define CONNECT_TIMEOUT_S 5
 
 #define CHAN_REQ_MAGIC	0x6e61684348434853ull	/* "SHCHChan" */
@@ -36,15 +36,6 @@ struct shca_peer_chan {
 	int fd;			/* -1: not known */
 };
 
-struct hello {
-	uint64_t magic;
-	uint32_t version;
-	int32_t pid;
-	uint32_t slot;
-	uint32_t uid;
-	uint64_t arena_addr;	/* the owner's address of its arena (CMA probe) */
-};
-
 static pthread_mutex_t peers_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shca_peer *peers[SHCA_NUM_SLOTS];
 static int listen_fd = -1;
@@ -56,95 +47,13 @@ void shca_peer_on_channel_request(int (*fn)(uint32_t idx, uint32_t gen))
 	__atomic_store_n(&channel_fd_fn, fn, __ATOMIC_RELEASE);
 }
 
-#define MAX_PASSED_FDS 2
-
-/* Send len bytes with nfds (0..MAX_PASSED_FDS) descriptors.  0/-errno. */
-static int send_fds(int sock, const void *data, size_t len, const int *fds,
-		    int nfds)
-{
-	union {
-		char buf[CMSG_SPACE(MAX_PASSED_FDS * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { (void *)data, len };
-	struct msghdr msg;
-	struct cmsghdr *cm;
-
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	if (nfds > 0) {
-		msg.msg_control = u.buf;
-		msg.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
-		cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
-		memcpy(CMSG_DATA(cm), fds, (size_t)nfds * sizeof(int));
-	}
-	return sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 ? -errno : 0;
-}
-
-/*
- * Receive exactly len bytes and up to maxfds descriptors: the number of
- * descriptors, or -errno (-EPROTO for a message of another size or with
- * too many descriptors, whose descriptors are then closed).
- */
-static int recv_fds(int sock, void *data, size_t len, int *fds, int maxfds)
-{
-	union {
-		char buf[CMSG_SPACE(MAX_PASSED_FDS * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { data, len };
-	struct msghdr msg;
-	struct cmsghdr *cm;
-	int i, n = 0, got[MAX_PASSED_FDS];
-	ssize_t r;
-
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = u.buf;
-	msg.msg_controllen = sizeof(u.buf);
-	r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-	if (r < 0)
-		return -errno;
-	cm = CMSG_FIRSTHDR(&msg);
-	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-		n = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		if (n > MAX_PASSED_FDS)
-			n = MAX_PASSED_FDS;
-		memcpy(got, CMSG_DATA(cm), (size_t)n * sizeof(int));
-	}
-	if (r != (ssize_t)len || n > maxfds || (msg.msg_flags & MSG_CTRUNC)) {
-		for (i = 0; i < n; i++)
-			close(got[i]);
-		return -EPROTO;
-	}
-	memcpy(fds, got, (size_t)n * sizeof(int));
-	return n;
-}
-
 /* The answer to a channel request: the descriptor, or none (fd < 0). */
 static int send_fd(int sock, int fd)
 {
 	int32_t answer = fd >= 0 ? 0 : -ENOENT;
 
-	return send_fds(sock, &answer, sizeof(answer), &fd, fd >= 0 ? 1 : 0);
-}
-
-static socklen_t slot_addr(struct sockaddr_un *sa, uint16_t port)
-{
-	int n;
-
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	/* abstract name: private to this network namespace */
-	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1,
-		     "softhca-%u-%u", (unsigned int)getuid(), port);
-	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-			   (size_t)n);
+	return shca_sock_send_fds(sock, &answer, sizeof(answer), &fd,
+				  fd >= 0 ? 1 : 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -182,13 +91,13 @@ static void send_hello(int fd)
 {
 	struct shca_arena *a = shca_arena_self();
 	const struct shca_slot *s = shca_slot_get();
-	struct hello h;
+	struct shca_hello h;
 	int fds[2], ret;
 
 	if (!a || !s)
 		return;
 	memset(&h, 0, sizeof(h));
-	h.magic = HELLO_MAGIC;
+	h.magic = SHCA_HELLO_MAGIC;
 	h.version = SHCA_ARENA_VERSION;
 	h.pid = shca_getpid();
 	h.slot = (uint32_t)s->slot;
@@ -196,7 +105,7 @@ static void send_hello(int fd)
 	h.arena_addr = (uint64_t)(uintptr_t)a->base;
 	fds[0] = a->fd;
 	fds[1] = shca_engine_doorbell_fd();
-	ret = send_fds(fd, &h, sizeof(h), fds, 2);
+	ret = shca_sock_send_fds(fd, &h, sizeof(h), fds, 2);
 	if (ret)
 		shca_dbg("hello: %s", strerror(-ret));
 }
@@ -255,7 +164,7 @@ int shca_peer_listen(void)
 		ret = -errno;
 		goto out;
 	}
-	len = slot_addr(&sa, s->port);
+	len = shca_sock_addr(&sa, s->port);
 	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 128)) {
 		ret = -errno;
 		shca_err("cannot listen for same-host peers: %s",
@@ -291,20 +200,6 @@ static void on_peer_event(int fd, uint32_t events, void *arg)
 		close(fd);
 		p->sock = -1;
 	}
-}
-
-static int recv_hello(int fd, struct hello *h, int fds[2])
-{
-	int n = recv_fds(fd, h, sizeof(*h), fds, 2);
-
-	if (n < 0)
-		return n;
-	if (n != 2 || h->magic != HELLO_MAGIC) {
-		while (n--)
-			close(fds[n]);
-		return -EPROTO;
-	}
-	return 0;
 }
 
 static bool probe_cma(struct shca_peer *p, uint64_t arena_addr)
@@ -350,7 +245,7 @@ static struct shca_peer *peer_connect(int slot)
 	struct sockaddr_un sa;
 	struct timeval tv = { CONNECT_TIMEOUT_S, 0 };
 	struct shca_peer *p;
-	struct hello h;
+	struct shca_hello h;
 	int fd, fds[2], ret;
 	socklen_t len;
 
@@ -358,12 +253,12 @@ static struct shca_peer *peer_connect(int slot)
 	if (fd < 0)
 		return NULL;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	len = slot_addr(&sa, (uint16_t)(shca_port_base() + slot));
+	len = shca_sock_addr(&sa, (uint16_t)(shca_port_base() + slot));
 	if (connect(fd, (struct sockaddr *)&sa, len)) {
 		ret = -errno;
 		goto err_close;
 	}
-	ret = recv_hello(fd, &h, fds);
+	ret = shca_sock_recv_hello(fd, &h, fds);
 	if (ret)
 		goto err_close;
 	p = calloc(1, sizeof(*p));
@@ -429,7 +324,7 @@ static int fetch_channel_fd(struct shca_peer *p, uint32_t idx, uint32_t gen)
 	struct timeval tv = { CONNECT_TIMEOUT_S, 0 };
 	struct chan_req req = { CHAN_REQ_MAGIC, idx, gen };
 	struct sockaddr_un sa;
-	struct hello h;
+	struct shca_hello h;
 	int32_t answer = -EPROTO;
 	int fd, fds[2], cfd = -EPROTO, n;
 
@@ -438,8 +333,9 @@ static int fetch_channel_fd(struct shca_peer *p, uint32_t idx, uint32_t gen)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (connect(fd, (struct sockaddr *)&sa,
-		    slot_addr(&sa, (uint16_t)(shca_port_base() + p->slot))) ||
-	    recv_hello(fd, &h, fds)) {
+		    shca_sock_addr(&sa, (uint16_t)(shca_port_base() +
+						   p->slot))) ||
+	    shca_sock_recv_hello(fd, &h, fds)) {
 		close(fd);
 		return -ECONNREFUSED;
 	}
@@ -447,7 +343,7 @@ static int fetch_channel_fd(struct shca_peer *p, uint32_t idx, uint32_t gen)
 	close(fds[1]);
 	if (h.pid != p->pid || send(fd, &req, sizeof(req), MSG_NOSIGNAL) < 0)
 		goto out;
-	n = recv_fds(fd, &answer, sizeof(answer), fds, 1);
+	n = shca_sock_recv_fds(fd, &answer, sizeof(answer), fds, 1);
 	if (n == 1 && !answer)
 		cfd = fds[0];
 	else if (n == 1)
@@ -657,58 +553,4 @@ int shca_peer_read(struct shca_peer *p, const struct iovec *local, int nl,
 		   const struct iovec *remote, int nr)
 {
 	return peer_xfer(p, local, nl, remote, nr, false);
-}
-
-/* ------------------------------------------------------------------ */
-/* Tools: a look at another process's arena                            */
-
-/*
- * For `softhca stat`: the hello of the process in slot, and its arena
- * mapped read-only.  Nothing more: this process takes no slot, starts no
- * engine, makes no peer object and probes no CMA; the owner sees one more
- * connection, which hangs up (its engine closes it, as for any peer).
- */
-void *shca_peer_map_arena_ro(int slot, pid_t *pid, size_t *size)
-{
-	struct timeval tv = { CONNECT_TIMEOUT_S, 0 };
-	struct sockaddr_un sa;
-	struct hello h;
-	void *base = NULL;
-	int fd, fds[2], ret;
-	socklen_t len;
-
-	if (slot < 0 || slot >= (int)SHCA_NUM_SLOTS) {
-		errno = EINVAL;
-		return NULL;
-	}
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return NULL;
-	/* a stopped owner must not hold the tool: connect and hello time out */
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	len = slot_addr(&sa, (uint16_t)(shca_port_base() + slot));
-	if (connect(fd, (struct sockaddr *)&sa, len)) {
-		ret = -errno;
-		goto out;
-	}
-	ret = recv_hello(fd, &h, fds);
-	if (ret)
-		goto out;
-	close(fds[1]);
-	base = shca_arena_map_peer_ro(fds[0], size);
-	ret = base ? 0 : -errno;
-	close(fds[0]);
-	if (base && shca_arena_hdr(base)->pid != h.pid) {
-		munmap(base, *size);
-		base = NULL;
-		ret = -EPROTO;
-	}
-	if (base)
-		*pid = h.pid;
-out:
-	close(fd);
-	if (!base)
-		errno = ret ? -ret : EPROTO;
-	return base;
 }

@@ -93,14 +93,4 @@ int shca_peer_write(struct shca_peer *p, const struct iovec *local, int nl,
 int shca_peer_read(struct shca_peer *p, const struct iovec *local, int nl,
 		   const struct iovec *remote, int nr);
 
-/*
- * For tools (`softhca stat`): connect to the process in slot, take its
- * hello and map its arena read-only, without taking a slot, starting the
- * engine or registering a peer.  Returns the mapping (munmap(base, *size)
- * when done) with the owner's pid, or NULL with errno: ECONNREFUSED or
- * ENOENT when no process of this user owns the slot in this network
- * namespace, EPROTO for an arena of another softhca version.
- */
-void *shca_peer_map_arena_ro(int slot, pid_t *pid, size_t *size);
-
 #endif

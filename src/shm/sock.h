@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The same-host socket protocol (DESIGN.md "Same-host path"): each process
+ * that opened a device listens on an abstract Unix socket named after its
+ * port, so reachable only in its network namespace, and answers every
+ * connection of its own user with a hello that carries its arena and its
+ * doorbell as descriptors.  shm/peer.c speaks it as owner and as peer;
+ * tools that only look (`softhca stat`, the sysfs counters of
+ * sysfs/counters.c) speak the peer's half with these functions alone.
+ */
+#ifndef SOFTHCA_SHM_SOCK_H
+#define SOFTHCA_SHM_SOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#define SHCA_HELLO_MAGIC	0x6f6c6c6548434853ull	/* "SHCHello" */
+#define SHCA_SOCK_MAX_FDS	2	/* descriptors in one message */
+
+/* What the owner sends first, with its arena fd and its doorbell fd. */
+struct shca_hello {
+	uint64_t magic;
+	uint32_t version;	/* SHCA_ARENA_VERSION */
+	int32_t pid;
+	uint32_t slot;
+	uint32_t uid;
+	uint64_t arena_addr;	/* the owner's arena address (CMA probe) */
+};
+
+/* The socket address of the process that owns port (base + slot). */
+socklen_t shca_sock_addr(struct sockaddr_un *sa, uint16_t port);
+
+/* Send len bytes with nfds (0..SHCA_SOCK_MAX_FDS) descriptors: 0/-errno. */
+int shca_sock_send_fds(int sock, const void *data, size_t len,
+		       const int *fds, int nfds);
+
+/*
+ * Receive exactly len bytes and up to maxfds descriptors: the number of
+ * descriptors, or -errno (-EPROTO for a message of another size or with
+ * too many descriptors, whose descriptors are then closed).
+ */
+int shca_sock_recv_fds(int sock, void *data, size_t len, int *fds,
+		       int maxfds);
+
+/* The hello and its two descriptors (arena, doorbell): 0 or -errno. */
+int shca_sock_recv_hello(int sock, struct shca_hello *h, int fds[2]);
+
+/*
+ * A connection to the process in slot (of SOFTHCA_PORT_BASE), whose
+ * receive and send time out after timeout_s: the socket, or -errno
+ * (-ECONNREFUSED or -ENOENT when no process of this user owns the slot in
+ * this network namespace).
+ */
+int shca_sock_connect(int slot, int timeout_s);
+
+#endif
