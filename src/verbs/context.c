@@ -123,7 +123,7 @@ int shca_query_port(struct ibv_context *ctx, uint8_t port,
 	a.max_mtu = IBV_MTU_4096;
 	a.active_mtu = shca_device_active_mtu(dev);
 	a.gid_tbl_len = (int)shca_device_gid_tbl_len(dev);
-	a.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+	a.port_cap_flags = SHCA_PORT_CAP_FLAGS;
 	a.max_msg_sz = SHCA_MAX_MSG_SZ;
 	a.bad_pkey_cntr = 0;
 	a.qkey_viol_cntr = 0;
@@ -135,8 +135,8 @@ int shca_query_port(struct ibv_context *ctx, uint8_t port,
 	a.sm_sl = 0;
 	a.subnet_timeout = 0;
 	a.init_type_reply = 0;
-	a.active_width = 2;		/* 4X */
-	a.active_speed = 32;		/* EDR: 4X EDR = 100 Gb/s */
+	a.active_width = SHCA_ACTIVE_WIDTH;
+	a.active_speed = SHCA_ACTIVE_SPEED;
 	a.link_layer = IBV_LINK_LAYER_ETHERNET;
 	a.flags = IBV_QPF_GRH_REQUIRED;
 	a.port_cap_flags2 = 0;

@@ -10,8 +10,6 @@
  * addresses keeps its device object, marked absent, and is not listed.
  */
 #include <errno.h>
-#include <endian.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,74 +26,32 @@ _Static_assert(sizeof(struct ibv_device) == 664, "v44 ibv_device layout");
 
 static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shca_device *devices;
-static uint64_t sys_guid;	/* the first present device's node GUID */
+static uint64_t sys_guid;	/* shca_ident_sys_image_guid, last list */
 
-static uint64_t fnv1a64(uint64_t h, const void *data, size_t len)
+/* The names that carry the ifindex (dev->lock held, or a new device). */
+static void device_set_paths(struct shca_device *dev)
 {
-	const unsigned char *p = data;
-
-	while (len--) {
-		h ^= *p++;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-static uint64_t host_hash(void)
-{
-	char id[128] = "";
-	uint64_t h = 0xcbf29ce484222325ull;
-	int fd = open("/etc/machine-id", O_RDONLY | O_CLOEXEC);
-	ssize_t n = -1;
-
-	if (fd >= 0) {
-		n = read(fd, id, sizeof(id) - 1);
-		close(fd);
-	}
-	if (n <= 0)
-		gethostname(id, sizeof(id) - 1);
-	return fnv1a64(h, id, strlen(id));
-}
-
-/*
- * Node GUID: EUI-64 from the MAC address where the interface has one, as
- * RoCE NICs do; otherwise (loopback, tunnels) a hash of the host identity
- * and the interface name, with the locally-administered bit set.
- */
-static uint64_t make_node_guid(const struct shca_netif *nif)
-{
-	static const uint8_t zero[6];
-	uint8_t g[8];
-	uint64_t v;
-
-	if (memcmp(nif->mac, zero, 6)) {
-		g[0] = nif->mac[0] ^ 0x02;
-		g[1] = nif->mac[1];
-		g[2] = nif->mac[2];
-		g[3] = 0xff;
-		g[4] = 0xfe;
-		g[5] = nif->mac[3];
-		g[6] = nif->mac[4];
-		g[7] = nif->mac[5];
-		memcpy(&v, g, 8);
-		return v;
-	}
-	v = fnv1a64(host_hash(), nif->name, strlen(nif->name));
-	memcpy(g, &v, 8);
-	g[0] = (uint8_t)((g[0] & ~0x01) | 0x02);
-	memcpy(&v, g, 8);
-	return v;
+	shca_ident_dev_name(dev->ibdev.dev_name, sizeof(dev->ibdev.dev_name),
+			    dev->ifindex);
+	snprintf(dev->ibdev.dev_path, sizeof(dev->ibdev.dev_path),
+		 "/sys/class/infiniband_verbs/%s", dev->ibdev.dev_name);
 }
 
 static void device_update(struct shca_device *dev, const struct shca_netif *nif)
 {
+	uint64_t guid = shca_ident_node_guid(nif);
 	unsigned int i;
 
 	pthread_mutex_lock(&dev->lock);
 	/* read without the lock on the data path (interface, MTU): written
 	 * only when they change, which a refresh of the list rarely sees */
-	if (dev->ifindex != nif->ifindex)
+	if (dev->ifindex != nif->ifindex) {
+		/* the interface was made again: its uverbs name follows */
 		dev->ifindex = nif->ifindex;
+		device_set_paths(dev);
+	}
+	if (dev->node_guid != guid)
+		dev->node_guid = guid;
 	if (dev->if_mtu != nif->mtu)
 		dev->if_mtu = nif->mtu;
 	dev->ngids = nif->naddrs;
@@ -116,15 +72,11 @@ static struct shca_device *device_new(const struct shca_netif *nif)
 	dev->ibdev.node_type = IBV_NODE_CA;
 	dev->ibdev.transport_type = IBV_TRANSPORT_IB;
 	snprintf(dev->ifname, sizeof(dev->ifname), "%s", nif->name);
-	snprintf(dev->ibdev.name, sizeof(dev->ibdev.name), "softhca_%s",
-		 nif->name);
-	snprintf(dev->ibdev.dev_name, sizeof(dev->ibdev.dev_name), "uverbs%u",
-		 nif->ifindex);
-	snprintf(dev->ibdev.dev_path, sizeof(dev->ibdev.dev_path),
-		 "/sys/class/infiniband_verbs/uverbs%u", nif->ifindex);
+	shca_ident_name(dev->ibdev.name, sizeof(dev->ibdev.name), nif->name);
 	snprintf(dev->ibdev.ibdev_path, sizeof(dev->ibdev.ibdev_path),
 		 "/sys/class/infiniband/%s", dev->ibdev.name);
-	dev->node_guid = make_node_guid(nif);
+	dev->ifindex = nif->ifindex;
+	device_set_paths(dev);
 	device_update(dev, nif);
 	return dev;
 }
@@ -156,17 +108,17 @@ static int refresh_locked(void)
 			;
 		*tail = dev;
 	}
+	if (n)
+		__atomic_store_n(&sys_guid, shca_ident_sys_image_guid(list, n),
+				 __ATOMIC_RELAXED);
 	free(list);
-	for (dev = devices; dev && !dev->present; dev = dev->next)
-		;
-	if (dev)
-		__atomic_store_n(&sys_guid, dev->node_guid, __ATOMIC_RELAXED);
 	return 0;
 }
 
 /*
  * One "system", the host: every device reports the same system image
- * GUID, its first device's node GUID as of the last device list.
+ * GUID, its first device's node GUID (shca_ident_sys_image_guid) as of
+ * the last device list.
  */
 uint64_t shca_sys_image_guid(struct shca_device *dev)
 {
@@ -221,9 +173,7 @@ int shca_device_gid_count(struct shca_device *dev)
 
 unsigned int shca_device_gid_tbl_len(struct shca_device *dev)
 {
-	unsigned int n = (unsigned int)shca_device_gid_count(dev);
-
-	return n > SHCA_MAX_GID ? n : SHCA_MAX_GID;
+	return shca_ident_gid_tbl_len((unsigned int)shca_device_gid_count(dev));
 }
 
 /* 0 with the GID (zero for an unused entry), -EINVAL past the table. */
@@ -242,21 +192,9 @@ int shca_device_gid(struct shca_device *dev, int index, union ibv_gid *gid)
 	return ret;
 }
 
-/* The largest IB MTU that fits the interface MTU less RoCE v2 headers. */
 enum ibv_mtu shca_device_active_mtu(struct shca_device *dev)
 {
-	/* IPv6 40 + UDP 8 + BTH 12 + largest extended header 28 + ICRC 4 */
-	unsigned int room = dev->if_mtu > 92 ? dev->if_mtu - 92 : 0;
-
-	if (room >= 4096)
-		return IBV_MTU_4096;
-	if (room >= 2048)
-		return IBV_MTU_2048;
-	if (room >= 1024)
-		return IBV_MTU_1024;
-	if (room >= 512)
-		return IBV_MTU_512;
-	return IBV_MTU_256;
+	return shca_ident_active_mtu(dev->if_mtu);
 }
 
 /* ------------------------------------------------------------------ */
@@ -491,11 +429,8 @@ void shca_device_link_detach(struct shca_context *sctx)
 	pthread_mutex_unlock(&link_lock);
 }
 
-/*
- * As rxe: LinkUp (5) when active; otherwise Polling (2) while the
- * interface is up, waiting for carrier, and Disabled (3) when it is
- * administratively down or gone.
- */
+/* The port's state (shca_ident_port_state) from the link as this process
+ * knows it. */
 void shca_device_port_state(struct shca_device *dev,
 			    enum ibv_port_state *state, uint8_t *phys_state)
 {
@@ -510,13 +445,7 @@ void shca_device_port_state(struct shca_device *dev,
 	/* cannot tell: active, as it always was */
 	if (!known && link_query(dev, &flags))
 		flags = IFF_UP | IFF_LOWER_UP;
-	if (link_active(flags)) {
-		*state = IBV_PORT_ACTIVE;
-		*phys_state = 5;
-	} else {
-		*state = IBV_PORT_DOWN;
-		*phys_state = (flags & IFF_UP) ? 2 : 3;
-	}
+	shca_ident_port_state(flags, state, phys_state);
 }
 
 /* ------------------------------------------------------------------ */

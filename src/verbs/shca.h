@@ -27,18 +27,11 @@
 #include "../engine/engine.h"
 #include "../shm/arena.h"
 #include "../shm/peer.h"
+#include "../sysfs/ident.h"
 
 /* ------------------------------------------------------------------ */
 /* Device limits: what ibv_query_device reports, and what is enforced.  */
-
-#define SHCA_VENDOR_ID		0x5348		/* "SH" (not a PCI-SIG id) */
-#define SHCA_VENDOR_PART_ID	0x0c41		/* outside perftest's tables */
-#define SHCA_HW_VER		1
-#define SHCA_FW_VER		"1.0.0"
-#define SHCA_PORT_NUM		1
-#define SHCA_MAX_GID		16		/* minimum gid_tbl_len */
-#define SHCA_MAX_PKEYS		1
-#define SHCA_DEFAULT_PKEY	0xffff
+/* (The device's identity and its port: sysfs/ident.h.)                */
 
 #define SHCA_MAX_QP		16383		/* 14-bit QP index */
 #define SHCA_MAX_QP_WR		16384
