@@ -3,13 +3,15 @@
  * softhca: the command-line tool.
  *
  *   softhca run -- CMD [ARGS...]   run CMD with softhca's libibverbs and
- *                                  librdmacm first on the library path
+ *                                  librdmacm first on the library path,
+ *                                  and its path shim preloaded
+ *   softhca env                    the same environment, as shell
+ *                                  export lines
  *   softhca devices                list devices, ports and GIDs
  *   softhca stat [--pid PID] [--all]
  *                                  the counters of running processes
  */
 #include <errno.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,13 +19,11 @@
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
-#include <sys/mman.h>
 #include <infiniband/verbs.h>
 
-#include "../common/slot.h"
 #include "../common/stat.h"
-#include "../shm/arena.h"
-#include "../shm/peer.h"
+#include "../sysfs/counters.h"
+#include "runenv.h"
 
 /* The counter names, as many to a line as fit in 72 columns. */
 static void print_counter_names(FILE *out)
@@ -47,11 +47,18 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: softhca run -- CMD [ARGS...]\n"
+		"       softhca env\n"
 		"       softhca devices\n"
 		"       softhca stat [--pid PID] [--all]\n"
 		"\n"
 		"  run      run CMD on the soft stack: softhca's libibverbs.so.1\n"
-		"           and librdmacm.so.1 come first on LD_LIBRARY_PATH\n"
+		"           and librdmacm.so.1 come first on LD_LIBRARY_PATH,\n"
+		"           and its path shim (libsofthca_path.so) first on\n"
+		"           LD_PRELOAD, so that programs that look for devices\n"
+		"           in /dev/infiniband and /sys/class/infiniband find\n"
+		"           them; what these variables held stays after them\n"
+		"  env      print that environment as shell export lines:\n"
+		"             eval \"$(softhca env)\"\n"
 		"  devices  list softhca devices, their ports and GID tables\n"
 		"  stat     the counters of the running softhca processes of\n"
 		"           this user in this network namespace (same\n"
@@ -68,28 +75,22 @@ static void usage(FILE *out)
 	print_counter_names(out);
 }
 
-/* <dir of this executable>/../lib, where the drop-in libraries are. */
-static int lib_dir(char *out, size_t len)
+static int get_env(struct runenv *e)
 {
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	char probe[PATH_MAX + 32];
+	const char *missing;
+	int ret = runenv_get(e, &missing);
 
-	if (n < 0)
-		return -errno;
-	exe[n] = '\0';
-	snprintf(out, len, "%s/../lib", dirname(exe));
-	snprintf(probe, sizeof(probe), "%s/libibverbs.so.1", out);
-	if (access(probe, R_OK))
-		return -ENOENT;
-	return 0;
+	if (ret == -ENOENT && missing)
+		fprintf(stderr, "softhca: cannot find %s next to this "
+			"program (in ../lib)\n", missing);
+	else if (ret)
+		fprintf(stderr, "softhca: %s\n", strerror(-ret));
+	return ret;
 }
 
 static int cmd_run(int argc, char **argv)
 {
-	char dir[PATH_MAX], real[PATH_MAX], *path;
-	const char *old = getenv("LD_LIBRARY_PATH");
-	int ret;
+	struct runenv e;
 
 	if (argc > 0 && !strcmp(argv[0], "--")) {
 		argc--;
@@ -99,23 +100,52 @@ static int cmd_run(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	ret = lib_dir(dir, sizeof(dir));
-	if (ret) {
-		fprintf(stderr, "softhca: cannot find libibverbs.so.1 next to "
-			"this program: %s\n", strerror(-ret));
+	if (get_env(&e))
+		return 1;
+	if (setenv("LD_LIBRARY_PATH", e.ld_library_path, 1) ||
+	    setenv("LD_PRELOAD", e.ld_preload, 1)) {
+		fprintf(stderr, "softhca: %s\n", strerror(errno));
 		return 1;
 	}
-	if (!realpath(dir, real))
-		snprintf(real, sizeof(real), "%s", dir);
-	if (asprintf(&path, "%s%s%s", real, old && *old ? ":" : "",
-		     old ? old : "") < 0)
-		return 1;
-	setenv("LD_LIBRARY_PATH", path, 1);
-	free(path);
+	runenv_free(&e);
 	execvp(argv[0], argv);
 	fprintf(stderr, "softhca: cannot run %s: %s\n", argv[0],
 		strerror(errno));
 	return 127;
+}
+
+/* A shell word: single-quoted, each ' as '\''. */
+static void print_quoted(const char *s)
+{
+	putchar('\'');
+	for (; *s; s++) {
+		if (*s == '\'')
+			fputs("'\\''", stdout);
+		else
+			putchar(*s);
+	}
+	putchar('\'');
+}
+
+/* `eval "$(softhca env)"`: the environment of `softhca run`, exported. */
+static int cmd_env(int argc, char **argv)
+{
+	struct runenv e;
+
+	(void)argv;
+	if (argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (get_env(&e))
+		return 1;
+	fputs("export LD_LIBRARY_PATH=", stdout);
+	print_quoted(e.ld_library_path);
+	fputs("\nexport LD_PRELOAD=", stdout);
+	print_quoted(e.ld_preload);
+	putchar('\n');
+	runenv_free(&e);
+	return fflush(stdout) ? 1 : 0;
 }
 
 static const char *mtu_str(enum ibv_mtu m)
@@ -206,21 +236,6 @@ static int cmd_devices(void)
 /* ------------------------------------------------------------------ */
 /* stat                                                                */
 
-struct stat_qp {
-	char dev[20];			/* printable, NUL-terminated */
-	uint32_t qpn;
-	uint32_t qp_type;
-	uint32_t state;
-	struct shca_stat_block stats;
-};
-
-struct stat_proc {
-	pid_t pid;
-	int slot;
-	void *base;			/* its arena, read-only */
-	size_t size;
-};
-
 static const char *qp_type_str(uint32_t t)
 {
 	switch (t) {
@@ -248,16 +263,6 @@ static const char *qp_state_str(uint32_t s)
 	}
 }
 
-/* Counters are updated while we read: each one atomically. */
-static void stat_read(struct shca_stat_block *out,
-		      const struct shca_stat_block *b)
-{
-	int i;
-
-	for (i = 0; i < SHCA_STAT_MAX; i++)
-		out->v[i] = __atomic_load_n(&b->v[i], __ATOMIC_RELAXED);
-}
-
 static void stat_sum(struct shca_stat_block *sum,
 		     const struct shca_stat_block *b)
 {
@@ -278,107 +283,20 @@ static void print_counters(const struct shca_stat_block *b, bool all)
 	printf("\n");
 }
 
-/* The device name of a QP record: another process's bytes, so only
- * characters an interface name may hold, and never a space. */
-static void dev_name(char *out, size_t len, const char *dev)
-{
-	char name[17];
-	size_t i;
-
-	memcpy(name, dev, 16);
-	name[16] = '\0';
-	for (i = 0; name[i]; i++)
-		if (name[i] <= ' ' || name[i] > '~')
-			name[i] = '?';
-	snprintf(out, len, "%s", name[0] ? name : "?");
-}
-
-static int qp_cmp(const void *a, const void *b)
-{
-	const struct stat_qp *x = a, *y = b;
-	int c = strcmp(x->dev, y->dev);
-
-	if (c)
-		return c;
-	return x->qpn < y->qpn ? -1 : x->qpn > y->qpn;
-}
-
-static int proc_cmp(const void *a, const void *b)
-{
-	const struct stat_proc *x = a, *y = b;
-
-	return x->pid < y->pid ? -1 : x->pid > y->pid;
-}
-
-/* The live QPs of an arena, by device and QPN.  Count, or -1. */
-static int collect_qps(const struct stat_proc *p, struct stat_qp **out)
-{
-	const struct shca_arena_hdr *h = shca_arena_hdr(p->base);
-	const uint64_t *tbl = shca_arena_ptr(p->base, p->size, h->qp_table_off,
-					     SHCA_ARENA_QP_ENTRIES *
-						     sizeof(uint64_t));
-	struct stat_qp *qps = NULL;
-	int n = 0, cap = 0;
-	uint32_t i;
-
-	*out = NULL;
-	if (!tbl)
-		return 0;
-	for (i = 0; i < SHCA_ARENA_QP_ENTRIES; i++) {
-		uint64_t off = __atomic_load_n(&tbl[i], __ATOMIC_ACQUIRE);
-		const struct shca_qp_shm *q;
-		struct stat_qp *s;
-		uint32_t qpn;
-
-		q = shca_arena_ptr(p->base, p->size, off, sizeof(*q));
-		if (!q)
-			continue;
-		qpn = __atomic_load_n(&q->qpn, __ATOMIC_ACQUIRE);
-		/* 0: being destroyed; another index: not a record */
-		if (!qpn || shca_qpn_index(qpn) != i)
-			continue;
-		if (n == cap) {
-			cap = cap ? 2 * cap : 64;
-			s = realloc(qps, (size_t)cap * sizeof(*qps));
-			if (!s) {
-				free(qps);
-				return -1;
-			}
-			qps = s;
-		}
-		s = &qps[n++];
-		s->qpn = qpn;
-		s->qp_type = __atomic_load_n(&q->qp_type, __ATOMIC_RELAXED);
-		s->state = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
-		dev_name(s->dev, sizeof(s->dev), q->dev);
-		stat_read(&s->stats, &q->stats);
-	}
-	if (n)
-		qsort(qps, (size_t)n, sizeof(*qps), qp_cmp);
-	*out = qps;
-	return n;
-}
-
 /*
  * pid P slot S qps N ...                       the process's own block
  * pid P device softhca_D qps N ...             the sum of its QPs
  * pid P device softhca_D qp 0xQPN type T state S ...
  */
-static int print_proc(const struct stat_proc *p, bool all)
+static void print_proc(const struct shca_counters_proc *p, bool all)
 {
-	struct shca_stat_block b, sum;
-	struct stat_qp *qps;
-	int n, i, j;
+	const struct shca_counters_qp *qps = p->qps;
+	struct shca_stat_block sum;
+	int n = p->nqps, i, j;
 
-	n = collect_qps(p, &qps);
-	if (n < 0) {
-		fprintf(stderr, "softhca: pid %d: out of memory\n",
-			(int)p->pid);
-		return 1;
-	}
-	stat_read(&b, &shca_arena_hdr(p->base)->stats);
 	printf("pid %d slot %d qps %d", (int)p->pid, p->slot, n);
-	print_counters(&b, all);
+	print_counters(&p->stats, all);
+	/* the QPs come sorted by device, then QPN */
 	for (i = 0; i < n; i = j) {
 		memset(&sum, 0, sizeof(sum));
 		for (j = i; j < n && !strcmp(qps[j].dev, qps[i].dev); j++)
@@ -394,16 +312,21 @@ static int print_proc(const struct stat_proc *p, bool all)
 			print_counters(&qps[j].stats, all);
 		}
 	}
-	free(qps);
-	return 0;
+}
+
+static void stat_error(int slot, int err, void *arg)
+{
+	(void)arg;
+	fprintf(stderr, "softhca: slot %d: %s%s\n", slot, strerror(err),
+		err == EPROTO ? " (another softhca version?)" : "");
 }
 
 static int cmd_stat(int argc, char **argv)
 {
-	struct stat_proc *procs;
+	struct shca_counters_proc *procs;
 	bool all = false;
 	long want = 0;
-	int i, n = 0, ret = 0;
+	int i, n;
 
 	for (i = 0; i < argc; i++) {
 		char *end;
@@ -423,42 +346,21 @@ static int cmd_stat(int argc, char **argv)
 			return 2;
 		}
 	}
-	procs = calloc(SHCA_NUM_SLOTS, sizeof(*procs));
-	if (!procs)
+	/* a stopped owner must not hold the tool for long */
+	n = shca_counters_collect((pid_t)want, 5, &procs, stat_error, NULL);
+	if (n < 0) {
+		fprintf(stderr, "softhca: %s\n", strerror(-n));
 		return 1;
-	/* every slot's socket: the processes of this user in this netns */
-	for (i = 0; i < (int)SHCA_NUM_SLOTS; i++) {
-		struct stat_proc *p = &procs[n];
-
-		p->base = shca_peer_map_arena_ro(i, &p->pid, &p->size);
-		if (!p->base) {
-			if (errno != ECONNREFUSED && errno != ENOENT)
-				fprintf(stderr, "softhca: slot %d: %s%s\n", i,
-					strerror(errno),
-					errno == EPROTO ?
-						" (another softhca version?)" :
-						"");
-			continue;
-		}
-		if (want && p->pid != (pid_t)want) {
-			munmap(p->base, p->size);
-			continue;
-		}
-		p->slot = i;
-		n++;
 	}
+	for (i = 0; i < n; i++)
+		print_proc(&procs[i], all);
+	shca_counters_free(procs, n);
 	if (want && !n) {
 		fprintf(stderr, "softhca: no softhca process with pid %ld "
 			"here (this user, this network namespace)\n", want);
-		ret = 1;
+		return 1;
 	}
-	qsort(procs, (size_t)n, sizeof(*procs), proc_cmp);
-	for (i = 0; i < n; i++) {
-		ret |= print_proc(&procs[i], all);
-		munmap(procs[i].base, procs[i].size);
-	}
-	free(procs);
-	return ret;
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -469,6 +371,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "run"))
 		return cmd_run(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "env"))
+		return cmd_env(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "devices"))
 		return cmd_devices();
 	if (!strcmp(argv[1], "stat"))
