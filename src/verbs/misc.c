@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include <rdma/ib_user_sa.h>
 
 #include "shca.h"
+#include "../sysfs/tree.h"
 
 /* ------------------------------------------------------------------ */
 /* Enum strings (the texts rdma-core prints)                           */
@@ -272,81 +274,88 @@ const char *ibv_get_sysfs_path(void)
 	return path;
 }
 
-static int copy_answer(char *buf, size_t size, const char *val)
+/*
+ * rdma-core's reading of a sysfs file: up to size bytes, a final newline
+ * taken off, NUL-terminated; what does not fit with its NUL fails.
+ */
+static int sysfs_answer(char *buf, size_t size, const char *val, size_t len)
 {
-	size_t len = strlen(val);
-
-	if (len >= size) {
-		errno = EOVERFLOW;
-		return -1;
+	if (len > size)
+		len = size;
+	memcpy(buf, val, len);
+	if (len > 0) {
+		if (buf[len - 1] == '\n') {
+			buf[--len] = '\0';
+		} else if (len < size) {
+			buf[len] = '\0';
+		} else {
+			errno = EOVERFLOW;
+			return -1;
+		}
 	}
-	memcpy(buf, val, len + 1);
 	return (int)len;
 }
 
 /*
- * softhca devices have no sysfs directory; answer the attribute files that
- * clients read through this function (ibv_devinfo asks for board_id) from
- * the device itself.  Any other path is read from the real file system,
- * as rdma-core does.
+ * softhca's devices have no kernel sysfs; the view of it (sysfs/tree.h)
+ * answers for /sys/class/infiniband, /sys/class/infiniband_verbs and
+ * /dev/infiniband, the same view the path shim shows every program, so
+ * the two agree with or without the shim.  Returns -2 for a path outside
+ * the view (read from the file system, as rdma-core does), with *real
+ * set when a link of the view led to a real path.
  */
-static int read_device_attr(const char *dir, const char *file, char *buf,
-			    size_t size)
+static int read_view(const char *path, char *buf, size_t size, char **real)
 {
-	static const char prefix[] = "/sys/class/infiniband/";
-	struct shca_device **all, *dev = NULL;
-	char val[64];
-	int n, i, ret = -2;
+	struct shca_vfs_node *node = malloc(sizeof(*node));
+	char page[4096], target[PATH_MAX];
+	int ret;
 
-	if (strncmp(dir, prefix, sizeof(prefix) - 1))
-		return -2;
-	all = shca_devices_snapshot(&n);
-	for (i = 0; all && i < n; i++)
-		if (!strcmp(all[i]->ibdev.ibdev_path, dir))
-			dev = all[i];
-	free(all);
-	if (!dev)
-		return -2;
-
-	if (!strcmp(file, "board_id")) {
-		ret = copy_answer(buf, size, "SOFTHCA_0001");
-	} else if (!strcmp(file, "fw_ver")) {
-		ret = copy_answer(buf, size, SHCA_FW_VER);
-	} else if (!strcmp(file, "hca_type")) {
-		ret = copy_answer(buf, size, "softhca");
-	} else if (!strcmp(file, "hw_rev")) {
-		snprintf(val, sizeof(val), "%d", SHCA_HW_VER);
-		ret = copy_answer(buf, size, val);
-	} else if (!strcmp(file, "node_type")) {
-		ret = copy_answer(buf, size, "1: CA");
-	} else if (!strcmp(file, "node_guid")) {
-		const uint8_t *g = (const uint8_t *)&dev->node_guid;
-
-		snprintf(val, sizeof(val),
-			 "%02x%02x:%02x%02x:%02x%02x:%02x%02x", g[0], g[1],
-			 g[2], g[3], g[4], g[5], g[6], g[7]);
-		ret = copy_answer(buf, size, val);
+	*real = NULL;
+	if (!node) {
+		errno = ENOMEM;
+		return -1;
+	}
+	ret = shca_vfs_resolve(path, true, node, target, sizeof(target));
+	if (ret == SHCA_VFS_FOUND) {
+		if (node->type == SHCA_VFS_CHR)
+			ret = -ENXIO;	/* no driver behind the node */
+		else
+			ret = shca_vfs_read(node, page, sizeof(page));
+		if (ret >= 0)
+			ret = sysfs_answer(buf, size, page, (size_t)ret);
+		else
+			errno = -ret;
+		if (ret < 0)
+			ret = -1;
+	} else if (ret == SHCA_VFS_REAL) {
+		*real = strdup(target);
+		ret = *real ? -2 : -1;
+	} else if (ret == SHCA_VFS_NOT_OURS) {
+		ret = -2;
 	} else {
-		errno = ENOENT;
+		errno = -ret;
 		ret = -1;
 	}
+	free(node);
 	return ret;
 }
 
 int ibv_read_sysfs_file(const char *dir, const char *file, char *buf,
 			size_t size)
 {
-	char *path;
+	char *path, *real;
 	ssize_t len;
 	int fd, ret;
 
-	ret = read_device_attr(dir, file, buf, size);
-	if (ret != -2)
-		return ret;
-
 	if (asprintf(&path, "%s/%s", dir, file) < 0)
 		return -1;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ret = read_view(path, buf, size, &real);
+	if (ret != -2) {
+		free(path);
+		return ret;
+	}
+	fd = open(real ? real : path, O_RDONLY | O_CLOEXEC);
+	free(real);
 	free(path);
 	if (fd < 0)
 		return -1;
