@@ -149,7 +149,7 @@ static const char *const *merge_names(const char *path)
 	if (!path || path[0] != '/' || strlen(path) >= sizeof(norm))
 		return NULL;
 	for (; *path; path++)
-		if (*path != '/' || (n && norm[n - 1] != '/'))
+		if (*path != '/' || !n || norm[n - 1] != '/')
 			norm[n++] = *path;
 	if (n > 1 && norm[n - 1] == '/')
 		n--;

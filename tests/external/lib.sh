@@ -14,9 +14,13 @@ SOFTHCA_BUILD=${SOFTHCA_BUILD:-$SOFTHCA_SRC/build}
 SOFTHCA_BUILD=$(cd "$SOFTHCA_BUILD" && pwd)
 LIB=$SOFTHCA_BUILD/lib
 TOOL=$SOFTHCA_BUILD/bin/softhca
-# The clients must see softhca only: no user library path of their own.
+# The clients see softhca only, as under `softhca run`: its libraries
+# first (no user library path of their own) and its path shim preloaded,
+# so that what looks for devices in /dev/infiniband and /sys/class finds
+# them (docs/discovery.md); nothing else is preloaded.
 export LD_LIBRARY_PATH=$LIB
-unset LD_PRELOAD RDMAV_DRIVERS IBV_DRIVERS
+export LD_PRELOAD=$LIB/libsofthca_path.so
+unset RDMAV_DRIVERS IBV_DRIVERS
 PY=/usr/bin/python3     # pyverbs exists only for Debian's python3
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/softhca-ext.XXXXXX")
@@ -55,6 +59,7 @@ need() {
 }
 
 [ -e "$LIB/libibverbs.so.1" ] || { echo "FAIL: no $LIB/libibverbs.so.1" >&2; exit 1; }
+[ -e "$LD_PRELOAD" ] || { echo "FAIL: no $LD_PRELOAD" >&2; exit 1; }
 
 # run NAME SECONDS CMD...: run CMD with a timeout; stdout in $T/NAME.out,
 # stderr in $T/NAME.err, exit status in $rc.  Never fails by itself.
