@@ -25,7 +25,8 @@
 # The suite ships gzipped in /usr/share/doc/rdma-core/tests; it is copied to
 # a temporary directory and unpacked there.  It runs under /usr/bin/python3
 # (pyverbs exists only for Debian's python, not for a pyenv/venv python3 on
-# PATH), with LD_LIBRARY_PATH=BUILD_DIR/lib.
+# PATH), in the environment of `softhca run` (BUILD_DIR/bin/softhca env:
+# BUILD_DIR/lib first on LD_LIBRARY_PATH, the path shim on LD_PRELOAD).
 # Environment: SOFTHCA_PYVERBS_POLL_TIMEOUT (seconds a test waits for a
 # completion, default 2; the suite's own is 10), SOFTHCA_PYVERBS_TEST_TIMEOUT
 # (seconds before a test counts as hung, default 30), SOFTHCA_PYVERBS_JOBS
@@ -63,8 +64,9 @@ if [ "$net" = 1 ]; then
 	bound=(timeout -k 10 "${SOFTHCA_PYVERBS_NET_BUDGET:-300}")
 fi
 
-if [ ! -e "$build/lib/libibverbs.so.1" ]; then
-	echo "pyverbs: $build/lib/libibverbs.so.1 not found: build first" >&2
+if [ ! -e "$build/lib/libibverbs.so.1" ] || [ ! -x "$build/bin/softhca" ]; then
+	echo "pyverbs: $build/lib/libibverbs.so.1 or $build/bin/softhca" \
+		"not found: build first" >&2
 	exit 2
 fi
 if [ ! -d "$suite" ] || [ ! -x "$py" ] ||
@@ -84,7 +86,10 @@ if [ "$net" = 1 ]; then
 	export SOFTHCA_PCAP="$work/pcap/%p.pcap"
 fi
 
-export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# as a user would run it: `softhca run`'s environment (the libraries, and
+# the path shim through which test_rdmacm finds each device's interface)
+env_lines=$("$build/bin/softhca" env) || exit 2
+eval "$env_lines"
 export PYTHONDONTWRITEBYTECODE=1
 unset PYTHONPATH PYTHONHOME
 status=0

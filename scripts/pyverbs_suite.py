@@ -4,7 +4,10 @@
 Run rdma-core's own pyverbs test suite against softhca's libibverbs.
 
 Called by scripts/pyverbs.sh, which prepares a copy of the suite (the
-Debian package ships it gzipped) and sets LD_LIBRARY_PATH.  Must run under
+Debian package ships it gzipped) and sets the environment of `softhca run`
+(LD_LIBRARY_PATH, and LD_PRELOAD with the path shim, through which the
+RDMA-CM tests find a device's interface in /sys/class/infiniband/<dev>/
+device/net/, as they do on a kernel device).  Must run under
 /usr/bin/python3: pyverbs exists only for Debian's python.
 
 Every test runs in a child process (one per module, restarted after the
@@ -55,48 +58,7 @@ def child_import_suite(args):
     # each missing one (the suite's default, tuned for hardware) would make
     # a run with a broken data path take an hour.
     tests.utils.POLL_CQ_TIMEOUT = args.poll_timeout
-    netdev_from_device_name()
     return tests
-
-
-def netdev_from_device_name():
-    """Tell the suite which network interface a softhca device belongs to.
-
-    The RDMA-CM tests (test_rdmacm) find a device's IP address through the
-    kernel's sysfs: /sys/class/infiniband/<dev>/device/net/<ifname>.  A
-    device made by a library has no such directory, so the suite would skip
-    them all.  softhca names its devices softhca_<ifname>; for those names
-    only, this answers the two lookups base.py makes (the directory exists,
-    and its entry is <ifname>).  Nothing else of the suite changes: the
-    tests then run as written, against softhca's librdmacm.
-    """
-    import tests.base as base
-
-    prefix = 'softhca_'
-    real_exists = os.path.exists
-
-    def ifname(path):
-        parts = path.rstrip('/').split('/')
-        if (len(parts) == 7 and parts[:4] == ['', 'sys', 'class', 'infiniband']
-                and parts[4].startswith(prefix) and parts[5:] == ['device', 'net']):
-            return parts[4][len(prefix):]
-        return None
-
-    def exists(path):
-        name = ifname(str(path))
-        if name is not None:
-            return real_exists('/sys/class/net/' + name)
-        return real_exists(path)
-
-    base.os.path.exists = exists
-    real_get_net_name = base.RDMATestCase.get_net_name
-
-    def get_net_name(dev):
-        if dev.startswith(prefix):
-            return dev[len(prefix):]
-        return real_get_net_name(dev)
-
-    base.RDMATestCase.get_net_name = staticmethod(get_net_name)
 
 
 def flatten(suite):
