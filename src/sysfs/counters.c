@@ -6,6 +6,8 @@
  * name may hold.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -157,6 +159,49 @@ static int read_proc(int slot, pid_t want, int timeout_s,
 	return ret;
 }
 
+/*
+ * The slots with a socket of this user's in this namespace, from
+ * /proc/net/unix (names "@softhca-<uid>-<port>"): 0, or -errno when it
+ * cannot be read (then every slot is tried).  A line cut by the buffer is
+ * read again whole: only complete lines are parsed.
+ */
+static int live_slots(uint8_t *live)
+{
+	char buf[8192], want[32], *line, *nl, *at;
+	unsigned int uid, port, base = shca_port_base();
+	size_t have = 0;
+	ssize_t n;
+	int fd;
+
+	fd = open("/proc/net/unix", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	snprintf(want, sizeof(want), "@softhca-%u-", getuid());
+	for (;;) {
+		n = read(fd, buf + have, sizeof(buf) - 1 - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = '\0';
+		for (line = buf; (nl = strchr(line, '\n')); line = nl + 1) {
+			*nl = '\0';
+			at = strstr(line, want);
+			if (at && sscanf(at + 1, "softhca-%u-%u", &uid,
+					 &port) == 2 &&
+			    port >= base && port - base < SHCA_NUM_SLOTS)
+				live[port - base] = 1;
+		}
+		have = strlen(line);
+		memmove(buf, line, have);
+		if (have == sizeof(buf) - 1)
+			have = 0;	/* no line is that long: drop it */
+	}
+	close(fd);
+	return n < 0 ? -errno : 0;
+}
+
 static int proc_cmp(const void *a, const void *b)
 {
 	const struct shca_counters_proc *x = a, *y = b;
@@ -170,14 +215,21 @@ int shca_counters_collect(pid_t want_pid, int timeout_s,
 			  void *arg)
 {
 	struct shca_counters_proc *procs, *p;
+	uint8_t live[SHCA_NUM_SLOTS];
 	int n = 0, slot, ret;
 
 	*out = NULL;
 	procs = calloc(SHCA_NUM_SLOTS, sizeof(*procs));
 	if (!procs)
 		return -ENOMEM;
-	/* every slot's socket: the processes of this user in this netns */
+	/* the slots whose socket is there; all of them when we cannot tell */
+	memset(live, 0, sizeof(live));
+	if (live_slots(live))
+		memset(live, 1, sizeof(live));
+	/* each slot's socket: the processes of this user in this netns */
 	for (slot = 0; slot < (int)SHCA_NUM_SLOTS; slot++) {
+		if (!live[slot])
+			continue;
 		p = &procs[n];
 		ret = read_proc(slot, want_pid, timeout_s, p);
 		if (!ret) {

@@ -249,3 +249,17 @@ TEST(identity_agrees)
 	free(out);
 	ibv_free_device_list(list);
 }
+
+/* Threads on the view and on real paths at once, under the shim. */
+TEST(threads)
+{
+	char *out = NULL;
+	int ret;
+
+	ret = harness_run("LD_PRELOAD=" SOFTHCA_SHIM " " PATHS_STRESS
+			  " 2>&1", &out);
+	if (ret)
+		harness_fail(__FILE__, __LINE__, "paths_stress: exit %d:\n%s",
+			     ret, out);
+	free(out);
+}
