@@ -47,7 +47,8 @@ static int read_header(int fd, const struct shca_hello *h,
 		return ret;
 	if (hdr->magic != SHCA_ARENA_MAGIC ||
 	    hdr->version != SHCA_ARENA_VERSION || hdr->pid != h->pid ||
-	    hdr->size < sizeof(*hdr) || hdr->size > (1ull << 40) ||
+	    hdr->size < sizeof(*hdr) + QP_TABLE_BYTES ||
+	    hdr->size > (1ull << 40) ||
 	    hdr->qp_table_off < sizeof(*hdr) || hdr->qp_table_off % 8 ||
 	    hdr->qp_table_off > hdr->size - QP_TABLE_BYTES)
 		return -EPROTO;
@@ -133,11 +134,19 @@ static int read_proc(int slot, pid_t want, int timeout_s,
 {
 	struct shca_arena_hdr hdr;
 	struct shca_hello h;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
 	int sock, fds[2], ret;
 
 	sock = shca_sock_connect(slot, timeout_s);
 	if (sock < 0)
 		return sock;
+	/* an abstract name is anyone's to bind: the owner must be us */
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
+	    cred.uid != getuid()) {
+		close(sock);
+		return -EPERM;
+	}
 	ret = shca_sock_recv_hello(sock, &h, fds);
 	close(sock);
 	if (ret)

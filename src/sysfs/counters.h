@@ -42,7 +42,8 @@ struct shca_counters_proc {
  * that does not answer its hello within timeout_s seconds is left out.
  * on_error (may be NULL) hears of each slot that answered with anything
  * but "nobody here" (ECONNREFUSED, ENOENT): EPROTO for another softhca
- * version or a bad arena, ETIMEDOUT/EAGAIN for a stopped owner.
+ * version or a bad arena, EAGAIN for a stopped owner, EPERM for a socket
+ * of another user's under our name.
  */
 int shca_counters_collect(pid_t want_pid, int timeout_s,
 			  struct shca_counters_proc **out,

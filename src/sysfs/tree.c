@@ -384,6 +384,9 @@ static void fill(struct shca_vfs_node *nd, struct ctx *x, const struct pos *p,
 	if (nd->has_nif) {
 		nd->nif = x->list[p->nif];
 		nd->sys_guid = shca_ident_sys_image_guid(x->list, x->n);
+	} else {
+		memset(&nd->nif, 0, sizeof(nd->nif));
+		nd->sys_guid = 0;
 	}
 	if (nd->type == SHCA_VFS_CHR)
 		shca_ident_uverbs_devno(nd->nif.ifindex, &nd->rdev_major,
