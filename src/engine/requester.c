@@ -166,6 +166,12 @@ void shca_complete_send(struct shca_qp *qp, const struct shca_send_wqe *w,
 	wc.opcode = shca_wr_wc_opcode(w->wr.opcode);
 	wc.byte_len = byte_len;
 	wc.qp_num = qp->ibqp.qp_num;
+	/* the sender's completion of a message with immediate data says
+	 * so, as mlx5's and rxe's do */
+	if (status == IBV_WC_SUCCESS &&
+	    (w->wr.opcode == IBV_WR_SEND_WITH_IMM ||
+	     w->wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM))
+		wc.wc_flags = IBV_WC_WITH_IMM;
 	shca_cq_push(qp->scq, &wc, false);
 }
 

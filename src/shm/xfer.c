@@ -107,6 +107,24 @@ static bool resp_complete(struct shca_peer *p, struct shca_qp_shm *q,
 	return r == SHCA_CQ_PUSHED || r == SHCA_CQ_FIRED;
 }
 
+/*
+ * A UD receive on a RoCE v2 port reports in wc.sl which network header
+ * the first 40 bytes hold (IBA A17.4.5.1: "a flag that indicates if the
+ * received frame is an IPv4, IPv6 or RoCE packet"), as mlx5 does (its
+ * CQE's roce_pkt_type: 0 GRH of RoCE v1, 1 IPv6, 2 IPv4) and hns does:
+ * UCX's ud_verbs reads it to find the destination address in the GRH and
+ * drops the packet otherwise.  rxe leaves it 0 (the kernel reports the
+ * type in ib_wc.network_hdr_type, which ibv_wc does not carry).
+ */
+static uint8_t roce_l3_type(const uint8_t *grh)
+{
+	if (!grh)
+		return 0;
+	if (grh[0] >> 4 == 6)
+		return 1;
+	return grh[20] >> 4 == 4 ? 2 : 0;
+}
+
 static void resp_wc(struct ibv_wc *wc, const struct shca_xfer *x,
 		    const struct shca_qp_shm *q, uint64_t wr_id,
 		    enum ibv_wc_status status, uint32_t byte_len)
@@ -124,8 +142,10 @@ static void resp_wc(struct ibv_wc *wc, const struct shca_xfer *x,
 		wc->wc_flags |= IBV_WC_WITH_IMM;
 		wc->imm_data = x->imm_data;
 	}
-	if (x->qp_type == IBV_QPT_UD)
+	if (x->qp_type == IBV_QPT_UD) {
 		wc->wc_flags |= IBV_WC_GRH;
+		wc->sl = roce_l3_type(x->grh);
+	}
 }
 
 /* RC: the requester's status and the responder's fate for an error. */
