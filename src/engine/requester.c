@@ -251,6 +251,7 @@ static enum ibv_wc_status prepare(struct shca_qp *qp,
 				NULL;
 	} else {
 		x->dest_qpn = qp->attr.dest_qp_num;
+		x->pmtu = 128u << qp->attr.path_mtu;
 		if (!qp->peer && !qp->net.on)
 			qp->peer = shca_peer_get(shca_qpn_slot(x->dest_qpn));
 		*peer = qp->peer;
@@ -387,7 +388,10 @@ static void execute_locked(struct shca_qp *qp)
 			res.outcome = SHCA_XFER_DONE;
 			res.status = IBV_WC_SUCCESS;
 		} else {
+			x.count_resp = true;
 			shca_shm_execute(peer, &x, &res);
+			if (qp->shm)
+				shca_xfer_count(&qp->shm->stats, &x, true);
 		}
 
 		switch (res.outcome) {

@@ -509,6 +509,44 @@ static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
 static void execute(struct shca_peer *p, const struct shca_xfer *x,
 		    struct shca_xfer_result *res);
 
+static uint64_t wire_pkts(uint64_t len, uint32_t mtu)
+{
+	return mtu && len > mtu ? (len + mtu - 1) / mtu : 1;
+}
+
+void shca_xfer_count(struct shca_stat_block *b, const struct shca_xfer *x,
+		     bool requester)
+{
+	uint64_t data = wire_pkts(x->length, x->pmtu);
+	enum shca_stat out_p = requester ? SHCA_STAT_SENT_PKTS :
+					   SHCA_STAT_RCVD_PKTS;
+	enum shca_stat out_b = requester ? SHCA_STAT_SENT_BYTES :
+					   SHCA_STAT_RCVD_BYTES;
+	enum shca_stat back_p = requester ? SHCA_STAT_RCVD_PKTS :
+					    SHCA_STAT_SENT_PKTS;
+	enum shca_stat back_b = requester ? SHCA_STAT_RCVD_BYTES :
+					    SHCA_STAT_SENT_BYTES;
+
+	switch (x->opcode) {
+	case IBV_WR_RDMA_READ:
+		/* a request one way, the data back */
+		shca_stat_add(b, out_p, 1);
+		shca_stat_add(b, back_p, data);
+		shca_stat_add(b, back_b, x->length);
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		shca_stat_add(b, out_p, 1);
+		shca_stat_add(b, back_p, 1);
+		shca_stat_add(b, back_b, 8);
+		break;
+	default:
+		shca_stat_add(b, out_p, data);
+		shca_stat_add(b, out_b, x->length);
+		break;
+	}
+}
+
 void shca_shm_execute(struct shca_peer *p, const struct shca_xfer *x,
 		      struct shca_xfer_result *res)
 {
@@ -535,6 +573,8 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 	q = lookup_qp(p, x->dest_qpn);
 	if (!q || q->qp_type != (uint32_t)x->qp_type)
 		return;
+	if (x->count_resp)
+		shca_xfer_count(&q->stats, x, false);
 	cq = shca_arena_ptr(p->arena, p->arena_size, q->rcq_off, sizeof(*cq));
 	if (cq)
 		shca_peer_prefetch_channel(p, cq);
