@@ -166,6 +166,12 @@ void shca_complete_send(struct shca_qp *qp, const struct shca_send_wqe *w,
 	wc.opcode = shca_wr_wc_opcode(w->wr.opcode);
 	wc.byte_len = byte_len;
 	wc.qp_num = qp->ibqp.qp_num;
+	/* the sender's completion of a message with immediate data says
+	 * so, as mlx5's and rxe's do */
+	if (status == IBV_WC_SUCCESS &&
+	    (w->wr.opcode == IBV_WR_SEND_WITH_IMM ||
+	     w->wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM))
+		wc.wc_flags = IBV_WC_WITH_IMM;
 	shca_cq_push(qp->scq, &wc, false);
 }
 
@@ -245,6 +251,7 @@ static enum ibv_wc_status prepare(struct shca_qp *qp,
 				NULL;
 	} else {
 		x->dest_qpn = qp->attr.dest_qp_num;
+		x->pmtu = 128u << qp->attr.path_mtu;
 		if (!qp->peer && !qp->net.on)
 			qp->peer = shca_peer_get(shca_qpn_slot(x->dest_qpn));
 		*peer = qp->peer;
@@ -381,7 +388,10 @@ static void execute_locked(struct shca_qp *qp)
 			res.outcome = SHCA_XFER_DONE;
 			res.status = IBV_WC_SUCCESS;
 		} else {
+			x.count_resp = true;
 			shca_shm_execute(peer, &x, &res);
+			if (qp->shm)
+				shca_xfer_count(&qp->shm->stats, &x, true);
 		}
 
 		switch (res.outcome) {

@@ -197,6 +197,22 @@ err:
 	return ret;
 }
 
+/* A fresh socket for an active id whose stream was refused, bound to
+ * the id's source address and port (the old one is released).  cm_lock
+ * held. */
+int cm_sock_reopen(struct cm_id *id)
+{
+	struct sockaddr_storage src;
+
+	memcpy(&src, &id->id.route.addr.src_storage, sizeof(src));
+	if (id->sock) {
+		id->sock->id = NULL;
+		cm_sock_release(id->sock);
+		id->sock = NULL;
+	}
+	return sock_open(id, (struct sockaddr *)&src);
+}
+
 int rdma_bind_addr(struct rdma_cm_id *rid, struct sockaddr *addr)
 {
 	int ret;

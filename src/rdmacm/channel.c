@@ -6,8 +6,11 @@
  * cm_lock): the eventfd's counter is non-zero exactly when the FIFO is
  * not empty, so the fd polls readable when an event waits, works in
  * epoll, and rdma_get_cm_event() honours O_NONBLOCK on it (-1/EAGAIN) or
- * sleeps in poll() until an event comes, as rdma-core's read of
- * /dev/infiniband/rdma_cm does.
+ * sleeps until an event comes, as rdma-core's write to
+ * /dev/infiniband/rdma_cm does: in a read() of the eventfd, which a signal
+ * interrupts by the kernel's rule (common/evfd.h: EINTR unless the handler
+ * has SA_RESTART).  That read takes the counter; the reader writes it
+ * again if events remain after it took its own.
  *
  * A thread asleep in rdma_get_cm_event when the channel is destroyed (a
  * CM thread the application does not stop, rping's) sleeps on for good,
@@ -35,6 +38,7 @@
 #include <unistd.h>
 
 #include "cma.h"
+#include "../common/evfd.h"
 
 struct cm_channel *cm_channel_new(void)
 {
@@ -53,21 +57,14 @@ struct cm_channel *cm_channel_new(void)
 
 static void fd_signal(struct cm_channel *ch)
 {
-	uint64_t one = 1;
-
-	if (write(ch->ch.fd, &one, sizeof(one)) < 0)
-		shca_dbg("eventfd write: %s", strerror(errno));
+	shca_evfd_signal(ch->ch.fd);
 }
 
-/* Reset the counter: the FIFO just became empty.  The counter is
- * non-zero, so this read does not block whatever the fd's flags. */
+/* Reset the counter: the FIFO just became empty.  Never blocks, even
+ * when a waiter's read took the counter first (common/evfd.h). */
 static void fd_clear(struct cm_channel *ch)
 {
-	struct pollfd p = { .fd = ch->ch.fd, .events = POLLIN };
-	uint64_t v;
-
-	if (poll(&p, 1, 0) == 1 && read(ch->ch.fd, &v, sizeof(v)) < 0)
-		shca_dbg("eventfd read: %s", strerror(errno));
+	shca_evfd_drain(ch->ch.fd);
 }
 
 static void event_free(struct cm_event *ev)
@@ -362,14 +359,17 @@ static void __attribute__((noreturn)) sleep_for_good(struct cm_channel *ch)
 /* rdma_get_cm_event without the init check: cm_lock not held. */
 int cm_get_event(struct cm_channel *ch, struct rdma_cm_event **event)
 {
+	bool took = false;	/* this thread's wait took the counter */
 	struct cm_event *ev;
 
 	pthread_mutex_lock(&cm_lock);
 	for (;;) {
-		struct pollfd p = { .fd = ch->ch.fd, .events = POLLIN };
-		int ret = 0;
+		int ret;
 
 		ev = channel_pop(ch);
+		if (ev && took && ch->head)
+			fd_signal(ch);	/* our wait took the counter */
+		took = false;
 		if (ev) {
 			if (event_process(ev))
 				break;
@@ -382,19 +382,21 @@ int cm_get_event(struct cm_channel *ch, struct rdma_cm_event **event)
 			return -EAGAIN;
 		}
 		/* asleep, this thread keeps the channel (and its fd) from
-		 * rdma_destroy_event_channel */
+		 * rdma_destroy_event_channel; asleep in read(), as rdma-core
+		 * is in its write() to the rdma_cm file, so that a signal
+		 * handler without SA_RESTART ends the wait with EINTR */
 		ch->waiters++;
 		pthread_mutex_unlock(&cm_lock);
-		if (poll(&p, 1, -1) < 0 && errno != EINTR)
-			ret = -errno;
+		ret = shca_evfd_wait(ch->ch.fd);
 		pthread_mutex_lock(&cm_lock);
 		ch->waiters--;
 		if (ch->destroyed && !ch->nids)
 			sleep_for_good(ch);
-		if (ret) {
+		if (ret < 0) {
 			pthread_mutex_unlock(&cm_lock);
 			return ret;
 		}
+		took = ret > 0;
 	}
 	pthread_mutex_unlock(&cm_lock);
 	*event = &ev->event;

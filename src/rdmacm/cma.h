@@ -221,7 +221,9 @@ struct cm_id {
 	uint8_t timeout;		/* local ACK timeout */
 	struct ibv_ece local_ece, remote_ece;
 	bool connect_error;
-	struct cm_timer timer;		/* DREQ, SIDR, timewait */
+	struct cm_timer timer;		/* DREQ, SIDR, timewait, refused REQ */
+	uint8_t refused;		/* REQs sent again after a refusal */
+	struct cm_wire_req *req_copy;	/* the REQ, while it may go again */
 
 	/* UD */
 	uint32_t qkey;
@@ -323,6 +325,7 @@ uint16_t cm_addr_port(const struct sockaddr *addr);
 void cm_addr_set_port(struct sockaddr *addr, uint16_t be_port);
 void cm_addr_unmap(struct sockaddr_storage *ss);
 int cm_bind_locked(struct cm_id *id, const struct sockaddr *addr);
+int cm_sock_reopen(struct cm_id *id);
 void cm_path_init(struct cm_id *id, const union ibv_gid *dgid,
 		  enum ibv_mtu mtu);
 void cm_ah_from_path(struct cm_id *id, struct ibv_ah_attr *ah);

@@ -52,7 +52,14 @@ static void set_ib(struct cm_id *id, enum cm_ib_state s)
 	shca_dbg("id %p: CM %s -> %s", (void *)&id->id, cm_ib_name(id->ib),
 		 cm_ib_name(s));
 	id->ib = s;
+	if (s != IB_REQ_SENT) {
+		/* a REQ goes again only while it is unanswered */
+		free(id->req_copy);
+		id->req_copy = NULL;
+	}
 }
+
+static void resend_req(struct cm_id *id);
 
 static void queue_conn_event(struct cm_id *id, enum rdma_cm_event_type type,
 			     int status, const void *pdata, size_t len)
@@ -141,6 +148,9 @@ void cm_id_timer(struct cm_id *id)
 		break;
 	case IB_SIDR_REQ_SENT:
 		cm_dgram_timer(id);
+		break;
+	case IB_REQ_SENT:
+		resend_req(id);
 		break;
 	default:
 		if (id->state == CM_LISTEN && id->sock)
@@ -348,11 +358,70 @@ int cm_accept_stream(struct cm_id *id, const void *pdata, uint8_t pdata_len)
 /* ------------------------------------------------------------------ */
 /* Active side                                                         */
 
+/*
+ * A refused REQ goes again after 1, 2, 4, 8 and 16 ms before the id
+ * reports REJECTED (status 8).  softhca resolves addresses and routes at
+ * once (no ARP, no path query) and its REQ is a TCP SYN, so an active
+ * side reaches the passive one microseconds after it learns the port,
+ * sooner than through any kernel's rdma_cm; a program that publishes its
+ * port just before rdma_listen (qperf 0.4.11 sends it first) would lose
+ * that race now and then, where on hardware it never does.  31 ms is
+ * about what resolution and a REQ MAD take there.
+ */
+#define CM_REFUSED_RETRIES 5
+
+static bool retry_refused(struct cm_id *id)
+{
+	if (id->refused >= CM_REFUSED_RETRIES || !id->req_copy ||
+	    id->state != CM_CONNECT || cm_sock_reopen(id))
+		return false;
+	cm_timer_arm(&id->timer, 1u << id->refused++);
+	return true;
+}
+
+static void forget_req(struct cm_id *id)
+{
+	free(id->req_copy);
+	id->req_copy = NULL;
+}
+
+static void connect_failed(struct cm_id *id, int err);
+
+/* Send the REQ: connect the id's stream (cm_lock held). */
+static int send_req(struct cm_id *id)
+{
+	struct rdma_addr *a = &id->id.route.addr;
+	int ret;
+
+	ret = connect(id->sock->fd, &a->dst_addr, cm_addrlen(&a->dst_addr));
+	if (ret && errno != EINPROGRESS)
+		return errno;
+	id->sock->connecting = ret != 0;
+	cm_sock_send(id->sock, id->req_copy, sizeof(*id->req_copy));
+	return -cm_sock_watch(id->sock, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
+}
+
+/* The timer after a refusal: the REQ again, on the fresh socket. */
+static void resend_req(struct cm_id *id)
+{
+	int err = ECONNREFUSED;
+
+	if (id->sock && id->req_copy && id->state == CM_CONNECT)
+		err = send_req(id);
+	if (err > 0)
+		connect_failed(id, err);
+	else if (err < 0)
+		connect_failed(id, -err);
+}
+
 static void connect_failed(struct cm_id *id, int err)
 {
 	if (id->sock)
 		id->sock->out_len = 0;	/* the REQ goes nowhere */
+	if (id->ib == IB_REQ_SENT && err == ECONNREFUSED && retry_refused(id))
+		return;
 	release_sock(id);
+	forget_req(id);
 	if (id->ib != IB_REQ_SENT)
 		return;
 	set_ib(id, IB_IDLE);
@@ -373,7 +442,6 @@ void cm_stream_connected(struct cm_sock *s, int err)
  * cm_lock held; the caller has set the id's parameters. */
 int cm_connect_stream(struct cm_id *id, const void *pdata, uint8_t pdata_len)
 {
-	struct rdma_addr *a = &id->id.route.addr;
 	struct cm_wire_req w;
 	struct cm_req req = { 0 };
 	int ret;
@@ -402,19 +470,21 @@ int cm_connect_stream(struct cm_id *id, const void *pdata, uint8_t pdata_len)
 
 	id->cm_initiator_depth = id->initiator_depth;
 	id->cm_responder_resources = id->responder_resources;
+	forget_req(id);
+	id->req_copy = malloc(sizeof(w));
+	if (!id->req_copy)
+		return -ENOMEM;
+	memcpy(id->req_copy, &w, sizeof(w));
+	id->refused = 0;
 	set_ib(id, IB_REQ_SENT);
-	ret = connect(id->sock->fd, &a->dst_addr, cm_addrlen(&a->dst_addr));
-	if (ret && errno != EINPROGRESS) {
+	ret = send_req(id);
+	if (ret > 0) {
 		/* reported as the IB CM would: asynchronously */
-		int err = errno;
-
 		id->state = CM_CONNECT;
-		connect_failed(id, err);
+		connect_failed(id, ret);
 		return 0;
 	}
-	id->sock->connecting = ret != 0;
-	cm_sock_send(id->sock, &w, sizeof(w));
-	return cm_sock_watch(id->sock, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
+	return ret;
 }
 
 static void rep_received(struct cm_id *id, const uint8_t *msg)

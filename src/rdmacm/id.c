@@ -124,6 +124,8 @@ void cm_id_destroy_locked(struct cm_id *id)
 
 	id->state = CM_DESTROYING;
 	cm_timer_cancel(&id->timer);
+	free(id->req_copy);
+	id->req_copy = NULL;
 	if (cm_is_ud(id))
 		cm_dgram_teardown(id);
 	else

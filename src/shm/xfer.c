@@ -107,6 +107,24 @@ static bool resp_complete(struct shca_peer *p, struct shca_qp_shm *q,
 	return r == SHCA_CQ_PUSHED || r == SHCA_CQ_FIRED;
 }
 
+/*
+ * A UD receive on a RoCE v2 port reports in wc.sl which network header
+ * the first 40 bytes hold (IBA A17.4.5.1: "a flag that indicates if the
+ * received frame is an IPv4, IPv6 or RoCE packet"), as mlx5 does (its
+ * CQE's roce_pkt_type: 0 GRH of RoCE v1, 1 IPv6, 2 IPv4) and hns does:
+ * UCX's ud_verbs reads it to find the destination address in the GRH and
+ * drops the packet otherwise.  rxe leaves it 0 (the kernel reports the
+ * type in ib_wc.network_hdr_type, which ibv_wc does not carry).
+ */
+static uint8_t roce_l3_type(const uint8_t *grh)
+{
+	if (!grh)
+		return 0;
+	if (grh[0] >> 4 == 6)
+		return 1;
+	return grh[20] >> 4 == 4 ? 2 : 0;
+}
+
 static void resp_wc(struct ibv_wc *wc, const struct shca_xfer *x,
 		    const struct shca_qp_shm *q, uint64_t wr_id,
 		    enum ibv_wc_status status, uint32_t byte_len)
@@ -124,8 +142,10 @@ static void resp_wc(struct ibv_wc *wc, const struct shca_xfer *x,
 		wc->wc_flags |= IBV_WC_WITH_IMM;
 		wc->imm_data = x->imm_data;
 	}
-	if (x->qp_type == IBV_QPT_UD)
+	if (x->qp_type == IBV_QPT_UD) {
 		wc->wc_flags |= IBV_WC_GRH;
+		wc->sl = roce_l3_type(x->grh);
+	}
 }
 
 /* RC: the requester's status and the responder's fate for an error. */
@@ -489,6 +509,44 @@ static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
 static void execute(struct shca_peer *p, const struct shca_xfer *x,
 		    struct shca_xfer_result *res);
 
+static uint64_t wire_pkts(uint64_t len, uint32_t mtu)
+{
+	return mtu && len > mtu ? (len + mtu - 1) / mtu : 1;
+}
+
+void shca_xfer_count(struct shca_stat_block *b, const struct shca_xfer *x,
+		     bool requester)
+{
+	uint64_t data = wire_pkts(x->length, x->pmtu);
+	enum shca_stat out_p = requester ? SHCA_STAT_SENT_PKTS :
+					   SHCA_STAT_RCVD_PKTS;
+	enum shca_stat out_b = requester ? SHCA_STAT_SENT_BYTES :
+					   SHCA_STAT_RCVD_BYTES;
+	enum shca_stat back_p = requester ? SHCA_STAT_RCVD_PKTS :
+					    SHCA_STAT_SENT_PKTS;
+	enum shca_stat back_b = requester ? SHCA_STAT_RCVD_BYTES :
+					    SHCA_STAT_SENT_BYTES;
+
+	switch (x->opcode) {
+	case IBV_WR_RDMA_READ:
+		/* a request one way, the data back */
+		shca_stat_add(b, out_p, 1);
+		shca_stat_add(b, back_p, data);
+		shca_stat_add(b, back_b, x->length);
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		shca_stat_add(b, out_p, 1);
+		shca_stat_add(b, back_p, 1);
+		shca_stat_add(b, back_b, 8);
+		break;
+	default:
+		shca_stat_add(b, out_p, data);
+		shca_stat_add(b, out_b, x->length);
+		break;
+	}
+}
+
 void shca_shm_execute(struct shca_peer *p, const struct shca_xfer *x,
 		      struct shca_xfer_result *res)
 {
@@ -515,6 +573,8 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 	q = lookup_qp(p, x->dest_qpn);
 	if (!q || q->qp_type != (uint32_t)x->qp_type)
 		return;
+	if (x->count_resp)
+		shca_xfer_count(&q->stats, x, false);
 	cq = shca_arena_ptr(p->arena, p->arena_size, q->rcq_off, sizeof(*cq));
 	if (cq)
 		shca_peer_prefetch_channel(p, cq);

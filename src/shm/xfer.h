@@ -33,6 +33,12 @@ struct shca_xfer {
 	const struct iovec *local;	/* gather list, or READ/atomic target */
 	int nlocal;
 	uint64_t length;		/* message length */
+	uint32_t pmtu;			/* RC/UC: path MTU in bytes (the
+					 * packets the message would be, for
+					 * the counters); 0: one packet */
+	bool count_resp;		/* the same-host requester: count the
+					 * message at the responder too (the
+					 * net path counts what it receives) */
 	const uint8_t *grh;		/* UD: SHCA_GRH_LEN bytes to place */
 	/*
 	 * RDMA WRITE (with immediate) a packet at a time (the net path):
@@ -62,6 +68,15 @@ static inline bool shca_qp_state_can_receive(uint32_t state)
 	return state == IBV_QPS_RTR || state == IBV_QPS_RTS ||
 	       state == IBV_QPS_SQD || state == IBV_QPS_SQE;
 }
+
+/*
+ * Same-host traffic in the counters the net path keeps (common/stat.h),
+ * as a NIC counts what it loops back: the packets the message would be
+ * on a wire of the path MTU and their payload bytes, seen from the
+ * requester (requester true) or the responder.  There are no ACKs.
+ */
+void shca_xfer_count(struct shca_stat_block *b, const struct shca_xfer *x,
+		     bool requester);
 
 /* A responder found an error that moves the QP to the error state: until
  * its owner does so, the QP takes nothing more. */

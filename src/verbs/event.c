@@ -6,10 +6,14 @@
  * queue is non-empty: the eventfd counter is written for every event
  * queued (so that an edge-triggered epoll sees each one, as with the
  * kernel's event files) and drained when the queue goes back to empty,
- * both under the queue lock.  A reader never blocks in read(): it polls the fd
- * and then takes the lock, so several threads may wait on one channel, and
- * a client that sets O_NONBLOCK on the fd gets EAGAIN from the verb, as with
- * rdma-core's kernel-backed fds.
+ * both under the queue lock.  A reader that finds the queue empty sleeps in
+ * a read() of the eventfd, as rdma-core's reader of the kernel's event file
+ * does, so that signals interrupt it by the same rule (common/evfd.h):
+ * EINTR after a handler without SA_RESTART.  That read takes the counter:
+ * the reader writes it again if events remain once it has taken its own,
+ * so several threads may wait on one channel.  A client that sets
+ * O_NONBLOCK on the fd gets EAGAIN from the verb, as with rdma-core's
+ * kernel-backed fds.
  *
  * Events count as "reported" when a client receives them; destroying an
  * object removes its undelivered events, as the kernel does, and waits for
@@ -17,13 +21,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
 
 #include "shca.h"
+#include "../common/evfd.h"
 #include "../shm/peer.h"
 
 struct shca_event {
@@ -57,27 +61,6 @@ void shca_event_queue_destroy(struct shca_event_queue *q)
 	pthread_mutex_destroy(&q->lock);
 }
 
-static void signal_fd(int fd)
-{
-	uint64_t one = 1;
-
-	while (write(fd, &one, sizeof(one)) < 0 && errno == EINTR)
-		;
-}
-
-/* Empty the eventfd's counter without blocking (queue lock held: no
- * other reader drains it meanwhile; writers only add). */
-static void drain_fd(int fd)
-{
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-	uint64_t v;
-
-	if (poll(&pfd, 1, 0) != 1)
-		return;
-	while (read(fd, &v, sizeof(v)) < 0 && errno == EINTR)
-		;
-}
-
 /* Append without signalling: the reader's own collect step. */
 static void queue_append(struct shca_event_queue *q, struct shca_event *ev)
 {
@@ -102,7 +85,7 @@ static void queue_push(struct shca_event_queue *q, enum ibv_event_type type,
 	pthread_mutex_lock(&q->lock);
 	queue_append(q, ev);
 	/* every event wakes the fd, as the kernel's event files do */
-	signal_fd(q->fd);
+	shca_evfd_signal(q->fd);
 	pthread_mutex_unlock(&q->lock);
 }
 
@@ -115,10 +98,11 @@ static int queue_pop(struct shca_event_queue *q,
 		     void (*deliver)(struct shca_event *ev, void *arg),
 		     void *arg)
 {
+	bool took = false;	/* this thread's wait took the counter */
+
 	for (;;) {
 		struct shca_event *ev;
-		struct pollfd pfd;
-		int flags;
+		int ret;
 
 		pthread_mutex_lock(&q->lock);
 		if (q->collect)
@@ -126,7 +110,7 @@ static int queue_pop(struct shca_event_queue *q,
 		if (!q->head) {
 			/* nothing: a stale wake-up, or a mark set after we
 			 * looked and before the write we drain now */
-			drain_fd(q->fd);
+			shca_evfd_drain(q->fd);
 			if (q->collect)
 				q->collect(q);
 		}
@@ -135,12 +119,15 @@ static int queue_pop(struct shca_event_queue *q,
 			q->head = ev->next;
 			if (!q->head) {
 				q->tail = NULL;
-				drain_fd(q->fd);
+				shca_evfd_drain(q->fd);
 				if (q->collect) {
 					q->collect(q);
 					if (q->head)
-						signal_fd(q->fd);
+						shca_evfd_signal(q->fd);
 				}
+			} else if (took) {
+				/* readable again: events remain */
+				shca_evfd_signal(q->fd);
 			}
 			deliver(ev, arg);
 			pthread_mutex_unlock(&q->lock);
@@ -149,13 +136,13 @@ static int queue_pop(struct shca_event_queue *q,
 		}
 		pthread_mutex_unlock(&q->lock);
 
-		flags = fcntl(q->fd, F_GETFL);
-		if (flags >= 0 && (flags & O_NONBLOCK))
-			return -EAGAIN;
-		pfd.fd = q->fd;
-		pfd.events = POLLIN;
-		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
-			return -errno;
+		/* as rdma-core's read() of the event file: EAGAIN when the
+		 * fd is non-blocking, EINTR after a handler without
+		 * SA_RESTART, restarted after one with it */
+		ret = shca_evfd_wait(q->fd);
+		if (ret < 0)
+			return ret;
+		took = ret > 0;
 	}
 }
 
@@ -177,7 +164,7 @@ static void queue_remove_obj(struct shca_event_queue *q, void *obj)
 	}
 	q->tail = last;
 	if (had && !q->head)
-		drain_fd(q->fd);
+		shca_evfd_drain(q->fd);
 	pthread_mutex_unlock(&q->lock);
 }
 

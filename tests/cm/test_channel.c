@@ -34,8 +34,9 @@ static void *sleeper_main(void *arg)
 	return NULL;
 }
 
-/* Is thread tid of this process asleep in poll (or ppoll)? */
-static bool asleep_in_poll(pid_t tid)
+/* Is thread tid of this process asleep in the channel's wait (a read of
+ * the eventfd) or in poll/ppoll (where a sleeper sleeps for good)? */
+static bool asleep_in_wait(pid_t tid)
 {
 	char path[64], buf[64];
 	long nr = -1;
@@ -52,13 +53,13 @@ static bool asleep_in_poll(pid_t tid)
 	if (nr == SYS_poll)
 		return true;
 #endif
-	return nr == SYS_ppoll;
+	return nr == SYS_ppoll || nr == SYS_read;
 }
 
 /* Until the sleeper sleeps (the harness's alarm bounds the wait). */
 static void wait_asleep(const struct sleeper *s)
 {
-	while (!asleep_in_poll(__atomic_load_n(&s->tid, __ATOMIC_ACQUIRE)))
+	while (!asleep_in_wait(__atomic_load_n(&s->tid, __ATOMIC_ACQUIRE)))
 		usleep(1000);
 }
 
@@ -75,7 +76,7 @@ TEST(destroy_channel_under_a_sleeping_reader)
 	void *junk[64];
 	int i;
 
-	/* a signal interrupts poll (no SA_RESTART) */
+	/* a signal interrupts the wait (no SA_RESTART) */
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_usr1;
 	ASSERT_EQ(sigaction(SIGUSR1, &sa, NULL), 0);

@@ -15,11 +15,13 @@
 # TEST_TIMEOUT); the namespaces, and whatever runs in them, are gone at
 # exit (lib.sh).
 #
-# Three runs: matrix and errors on the GIDs of the IPv4 addresses, matrix6
-# (the matrix again) on those of the IPv6 addresses (SHCA_TEST_NETNS_GID).
+# Runs: matrix and errors on the GIDs of the IPv4 addresses, matrix6
+# (the matrix again) on those of the IPv6 addresses (SHCA_TEST_NETNS_GID),
+# rcfaults (the RC matrix under faults), stat (`softhca stat` and the
+# counters across hosts: each side sees only itself, traffic counted).
 #
-# Usage: test_traffic_netns.sh [matrix|errors|matrix6 [CASE...]]
-# (default: the three runs, every case).  Environment: SOFTHCA_BUILD
+# Usage: test_traffic_netns.sh [matrix|errors|matrix6|rcfaults|stat
+# [CASE...]] (default: every run, every case).  Environment: SOFTHCA_BUILD
 # (default: the source tree's build/), with the test binaries in
 # $SOFTHCA_BUILD/tests.
 # shellcheck source=tests/netns/lib.sh
@@ -40,12 +42,16 @@ unset LD_PRELOAD RDMAV_DRIVERS IBV_DRIVERS SHCA_TEST_NETNS_DEV
 # its cases (TEST_TIMEOUT), what a's veth0 carries at least in a run of
 # every case (the matrix moves ~30 MB, the errors ~35 KB)
 declare -A BIN=([matrix]=matrix [errors]=errors [matrix6]=matrix
-		[rcfaults]=matrix)
-declare -A GID=([matrix]=ipv4 [errors]=ipv4 [matrix6]=ipv6 [rcfaults]=ipv4)
-declare -A SECS=([matrix]=240 [errors]=600 [matrix6]=240 [rcfaults]=240)
-declare -A CASE_SECS=([matrix]=90 [errors]=25 [matrix6]=90 [rcfaults]=150)
+		[rcfaults]=matrix [stat]=stat)
+declare -A GID=([matrix]=ipv4 [errors]=ipv4 [matrix6]=ipv6 [rcfaults]=ipv4
+		[stat]=ipv4)
+declare -A SECS=([matrix]=240 [errors]=600 [matrix6]=240 [rcfaults]=240
+		 [stat]=120)
+declare -A CASE_SECS=([matrix]=90 [errors]=25 [matrix6]=90 [rcfaults]=150
+		      [stat]=40)
 declare -A MIN_BYTES=([matrix]=$((8 << 20)) [errors]=$((8 << 10))
-		      [matrix6]=$((8 << 20)) [rcfaults]=$((8 << 20)))
+		      [matrix6]=$((8 << 20)) [rcfaults]=$((8 << 20))
+		      [stat]=$((32 << 10)))
 # rcfaults: the RC matrix (every opcode, size to 1 MiB, SGEs, inline, all
 # checked) with faults in both processes: RC must hide them all (go-back-N,
 # READs asked again from a lost response, duplicates answered again)
@@ -55,9 +61,9 @@ declare -A CASES_OF=([rcfaults]=rc_two_process)
 export NETNS_WATCHDOG=${NETNS_WATCHDOG:-1150}
 
 case ${1:-} in
-"") RUNS=(matrix errors matrix6 rcfaults) ;;
-matrix|errors|matrix6|rcfaults) RUNS=("$1"); shift ;;
-*) echo "usage: $0 [matrix|errors|matrix6|rcfaults [CASE...]]" >&2; exit 2 ;;
+"") RUNS=(matrix errors matrix6 rcfaults stat) ;;
+matrix|errors|matrix6|rcfaults|stat) RUNS=("$1"); shift ;;
+*) echo "usage: $0 [matrix|errors|matrix6|rcfaults|stat [CASE...]]" >&2; exit 2 ;;
 esac
 CASES=("$@")
 for r in "${RUNS[@]}"; do

@@ -36,6 +36,15 @@ struct tcase {
 	bool inl;
 };
 
+
+/* What a RoCE v2 UD receive reports in wc.sl (mlx5's roce_pkt_type):
+ * 2 for IPv4 (an IPv4-mapped GID), 1 for IPv6. */
+static int roce_l3_type(const union ibv_gid *g)
+{
+	static const uint8_t v4mapped[12] = { [10] = 0xff, [11] = 0xff };
+
+	return memcmp(g->raw, v4mapped, 12) ? 1 : 2;
+}
 static struct tcase cases[4096];
 static int ncases;
 
@@ -239,6 +248,10 @@ static void responder_check(struct ep *b, const struct tcase *t, int c)
 		}
 		ASSERT_EQ(!!(wc.wc_flags & IBV_WC_GRH),
 			  t->type == IBV_QPT_UD);
+		/* UD over RoCE v2: the network header type, as mlx5 */
+		ASSERT_EQ(wc.sl, t->type == IBV_QPT_UD ?
+					 roce_l3_type(&b->self.gid) :
+					 0);
 	}
 	if (t->op == IBV_WR_SEND || t->op == IBV_WR_SEND_WITH_IMM) {
 		for (i = 0; i < t->size; i++)
@@ -317,6 +330,10 @@ static void requester_run(struct ep *a, const struct tcase *t, int c)
 			     c, t->op, t->size, ibv_wc_status_str(wc.status));
 	ASSERT_EQ(wc.wr_id, 0xa000 + (uint64_t)c);
 	ASSERT_EQ(wc.qp_num, a->qp->qp_num);
+	/* the sender's completion says "with immediate" too (mlx5, rxe) */
+	ASSERT_EQ(!!(wc.wc_flags & IBV_WC_WITH_IMM),
+		  t->op == IBV_WR_SEND_WITH_IMM ||
+			  t->op == IBV_WR_RDMA_WRITE_WITH_IMM);
 	switch (t->op) {
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:

@@ -393,3 +393,140 @@ TEST(peer_gone_retry_exceeded_counted)
 	close(d.fd);
 	ep_destroy(&a);
 }
+
+/* ------------------------------------------------------------------ */
+/* Traffic counters                                                    */
+
+/*
+ * What moves counts on both paths, as a NIC counts every packet through
+ * its port, looped back or not: 8 SENDs of 5000 bytes, a WRITE of 10000
+ * and a READ of 4096.  On the same-host path the counts are exact (the
+ * packets the messages would be at the path MTU, their payload bytes, no
+ * ACKs); the net path counts ACKs and header bytes too, so at least.
+ */
+#define TC_SENDS 8
+#define TC_SEND_LEN 5000u
+#define TC_WRITE_LEN 10000u
+#define TC_READ_LEN 4096u
+
+enum { SENT_P, SENT_B, RCVD_P, RCVD_B, NTRAFFIC };
+static const char *const traffic_counter[NTRAFFIC] = {
+	"sent_pkts", "sent_bytes", "rcvd_pkts", "rcvd_bytes",
+};
+
+static void traffic_counters(uint32_t qpn, long long v[NTRAFFIC])
+{
+	int i;
+
+	for (i = 0; i < NTRAFFIC; i++)
+		v[i] = qp_counter(qpn, traffic_counter[i]);
+}
+
+static uint32_t pkts(uint32_t len, uint32_t mtu)
+{
+	return len > mtu ? (len + mtu - 1) / mtu : 1;
+}
+
+static uint32_t qp_mtu(struct ibv_qp *qp)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+
+	ASSERT_EQ(ibv_query_qp(qp, &a, IBV_QP_PATH_MTU, &ia), 0);
+	return 128u << a.path_mtu;
+}
+
+/* want: the exact same-host counts; the net path gives at least them */
+static void expect_traffic(const long long d[NTRAFFIC],
+			   const long long want[NTRAFFIC])
+{
+	int i;
+
+	for (i = 0; i < NTRAFFIC; i++) {
+		if (ep_netns() ? d[i] >= want[i] : d[i] == want[i])
+			continue;
+		harness_fail(__FILE__, __LINE__, "%s moved by %lld, want %s%lld",
+			     traffic_counter[i], d[i], ep_netns() ? ">= " : "",
+			     want[i]);
+	}
+}
+
+static void counted_responder(int fd, void *arg)
+{
+	long long before[NTRAFFIC], after[NTRAFFIC], d[NTRAFFIC], want[NTRAFFIC];
+	struct ep_opts o;
+	struct ep b;
+	uint32_t mtu;
+	int i;
+
+	(void)arg;
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_open_remote(&b, &o, fd);
+	mtu = qp_mtu(b.qp);
+	traffic_counters(b.qp->qp_num, before);
+	for (i = 0; i < TC_SENDS; i++)
+		ASSERT_EQ(ep_post_recv(&b, (uint64_t)i, 8192u * (uint64_t)i,
+				       TC_SEND_LEN),
+			  0);
+	duo_signal(fd, 'p');
+	for (i = 0; i < TC_SENDS; i++)
+		ep_expect(b.rcq, b.qp, (uint64_t)i, IBV_WC_SUCCESS);
+	duo_expect(fd, 'w');	/* the WRITE and the READ are done */
+	traffic_counters(b.qp->qp_num, after);
+	for (i = 0; i < NTRAFFIC; i++)
+		d[i] = after[i] - before[i];
+	want[RCVD_P] = TC_SENDS * pkts(TC_SEND_LEN, mtu) +
+		       pkts(TC_WRITE_LEN, mtu) + 1;
+	want[RCVD_B] = TC_SENDS * TC_SEND_LEN + TC_WRITE_LEN;
+	want[SENT_P] = pkts(TC_READ_LEN, mtu);
+	want[SENT_B] = TC_READ_LEN;
+	expect_traffic(d, want);
+	duo_signal(fd, 'd');
+	duo_expect(fd, 'x');
+	ep_destroy(&b);
+}
+
+TEST(traffic_counted_both_sides)
+{
+	long long before[NTRAFFIC], after[NTRAFFIC], d[NTRAFFIC], want[NTRAFFIC];
+	struct ep_opts o;
+	struct duo d2;
+	struct ep a;
+	uint32_t mtu;
+	int i;
+
+	duo_fork(&d2, counted_responder, NULL);
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_open_remote(&a, &o, d2.fd);
+	mtu = qp_mtu(a.qp);
+	traffic_counters(a.qp->qp_num, before);
+	duo_expect(d2.fd, 'p');
+	for (i = 0; i < TC_SENDS; i++) {
+		ASSERT_EQ(ep_post(&a, (uint64_t)i, IBV_WR_SEND, 0, TC_SEND_LEN,
+				  0, 0),
+			  0);
+		ep_expect(a.scq, a.qp, (uint64_t)i, IBV_WC_SUCCESS);
+	}
+	ASSERT_EQ(ep_post(&a, 0xa1, IBV_WR_RDMA_WRITE, 0, TC_WRITE_LEN,
+			  1u << 20, 0),
+		  0);
+	ep_expect(a.scq, a.qp, 0xa1, IBV_WC_SUCCESS);
+	ASSERT_EQ(ep_post(&a, 0xa2, IBV_WR_RDMA_READ, 0, TC_READ_LEN,
+			  2u << 20, 0),
+		  0);
+	ep_expect(a.scq, a.qp, 0xa2, IBV_WC_SUCCESS);
+	traffic_counters(a.qp->qp_num, after);
+	for (i = 0; i < NTRAFFIC; i++)
+		d[i] = after[i] - before[i];
+	want[SENT_P] = TC_SENDS * pkts(TC_SEND_LEN, mtu) +
+		       pkts(TC_WRITE_LEN, mtu) + 1;
+	want[SENT_B] = TC_SENDS * TC_SEND_LEN + TC_WRITE_LEN;
+	want[RCVD_P] = pkts(TC_READ_LEN, mtu);
+	want[RCVD_B] = TC_READ_LEN;
+	expect_traffic(d, want);
+	duo_signal(d2.fd, 'w');
+	duo_expect(d2.fd, 'd');
+	duo_signal(d2.fd, 'x');
+	duo_wait(&d2);
+	ep_destroy(&a);
+}
