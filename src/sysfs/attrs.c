@@ -54,8 +54,9 @@ const char *const shca_vfs_uv_attr_names[SHCA_UV_ATTR_MAX] = {
  * has no physical layer, so no symbol, link or buffer errors happen; it
  * does not count link-downs, discards, or waits either (0).  Received
  * errors are the packets its QPs dropped as invalid.  Data counters are
- * in 4-byte words, as PortXmitData/PortRcvData; bytes and packets are
- * the net path's (the same-host path moves no packets).
+ * in 4-byte words, as PortXmitData/PortRcvData, from the byte counters
+ * (the net path counts headers too; the same-host path counts the
+ * packets a message would be at the path MTU, and its payload).
  */
 const struct shca_vfs_pma shca_vfs_pma[SHCA_VFS_PMA_MAX] = {
 	{ "symbol_error", -1, 1 },

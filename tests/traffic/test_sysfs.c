@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * The sysfs view's counters (docs/discovery.md) follow the traffic of
- * the processes that are running: two processes exchange RC SENDs over
- * the net path (SOFTHCA_NET=1), and `cat` under the path shim, a third
- * process, reads ports/1/hw_counters and ports/1/counters of softhca_lo
- * before and after.  The oracle is what the test itself sent.
+ * the processes that are running: two processes exchange RC SENDs, over
+ * the net path (SOFTHCA_NET=1) and over the same-host path, and `cat`
+ * under the path shim, a third process, reads ports/1/hw_counters and
+ * ports/1/counters of softhca_lo before and after.  The oracle is what
+ * the test itself sent.
  *
  * As root the test runs in a network namespace of its own (only lo, and
  * only its own processes): then the counters are exactly 0 before the
@@ -138,7 +139,7 @@ static long long verbs_read(struct ibv_context *ctx, const char *file)
 	return strtoll(buf, NULL, 10);
 }
 
-TEST(counters_follow_traffic)
+static void counters_follow_traffic(bool net)
 {
 	struct counters c0, c1, c2;
 	struct ep_opts o;
@@ -155,7 +156,8 @@ TEST(counters_follow_traffic)
 	/* without the shim there is no such file */
 	ASSERT_NE(view_read(false, &c0), 0);
 
-	setenv("SOFTHCA_NET", "1", 1);
+	if (net)
+		setenv("SOFTHCA_NET", "1", 1);
 	duo_fork(&d, responder, NULL);
 	opts(&o);
 	ep_open_remote(&a, &o, d.fd);
@@ -208,6 +210,17 @@ TEST(counters_follow_traffic)
 		ASSERT_EQ(c2.sent_pkts, 0);
 		ASSERT_EQ(c2.xmit_packets, 0);
 	}
+}
+
+TEST(counters_follow_traffic_net)
+{
+	counters_follow_traffic(true);
+}
+
+/* the same-host path counts the packets the messages would be */
+TEST(counters_follow_traffic_same_host)
+{
+	counters_follow_traffic(false);
 }
 
 /* The identity files agree with the verbs, with and without the shim. */
