@@ -80,6 +80,7 @@ struct cm_device {
 	enum ibv_mtu active_mtu;
 	uint8_t link_layer;
 	unsigned int ifindex;		/* of softhca_<ifname>, or 0 */
+	bool loopback;			/* its interface is IFF_LOOPBACK */
 	bool present;			/* in ibv_get_device_list now */
 };
 
