@@ -80,7 +80,7 @@ fi
 # Outputs in $T/NAME.server and $T/NAME.client, exit statuses in $src and
 # $crc.  The client is stopped when the server has exited.
 pingpong() {
-	local name=$1 secs=$2 srv=() cli=() spid cpid i
+	local name=$1 secs=$2 srv=() cli=() spid cpid
 	shift 2
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do srv+=("$1"); shift; done
 	shift
@@ -89,7 +89,7 @@ pingpong() {
 	timeout -k 5 "$secs" fi_pingpong -B "$port" "${srv[@]}" </dev/null \
 		>"$T/$name.server" 2>&1 &
 	spid=$!
-	for i in $(seq 100); do
+	for _ in $(seq 100); do
 		ss -Hltn "sport = :$port" | grep -q . && break
 		kill -0 "$spid" 2>/dev/null || break
 		sleep 0.1
@@ -101,7 +101,7 @@ pingpong() {
 	src=$?
 	# a client left alone by its server waits for a message forever, as
 	# on hardware: give it its run's worth, no more
-	for i in $(seq 50); do
+	for _ in $(seq 50); do
 		kill -0 "$cpid" 2>/dev/null || break
 		sleep 0.1
 	done
