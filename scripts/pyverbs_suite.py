@@ -58,7 +58,54 @@ def child_import_suite(args):
     # each missing one (the suite's default, tuned for hardware) would make
     # a run with a broken data path take an hour.
     tests.utils.POLL_CQ_TIMEOUT = args.poll_timeout
+    import tests.base
+    cm_tests_off_loopback(tests.base)
     return tests
+
+
+def cm_tests_off_loopback(base):
+    """Run the RDMA-CM tests on a device whose address binds to it.
+
+    Those tests bind the device's IP address and use the device the bind
+    attaches (pyverbs' CMID.bind_addr opens id->verbs at once).  A loopback
+    address attaches none, as in the kernel's rdma_cm (cma_any_addr counts
+    127.0.0.0/8 and ::1 as wildcards), and no real device is a loopback
+    one.  So when the suite runs on softhca_lo, the RDMA-CM tests run on
+    the softhca device of the first other interface that is up with an IPv4
+    address, as they would on hardware, and skip when there is none.
+    """
+    import unittest
+
+    def loopback(ifname):
+        try:
+            with open(f'/sys/class/net/{ifname}/flags') as f:
+                return int(f.read(), 16) & 0x8      # IFF_LOOPBACK
+        except (OSError, ValueError):
+            return False
+
+    def other_device():
+        out = subprocess.run(['ip', '-j', '-4', 'addr', 'show', 'up'],
+                             capture_output=True, text=True).stdout
+        for link in json.loads(out or '[]'):
+            name = link.get('ifname', '')
+            if link.get('addr_info') and not loopback(name):
+                return 'softhca_' + name
+        return None
+
+    real_setup = base.RDMACMBaseTest.setUp
+
+    def setup(self):
+        if self.dev_name and self.dev_name.startswith('softhca_') and \
+                loopback(self.dev_name[len('softhca_'):]):
+            other = other_device()
+            if other is None:
+                raise unittest.SkipTest(
+                    'RDMA-CM: no interface but loopback here (a loopback '
+                    'address binds to no device)')
+            self.dev_name = other
+        real_setup(self)
+
+    base.RDMACMBaseTest.setUp = setup
 
 
 def flatten(suite):

@@ -7,8 +7,15 @@
  * numbers are TCP ports here, as with iWARP), UDP for UD ids.  Port 0
  * picks a free port, rdma_get_src_port() tells which.  A specific address
  * maps to the softhca device that owns it (device.c) and sets id->verbs,
- * id->pd (the device's default PD) and port 1; a wildcard leaves them
- * unset until a connection or a resolution picks a device.
+ * id->pd (the device's default PD) and port 1.  A wildcard or a loopback
+ * address (127.0.0.0/8, ::1) leaves them unset until a resolution or a
+ * connect request picks a device, as in the kernel, whose cma_any_addr()
+ * counts loopback addresses as wildcards: rdma_bind_addr attaches no
+ * device to them, and rdma_resolve_addr to one attaches the loopback
+ * device (cma_resolve_loopback; here softhca_lo, the device of lo).
+ * Unlike the kernel, the socket stays bound to the loopback address: a
+ * listener on 127.0.0.1 takes connections to 127.0.0.1 only, never from
+ * another host (the kernel's takes requests for any address).
  *
  * Resolution asks the kernel's routing table which source address it
  * would use (a connected UDP socket, nothing sent), then maps that
@@ -44,6 +51,19 @@ socklen_t cm_addrlen(const struct sockaddr *addr)
 	default:
 		return 0;	/* AF_IB: no AF_IB support, as on RoCE */
 	}
+}
+
+/* 127.0.0.0/8 or ::1 (the kernel's cma_loopback_addr) */
+bool cm_addr_loopback(const struct sockaddr *addr)
+{
+	const struct sockaddr_in *sin = (const void *)addr;
+	const struct sockaddr_in6 *s6 = (const void *)addr;
+
+	if (addr->sa_family == AF_INET)
+		return ntohl(sin->sin_addr.s_addr) >> 24 == IN_LOOPBACKNET;
+	if (addr->sa_family == AF_INET6)
+		return IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
+	return false;
 }
 
 bool cm_addr_any(const struct sockaddr *addr)
@@ -161,7 +181,9 @@ int cm_bind_locked(struct cm_id *id, const struct sockaddr *addr)
 		if (IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr) && !s6->sin6_scope_id)
 			return -EINVAL;	/* link-local: needs a scope */
 	}
-	if (!cm_addr_any(addr)) {
+	/* a device for an address of an interface; none for a wildcard or
+	 * a loopback address (the kernel's cma_any_addr) */
+	if (!cm_addr_any(addr) && !cm_addr_loopback(addr)) {
 		ret = cm_device_by_addr(addr, &dev, &idx);
 		if (ret)
 			return ret;

@@ -80,6 +80,7 @@ struct cm_device {
 	enum ibv_mtu active_mtu;
 	uint8_t link_layer;
 	unsigned int ifindex;		/* of softhca_<ifname>, or 0 */
+	bool loopback;			/* its interface is IFF_LOOPBACK */
 	bool present;			/* in ibv_get_device_list now */
 };
 
@@ -321,6 +322,7 @@ const char *cm_state_name(enum cm_state s);
 /* addr.c: binding, address and route resolution */
 socklen_t cm_addrlen(const struct sockaddr *addr);
 bool cm_addr_any(const struct sockaddr *addr);
+bool cm_addr_loopback(const struct sockaddr *addr);
 uint16_t cm_addr_port(const struct sockaddr *addr);
 void cm_addr_set_port(struct sockaddr *addr, uint16_t be_port);
 void cm_addr_unmap(struct sockaddr_storage *ss);

@@ -11,6 +11,12 @@
  * An IP address maps to the device whose GID table holds it (softhca's
  * GIDs are its interfaces' addresses, IPv4-mapped for IPv4): that is the
  * route lookup rdma_cm's kernel part does through the netdev.
+ *
+ * rdma_get_devices() lists the device of a loopback interface (softhca_lo)
+ * after the others.  The kernel has no loopback RDMA device; a program
+ * that takes the first device it is given (libfabric's default verbs
+ * DGRAM domain does) then gets one that reaches other hosts, as it would
+ * on hardware.  ibv_get_device_list() keeps the interfaces' order.
  */
 #include <arpa/inet.h>
 #include <net/if.h>
@@ -18,6 +24,7 @@
 #include <string.h>
 
 #include "cma.h"
+#include "../common/netif.h"
 
 static struct cm_device *devices;
 static bool listed;
@@ -100,8 +107,14 @@ static int device_open(struct cm_device *d)
 	d->active_mtu = pattr.active_mtu;
 	d->link_layer = pattr.link_layer;
 	name = ibv_get_device_name(d->ibdev);
-	if (name && !strncmp(name, "softhca_", 8))
+	if (name && !strncmp(name, "softhca_", 8)) {
+		unsigned int flags = 0;
+
 		d->ifindex = if_nametoindex(name + 8);
+		if (d->ifindex &&
+		    !shca_netif_link_flags(d->ifindex, name + 8, &flags))
+			d->loopback = flags & IFF_LOOPBACK;
+	}
 	return 0;
 }
 
@@ -203,7 +216,7 @@ struct ibv_context **rdma_get_devices(int *num_devices)
 {
 	struct ibv_context **list = NULL;
 	struct cm_device *d;
-	int n = 0, i = 0;
+	int n = 0, i = 0, pass;
 
 	if (cm_init())
 		goto out;
@@ -213,9 +226,10 @@ struct ibv_context **rdma_get_devices(int *num_devices)
 		if (d->present && !device_open(d))
 			n++;
 	list = calloc((size_t)n + 1, sizeof(*list));
-	if (list) {
+	/* the others first, then the loopback devices */
+	for (pass = 0; list && pass < 2; pass++) {
 		for (d = devices; d && i < n; d = d->next) {
-			if (!d->present || !d->verbs)
+			if (!d->present || !d->verbs || d->loopback != pass)
 				continue;
 			list[i++] = d->verbs;
 			d->refcnt++;

@@ -1109,10 +1109,16 @@ int shca_destroy_qp(struct ibv_qp *ibqp)
 		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
 	pthread_mutex_unlock(&ibqp->mutex);
 
-	/* as mlx4/mlx5: the destroyed QP's completions leave its CQs */
-	shca_cq_clean(qp->scq, ibqp->qp_num);
-	if (qp->rcq != qp->scq)
-		shca_cq_clean(qp->rcq, ibqp->qp_num);
+	/*
+	 * The completions the QP left in its CQs stay there, as with rxe
+	 * and siw (mlx5 drops them): libfabric's verbs provider destroys a
+	 * MSG endpoint's QP, then polls the CQ for what it had completed
+	 * (vrb_ep_close), and rxm closes a connection on a peer's
+	 * disconnect that way, so a message that arrived just before would
+	 * be lost.  A QP number comes back only after every other index
+	 * (qp_table_insert goes round), so no new QP meets them; a reset
+	 * still drops them (qp_modify.c).
+	 */
 	qp_put_refs(qp);
 	pthread_cond_destroy(&ibqp->cond);
 	pthread_mutex_destroy(&ibqp->mutex);

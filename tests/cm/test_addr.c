@@ -119,6 +119,11 @@ TEST(get_devices)
 		ASSERT_NOT_NULL(ctxs[i]);
 		ASSERT(!strncmp(ibv_get_device_name(ctxs[i]->device),
 				"softhca_", 8));
+		/* the loopback device comes after the others, which reach
+		 * other hosts (the kernel has no loopback device) */
+		if (!strcmp(ibv_get_device_name(ctxs[i]->device),
+			    "softhca_lo"))
+			ASSERT_EQ(i, m - 1);
 	}
 	ASSERT_NULL(ctxs[m]);
 	rdma_free_devices(ctxs);
@@ -148,10 +153,35 @@ static void check_bound(struct rdma_cm_id *id, const char *ip,
 	rdma_free_devices(ctxs);
 }
 
+/*
+ * No device for an id bound to a loopback address or a wildcard, as in
+ * the kernel's rdma_cm (cma_any_addr counts 127.0.0.0/8 and ::1 as
+ * wildcards): id->verbs, id->pd stay NULL and port_num 0 until
+ * rdma_resolve_addr or a connect request picks a device.
+ */
+static void expect_no_device(struct rdma_cm_id *id)
+{
+	ASSERT_NULL(id->verbs);
+	ASSERT_NULL(id->pd);
+	ASSERT_EQ(id->port_num, 0);
+	ASSERT_NE(rdma_get_src_port(id), 0);
+}
+
+/* The device the kernel gives a loopback destination: here softhca_lo. */
+static void expect_lo(struct rdma_cm_id *id)
+{
+	ASSERT_NOT_NULL(id->verbs);
+	ASSERT_STR_EQ(ibv_get_device_name(id->verbs->device), "softhca_lo");
+	ASSERT_NOT_NULL(id->pd);
+	ASSERT(id->pd->context == id->verbs);
+	ASSERT_EQ(id->port_num, 1);
+}
+
 TEST(bind_loopback)
 {
 	struct rdma_cm_id *id;
 	struct sockaddr_in sin;
+	uint16_t port;
 
 	make_addr(&sin, loopback_ip(), 0);
 	ASSERT_EQ(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP), 0);
@@ -159,8 +189,68 @@ TEST(bind_loopback)
 	ASSERT_NULL(id->verbs);
 	ASSERT_EQ(id->qp_type, IBV_QPT_RC);
 	ASSERT_EQ(rdma_bind_addr(id, (struct sockaddr *)&sin), 0);
-	check_bound(id, loopback_ip(), "softhca_lo");
+	expect_no_device(id);
+	port = ntohs(rdma_get_src_port(id));
+	expect_v4(rdma_get_local_addr(id), loopback_ip(), port);
+	/* the resolution of a loopback destination attaches the device,
+	 * the bound address and port stay */
+	make_addr(&sin, loopback_ip(), 7);
+	ASSERT_EQ(rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, 2000),
+		  0);
+	ASSERT_EQ(id->event->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+	expect_lo(id);
+	expect_v4(rdma_get_local_addr(id), loopback_ip(), port);
+	expect_gid(&id->route.addr.addr.ibaddr.sgid, loopback_ip());
+	expect_gid(&id->route.addr.addr.ibaddr.dgid, loopback_ip());
+	ASSERT_EQ(id->route.addr.addr.ibaddr.pkey, 0xffff);
 	ASSERT_EQ(rdma_destroy_id(id), 0);
+
+	/* anything in 127.0.0.0/8 is loopback (the kernel's ipv4_is_loopback) */
+	make_addr(&sin, "127.0.0.2", 0);
+	ASSERT_EQ(rdma_create_id(NULL, &id, NULL, RDMA_PS_UDP), 0);
+	ASSERT_EQ(rdma_bind_addr(id, (struct sockaddr *)&sin), 0);
+	expect_no_device(id);
+	ASSERT_EQ(rdma_destroy_id(id), 0);
+}
+
+static bool have_ipv6_loopback(void)
+{
+	struct sockaddr_in6 v6 = { .sin6_family = AF_INET6,
+				   .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	int fd = socket(AF_INET6, SOCK_DGRAM, 0);
+	bool ok = fd >= 0 && !bind(fd, (struct sockaddr *)&v6, sizeof(v6));
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+TEST(bind_loopback_ipv6)
+{
+	struct sockaddr_in6 v6 = { .sin6_family = AF_INET6,
+				   .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+
+	if (!have_ipv6_loopback())
+		SKIP("no IPv6 loopback address here");
+	ch = rdma_create_event_channel();
+	ASSERT_NOT_NULL(ch);
+	ASSERT_EQ(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
+	ASSERT_EQ(rdma_bind_addr(id, (struct sockaddr *)&v6), 0);
+	expect_no_device(id);
+	ASSERT_EQ(rdma_get_local_addr(id)->sa_family, AF_INET6);
+	v6.sin6_port = htons(7);
+	ASSERT_EQ(rdma_resolve_addr(id, NULL, (struct sockaddr *)&v6, 2000),
+		  0);
+	expect_event_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+	expect_lo(id);
+	ASSERT(!memcmp(&id->route.addr.addr.ibaddr.sgid, &in6addr_loopback,
+		       16));
+	ASSERT(!memcmp(&id->route.addr.addr.ibaddr.dgid, &in6addr_loopback,
+		       16));
+	ASSERT_EQ(rdma_destroy_id(id), 0);
+	rdma_destroy_event_channel(ch);
 }
 
 TEST(bind_interface_address)
@@ -191,9 +281,65 @@ TEST(bind_wildcard)
 	make_addr(&sin, "0.0.0.0", 0);
 	ASSERT_EQ(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP), 0);
 	ASSERT_EQ(rdma_bind_addr(id, (struct sockaddr *)&sin), 0);
-	ASSERT_NULL(id->verbs);
-	ASSERT_NE(rdma_get_src_port(id), 0);
+	expect_no_device(id);
+	/* the route to 127.0.0.1 leaves from 127.0.0.1 (cma_set_loopback) */
+	make_addr(&sin, loopback_ip(), 7);
+	ASSERT_EQ(rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, 2000),
+		  0);
+	expect_lo(id);
+	expect_v4(rdma_get_local_addr(id), loopback_ip(),
+		  ntohs(rdma_get_src_port(id)));
 	ASSERT_EQ(rdma_destroy_id(id), 0);
+}
+
+/*
+ * A listener bound to 127.0.0.1 (or to a wildcard) has no device; each
+ * connect request's id has the device of the address the request came
+ * to, with its default PD and port 1.
+ */
+static void listen_child_device(const char *ip)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *lid, *cid, *cid2;
+	struct rdma_cm_event *ev;
+	uint16_t port;
+
+	ASSERT_NOT_NULL(ch);
+	port = listen_on(ch, &lid, ip, RDMA_PS_TCP);
+	expect_no_device(lid);
+	ASSERT_EQ(rdma_create_id(ch, &cid, NULL, RDMA_PS_TCP), 0);
+	resolve_to(ch, cid, loopback_ip(), port);
+	expect_lo(cid);
+	make_qp(cid, IBV_QPT_RC);
+	ASSERT_EQ(rdma_connect(cid, NULL), 0);
+	ev = expect_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	ASSERT(ev->listen_id == lid);
+	expect_lo(ev->id);
+	ASSERT(ev->id->verbs == cid->verbs);	/* one shared context */
+	expect_v4(rdma_get_local_addr(ev->id), loopback_ip(), port);
+	expect_gid(&ev->id->route.addr.addr.ibaddr.sgid, loopback_ip());
+	expect_no_device(lid);			/* the listener keeps none */
+	ASSERT_EQ(rdma_reject(ev->id, NULL, 0), 0);
+	cid2 = ev->id;
+	ASSERT_EQ(rdma_ack_cm_event(ev), 0);
+	ASSERT_EQ(rdma_destroy_id(cid2), 0);
+	ev = expect_event(ch, RDMA_CM_EVENT_REJECTED);
+	ASSERT(ev->id == cid);
+	ASSERT_EQ(rdma_ack_cm_event(ev), 0);
+	rdma_destroy_qp(cid);
+	ASSERT_EQ(rdma_destroy_id(cid), 0);
+	ASSERT_EQ(rdma_destroy_id(lid), 0);
+	rdma_destroy_event_channel(ch);
+}
+
+TEST(listen_loopback_requests_have_a_device)
+{
+	listen_child_device(loopback_ip());
+}
+
+TEST(listen_wildcard_requests_have_a_device)
+{
+	listen_child_device("0.0.0.0");
 }
 
 TEST(bind_errors)

@@ -11,20 +11,24 @@
 
 #include "cm_common.h"
 
-static struct rdma_cm_id *bound_id(enum rdma_port_space ps)
+/* An id with a device: resolved to 127.0.0.1 (softhca_lo).  Binding a
+ * loopback address attaches no device, as in the kernel's rdma_cm. */
+static struct rdma_cm_id *device_id(enum rdma_port_space ps)
 {
 	struct rdma_cm_id *id;
 	struct sockaddr_in sin;
 
-	make_addr(&sin, loopback_ip(), 0);
+	make_addr(&sin, loopback_ip(), 7);
 	ASSERT_EQ(rdma_create_id(NULL, &id, NULL, ps), 0);
-	ASSERT_EQ(rdma_bind_addr(id, (struct sockaddr *)&sin), 0);
+	ASSERT_EQ(rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, 2000),
+		  0);
+	ASSERT_NOT_NULL(id->verbs);
 	return id;
 }
 
 TEST(create_qp)
 {
-	struct rdma_cm_id *id = bound_id(RDMA_PS_TCP), *unbound;
+	struct rdma_cm_id *id = device_id(RDMA_PS_TCP), *unbound;
 	struct ibv_qp_init_attr attr = {
 		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
 			 .max_send_sge = 1, .max_recv_sge = 1 },
@@ -32,6 +36,7 @@ TEST(create_qp)
 	};
 	struct ibv_qp_attr qa;
 	struct ibv_qp_init_attr qi;
+	struct sockaddr_in sin;
 
 	make_qp(id, IBV_QPT_RC);
 	ASSERT(id->qp->pd == id->pd);		/* the default PD */
@@ -52,7 +57,7 @@ TEST(create_qp)
 	ASSERT_EQ(rdma_destroy_id(id), 0);
 
 	/* UD: straight to RTS with the CM's Q_Key */
-	id = bound_id(RDMA_PS_UDP);
+	id = device_id(RDMA_PS_UDP);
 	make_qp(id, IBV_QPT_UD);
 	ASSERT_EQ(ibv_query_qp(id->qp, &qa, IBV_QP_STATE | IBV_QP_QKEY, &qi),
 		  0);
@@ -64,12 +69,18 @@ TEST(create_qp)
 	ASSERT_EQ(rdma_create_id(NULL, &unbound, NULL, RDMA_PS_TCP), 0);
 	ASSERT_EQ(rdma_create_qp(unbound, NULL, &attr), -1);
 	ASSERT_EQ(errno, EINVAL);
+	/* bound to 127.0.0.1: still no device, so no QP */
+	make_addr(&sin, loopback_ip(), 0);
+	ASSERT_EQ(rdma_bind_addr(unbound, (struct sockaddr *)&sin), 0);
+	errno = 0;
+	ASSERT_EQ(rdma_create_qp(unbound, NULL, &attr), -1);
+	ASSERT_EQ(errno, EINVAL);
 	ASSERT_EQ(rdma_destroy_id(unbound), 0);
 }
 
 TEST(srq)
 {
-	struct rdma_cm_id *id = bound_id(RDMA_PS_TCP);
+	struct rdma_cm_id *id = device_id(RDMA_PS_TCP);
 	struct ibv_srq_init_attr sattr = {
 		.attr = { .max_wr = 4, .max_sge = 1 },
 	};
@@ -90,7 +101,7 @@ TEST(srq)
 
 TEST(options)
 {
-	struct rdma_cm_id *id, *ud = bound_id(RDMA_PS_UDP);
+	struct rdma_cm_id *id, *ud = device_id(RDMA_PS_UDP);
 	struct ibv_path_data path[2];
 	struct ibv_qp_attr qa;
 	uint8_t tos = 32, timeout = 14;
@@ -189,7 +200,7 @@ TEST(set_ib_path)
 
 TEST(init_qp_attr_ud)
 {
-	struct rdma_cm_id *id = bound_id(RDMA_PS_UDP), *unbound;
+	struct rdma_cm_id *id = device_id(RDMA_PS_UDP), *unbound;
 	struct ibv_qp_attr qa;
 	int mask;
 
@@ -213,7 +224,7 @@ TEST(init_qp_attr_ud)
 
 TEST(ece_without_device_support)
 {
-	struct rdma_cm_id *id = bound_id(RDMA_PS_TCP);
+	struct rdma_cm_id *id = device_id(RDMA_PS_TCP);
 	struct ibv_ece ece = { .vendor_id = 0x15b3, .options = 1 };
 
 	errno = 0;

@@ -232,6 +232,15 @@ TEST(multicast_join_leave)
 	ASSERT_EQ(rdma_join_multicast(id, (struct sockaddr *)&group, &ctx), -1);
 	ASSERT_EQ(errno, EINVAL);	/* not bound yet */
 	ASSERT_EQ(rdma_bind_addr(id, (struct sockaddr *)&src), 0);
+	/* bound to a loopback address: no device yet (the kernel's
+	 * rdma_join_multicast wants one); resolving the group picks it */
+	ASSERT_NULL(id->verbs);
+	ASSERT_EQ(rdma_join_multicast(id, (struct sockaddr *)&group, &ctx), -1);
+	ASSERT_EQ(errno, EINVAL);
+	ASSERT_EQ(rdma_resolve_addr(id, NULL, (struct sockaddr *)&group, 2000),
+		  0);
+	expect_event_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+	ASSERT_NOT_NULL(id->verbs);
 	make_qp(id, IBV_QPT_UD);
 	ASSERT_EQ(rdma_join_multicast(id, (struct sockaddr *)&group, &ctx), 0);
 	ev = expect_event(ch, RDMA_CM_EVENT_MULTICAST_JOIN);
@@ -267,7 +276,10 @@ TEST(multicast_join_leave)
 
 	/* multicast is for UD ids */
 	ASSERT_EQ(rdma_create_id(ch, &rc, NULL, RDMA_PS_TCP), 0);
-	ASSERT_EQ(rdma_bind_addr(rc, (struct sockaddr *)&src), 0);
+	ASSERT_EQ(rdma_resolve_addr(rc, (struct sockaddr *)&src,
+				    (struct sockaddr *)&group, 2000), 0);
+	expect_event_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+	ASSERT_NOT_NULL(rc->verbs);
 	ASSERT_EQ(rdma_join_multicast(rc, (struct sockaddr *)&group, NULL), -1);
 	ASSERT_EQ(errno, EINVAL);
 	ASSERT_EQ(rdma_destroy_id(rc), 0);
@@ -287,6 +299,10 @@ static void mc_receiver(struct peer *p, void *arg)
 	make_addr(&group, "239.1.2.5", 0);
 	ASSERT_EQ(rdma_create_id(ch, &id, NULL, RDMA_PS_UDP), 0);
 	ASSERT_EQ(rdma_bind_addr(id, (struct sockaddr *)&src), 0);
+	/* mckey's way: the group's resolution picks the device */
+	ASSERT_EQ(rdma_resolve_addr(id, NULL, (struct sockaddr *)&group, 2000),
+		  0);
+	expect_event_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
 	make_qp(id, IBV_QPT_UD);
 	post_recv_buf(id, buf, sizeof(buf), &mr);
 	ASSERT_EQ(rdma_join_multicast(id, (struct sockaddr *)&group, NULL), 0);

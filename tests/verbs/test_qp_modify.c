@@ -796,6 +796,31 @@ TEST(reset_discards_work_and_attributes)
 	ASSERT_EQ(ibv_destroy_qp(qp), 0);
 }
 
+/*
+ * The completions a destroyed QP left in its CQ stay there, as with rxe
+ * and siw: libfabric's verbs provider polls them after destroying an
+ * endpoint's QP.
+ */
+TEST(destroy_leaves_completions)
+{
+	struct ibv_wc wc[16];
+	struct ibv_qp *qp;
+	struct env e;
+	uint32_t qpn;
+
+	env_open(&e);
+	qp = qp_at(&e, RC, IBV_QPS_INIT);
+	qpn = qp->qp_num;
+	post_recvs(&e, qp, 2, 70);
+	ASSERT_EQ(try_modify(qp, IBV_QPS_ERR, 0), 0);
+	ASSERT_EQ(ibv_destroy_qp(qp), 0);
+	ASSERT_EQ(ibv_poll_cq(e.cq, 16, wc), 2);
+	ASSERT_U64_EQ(wc[0].wr_id, 70);
+	ASSERT_U64_EQ(wc[1].wr_id, 71);
+	ASSERT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+	ASSERT_EQ(wc[1].qp_num, qpn);
+}
+
 static int get_event_nonblock(struct ibv_context *ctx,
 			      struct ibv_async_event *ev)
 {
