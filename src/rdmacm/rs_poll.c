@@ -21,6 +21,11 @@
  * block, POLLHUP once disconnected, POLLERR after an error; a listener
  * POLLIN with a request waiting; a failed connect POLLIN|POLLOUT|POLLERR;
  * a datagram socket POLLIN with a message, POLLOUT with a free send slot.
+ * Two differences, as TCP has it: POLLHUP waits until the data that
+ * arrived before the disconnection has been read (rdma-core reports it at
+ * once, and a program that stops at POLLHUP -- rstream -T a -- loses the
+ * end of the stream), and a socket that can no longer write is POLLOUT
+ * (rsend fails at once) instead of never.
  */
 #include <sched.h>
 #include <stdlib.h>
@@ -175,11 +180,12 @@ static short stream_revents(struct rsocket *rs, short events, bool arm)
 		revents = 0;
 		if ((events & POLLIN) && rs_conn_have_rdata(rs))
 			revents |= POLLIN;
-		if ((events & POLLOUT) && rs_can_send(rs))
+		if ((events & POLLOUT) && rs_conn_can_send(rs))
 			revents |= POLLOUT;
-		if (!(rs->state & RS_CONNECTED))
-			revents |= rs->state == RS_DISCONNECTED ? POLLHUP :
-								  POLLERR;
+		if (rs->state == RS_DISCONNECTED && !rs_have_rdata(rs))
+			revents |= POLLHUP;
+		else if (!(rs->state & (RS_CONNECTED | RS_DISCONNECTED)))
+			revents |= POLLERR;
 		if (revents || !arm || rs->st.cq_armed)
 			return revents;
 		ibv_req_notify_cq(rs->st.cq, 0);
@@ -187,19 +193,36 @@ static short stream_revents(struct rsocket *rs, short events, bool arm)
 	}
 }
 
-/* The socket's revents for events now; with arm, also make sure that a
- * change wakes its fd (then nothing was ready). */
-short rs_poll_revents(struct rsocket *rs, short events, bool arm)
+static short revents_now(struct rsocket *rs, short events, bool arm)
 {
 	short revents;
 
-	pthread_mutex_lock(&rs->lock);
 	revents = rs->type == SOCK_STREAM ? stream_revents(rs, events, arm) :
 					    ds_poll_revents(rs, events);
 	if (!revents && arm && rs->type == SOCK_DGRAM) {
 		ds_arm(rs);
 		revents = ds_poll_revents(rs, events);
 	}
+	return revents;
+}
+
+/*
+ * The socket's revents for events now, after taking what its sources
+ * hold (a request, a CM event, a first contact); with arm, also make sure
+ * that a change wakes its fd (then nothing was ready).
+ */
+short rs_poll_revents(struct rsocket *rs, short events, bool arm)
+{
+	short revents;
+
+	pthread_mutex_lock(&rs->lock);
+	revents = revents_now(rs, events, false);
+	if (!revents && rs_events(rs)) {
+		gate_open();
+		revents = revents_now(rs, events, false);
+	}
+	if (!revents && arm)
+		revents = revents_now(rs, events, true);
 	pthread_mutex_unlock(&rs->lock);
 	return revents;
 }
