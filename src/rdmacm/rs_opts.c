@@ -22,7 +22,8 @@
  * what was set (rdma-core copies the wrong way); SO_KEEPALIVE sends no
  * probes (there is no service thread; softhca's rdma_cm reports a peer
  * that is gone as a disconnection by itself); rfcntl also serves
- * F_GETFD/F_SETFD, on the rsocket's own descriptor.
+ * F_GETFD/F_SETFD, on the rsocket's own descriptor; TCP_INFO gives the
+ * state and segment size of a stream (rdma-core: ENOTSUP).
  */
 #include <fcntl.h>
 #include <stdarg.h>
@@ -336,6 +337,27 @@ static int get_int(struct rsocket *rs, int level, int optname, int *v)
 	return -ENOTSUP;
 }
 
+/*
+ * TCP_INFO, which rdma-core does not offer, for the programs that report
+ * it (iperf3 prints garbage retransmit counts when it fails): the state
+ * and segment size, and zero retransmissions (RC retransmits below).
+ */
+static int get_tcp_info(struct rsocket *rs, void *optval, socklen_t *optlen)
+{
+	struct tcp_info ti;
+	int mss = 2048;
+
+	get_int(rs, IPPROTO_TCP, TCP_MAXSEG, &mss);
+	memset(&ti, 0, sizeof(ti));
+	ti.tcpi_state = (rs->state & RS_CONNECTED) ? TCP_ESTABLISHED :
+			rs->state == RS_LISTENING ? TCP_LISTEN : TCP_CLOSE;
+	ti.tcpi_snd_mss = (uint32_t)mss;
+	ti.tcpi_rcv_mss = (uint32_t)mss;
+	*optlen = MIN(*optlen, (socklen_t)sizeof(ti));
+	memcpy(optval, &ti, *optlen);
+	return 0;
+}
+
 int rgetsockopt(int socket, int level, int optname, void *optval,
 		socklen_t *optlen)
 {
@@ -350,6 +372,9 @@ int rgetsockopt(int socket, int level, int optname, void *optval,
 	pthread_mutex_lock(&rs->lock);
 	if (level == SOL_RDMA && optname == RDMA_ROUTE) {
 		ret = get_route(rs, optval, optlen);
+	} else if (level == IPPROTO_TCP && optname == TCP_INFO &&
+		   rs->type == SOCK_STREAM) {
+		ret = get_tcp_info(rs, optval, optlen);
 	} else if (level == SOL_SOCKET && optname == SO_LINGER) {
 		ret = -EINVAL;
 		if (*optlen >= sizeof(l)) {
