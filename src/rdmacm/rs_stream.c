@@ -153,7 +153,9 @@ static void send_credits(struct rsocket *rs)
 {
 	struct rs_stream *st = &rs->st;
 	uint32_t half = rs->rbuf_size >> 1;
-	uint32_t msg = rs_msg(RS_OP_SGL, (uint16_t)(st->rseq_no + rs->rq_size));
+	/* the limit as rdma-core computes it, not cut to 16 bits: the reader
+	 * keeps the low 16 */
+	uint32_t msg = rs_msg(RS_OP_SGL, (uint32_t)st->rseq_no + rs->rq_size);
 	struct ibv_sge ibsge;
 	struct rs_sge sge;
 	int flags;
