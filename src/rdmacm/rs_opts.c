@@ -151,7 +151,8 @@ int rsetsockopt(int socket, int level, int optname, const void *optval,
 			ret = 0;
 			break;
 		case SO_SNDBUF:
-			if ((stream && !rs->st.sbuf) || (!stream && !rs->dg.sbuf))
+			if ((stream && !rs->st.sbuf) ||
+			    (!stream && !rs->dg.sbuf))
 				rs->sbuf_size = buf_size(v, RS_SNDLOWAT << 1);
 			ret = 0;
 			break;

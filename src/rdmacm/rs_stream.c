@@ -692,7 +692,8 @@ ssize_t rrecvmsg(int socket, struct msghdr *msg, int flags)
 		return rs_err(-ENOTSUP);
 	msg->msg_flags = 0;
 	return do_recvv(socket, msg->msg_iov, (int)msg->msg_iovlen, flags,
-			msg->msg_name, msg->msg_name ? &msg->msg_namelen : NULL);
+			msg->msg_name,
+			msg->msg_name ? &msg->msg_namelen : NULL);
 }
 
 ssize_t rread(int socket, void *buf, size_t count)

@@ -145,7 +145,7 @@ _Static_assert(sizeof(struct ds_header) == 24 &&
 
 struct ds_udp_header {
 	uint32_t tag;			/* be: DS_UDP_TAG */
-	uint8_t version;		/* 4 or 6: the sender's address family */
+	uint8_t version;		/* 4 or 6: the sender's family */
 	uint8_t op;			/* RS_OP_DATA (payload follows), or
 					 * RS_OP_CTRL (an answer: my QPN) */
 	uint8_t length;			/* DS_UDP_IPV4/6_HDR_LEN */

@@ -35,6 +35,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -258,8 +259,13 @@ int rs_send_iomaps(struct rsocket *rs, bool nonblock);
 void rs_iomap_seen(struct rsocket *rs, uint32_t index);
 void rs_iomap_free_all(struct rsocket *rs);
 
-/* rs_dgram.c: datagram rsockets over UD */
+/* rs_dgram.c: datagram rsockets over UD (the socket; rs_dgram.h) */
 int ds_open(struct rsocket *rs);
+int ds_init_ep(struct rsocket *rs);
+bool ds_can_send(struct rsocket *rs);
+int ds_send_ud(struct rsocket *rs, struct ds_qp *qp, struct ibv_ah *ah,
+	       uint32_t qpn, const struct ds_header *hdr,
+	       const struct iovec *iov, int iovcnt, size_t len);
 void ds_close(struct rsocket *rs);
 int ds_bind(struct rsocket *rs, const struct sockaddr *addr,
 	    socklen_t addrlen);
@@ -271,9 +277,22 @@ ssize_t ds_recvfrom(struct rsocket *rs, void *buf, size_t len, int flags,
 		    struct sockaddr *src, socklen_t *srclen);
 short ds_poll_revents(struct rsocket *rs, short events);
 void ds_arm(struct rsocket *rs);
-void ds_udp_input(struct rsocket *rs);
 void ds_qp_input(struct rsocket *rs, struct rs_src *src);
 void ds_process(struct rsocket *rs);
+
+/* rs_ud.c: UD QPs, address handles, destinations, first contact */
+socklen_t ds_sa_len(const struct sockaddr *sa);
+bool ds_same_addr(const struct sockaddr *a, const struct sockaddr *b);
+void ds_set_port(struct sockaddr *sa, uint16_t be_port);
+uint16_t ds_get_port(const struct sockaddr *sa);
+void ds_format_hdr(struct ds_header *h, const struct sockaddr *sa);
+int ds_post_recv(struct rsocket *rs, struct ds_qp *qp, uint32_t offset);
+void ds_free_qp(struct ds_qp *qp);
+int ds_get_dest(struct rsocket *rs, const struct sockaddr *addr,
+		struct ds_dest **out);
+ssize_t ds_send_udp(struct rsocket *rs, struct ds_dest *d, uint8_t op,
+		    const struct iovec *iov, int iovcnt);
+void ds_udp_input(struct rsocket *rs);
 
 /* rs_poll.c: waiting (the gate), events, rpoll and rselect */
 int rs_wait(struct rsocket *rs);
