@@ -38,6 +38,8 @@ PACKAGES=(
 	libmpich-dev     # mpicc.mpich
 	iperf3           # rsockets: librspreload under an unmodified TCP program
 	netcat-openbsd   # rsockets: nc under librspreload
+	netcat-traditional # rsockets: nc.traditional -l accepts with accept(), which
+	                 # librspreload interposes (openbsd nc -l uses accept4)
 	tshark           # tests/unit/test_wire_pcap.c: Wireshark's InfiniBand dissector
 	iputils-ping     # tests/netns: reachability between the namespaces
 	clang            # make fuzz: the libFuzzer build of tests/fuzz

@@ -1,13 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * The rest of the API: rdma_create_qp/_ex and SRQs on ids, options,
- * rdma_init_qp_attr's answers, ECE on a device without it, and the
- * rsocket calls that are not implemented (ENOSYS).
+ * rdma_init_qp_attr's answers, ECE on a device without it.  (The rsocket
+ * API: test_rsocket.c.)
  */
 #include <arpa/inet.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <rdma/rsocket.h>
 
 #include "cm_common.h"
 
@@ -252,29 +249,4 @@ TEST(ece_without_device_support)
 	ASSERT_EQ(errno, EINVAL);
 	rdma_destroy_qp(id);
 	ASSERT_EQ(rdma_destroy_id(id), 0);
-}
-
-TEST(rsocket_not_implemented)
-{
-	struct pollfd p = { .fd = 0, .events = POLLIN };
-	char c = 0;
-
-	errno = 0;
-	ASSERT_EQ(rsocket(AF_INET, SOCK_STREAM, 0), -1);
-	ASSERT_EQ(errno, ENOSYS);
-	errno = 0;
-	ASSERT_EQ(rpoll(&p, 1, 0), -1);
-	ASSERT_EQ(errno, ENOSYS);
-	errno = 0;
-	ASSERT_EQ(rsend(3, &c, 1, 0), -1);
-	ASSERT_EQ(errno, ENOSYS);
-	errno = 0;
-	ASSERT_EQ(rfcntl(3, F_GETFL), -1);
-	ASSERT_EQ(errno, ENOSYS);
-	errno = 0;
-	ASSERT_EQ(riowrite(3, &c, 1, 0, 0), (size_t)-1);
-	ASSERT_EQ(errno, ENOSYS);
-	errno = 0;
-	ASSERT_EQ(riomap(3, &c, 1, 0, 0, 0), (off_t)-1);
-	ASSERT_EQ(errno, ENOSYS);
 }

@@ -99,7 +99,8 @@ run rping-refused 20 rping -c -a 127.0.0.1 -p "$(free_port)" -C 1
 expect_rc rping-refused nonzero
 expect_out rping-refused 'RDMA_CM_EVENT_REJECTED, error 8' stderr
 
-# The rsocket API is not there yet: a clean error, not a crash.
+# An rsocket connection nobody listens for: refused, a clean error
+# (the rsocket API itself: test_rsocket.sh).
 if command -v rstream >/dev/null; then
 	run rstream 20 rstream -s 127.0.0.1 -p "$(free_port)"
 	expect_rc rstream nonzero

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softhca's own system calls, out of reach of a socket preload.
+ *
+ * rdma-core's librspreload (and any LD_PRELOAD of its kind) defines
+ * socket, bind, listen, accept, connect, send*, recv*, read*, write*,
+ * poll, select, shutdown, close, get/setsockopt, getsock/peername, fcntl,
+ * dup2 and sendfile for the whole process.  Its socket() turns every new
+ * TCP/UDP socket into an rsocket, except while its own call to rsocket()
+ * runs in the same thread (a thread-local flag); the others look the fd
+ * up in its index map and fall back to the libc function found with
+ * dlsym(RTLD_NEXT) -- a pointer that is NULL until one of its few
+ * initialising entry points (socket, read, write, close, poll, fcntl, ...)
+ * has run.  softhca's engine thread, net path, same-host peers and CM
+ * thread create and use sockets at any time: through the preload they
+ * would become rsockets built on softhca itself (recursion, deadlock), or
+ * call through a NULL pointer.
+ *
+ * So both libraries are linked with --wrap for each of those names
+ * (CMakeLists.txt, SHCA_SYS_WRAP): every call softhca's objects make to
+ * one of them lands here, and goes to the kernel without passing through
+ * any interposable symbol.  Where glibc exports a public "__" alias of the
+ * same code (__read, __write, __close, __poll, __connect, __send, __fcntl,
+ * __select, __dup2) that alias is used, so that the call stays a thread
+ * cancellation point as the plain name is (programs cancel threads asleep
+ * in ibv_get_cq_event or rdma_get_cm_event); the others are syscall(2).
+ * Calls made inside glibc itself (getaddrinfo, fopen) never go through
+ * the PLT and need nothing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <unistd.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+
+/* glibc's public aliases (GLIBC_2.2.5): the same code as the plain names */
+extern ssize_t __read(int fd, void *buf, size_t n);
+extern ssize_t __write(int fd, const void *buf, size_t n);
+extern int __close(int fd);
+extern int __poll(struct pollfd *fds, nfds_t n, int timeout);
+extern int __connect(int fd, const struct sockaddr *a, socklen_t len);
+extern ssize_t __send(int fd, const void *buf, size_t n, int flags);
+extern int __fcntl(int fd, int cmd, ...);
+extern int __select(int n, fd_set *r, fd_set *w, fd_set *e,
+		    struct timeval *t);
+extern int __dup2(int fd, int fd2);
+
+#define SHCA_WRAP(ret, name, ...) \
+	ret __wrap_##name(__VA_ARGS__) __attribute__((visibility("hidden"))); \
+	ret __wrap_##name(__VA_ARGS__)
+
+SHCA_WRAP(int, socket, int domain, int type, int protocol)
+{
+	return (int)syscall(SYS_socket, domain, type, protocol);
+}
+
+SHCA_WRAP(int, bind, int fd, const struct sockaddr *a, socklen_t len)
+{
+	return (int)syscall(SYS_bind, fd, a, len);
+}
+
+SHCA_WRAP(int, listen, int fd, int backlog)
+{
+	return (int)syscall(SYS_listen, fd, backlog);
+}
+
+SHCA_WRAP(int, accept, int fd, struct sockaddr *a, socklen_t *len)
+{
+	return (int)syscall(SYS_accept4, fd, a, len, 0);
+}
+
+SHCA_WRAP(int, connect, int fd, const struct sockaddr *a, socklen_t len)
+{
+	return __connect(fd, a, len);
+}
+
+SHCA_WRAP(int, shutdown, int fd, int how)
+{
+	return (int)syscall(SYS_shutdown, fd, how);
+}
+
+SHCA_WRAP(int, getsockname, int fd, struct sockaddr *a, socklen_t *len)
+{
+	return (int)syscall(SYS_getsockname, fd, a, len);
+}
+
+SHCA_WRAP(int, getpeername, int fd, struct sockaddr *a, socklen_t *len)
+{
+	return (int)syscall(SYS_getpeername, fd, a, len);
+}
+
+SHCA_WRAP(int, getsockopt, int fd, int level, int name, void *val,
+	  socklen_t *len)
+{
+	return (int)syscall(SYS_getsockopt, fd, level, name, val, len);
+}
+
+SHCA_WRAP(int, setsockopt, int fd, int level, int name, const void *val,
+	  socklen_t len)
+{
+	return (int)syscall(SYS_setsockopt, fd, level, name, val, len);
+}
+
+SHCA_WRAP(ssize_t, send, int fd, const void *buf, size_t n, int flags)
+{
+	return __send(fd, buf, n, flags);
+}
+
+SHCA_WRAP(ssize_t, sendto, int fd, const void *buf, size_t n, int flags,
+	  const struct sockaddr *a, socklen_t len)
+{
+	return syscall(SYS_sendto, fd, buf, n, flags, a, len);
+}
+
+SHCA_WRAP(ssize_t, sendmsg, int fd, const struct msghdr *m, int flags)
+{
+	return syscall(SYS_sendmsg, fd, m, flags);
+}
+
+SHCA_WRAP(ssize_t, recv, int fd, void *buf, size_t n, int flags)
+{
+	return syscall(SYS_recvfrom, fd, buf, n, flags, NULL, NULL);
+}
+
+SHCA_WRAP(ssize_t, recvfrom, int fd, void *buf, size_t n, int flags,
+	  struct sockaddr *a, socklen_t *len)
+{
+	return syscall(SYS_recvfrom, fd, buf, n, flags, a, len);
+}
+
+SHCA_WRAP(ssize_t, recvmsg, int fd, struct msghdr *m, int flags)
+{
+	return syscall(SYS_recvmsg, fd, m, flags);
+}
+
+SHCA_WRAP(ssize_t, read, int fd, void *buf, size_t n)
+{
+	return __read(fd, buf, n);
+}
+
+SHCA_WRAP(ssize_t, write, int fd, const void *buf, size_t n)
+{
+	return __write(fd, buf, n);
+}
+
+SHCA_WRAP(ssize_t, readv, int fd, const struct iovec *iov, int n)
+{
+	return syscall(SYS_readv, fd, iov, n);
+}
+
+SHCA_WRAP(ssize_t, writev, int fd, const struct iovec *iov, int n)
+{
+	return syscall(SYS_writev, fd, iov, n);
+}
+
+SHCA_WRAP(int, close, int fd)
+{
+	return __close(fd);
+}
+
+SHCA_WRAP(int, poll, struct pollfd *fds, nfds_t n, int timeout)
+{
+	return __poll(fds, n, timeout);
+}
+
+SHCA_WRAP(int, select, int n, fd_set *r, fd_set *w, fd_set *e,
+	  struct timeval *t)
+{
+	return __select(n, r, w, e, t);
+}
+
+SHCA_WRAP(int, dup2, int fd, int fd2)
+{
+	return __dup2(fd, fd2);
+}
+
+SHCA_WRAP(ssize_t, sendfile, int out, int in, off_t *off, size_t n)
+{
+	return syscall(SYS_sendfile, out, in, off, n);
+}
+
+/* fcntl's third argument is an int, a long or a pointer: pass the word */
+SHCA_WRAP(int, fcntl, int fd, int cmd, ...)
+{
+	unsigned long arg;
+	va_list ap;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, unsigned long);
+	va_end(ap);
+	return __fcntl(fd, cmd, arg);
+}
