@@ -198,9 +198,19 @@ static int create_qp(struct rsocket *rs, const struct sockaddr *src,
 	ds_set_port((struct sockaddr *)&bind, 0);
 	ret = -ENOMEM;
 	if (rdma_create_id(NULL, &qp->id, qp, RDMA_PS_UDP) ||
-	    rdma_bind_addr(qp->id, (struct sockaddr *)&bind) ||
-	    !qp->id->verbs || !qp->id->pd)
+	    rdma_bind_addr(qp->id, (struct sockaddr *)&bind))
 		goto err_errno;
+	/*
+	 * A loopback source binds no device (the kernel's rule, addr.c):
+	 * resolving the address itself attaches softhca_lo.  rdma-core's
+	 * rsocket, on a kernel, has no device for 127.0.0.1 and fails here;
+	 * softhca has one, and udpong on 127.0.0.1 works.
+	 */
+	if (!qp->id->verbs &&
+	    rdma_resolve_addr(qp->id, NULL, (struct sockaddr *)src, 2000))
+		goto err_errno;
+	if (!qp->id->verbs || !qp->id->pd)
+		goto err;
 	qp->rbuf = calloc(1, rs->rbuf_size + DS_GRH_LEN);
 	if (!qp->rbuf)
 		goto err;
