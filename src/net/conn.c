@@ -1174,7 +1174,9 @@ static void conn_event(int fd, uint32_t events, void *arg)
 	}
 }
 
-static struct shca_conn *conn_new(void)
+/* A connection object, not listed yet: its caller fills in what other
+ * threads look at (peer, addr, incoming) and then publishes it. */
+static struct shca_conn *conn_alloc(void)
 {
 	struct shca_conn *c = calloc(1, sizeof(*c));
 
@@ -1183,11 +1185,14 @@ static struct shca_conn *conn_new(void)
 	__atomic_store_n(&net_used, true, __ATOMIC_RELAXED);
 	pthread_mutex_init(&c->lock, NULL);
 	c->fd = -1;
-	pthread_mutex_lock(&conns_lock);
+	return c;
+}
+
+/* conns_lock held. */
+static void conn_publish(struct shca_conn *c)
+{
 	c->next = conns;
 	conns = c;
-	pthread_mutex_unlock(&conns_lock);
-	return c;
 }
 
 static void listener_event(int fd, uint32_t events, void *arg)
@@ -1205,7 +1210,7 @@ static void listener_event(int fd, uint32_t events, void *arg)
 		if (cfd < 0)
 			return;
 		setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		c = conn_new();
+		c = conn_alloc();
 		if (!c) {
 			close(cfd);
 			continue;
@@ -1218,6 +1223,9 @@ static void listener_event(int fd, uint32_t events, void *arg)
 		gid_from_sa(c->addr.dst, &ss);
 		c->addr.src_port = sa_port(&ss);
 		fill_local(c);
+		pthread_mutex_lock(&conns_lock);
+		conn_publish(c);
+		pthread_mutex_unlock(&conns_lock);
 		if (shca_engine_watch(cfd, conn_event, c)) {
 			close(cfd);
 			c->fd = -1;
@@ -1362,24 +1370,36 @@ out:
 	return ret;
 }
 
+/*
+ * The connection to (gid, port): the one there is, or a new one, filled
+ * in before other threads can see it; looked up and listed under one
+ * hold of conns_lock, so two threads asking at once get the same one.
+ */
 struct shca_conn *shca_net_conn_get(const uint8_t gid[16], uint16_t port,
 				     unsigned int ifindex)
 {
-	struct shca_conn *c;
+	struct shca_conn *c, *fresh = conn_alloc();
 
+	if (fresh) {
+		fresh->peer_len = sa_from_gid(&fresh->peer, gid, port,
+					      ifindex);
+		memcpy(fresh->addr.dst, gid, 16);
+	}
 	pthread_mutex_lock(&conns_lock);
 	for (c = conns; c; c = c->next)
 		if (!c->incoming && !memcmp(c->addr.dst, gid, 16) &&
 		    sa_port(&c->peer) == port)
 			break;
+	if (!c && fresh) {
+		conn_publish(fresh);
+		c = fresh;
+		fresh = NULL;
+	}
 	pthread_mutex_unlock(&conns_lock);
-	if (c)
-		return c;
-	c = conn_new();
-	if (!c)
-		return NULL;
-	c->peer_len = sa_from_gid(&c->peer, gid, port, ifindex);
-	memcpy(c->addr.dst, gid, 16);
+	if (fresh) {
+		pthread_mutex_destroy(&fresh->lock);
+		free(fresh);
+	}
 	return c;
 }
 

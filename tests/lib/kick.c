@@ -49,7 +49,7 @@ static void *kick(void *p)
 {
 	struct kicker *k = p;
 
-	while (!k->stop) {
+	while (!__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE)) {
 		if (asleep(__atomic_load_n(&k->tid, __ATOMIC_ACQUIRE))) {
 			pthread_kill(k->target, SIGUSR1);
 			if (++k->sent == k->then_after)
@@ -74,6 +74,6 @@ void kick_start(struct kicker *k, int then_after, void (*then)(void *),
 
 void kick_stop(struct kicker *k)
 {
-	k->stop = 1;
+	__atomic_store_n(&k->stop, 1, __ATOMIC_RELEASE);
 	ASSERT_EQ(pthread_join(k->thread, NULL), 0);
 }

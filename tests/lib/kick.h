@@ -23,7 +23,7 @@ void kick_install(int sa_flags);
 struct kicker {
 	pthread_t target, thread;
 	pid_t tid;		/* the target's */
-	volatile int stop;
+	int stop;		/* atomic */
 	int sent, then_after;
 	void (*then)(void *arg);
 	void *arg;

@@ -5,6 +5,10 @@
  * while other threads list and read real directories through the same
  * interposed functions.  Exit 0 when every answer was right, else 1 with
  * what went wrong.
+ *
+ * `paths_stress cat FILE...` prints the files one after the other, as
+ * cat(1) would: test_sysfs reads the view with it (a program of this
+ * build, so a sanitizer build's shim finds its runtime already loaded).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -103,11 +107,37 @@ static void *real_thread(void *arg)
 	return NULL;
 }
 
-int main(void)
+static int cat(int n, char **files)
+{
+	char buf[4096];
+	ssize_t r;
+	int i, fd;
+
+	for (i = 0; i < n; i++) {
+		fd = open(files[i], O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			perror(files[i]);
+			return 1;
+		}
+		while ((r = read(fd, buf, sizeof(buf))) > 0)
+			if (fwrite(buf, 1, (size_t)r, stdout) != (size_t)r)
+				return 1;
+		close(fd);
+		if (r < 0) {
+			perror(files[i]);
+			return 1;
+		}
+	}
+	return fflush(stdout) ? 1 : 0;
+}
+
+int main(int argc, char **argv)
 {
 	pthread_t t[THREADS];
 	int i;
 
+	if (argc > 1 && !strcmp(argv[1], "cat"))
+		return cat(argc - 2, argv + 2);
 	if (read_file("/sys/class/infiniband/softhca_lo/node_guid", guid,
 		      sizeof(guid)) <= 0) {
 		perror("node_guid (not under the shim?)");

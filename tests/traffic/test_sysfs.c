@@ -2,9 +2,9 @@
 /*
  * The sysfs view's counters (docs/discovery.md) follow the traffic of
  * the processes that are running: two processes exchange RC SENDs, over
- * the net path (SOFTHCA_NET=1) and over the same-host path, and `cat`
- * under the path shim, a third process, reads ports/1/hw_counters and
- * ports/1/counters of softhca_lo before and after.  The oracle is what
+ * the net path (SOFTHCA_NET=1) and over the same-host path, and
+ * `paths_stress cat` under the path shim, a third process, reads
+ * ports/1/hw_counters and ports/1/counters of softhca_lo before and after.  The oracle is what
  * the test itself sent.
  *
  * As root the test runs in a network namespace of its own (only lo, and
@@ -37,7 +37,7 @@ struct counters {
 	long long xmit_packets, rcv_packets, xmit_data;
 };
 
-/* `cat` of softhca_lo's port files under the shim (shim) or without:
+/* `paths_stress cat` of softhca_lo's port files under the shim (shim) or without:
  * the exit status, the values in *v. */
 static int view_read(bool shim, struct counters *v)
 {
@@ -54,7 +54,7 @@ static int view_read(bool shim, struct counters *v)
 	unsigned int i;
 	int ret;
 
-	off = (size_t)snprintf(cmd, sizeof(cmd), "%s%s cat",
+	off = (size_t)snprintf(cmd, sizeof(cmd), "%s%s " PATHS_STRESS " cat",
 			       shim ? "LD_PRELOAD=" : "",
 			       shim ? SOFTHCA_SHIM : "");
 	for (i = 0; i < 6; i++)
@@ -246,7 +246,8 @@ TEST(identity_agrees)
 		if (strcmp(buf, want))
 			harness_fail(__FILE__, __LINE__, "%s: node_guid %s, "
 				     "verbs %s", list[i]->name, buf, want);
-		snprintf(cmd, sizeof(cmd), "LD_PRELOAD=%s cat %s/node_guid "
+		snprintf(cmd, sizeof(cmd), "LD_PRELOAD=%s " PATHS_STRESS
+			 " cat %s/node_guid "
 			 "/sys/class/infiniband_verbs/%s/ibdev",
 			 SOFTHCA_SHIM, list[i]->ibdev_path, list[i]->dev_name);
 		ASSERT_EQ(harness_run(cmd, &out), 0);
