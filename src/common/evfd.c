@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
 #include <sys/uio.h>
@@ -85,6 +86,23 @@ int shca_evfd_wait(int fd)
 		return -errno;
 	}
 	if (poll(&p, 1, -1) < 0)
-		return -errno;
+		return errno == EINTR && shca_signals_restart() ? 0 : -errno;
 	return 0;
+}
+
+bool shca_signals_restart(void)
+{
+	struct sigaction sa;
+	int sig;
+
+	for (sig = 1; sig < NSIG; sig++) {
+		if (sigaction(sig, NULL, &sa))
+			continue;	/* not a signal (32, 33: glibc's) */
+		if (!(sa.sa_flags & SA_SIGINFO) &&
+		    (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN))
+			continue;
+		if (!(sa.sa_flags & SA_RESTART))
+			return false;
+	}
+	return true;
 }

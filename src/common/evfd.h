@@ -34,4 +34,14 @@ void shca_evfd_signal(int fd);
  */
 int shca_evfd_wait(int fd);
 
+/*
+ * After a wait that cannot tell which signal interrupted it (poll,
+ * epoll: never restarted, signal(7)) ended with EINTR: would the kernel
+ * have restarted a read or recv?  true when every signal this process
+ * catches has a handler with SA_RESTART, the usual cases being all of
+ * them (glibc's signal()) or none (a program that ends waits with a
+ * signal, as qperf does); a mix counts as "not restarted".
+ */
+bool shca_signals_restart(void);
+
 #endif

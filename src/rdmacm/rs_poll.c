@@ -37,6 +37,7 @@
 #include <sys/select.h>
 
 #include "rsocket.h"
+#include "../common/evfd.h"
 
 static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t gate_once = PTHREAD_ONCE_INIT;
@@ -133,6 +134,9 @@ bool rs_events(struct rsocket *rs)
 /*
  * Sleep until the socket's fd (or the gate) is readable, then consume
  * its events.  rs->lock held, released while asleep.  0, or -EINTR.
+ * A signal ends the sleep with EINTR the way it would end rdma-core's
+ * read of the completion channel (or a recv): unless the handlers have
+ * SA_RESTART (common/evfd.h), in which case the caller's loop goes on.
  */
 int rs_wait(struct rsocket *rs)
 {
@@ -152,6 +156,8 @@ int rs_wait(struct rsocket *rs)
 	err = errno;
 	gate_leave();
 	pthread_mutex_lock(&rs->lock);
+	if (n < 0 && err == EINTR && shca_signals_restart())
+		return 0;
 	if (n < 0)
 		return -err;
 	if (rs_events(rs))

@@ -23,6 +23,7 @@
 #include <rdma/rsocket.h>
 
 #include "cm_common.h"
+#include "kick.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -111,6 +112,70 @@ static void recv_all(int fd, uint8_t *buf, size_t len)
 	}
 }
 
+
+/* ------------------------------------------------------------------ */
+/* Signals: a blocking rrecv as a recv on a TCP socket                 */
+
+/* The peer: connects, then sends one message each time it is asked. */
+static void talk_client(struct peer *p, void *arg)
+{
+	uint8_t b[100];
+	int fd;
+
+	(void)arg;
+	fd = connect_to((uint16_t)peer_recv(p));
+	peer_send(p, 1);
+	while (peer_recv(p)) {
+		fill(b, sizeof(b), 7);
+		send_all(fd, b, sizeof(b));
+	}
+	ASSERT_EQ(rclose(fd), 0);
+}
+
+static void ask_to_send(void *arg)
+{
+	peer_send(arg, 1);
+}
+
+/* rrecv asleep, real signals: without SA_RESTART it ends with EINTR; with
+ * it, it sleeps on and gets the message (tests/lib/kick.h) */
+TEST(stream_recv_and_signals)
+{
+	struct kicker k;
+	struct peer p;
+	uint8_t b[100];
+	uint16_t port;
+	int lfd, fd, err;
+	ssize_t r;
+
+	peer_start(&p, talk_client, NULL);
+	lfd = listener(&port);
+	peer_send(&p, port);
+	fd = raccept(lfd, NULL, NULL);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(peer_recv(&p), 1);
+
+	kick_install(0);
+	kick_start(&k, 0, NULL, NULL);
+	r = rrecv(fd, b, sizeof(b), 0);
+	err = errno;
+	kick_stop(&k);
+	ASSERT_EQ(r, -1);
+	ASSERT_EQ(err, EINTR);
+	ASSERT_GT(kick_hits, 0);
+
+	kick_install(SA_RESTART);
+	kick_start(&k, 20, ask_to_send, &p);
+	recv_all(fd, b, sizeof(b));
+	kick_stop(&k);
+	ASSERT_DATA(b, sizeof(b), 7);
+	ASSERT_GT(kick_hits, 0);
+
+	peer_send(&p, 0);
+	peer_wait(&p);
+	ASSERT_EQ(rclose(fd), 0);
+	ASSERT_EQ(rclose(lfd), 0);
+}
 
 /* ------------------------------------------------------------------ */
 /* Stream transfers                                                    */
