@@ -90,13 +90,31 @@ int shca_evfd_wait(int fd)
 	return 0;
 }
 
+/* Raised by the faulting instruction itself, never while a thread
+ * sleeps: crash handlers (UCX's, Open MPI's, the sanitizers') do not
+ * count. */
+static bool synchronous_signal(int sig)
+{
+	switch (sig) {
+	case SIGSEGV:
+	case SIGBUS:
+	case SIGFPE:
+	case SIGILL:
+	case SIGTRAP:
+	case SIGSYS:
+		return true;
+	default:
+		return false;
+	}
+}
+
 bool shca_signals_restart(void)
 {
 	struct sigaction sa;
 	int sig;
 
 	for (sig = 1; sig < NSIG; sig++) {
-		if (sigaction(sig, NULL, &sa))
+		if (synchronous_signal(sig) || sigaction(sig, NULL, &sa))
 			continue;	/* not a signal (32, 33: glibc's) */
 		if (!(sa.sa_flags & SA_SIGINFO) &&
 		    (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN))

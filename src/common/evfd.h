@@ -40,7 +40,9 @@ int shca_evfd_wait(int fd);
  * have restarted a read or recv?  true when every signal this process
  * catches has a handler with SA_RESTART, the usual cases being all of
  * them (glibc's signal()) or none (a program that ends waits with a
- * signal, as qperf does); a mix counts as "not restarted".
+ * signal, as qperf does); a mix counts as "not restarted".  Handlers of
+ * the signals a fault raises (SIGSEGV, SIGBUS, ...) do not count: they
+ * never interrupt a sleeping thread.
  */
 bool shca_signals_restart(void);
 

@@ -124,14 +124,18 @@ void shca_timer_disarm(struct shca_timer *t)
 }
 
 /* After this returns, fn is neither pending nor running (unless called
- * from fn itself). */
+ * from fn itself): a running fn that armed its timer again (a retry) is
+ * disarmed once it is done. */
 void shca_timer_cancel(struct shca_timer *t)
 {
 	pthread_mutex_lock(&engine_lock);
-	if (t->armed)
-		timer_unlink(t);
-	while (running_timer == t && !in_engine)
+	for (;;) {
+		if (t->armed)
+			timer_unlink(t);
+		if (running_timer != t || in_engine)
+			break;
 		pthread_cond_wait(&timer_done, &engine_lock);
+	}
 	pthread_mutex_unlock(&engine_lock);
 }
 

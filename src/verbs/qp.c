@@ -1095,10 +1095,12 @@ int shca_destroy_qp(struct ibv_qp *ibqp)
 	/* the net path's receive side (engine thread) found it by number:
 	 * wait until it is done with it */
 	shca_engine_quiesce();
-	/* no retry can run any more, and no execution is in progress */
+	/* no retry can run any more, and no execution is in progress (one
+	 * that was may have armed the retry timer: cancel it again) */
 	shca_timer_cancel(&qp->retry_timer);
 	pthread_mutex_lock(&qp->exec_lock);
 	pthread_mutex_unlock(&qp->exec_lock);
+	shca_timer_cancel(&qp->retry_timer);
 	/* packets it queued reference memory the application frees next */
 	if (qp->net.conn)
 		shca_net_forget(qp->net.conn, qp->ibqp.qp_num);

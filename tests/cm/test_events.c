@@ -272,6 +272,12 @@ TEST(fork_after_use)
 #ifdef __SANITIZE_THREAD__
 	SKIP("TSan does not start threads in the child of a threaded process");
 #endif
+#ifdef __SANITIZE_ADDRESS__
+	/* seen: the child's threads asleep for good on ASan's allocator
+	 * lock, which a thread of the parent held at the fork */
+	SKIP("gcc 12's ASan does not hold its allocator lock across fork: "
+	     "the child of a threaded process may inherit it taken");
+#endif
 	ASSERT_EQ(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
 	resolve_to(ch, id, loopback_ip(), 7);	/* the CM thread runs */
 	peer_start(&p, fresh_cm, NULL);
