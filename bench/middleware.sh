@@ -128,8 +128,10 @@ for r in $(seq 1 "$ROUNDS"); do
 		--mca pml ucx --mca btl self -x UCX_TLS=rc_verbs,ud_verbs,self \
 		-x UCX_NET_DEVICES=softhca_lo:1 --bind-to core \
 		"$OUT/mpi_ompi" --bench
+	# pml ucx takes UCX without a network device only when told to
 	mpi "$r" ompi-ucx-shm mpirun.openmpi "${ROOTOPT[@]}" -np 2 \
-		--mca pml ucx --mca btl self -x UCX_TLS=$SM --bind-to core \
+		--mca pml ucx --mca btl self --mca pml_ucx_tls any \
+		--mca pml_ucx_devices any -x UCX_TLS=$SM --bind-to core \
 		"$OUT/mpi_ompi" --bench
 	mpi "$r" mpich-softhca "$TOOL" run mpiexec.mpich -n 2 \
 		-genv UCX_TLS rc_verbs,ud_verbs,self \
@@ -182,8 +184,6 @@ function med(k,   n, i, j, t, a) {
 { k = $2 SUBSEP $3; vals[k] = vals[k] " " $4; seen[$3] = 1; src[$2] = 1 }
 END {
 	n = split("softhca:ucx-shm ompi-softhca:ompi-ucx-shm mpich-softhca:mpich-own-shm netns-softhca:netns-ucx-tcp", pairs, " ")
-	print "| case | softhca | baseline | ratio (softhca / baseline) |"
-	print "|---|---|---|---|"
 	for (m in seen) for (p = 1; p <= n; p++) {
 		split(pairs[p], ab, ":")
 		if (!((ab[1], m) in vals) || !((ab[2], m) in vals)) continue
@@ -192,7 +192,10 @@ END {
 	}
 	for (m in seen) if (("softhca-verbs", m) in vals)
 		printf "| softhca verbs (perftest): %s | %s | | |\n", m, med("softhca-verbs" SUBSEP m)
-}' "$TSV" | sort
+}' "$TSV" | sort >"$OUT/table.md"
+echo "| case | softhca | baseline | ratio (softhca / baseline) |"
+echo "|---|---|---|---|"
+cat "$OUT/table.md"
 echo
 echo "latencies in us (lower is better), bandwidths in MB/s (higher is better);"
 echo "medians of $ROUNDS rounds; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
