@@ -291,7 +291,9 @@ int rclose(int socket)
 	return 0;
 }
 
-int rgetpeername(int socket, struct sockaddr *addr, socklen_t *addrlen)
+/* rgetpeername (peer) and rgetsockname */
+static int get_name(int socket, struct sockaddr *addr, socklen_t *addrlen,
+		    bool peer)
 {
 	struct rsocket *rs = rs_lookup(socket);
 
@@ -300,21 +302,20 @@ int rgetpeername(int socket, struct sockaddr *addr, socklen_t *addrlen)
 	if (!addrlen)
 		return rs_err(-EFAULT);
 	if (rs->type == SOCK_DGRAM)
-		return getpeername(rs->dg.udp, addr, addrlen);
-	rs_copy_addr(addr, rdma_get_peer_addr(rs->st.id), addrlen);
+		return peer ? getpeername(rs->dg.udp, addr, addrlen) :
+			      getsockname(rs->dg.udp, addr, addrlen);
+	rs_copy_addr(addr, peer ? rdma_get_peer_addr(rs->st.id) :
+				  rdma_get_local_addr(rs->st.id),
+		     addrlen);
 	return 0;
+}
+
+int rgetpeername(int socket, struct sockaddr *addr, socklen_t *addrlen)
+{
+	return get_name(socket, addr, addrlen, true);
 }
 
 int rgetsockname(int socket, struct sockaddr *addr, socklen_t *addrlen)
 {
-	struct rsocket *rs = rs_lookup(socket);
-
-	if (!rs)
-		return rs_err(-EBADF);
-	if (!addrlen)
-		return rs_err(-EFAULT);
-	if (rs->type == SOCK_DGRAM)
-		return getsockname(rs->dg.udp, addr, addrlen);
-	rs_copy_addr(addr, rdma_get_local_addr(rs->st.id), addrlen);
-	return 0;
+	return get_name(socket, addr, addrlen, false);
 }
