@@ -27,4 +27,6 @@ const char *const shca_stat_names[SHCA_STAT_MAX] = {
 	[SHCA_STAT_DROPPED_PKTS] = "dropped_pkts",
 	[SHCA_STAT_CONN_RESETS] = "conn_resets",
 	[SHCA_STAT_FAULTS_INJECTED] = "faults_injected",
+	[SHCA_STAT_NET_ADMIT_DROPS] = "net_admission_drops",
+	[SHCA_STAT_NET_HS_REFUSED] = "net_handshake_refused",
 };

@@ -31,6 +31,13 @@ enum shca_stat {
 	SHCA_STAT_DROPPED_PKTS,		/* invalid or unaddressed: dropped */
 	SHCA_STAT_CONN_RESETS,		/* TCP connections lost */
 	SHCA_STAT_FAULTS_INJECTED,	/* SOFTHCA_FAULTS actions taken */
+	/* net admission (docs/security.md "Net admission") */
+	SHCA_STAT_NET_ADMIT_DROPS,	/* packets not from the QP's peer, or
+					 * to an address not in use: dropped
+					 * unanswered */
+	SHCA_STAT_NET_HS_REFUSED,	/* connections closed by the handshake
+					 * (no proof, wrong secret, bad frame,
+					 * timeout) */
 	SHCA_STAT_MAX
 };
 
