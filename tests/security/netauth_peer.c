@@ -67,6 +67,23 @@ static struct ibv_context *open_dev(const char *name)
 	return ctx;
 }
 
+/* The first IPv4-mapped GID of port 1 (the interface's IPv4 address). */
+static int pick_gid(struct ibv_context *ctx, union ibv_gid *gid)
+{
+	static const uint8_t v4[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					0xff, 0xff };
+	int i;
+
+	for (i = 0; i < 16; i++)
+		if (!ibv_query_gid(ctx, 1, i, gid) && !memcmp(gid->raw, v4, 12))
+			return i;
+	if (ibv_query_gid(ctx, 1, 0, gid))
+		die("no GID");
+	return 0;
+}
+
+static int sgid_index;
+
 static void xfer(int fd, struct info *mine, struct info *theirs)
 {
 	if (write(fd, mine, sizeof(*mine)) != sizeof(*mine))
@@ -97,7 +114,7 @@ static void connect_qp(struct ibv_qp *qp, const struct info *mine,
 	a.ah_attr.is_global = 1;
 	a.ah_attr.port_num = 1;
 	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.grh.sgid_index = 0;
+	a.ah_attr.grh.sgid_index = (uint8_t)sgid_index;
 	memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -206,8 +223,9 @@ int main(int argc, char **argv)
 	qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
 	qp = mr ? ibv_create_qp(pd, &qa) : NULL;
-	if (!qp || ibv_query_gid(ctx, 1, 0, &gid))
+	if (!qp)
 		die("QP");
+	sgid_index = pick_gid(ctx, &gid);
 	memset(&mine, 0, sizeof(mine));
 	mine.qpn = qp->qp_num;
 	mine.psn = (uint32_t)(getpid() * 7919) & 0xffffff;
