@@ -462,6 +462,11 @@ static int hs_write(struct shca_conn *c, const uint8_t *f, size_t len)
 static void hs_refused(const char *why, const struct shca_conn *c)
 {
 	shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_HS_REFUSED, 1);
+	if (!strcmp(why, "wrong secret"))
+		shca_warn_once("net: a connection failed the shared-secret "
+			       "check (SOFTHCA_NET_SECRET differs or is set "
+			       "on one side only); such connections are "
+			       "refused and counted in net_handshake_refused");
 	shca_dbg("net: connection with port %u refused: %s",
 		 sa_port(&c->peer), why);
 }
@@ -896,11 +901,13 @@ size_t shca_net_queued(struct shca_conn *c)
 }
 
 bool shca_net_conn_peer(struct shca_conn *c, uint8_t gid[16],
-			uint16_t *port)
+			unsigned int *scope, uint16_t *port)
 {
 	if (!c || c->hs != HS_DONE)
 		return false;
 	memcpy(gid, c->addr.dst, 16);
+	*scope = c->peer.ss_family == AF_INET6 ?
+			 ((struct sockaddr_in6 *)&c->peer)->sin6_scope_id : 0;
 	*port = c->id_port;
 	return true;
 }

@@ -71,11 +71,12 @@ struct shca_conn *shca_net_conn_get(const uint8_t sgid[16],
 
 /*
  * Admission (docs/security.md "Net admission").  Who is at the other end
- * of c: its address and its slot port, once the handshake proved them
- * (handshake.h); false before that.  Engine thread.
+ * of c: its address, the interface of a link-local one (scope, else 0)
+ * and its slot port, once the handshake proved them (handshake.h); false
+ * before that.  Engine thread.
  */
 bool shca_net_conn_peer(struct shca_conn *c, uint8_t gid[16],
-			uint16_t *port);
+			unsigned int *scope, uint16_t *port);
 
 /*
  * Listeners (listen.c): this process listens on the slot port of the

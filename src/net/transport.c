@@ -1146,13 +1146,18 @@ static uint32_t write_middles_left(const struct shca_qp *qp)
  */
 static bool admitted(struct shca_conn *c, struct shca_qp *qp)
 {
+	const uint8_t *dgid = qp->attr.ah_attr.grh.dgid.raw;
+	unsigned int scope;
 	uint8_t gid[16];
 	uint16_t port;
 
 	/* (not qp->net.on: a peer that may not use CMA on this process
 	 * reaches a QP on the same-host path over the net path) */
-	return shca_net_conn_peer(c, gid, &port) &&
-	       !memcmp(gid, qp->attr.ah_attr.grh.dgid.raw, 16) &&
+	return shca_net_conn_peer(c, gid, &scope, &port) &&
+	       !memcmp(gid, dgid, 16) &&
+	       /* a link-local address names a host on one link only */
+	       (!(dgid[0] == 0xfe && (dgid[1] & 0xc0) == 0x80) ||
+		scope == to_sctx(qp->ibqp.context)->dev->ifindex) &&
 	       port == (uint16_t)(shca_port_base() +
 				  shca_qpn_slot(qp->attr.dest_qp_num));
 }

@@ -293,12 +293,13 @@ static void drain(void)
  */
 static void handshake_wait(void)
 {
+	unsigned int scope;
 	uint8_t gid[16];
 	uint16_t port;
 	int i;
 
 	for (i = 0; i < 10000; i++) {
-		if (shca_net_conn_peer(fz.conn, gid, &port))
+		if (shca_net_conn_peer(fz.conn, gid, &scope, &port))
 			return;
 		drain();
 		usleep(1000);
