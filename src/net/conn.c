@@ -927,9 +927,9 @@ void shca_net_conn_addr(struct shca_conn *c, struct shca_net_addr *addr)
 static void conn_close(struct shca_conn *c)
 {
 	pthread_mutex_lock(&c->lock);
+	/* a new connection proves itself anew */
 	shca_timer_disarm(&c->hs_timer);
-	if (c->hs != HS_DONE && c->incoming)
-		c->hs = HS_WAIT_HELLO;	/* never admitted */
+	c->hs = c->incoming ? HS_WAIT_HELLO : HS_NONE;
 	if (c->fd >= 0) {
 		shca_engine_unwatch(c->fd);
 		close(c->fd);

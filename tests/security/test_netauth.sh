@@ -31,7 +31,7 @@ for ip in $(ip -4 -o addr show scope global 2>/dev/null |
 	UNUSED="$UNUSED,$ip"
 done
 # a free TCP port for the pair's own exchange
-CTL=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+CTL=${NETAUTH_CTL_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')}
 ATT="$SRC/tests/security/netauth_attack.py"
 COMMON=(--build "$BUILD" --tool "$BUILD/bin/softhca" --target 127.0.0.1
 	--base "$BASE" --attacker "=$UNUSED" --ctl-port "$CTL")
