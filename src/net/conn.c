@@ -521,6 +521,11 @@ static int connect_locked(struct shca_conn *c)
 					 ((struct sockaddr_in6 *)&c->peer)
 						 ->sin6_scope_id : 0);
 		if (src.ss_family != c->peer.ss_family) {
+			/* an IPv4 GID toward an IPv6 one: no packet from
+			 * here would be admitted there */
+			shca_warn_once("net: a QP's source and destination "
+				       "GIDs are of different families (IPv4 "
+				       "and IPv6): it cannot connect");
 			ret = -EAFNOSUPPORT;
 		} else {
 			setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT,
