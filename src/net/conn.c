@@ -847,6 +847,23 @@ void shca_net_flush(struct shca_conn *c)
  * the application exits on, packets a "delay" or "reorder" fault holds.
  * Bounded: 100 ms for all connections together.
  */
+/* A connection still opening holds packets: its handshake (run by the
+ * engine thread, which still runs) lets them go once it is over. */
+static bool any_opening(void)
+{
+	struct shca_conn *c;
+	bool opening = false;
+
+	pthread_mutex_lock(&conns_lock);
+	for (c = conns; c && !opening; c = c->next) {
+		pthread_mutex_lock(&c->lock);
+		opening = c->state == CONN_CONNECTING && c->head;
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&conns_lock);
+	return opening;
+}
+
 __attribute__((destructor)) static void conn_exit_flush(void)
 {
 	uint64_t end = shca_now_ns() + 100000000ull;
@@ -854,6 +871,8 @@ __attribute__((destructor)) static void conn_exit_flush(void)
 
 	if (!started_pid || started_pid != shca_getpid())
 		return;
+	while (!shca_in_engine() && shca_now_ns() < end && any_opening())
+		poll(NULL, 0, 1);
 	pthread_mutex_lock(&conns_lock);
 	for (c = conns; c; c = c->next) {
 		struct delayed *d;
