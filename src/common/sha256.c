@@ -125,7 +125,8 @@ void shca_sha256_final(struct shca_sha256 *s, uint8_t out[SHCA_SHA256_LEN])
 	}
 	memset(s->buf + s->fill, 0, SHCA_SHA256_BLOCK - 8 - s->fill);
 	for (i = 0; i < 8; i++)
-		s->buf[SHCA_SHA256_BLOCK - 1 - i] = (unsigned char)(bits >> (8 * i));
+		s->buf[SHCA_SHA256_BLOCK - 1 - i] =
+			(unsigned char)(bits >> (8 * i));
 	block(s, s->buf);
 	for (i = 0; i < 8; i++) {
 		out[4 * i] = (uint8_t)(s->h[i] >> 24);

@@ -23,8 +23,9 @@ static pid_t slot_pid;
  * SO_REUSEADDR: no other user can bind the port on any address; this
  * process's listeners on its devices' addresses (net/listen.c) share it.
  * Another process of the same user may bind it too (SO_REUSEPORT), but
- * not the UDP port, so take_slot moves on: the pair stays unique.  TIME_WAIT sockets of an earlier owner's
- * connections have SO_REUSEPORT too and do not stand in the way.
+ * not the UDP port, so take_slot moves on: the pair stays unique.
+ * TIME_WAIT sockets of an earlier owner's connections have SO_REUSEPORT
+ * too and do not stand in the way.
  */
 static int bind_port(int type, uint16_t port)
 {

@@ -58,7 +58,8 @@ struct chunk {
  * engine thread reads. */
 enum conn_hs {
 	HS_NONE,			/* outgoing, not connected yet */
-	HS_HELLO_SENT,			/* opener: waits for CHALLENGE, WELCOME */
+	HS_HELLO_SENT,			/* opener: waits for CHALLENGE and
+					 * WELCOME */
 	HS_WAIT_HELLO,			/* acceptor: nothing received yet */
 	HS_WAIT_PROOF,			/* acceptor: CHALLENGE sent */
 	HS_DONE,			/* the peer is proven: IB frames flow */

@@ -31,7 +31,7 @@
 struct laddr {
 	uint8_t gid[16];
 	unsigned int ifindex;
-	int fd;				/* listening, or -1 (not bindable yet) */
+	int fd;				/* listening, or -1 (not yet) */
 };
 
 static pthread_mutex_t listen_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -144,7 +144,8 @@ static void wait_one(struct ibv_cq *cq, const char *what)
 		;
 	if (n != 1 || wc.status != IBV_WC_SUCCESS) {
 		fprintf(stderr, "netauth_peer: %s: %s\n", what,
-			n == 1 ? ibv_wc_status_str(wc.status) : "no completion");
+			n == 1 ? ibv_wc_status_str(wc.status) :
+				 "no completion");
 		die(what);
 	}
 }
