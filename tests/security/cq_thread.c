@@ -18,7 +18,10 @@
  * ibv_get_cq_event (-t cancel), or by a flag and an eventfd that a
  * thread waiting in poll() on the channel's fd notices (-t flag).  Then
  * rdma_destroy_qp, ibv_destroy_cq, ibv_destroy_comp_channel,
- * ibv_dereg_mr, ibv_dealloc_pd, rdma_destroy_id.
+ * ibv_dereg_mr, ibv_dealloc_pd, rdma_destroy_id.  -t none is the
+ * shortest tutorials' way: the thread is never stopped; the QP, MRs and
+ * id are destroyed under it (the CQ, channel and PD stay), and the
+ * process exits with the thread asleep in ibv_get_cq_event.
  *
  * Variants (-m):
  *   send   ping-pong of N messages (client PING i, server PONG i)
@@ -35,7 +38,8 @@
  * both the protocol and the teardown were clean.
  *
  * usage: cq_thread pair|server|client [-a ADDR] [-p PORT] [-m send|rdma]
- *                  [-n N] [-s SIZE] [-t cancel|flag] [-d client|server] [-v]
+ *                  [-n N] [-s SIZE] [-t cancel|flag|none]
+ *                  [-d client|server] [-v]
  * "pair" forks the client (before any verbs or CM call) and runs the
  * server; its status is the worse of the two.
  */
@@ -85,6 +89,7 @@ struct opts {
 	unsigned int n;
 	size_t size;
 	bool cancel;
+	bool leave;		/* -t none: the thread is never stopped */
 	bool server_disconnects;
 	bool verbose;
 };
@@ -111,6 +116,7 @@ struct conn {
 	volatile int stop;		/* -t flag: the thread must return */
 
 	pthread_mutex_t lock;		/* protocol state below */
+	pthread_cond_t cond;		/* a completion was handled */
 	unsigned int sends_posted, sends_done;
 	unsigned int recvs_out;		/* receives posted, not completed */
 	unsigned int recvs_done;
@@ -396,6 +402,7 @@ static void on_completion(struct conn *c, const struct ibv_wc *wc)
 			     c->recvs_done,
 			     c->finished ? ", protocol finished" : "");
 		}
+		pthread_cond_broadcast(&c->cond);
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
@@ -430,6 +437,7 @@ static void on_completion(struct conn *c, const struct ibv_wc *wc)
 		fail(c, "a completion (kind %u) after the protocol ended",
 		     kind);
 	progress(c);
+	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -619,6 +627,17 @@ static void teardown(struct conn *c)
 {
 	int ret;
 
+	if (o.leave) {
+		/* the thread runs on: it may be polling the CQ right now */
+		rdma_destroy_qp(c->id);
+		if (ibv_dereg_mr(c->send_mr) || ibv_dereg_mr(c->recv_mr) ||
+		    (c->rdma_mr && ibv_dereg_mr(c->rdma_mr)) ||
+		    (c->local_mr && ibv_dereg_mr(c->local_mr)))
+			fail(c, "ibv_dereg_mr");
+		if (rdma_destroy_id(c->id))
+			fail(c, "rdma_destroy_id: %s", strerror(errno));
+		return;
+	}
 	/* the completion thread may still be running: stop it first, as
 	 * a real program must before the CQ and channel go, then take
 	 * what it left in the CQ (before the QP goes: destroying a QP
@@ -703,6 +722,10 @@ static int run_connected(struct rdma_event_channel *ch, struct conn *c)
 		}
 	}
 	pthread_mutex_lock(&c->lock);
+	/* -t none: nothing drains the CQ after the thread; its last
+	 * completions must come all the same (a hang is a failure) */
+	while (o.leave && !c->finished && !c->failed)
+		pthread_cond_wait(&c->cond, &c->lock);
 	if (!c->disconnecting) {
 		c->disconnecting = true;
 		pthread_mutex_unlock(&c->lock);
@@ -727,6 +750,7 @@ static void conn_init(struct conn *c)
 {
 	memset(c, 0, sizeof(*c));
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
 	c->wake_fd = -1;
 }
 
@@ -737,7 +761,7 @@ static int run_server(int ready_fd)
 	struct rdma_cm_id *listener;
 	struct rdma_cm_event *ev;
 	struct rdma_conn_param cp = { 0 };
-	struct conn c;
+	static struct conn c;	/* -t none: the thread outlives this frame */
 	int ret;
 
 	conn_init(&c);
@@ -783,9 +807,9 @@ static int run_client(void)
 	struct rdma_cm_event *ev;
 	struct rdma_conn_param cp = { 0 };
 	struct rdma_cm_id *id;
-	struct conn c;
+	static struct conn c;	/* -t none: the thread outlives this frame */
 	char port[8];
-	int tries = 0, ret;
+	int ret;
 
 	conn_init(&c);
 	if (!ch)
@@ -793,7 +817,6 @@ static int run_client(void)
 	snprintf(port, sizeof(port), "%u", o.port);
 	if (getaddrinfo(o.addr, port, NULL, &ai))
 		die("getaddrinfo");
-again:
 	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
 		die("rdma_create_id");
 	if (rdma_resolve_addr(id, NULL, ai->ai_addr, 2000))
@@ -808,8 +831,7 @@ again:
 	if (ev->event != RDMA_CM_EVENT_ROUTE_RESOLVED)
 		goto refused;
 	rdma_ack_cm_event(ev);
-	if (!c.pd)
-		build(&c, id);
+	build(&c, id);
 	cp.responder_resources = 1;
 	cp.initiator_depth = 1;
 	cp.retry_count = 7;
@@ -827,27 +849,17 @@ again:
 	return ret;
 
 refused:
-	/* the server of a two-namespace run may not listen yet: a
-	 * refusal is retried (bounded), anything else fails */
-	if ((ev->event != RDMA_CM_EVENT_REJECTED &&
-	     ev->event != RDMA_CM_EVENT_UNREACHABLE &&
-	     ev->event != RDMA_CM_EVENT_ADDR_ERROR) || ++tries > 200 ||
-	    c.pd) {
-		fail(NULL, "connect: %s (status %d)",
-		     rdma_event_str(ev->event), ev->status);
-		return 1;
-	}
-	rdma_ack_cm_event(ev);
-	rdma_destroy_id(id);
-	usleep(20000);
-	goto again;
+	/* the drivers start the client once the server listens */
+	fail(NULL, "connect: %s (status %d)", rdma_event_str(ev->event),
+	     ev->status);
+	return 1;
 }
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: cq_thread pair|server|client [-a ADDR] "
 		"[-p PORT] [-m send|rdma] [-n N] [-s SIZE] "
-		"[-t cancel|flag] [-d client|server] [-v]\n");
+		"[-t cancel|flag|none] [-d client|server] [-v]\n");
 	exit(2);
 }
 
@@ -869,7 +881,11 @@ int main(int argc, char **argv)
 		case 'm': o.rdma = !strcmp(optarg, "rdma"); break;
 		case 'n': o.n = (unsigned int)atoi(optarg); break;
 		case 's': o.size = (size_t)atol(optarg); break;
-		case 't': o.cancel = strcmp(optarg, "flag") != 0; break;
+		case 't': o.cancel = !strcmp(optarg, "cancel");
+			  o.leave = !strcmp(optarg, "none");
+			  if (!o.cancel && !o.leave && strcmp(optarg, "flag"))
+				  usage();
+			  break;
 		case 'd': o.server_disconnects = !strcmp(optarg, "server");
 			  break;
 		case 'v': o.verbose = true; break;
