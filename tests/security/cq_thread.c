@@ -30,6 +30,8 @@
  *          of a pattern into it and an RDMA READ of the server's own
  *          pattern back, then sends DONE; the server checks what was
  *          written and answers DONE with the verdict
+ *   pipe   the same with one round, WRITE, READ and DONE posted
+ *          together in one ibv_post_send
  *
  * Every completion status is checked: before this side's protocol is
  * finished only IBV_WC_SUCCESS; afterwards IBV_WC_WR_FLUSH_ERR only for
@@ -37,7 +39,8 @@
  * flushes them); anything else is a failure.  Exit status 0 only when
  * both the protocol and the teardown were clean.
  *
- * usage: cq_thread pair|server|client [-a ADDR] [-p PORT] [-m send|rdma]
+ * usage: cq_thread pair|server|client [-a ADDR] [-p PORT]
+ *                  [-m send|rdma|pipe]
  *                  [-n N] [-s SIZE] [-t cancel|flag|none]
  *                  [-d client|server] [-v]
  * "pair" forks the client (before any verbs or CM call) and runs the
@@ -86,6 +89,7 @@ struct opts {
 	const char *addr;
 	uint16_t port;
 	bool rdma;
+	bool pipe;		/* rdma in one post: WRITE, READ, DONE */
 	unsigned int n;
 	size_t size;
 	bool cancel;
@@ -265,6 +269,54 @@ static void post_rdma(struct conn *c, bool write)
 	c->op_out = true;
 }
 
+/* -m pipe: WRITE, READ and DONE in one ibv_post_send, as the shortest
+ * samples post them; RC ordering places the WRITE before the server
+ * sees DONE, and completes them in order. */
+static void post_pipe(struct conn *c)
+{
+	size_t half = o.size / 2;
+	struct ibv_sge sge[3] = {
+		{ (uintptr_t)c->local_buf, (uint32_t)half,
+		  c->local_mr->lkey },
+		{ (uintptr_t)c->local_buf + half, (uint32_t)half,
+		  c->local_mr->lkey },
+		{ (uintptr_t)&c->send_msg, sizeof(struct msg),
+		  c->send_mr->lkey },
+	};
+	struct ibv_send_wr wr[3] = { 0 }, *bad;
+	int ret, i;
+
+	for (i = 0; i < 3; i++) {
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].next = i < 2 ? &wr[i + 1] : NULL;
+	}
+	wr[0].wr_id = WR_ID(WR_WRITE, 0);
+	wr[0].opcode = IBV_WR_RDMA_WRITE;
+	wr[0].wr.rdma.remote_addr = c->peer.addr;
+	wr[0].wr.rdma.rkey = c->peer.rkey;
+	wr[1].wr_id = WR_ID(WR_READ, 0);
+	wr[1].opcode = IBV_WR_RDMA_READ;
+	wr[1].wr.rdma.remote_addr = c->peer.addr + half;
+	wr[1].wr.rdma.rkey = c->peer.rkey;
+	wr[2].wr_id = WR_ID(WR_SEND, 0);
+	wr[2].opcode = IBV_WR_SEND;
+	fill(c->local_buf, half, 1);
+	memset(c->local_buf + half, 0, half);
+	memset(&c->send_msg, 0, sizeof(c->send_msg));
+	c->send_msg.type = MSG_DONE;
+	c->send_msg.seq = 1;
+	ret = ibv_post_send(c->id->qp, wr, &bad);
+	if (ret) {
+		fail(c, "ibv_post_send(WRITE, READ, SEND): %s",
+		     strerror(ret));
+		return;
+	}
+	c->op_out = true;
+	c->sends_posted++;
+}
+
 /* ------------------------------------------------------------------ */
 /* The protocol, driven by completions (c->lock held)                   */
 
@@ -321,6 +373,10 @@ static void progress(struct conn *c)
 		return;
 	}
 	/* client: rounds of WRITE then READ once the MR is known */
+	if (o.pipe && c->have_peer && !c->sends_posted && !c->op_out) {
+		post_pipe(c);
+		return;
+	}
 	if (!c->have_peer || c->op_out || c->sends_done != c->sends_posted)
 		return;
 	if (c->round < o.n) {
@@ -462,8 +518,16 @@ static int one_event(struct conn *c)
 {
 	struct ibv_cq *cq;
 	void *ctx;
+	int ret;
 
-	if (ibv_get_cq_event(c->channel, &cq, &ctx)) {
+	/* -t cancel: cancellable only while asleep here; elsewhere the
+	 * thread holds c->lock, and stdio's locks in fail() */
+	if (o.cancel)
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+	ret = ibv_get_cq_event(c->channel, &cq, &ctx);
+	if (o.cancel)
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	if (ret) {
 		if (errno == EAGAIN)
 			return 0;
 		fail(c, "ibv_get_cq_event: %s", strerror(errno));
@@ -485,6 +549,7 @@ static void *cq_thread_cancel(void *arg)
 {
 	struct conn *c = arg;
 
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 	while (one_event(c) == 0)
 		;
 	return NULL;
@@ -858,7 +923,7 @@ refused:
 static void usage(void)
 {
 	fprintf(stderr, "usage: cq_thread pair|server|client [-a ADDR] "
-		"[-p PORT] [-m send|rdma] [-n N] [-s SIZE] "
+		"[-p PORT] [-m send|rdma|pipe] [-n N] [-s SIZE] "
 		"[-t cancel|flag|none] [-d client|server] [-v]\n");
 	exit(2);
 }
@@ -878,7 +943,11 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'a': o.addr = optarg; break;
 		case 'p': o.port = (uint16_t)atoi(optarg); break;
-		case 'm': o.rdma = !strcmp(optarg, "rdma"); break;
+		case 'm': o.pipe = !strcmp(optarg, "pipe");
+			  o.rdma = o.pipe || !strcmp(optarg, "rdma");
+			  if (!o.rdma && strcmp(optarg, "send"))
+				  usage();
+			  break;
 		case 'n': o.n = (unsigned int)atoi(optarg); break;
 		case 's': o.size = (size_t)atol(optarg); break;
 		case 't': o.cancel = !strcmp(optarg, "cancel");
@@ -894,6 +963,8 @@ int main(int argc, char **argv)
 	}
 	if (o.n < 1 || o.size < 16 || o.size % 2)
 		usage();
+	if (o.pipe)
+		o.n = 1;
 	setvbuf(stderr, NULL, _IOLBF, 0);
 	if (!strcmp(mode, "server")) {
 		o.server = true;
