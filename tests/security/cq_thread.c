@@ -19,9 +19,10 @@
  * thread waiting in poll() on the channel's fd notices (-t flag).  Then
  * rdma_destroy_qp, ibv_destroy_cq, ibv_destroy_comp_channel,
  * ibv_dereg_mr, ibv_dealloc_pd, rdma_destroy_id.  -t none is the
- * shortest tutorials' way: the thread is never stopped; the QP, MRs and
- * id are destroyed under it (the CQ, channel and PD stay), and the
- * process exits with the thread asleep in ibv_get_cq_event.
+ * shortest tutorials' way: the thread is never stopped; the side that
+ * did not disconnect does not call rdma_disconnect either; the QP, MRs
+ * and id are destroyed under the thread (the CQ, channel and PD stay),
+ * and the process exits with it asleep in ibv_get_cq_event.
  *
  * Variants (-m):
  *   send   ping-pong of N messages (client PING i, server PONG i)
@@ -131,6 +132,7 @@ struct conn {
 	bool have_peer;
 	bool finished;			/* this side's protocol is over */
 	bool disconnecting;		/* rdma_disconnect called here */
+	bool qp_gone;			/* -t none: rdma_destroy_qp returned */
 	unsigned int flushed;		/* receive flushes after finished */
 	int failed;			/* first failure: exit status 1 */
 	uint32_t verdict;		/* client: the server's DONE.ok */
@@ -504,10 +506,22 @@ static void drain_cq(struct conn *c)
 {
 	struct ibv_wc wc[8];
 	int n, i;
+	bool gone;
 
-	while ((n = ibv_poll_cq(c->cq, 8, wc)) > 0)
+	for (;;) {
+		gone = __atomic_load_n(&c->qp_gone, __ATOMIC_ACQUIRE);
+		n = ibv_poll_cq(c->cq, 8, wc);
+		if (n <= 0)
+			break;
+		/* -t none: the samples free what wr_id points to once
+		 * rdma_destroy_qp returned; an HCA's driver takes the QP's
+		 * completions out of the CQ then (mlx5's cq_clean) */
+		if (gone)
+			fail(c, "%d completion(s) of a destroyed QP, the "
+			     "first %s", n, ibv_wc_status_str(wc[0].status));
 		for (i = 0; i < n; i++)
 			on_completion(c, &wc[i]);
+	}
 	if (n < 0)
 		fail(c, "ibv_poll_cq: %d", n);
 }
@@ -695,6 +709,7 @@ static void teardown(struct conn *c)
 	if (o.leave) {
 		/* the thread runs on: it may be polling the CQ right now */
 		rdma_destroy_qp(c->id);
+		__atomic_store_n(&c->qp_gone, true, __ATOMIC_RELEASE);
 		if (ibv_dereg_mr(c->send_mr) || ibv_dereg_mr(c->recv_mr) ||
 		    (c->rdma_mr && ibv_dereg_mr(c->rdma_mr)) ||
 		    (c->local_mr && ibv_dereg_mr(c->local_mr)))
@@ -791,7 +806,11 @@ static int run_connected(struct rdma_event_channel *ch, struct conn *c)
 	 * completions must come all the same (a hang is a failure) */
 	while (o.leave && !c->finished && !c->failed)
 		pthread_cond_wait(&c->cond, &c->lock);
-	if (!c->disconnecting) {
+	if (!c->disconnecting && o.leave) {
+		/* the shortest samples never answer the DREQ: they destroy
+		 * the QP (in RTS) and the id, which answers it */
+		pthread_mutex_unlock(&c->lock);
+	} else if (!c->disconnecting) {
 		c->disconnecting = true;
 		pthread_mutex_unlock(&c->lock);
 		if (rdma_disconnect(c->id))
