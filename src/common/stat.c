@@ -27,4 +27,8 @@ const char *const shca_stat_names[SHCA_STAT_MAX] = {
 	[SHCA_STAT_DROPPED_PKTS] = "dropped_pkts",
 	[SHCA_STAT_CONN_RESETS] = "conn_resets",
 	[SHCA_STAT_FAULTS_INJECTED] = "faults_injected",
+	[SHCA_STAT_INVALID_RKEY] = "invalid_rkey",
+	[SHCA_STAT_INVALID_QKEY] = "invalid_qkey",
+	[SHCA_STAT_KEY_LIMIT_CLOSES] = "key_limit_closes",
+	[SHCA_STAT_KEY_LIMIT_DROPS] = "key_limit_drops",
 };

@@ -31,6 +31,14 @@ enum shca_stat {
 	SHCA_STAT_DROPPED_PKTS,		/* invalid or unaddressed: dropped */
 	SHCA_STAT_CONN_RESETS,		/* TCP connections lost */
 	SHCA_STAT_FAULTS_INJECTED,	/* SOFTHCA_FAULTS actions taken */
+	/* keys (issue 11, docs/security.md "Keys") */
+	SHCA_STAT_INVALID_RKEY,		/* responder QP: R_Key of no MR of
+					 * its PD (either path) */
+	SHCA_STAT_INVALID_QKEY,		/* responder UD QP: wrong Q_Key */
+	SHCA_STAT_KEY_LIMIT_CLOSES,	/* process: connections closed for
+					 * sending too many invalid keys */
+	SHCA_STAT_KEY_LIMIT_DROPS,	/* process: packets refused from a
+					 * source over the key limit */
 	SHCA_STAT_MAX
 };
 

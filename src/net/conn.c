@@ -81,6 +81,7 @@ struct shca_conn {
 	uint32_t expect_qpn;
 	bool placing;			/* frames were placed: read little
 					 * before the next placement */
+	bool key_abort;			/* closed by the key limit (end) */
 	struct shca_conn *next;
 };
 
@@ -1694,4 +1695,46 @@ void shca_net_mcast_leave(const uint8_t gid[16], unsigned int ifindex)
 		free(j);
 	}
 	pthread_mutex_unlock(&joins_lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Closing a connection that sends invalid keys (net/keyguard.c)       */
+
+void shca_net_conn_peer(struct shca_conn *c, uint8_t gid[16],
+			uint16_t *port)
+{
+	pthread_mutex_lock(&c->lock);
+	memcpy(gid, c->addr.dst, 16);
+	*port = sa_port(&c->peer);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Engine thread (the receive side): shut c down now, as a failed write
+ * does; the engine closes it on the hang-up.  Until then nothing more
+ * that arrived on it is carried out (shca_net_conn_aborted), the rest of
+ * the batch being read included.  A requester here that uses the same
+ * connection opens a new one with its next send, as after any reset.
+ */
+void shca_net_conn_abort(struct shca_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->key_abort = true;
+	conn_fail(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Engine thread: was c aborted, and is it still that connection? */
+bool shca_net_conn_aborted(struct shca_conn *c)
+{
+	bool ret;
+
+	if (!c->key_abort)
+		return false;
+	pthread_mutex_lock(&c->lock);
+	ret = c->state == CONN_CLOSING;
+	if (!ret)
+		c->key_abort = false;	/* open again since */
+	pthread_mutex_unlock(&c->lock);
+	return ret;
 }
