@@ -113,7 +113,7 @@ static struct guard_peer *find(const uint8_t gid[16], uint16_t port,
 static void say(struct guard_peer *p, const char *what, uint32_t qpn,
 		uint64_t now)
 {
-	char a[INET6_ADDRSTRLEN];
+	char a[INET6_ADDRSTRLEN], last[48] = "", more[96] = "";
 	const void *src = p->gid;
 	int af = AF_INET6;
 
@@ -126,12 +126,16 @@ static void say(struct guard_peer *p, const char *what, uint32_t qpn,
 	}
 	if (!inet_ntop(af, src, a, sizeof(a)))
 		snprintf(a, sizeof(a), "?");
-	shca_warn("net: %s %s port %u: %llu invalid keys (QP 0x%06x last), "
-		  "over the limit of %d at once and %d a second "
-		  "(%llu closes and refusals since the last warning)",
-		  what, a, p->port, (unsigned long long)p->strikes, qpn,
-		  SHCA_KEY_LIMIT_BURST, SHCA_KEY_LIMIT_RATE,
-		  (unsigned long long)p->unlogged - 1);
+	if (qpn)
+		snprintf(last, sizeof(last), " (the last for QP 0x%06x)", qpn);
+	if (p->unlogged > 1)
+		snprintf(more, sizeof(more), "; %llu closes and refusals "
+			 "since the last warning",
+			 (unsigned long long)p->unlogged - 1);
+	shca_warn("net: %s %s port %u: %llu invalid keys%s, over the limit "
+		  "of %d at once and %d a second%s",
+		  what, a, p->port, (unsigned long long)p->strikes, last,
+		  SHCA_KEY_LIMIT_BURST, SHCA_KEY_LIMIT_RATE, more);
 	p->logged_ns = now;
 	p->unlogged = 0;
 }
