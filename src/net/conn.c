@@ -503,7 +503,10 @@ static void life_start(struct shca_conn *c, uint64_t ns)
 static void conn_greeted(struct shca_conn *in, struct shca_conn *c)
 {
 	if (c != in) {
-		c->accepted = in->accepted;
+		if (c->fd >= 0)
+			c->accepted = in->accepted;
+		else if (in->accepted)
+			n_accepted--;	/* the move failed: socket closed */
 		in->accepted = false;
 	}
 	c->greeted = true;
