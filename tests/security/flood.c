@@ -502,6 +502,9 @@ static void flood(bool net)
 	setenv("SOFTHCA_NET_IDLE_MS", IDLE_MS, 1);
 	if (ep_netns())
 		SKIP("one host: the flooder reaches the victim on loopback");
+	ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_max < 2 * N_TCP + N_UNIX + 64)
+		SKIP("the hard RLIMIT_NOFILE is too low for the flooder");
 	duo_fork(&p, partner, NULL);
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_open_remote(&a, &o, p.fd);
