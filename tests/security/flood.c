@@ -47,7 +47,7 @@
 #include "ep.h"
 #include "shm/arena.h"		/* where the counters are */
 
-#define CAP		24	/* SOFTHCA_NET_MAX_CONNS */
+#define CAP		"24"	/* SOFTHCA_NET_MAX_CONNS */
 #define HEADROOM	40	/* descriptors the victim has left */
 #define HELLO_MS	"1500"
 #define IDLE_MS		"2000"
@@ -500,7 +500,7 @@ static void flood(bool net)
 
 	if (net)
 		setenv("SOFTHCA_NET", "1", 1);
-	setenv("SOFTHCA_NET_MAX_CONNS", "24", 1);
+	setenv("SOFTHCA_NET_MAX_CONNS", CAP, 1);
 	setenv("SOFTHCA_NET_HELLO_MS", HELLO_MS, 1);
 	setenv("SOFTHCA_NET_IDLE_MS", IDLE_MS, 1);
 	if (ep_netns())
