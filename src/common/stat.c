@@ -27,4 +27,10 @@ const char *const shca_stat_names[SHCA_STAT_MAX] = {
 	[SHCA_STAT_DROPPED_PKTS] = "dropped_pkts",
 	[SHCA_STAT_CONN_RESETS] = "conn_resets",
 	[SHCA_STAT_FAULTS_INJECTED] = "faults_injected",
+	[SHCA_STAT_ENGINE_WAKEUPS] = "engine_wakeups",
+	[SHCA_STAT_NET_ACCEPT_BACKOFFS] = "net_accept_backoffs",
+	[SHCA_STAT_SHM_ACCEPT_BACKOFFS] = "shm_accept_backoffs",
+	[SHCA_STAT_NET_CONNS_REFUSED] = "net_conns_refused",
+	[SHCA_STAT_NET_HELLO_TIMEOUTS] = "net_hello_timeouts",
+	[SHCA_STAT_NET_IDLE_CLOSES] = "net_idle_closes",
 };
