@@ -135,6 +135,15 @@ size_t shca_net_queued(struct shca_conn *c);
 void shca_net_conn_addr(struct shca_conn *c, struct shca_net_addr *addr);
 
 /*
+ * c's generation.  An incoming connection object is recycled for another
+ * peer after its socket closed (conn.c), which moves its generation on:
+ * who keeps c past the packet that came on it notes the generation then
+ * and sends nothing on c once it differs (engine thread).  An outgoing
+ * object keeps its generation: it always goes to the same peer.
+ */
+uint32_t shca_net_conn_gen(struct shca_conn *c);
+
+/*
  * One UD datagram to the process on port at gid's address, or to a
  * multicast group's port 4791 from interface ifindex.  UD may lose a
  * message: 0 also when the socket would block.

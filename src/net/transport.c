@@ -888,6 +888,12 @@ static bool rd_pump(struct shca_qp *qp)
 	struct shca_conn *c = qp->net.rd_conn;
 	uint32_t mtu = path_mtu(qp);
 
+	/* the connection the READs came on closed since: its object may
+	 * serve another peer now (net.h), who gets none of this */
+	if (shca_net_conn_gen(c) != qp->net.rd_gen) {
+		rd_clear(qp);
+		return false;
+	}
 	while (qp->net.rd_count) {
 		struct shca_net_read *e =
 			&qp->net.rd[qp->net.rd_head % SHCA_NET_RD_MAX];
@@ -1018,6 +1024,7 @@ static void serve_read(struct shca_conn *c, struct shca_qp *qp,
 	e->len = m->dma_len;
 	e->sent = 0;
 	qp->net.rd_conn = c;
+	qp->net.rd_gen = shca_net_conn_gen(c);
 	shca_net_set_drain(rd_drain);
 	if (rd_pump(qp))
 		rd_wait(qp->ibqp.qp_num);

@@ -251,6 +251,7 @@ struct shca_net_qp {
 	} rd[SHCA_NET_RD_MAX];
 	unsigned int rd_head, rd_count;
 	struct shca_conn *rd_conn;	/* where they go */
+	uint32_t rd_gen;		/* rd_conn's generation then */
 };
 
 /*
