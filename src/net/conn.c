@@ -1952,15 +1952,18 @@ void shca_net_conn_peer(struct shca_conn *c, uint8_t gid[16],
 
 /*
  * Engine thread (the receive side): shut c down now, as a failed write
- * does; the engine closes it on the hang-up.  Until then nothing more
- * that arrived on it is carried out (shca_net_conn_aborted), the rest of
- * the batch being read included.  A requester here that uses the same
- * connection opens a new one with its next send, as after any reset.
+ * does; the engine closes it on the hang-up.  The answers already made
+ * (the NAKs of the requests that were carried out) go first, as far as
+ * the socket takes them.  Until then nothing more that arrived on it is
+ * carried out (shca_net_conn_aborted), the rest of the batch being read
+ * included.  A requester here that uses the same connection opens a new
+ * one with its next send, as after any reset.
  */
 void shca_net_conn_abort(struct shca_conn *c)
 {
 	pthread_mutex_lock(&c->lock);
 	c->key_abort = true;
+	flush_locked(c);
 	conn_fail(c);
 	pthread_mutex_unlock(&c->lock);
 }

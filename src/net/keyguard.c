@@ -215,16 +215,16 @@ static bool strike(const uint8_t gid[16], uint16_t port, uint32_t qpn,
 	return full;
 }
 
-void shca_keyguard_strike_conn(struct shca_conn *c, uint32_t qpn)
+bool shca_keyguard_strike_conn(struct shca_conn *c, uint32_t qpn)
 {
 	uint8_t gid[16];
 	uint16_t port;
 
 	shca_net_conn_peer(c, gid, &port);
-	if (strike(gid, port, qpn, "closing the connection from")) {
-		shca_stat_add(shca_stat_proc(), SHCA_STAT_KEY_LIMIT_CLOSES, 1);
-		shca_net_conn_abort(c);
-	}
+	if (!strike(gid, port, qpn, "closing the connection from"))
+		return false;
+	shca_stat_add(shca_stat_proc(), SHCA_STAT_KEY_LIMIT_CLOSES, 1);
+	return true;
 }
 
 void shca_keyguard_strike_src(const struct shca_net_addr *addr,

@@ -28,8 +28,10 @@ bool shca_keyguard_admit_conn(struct shca_conn *c);
 /* ... a datagram from addr's source (UD). */
 bool shca_keyguard_admit_src(const struct shca_net_addr *addr);
 
-/* A request with an invalid key for QP qpn arrived on c / from addr. */
-void shca_keyguard_strike_conn(struct shca_conn *c, uint32_t qpn);
+/* A request with an invalid key for QP qpn arrived on c / from addr.
+ * true: c's peer is over the limit now, c must be closed (once the
+ * packet has been answered: shca_net_conn_abort). */
+bool shca_keyguard_strike_conn(struct shca_conn *c, uint32_t qpn);
 void shca_keyguard_strike_src(const struct shca_net_addr *addr,
 			      uint32_t qpn);
 

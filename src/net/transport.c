@@ -823,15 +823,18 @@ static void answer(struct shca_conn *c, struct shca_qp *qp, uint32_t psn,
 
 /*
  * Carry out a request that arrived on c (shca_shm_execute): an invalid
- * key counts against c's peer (keyguard.h), which may close c.
+ * key counts against c's peer (keyguard.h); over the limit, c is closed
+ * once this packet has been answered (shca_net_rx).  Engine thread.
  */
+static struct shca_conn *key_abort_after;
+
 static void key_execute(struct shca_conn *c, struct shca_peer *self,
 			const struct shca_xfer *x,
 			struct shca_xfer_result *res)
 {
 	shca_shm_execute(self, x, res);
-	if (res->bad_key && c)
-		shca_keyguard_strike_conn(c, x->dest_qpn);
+	if (res->bad_key && c && shca_keyguard_strike_conn(c, x->dest_qpn))
+		key_abort_after = c;
 }
 
 /* What the responder carries out for request m (shca_shm_execute). */
@@ -1517,4 +1520,9 @@ void shca_net_rx(struct shca_conn *c, const struct shca_net_addr *addr,
 		responder(c, qp, &m);
 	}
 	pthread_mutex_unlock(&qp->exec_lock);
+	if (key_abort_after) {
+		/* after its NAK was queued: it goes out first */
+		key_abort_after = NULL;
+		shca_net_conn_abort(c);
+	}
 }
