@@ -16,7 +16,9 @@
  * (SOFTHCA_NET=1, both ends on this host) the key limit stops the guesses
  * after SHCA_KEY_LIMIT_BURST (the connection closed, logged; datagrams
  * dropped), and a legitimate peer of the victim goes on working.  On the
- * same-host path every guess is counted on the victim's QP.  RC: each
+ * same-host path every guess (R_Key or Q_Key) is counted on the victim's
+ * QP, and nothing is limited: the requester there is a process of the
+ * victim's user, which could use CMA on it anyway.  RC: each
  * guess costs the attacker a QP (and the victim's QP goes to error, as
  * before): the RC case uses hundreds of QP pairs to reach the limit.
  */
@@ -930,4 +932,33 @@ TEST(ud_qkey_brute_force_net)
 	ASSERT_EQ(wc.byte_len, 40u + 32u);
 	ASSERT_EQ(n.buf[4096 + 40], 0xee);
 	log_done();
+}
+
+/* UD on the same host: the sender delivers (or not) itself, in the
+ * victim's arena; every wrong Q_Key is counted on the victim's QP. */
+TEST(ud_qkey_same_host_counted)
+{
+	struct attack at = { IBV_QPT_UD, GUESSES, false };
+	struct duo att;
+	struct ibv_wc wc;
+	struct node n;
+	struct ibv_qp *qu;
+	int i, sent;
+
+	duo_fork(&att, ud_sender, &at);
+	node_open(&n, 256);
+	qu = qp_new(&n, IBV_QPT_UD, 1, 32);
+	qp_up(qu, 0, NULL);
+	for (i = 0; i < 32; i++)
+		post_recv(&n, qu, 4096 + (uint64_t)i * 1024, 1024);
+	victim_connect(&n, qu, &att, 0);
+	duo_signal(att.fd, 'g');
+	wait_stat(qu, "invalid_qkey", GUESSES);
+	duo_signal(att.fd, 's');
+	xread(att.fd, &sent, sizeof(sent));
+	duo_wait(&att);
+	ASSERT_EQ(qp_stat(qu, "invalid_qkey"), (uint64_t)sent);
+	ASSERT_EQ(proc_stat("key_limit_drops"), 0u);
+	ASSERT_EQ(ibv_poll_cq(n.cq, 1, &wc), 0);
+	assert_untouched(&n, 0);
 }
