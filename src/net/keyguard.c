@@ -232,3 +232,11 @@ void shca_keyguard_strike_src(const struct shca_net_addr *addr,
 {
 	strike(addr->src, addr->src_port, qpn, "dropping datagrams from");
 }
+
+void shca_keyguard_reset(void)
+{
+	pthread_mutex_lock(&guard_lock);
+	memset(peers, 0, sizeof(peers));
+	__atomic_store_n(&nfull, 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&guard_lock);
+}

@@ -35,4 +35,8 @@ bool shca_keyguard_strike_conn(struct shca_conn *c, uint32_t qpn);
 void shca_keyguard_strike_src(const struct shca_net_addr *addr,
 			      uint32_t qpn);
 
+/* Forget every peer's score (the fuzzer, between inputs: each input
+ * starts from the same state). */
+void shca_keyguard_reset(void);
+
 #endif
