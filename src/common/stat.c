@@ -33,4 +33,8 @@ const char *const shca_stat_names[SHCA_STAT_MAX] = {
 	[SHCA_STAT_NET_CONNS_REFUSED] = "net_conns_refused",
 	[SHCA_STAT_NET_HELLO_TIMEOUTS] = "net_hello_timeouts",
 	[SHCA_STAT_NET_IDLE_CLOSES] = "net_idle_closes",
+	[SHCA_STAT_INVALID_RKEY] = "invalid_rkey",
+	[SHCA_STAT_INVALID_QKEY] = "invalid_qkey",
+	[SHCA_STAT_KEY_LIMIT_CLOSES] = "key_limit_closes",
+	[SHCA_STAT_KEY_LIMIT_DROPS] = "key_limit_drops",
 };

@@ -100,6 +100,7 @@ struct shca_conn {
 	uint64_t activity;		/* frames in or out (atomic) */
 	uint64_t seen;			/* activity at the last look */
 	struct shca_timer life;		/* hello timeout, then idle checks */
+	bool key_abort;			/* closed by the key limit (end) */
 	struct shca_conn *next;
 };
 
@@ -1935,4 +1936,49 @@ void shca_net_mcast_leave(const uint8_t gid[16], unsigned int ifindex)
 		free(j);
 	}
 	pthread_mutex_unlock(&joins_lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Closing a connection that sends invalid keys (net/keyguard.c)       */
+
+void shca_net_conn_peer(struct shca_conn *c, uint8_t gid[16],
+			uint16_t *port)
+{
+	pthread_mutex_lock(&c->lock);
+	memcpy(gid, c->addr.dst, 16);
+	*port = sa_port(&c->peer);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Engine thread (the receive side): shut c down now, as a failed write
+ * does; the engine closes it on the hang-up.  The answers already made
+ * (the NAKs of the requests that were carried out) go first, as far as
+ * the socket takes them.  Until then nothing more that arrived on it is
+ * carried out (shca_net_conn_aborted), the rest of the batch being read
+ * included.  A requester here that uses the same connection opens a new
+ * one with its next send, as after any reset.
+ */
+void shca_net_conn_abort(struct shca_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->key_abort = true;
+	flush_locked(c);
+	conn_fail(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Engine thread: was c aborted, and is it still that connection? */
+bool shca_net_conn_aborted(struct shca_conn *c)
+{
+	bool ret;
+
+	if (!c->key_abort)
+		return false;
+	pthread_mutex_lock(&c->lock);
+	ret = c->state == CONN_CLOSING;
+	if (!ret)
+		c->key_abort = false;	/* open again since */
+	pthread_mutex_unlock(&c->lock);
+	return ret;
 }

@@ -156,6 +156,16 @@ int shca_net_sendto(const uint8_t gid[16], uint16_t port,
 int shca_net_mcast_join(const uint8_t gid[16], unsigned int ifindex);
 void shca_net_mcast_leave(const uint8_t gid[16], unsigned int ifindex);
 
+/*
+ * The key limit (keyguard.c): who c's other end is (its address, and the
+ * port it listens on or its source port); close c at once, and nothing
+ * more that arrived on it is handed on while it closes.  Engine thread.
+ */
+void shca_net_conn_peer(struct shca_conn *c, uint8_t gid[16],
+			uint16_t *port);
+void shca_net_conn_abort(struct shca_conn *c);
+bool shca_net_conn_aborted(struct shca_conn *c);
+
 #define SHCA_NET_MCAST_PORT 4791
 /* Payload iovecs of one datagram at most. */
 #define SHCA_MAX_NET_IOV 64
