@@ -80,6 +80,12 @@ static inline void shca_listen_accepted(struct shca_listen_backoff *b)
  */
 void shca_engine_quiesce(void);
 
+/*
+ * Wait until the engine has carried out what had arrived on its fds when
+ * this was called (a batch of epoll results taken afterwards is done).
+ */
+void shca_engine_sync(void);
+
 /* true in the engine thread itself */
 bool shca_in_engine(void);
 

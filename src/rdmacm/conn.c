@@ -32,6 +32,7 @@
 
 #include "../common/backoff.h"
 #include "cma.h"
+#include "../common/nocancel.h"
 
 static const char *const ib_names[] = {
 	[IB_NONE] = "NONE", [IB_IDLE] = "IDLE",
@@ -991,12 +992,16 @@ int rdma_reject_ece(struct rdma_cm_id *id, const void *private_data,
 int rdma_disconnect(struct rdma_cm_id *rid)
 {
 	struct cm_id *id;
-	int ret;
+	int ret, cs;
 
 	/* rdma-core's ucma_shutdown: the QP goes to the error state first */
 	if (!rid || !rid->verbs || !rid->verbs->device)
 		return cm_err(-EINVAL);
 	id = to_cm_id(rid);
+	/* the samples' completion threads disconnect, and are cancelled:
+	 * not while holding cm_lock (send() of the DREQ, the flushes'
+	 * eventfds; common/nocancel.h) */
+	cs = shca_cancel_off();
 	pthread_mutex_lock(&cm_lock);
 	ret = cm_modify_qp_err(id);
 	if (!ret && id->ib == IB_NONE)
@@ -1004,6 +1009,7 @@ int rdma_disconnect(struct rdma_cm_id *rid)
 	if (!ret && !cm_is_ud(id))
 		ret = cm_disconnect_stream(id);
 	pthread_mutex_unlock(&cm_lock);
+	shca_cancel_restore(cs);
 	return ret ? cm_err(ret) : cm_complete(id);
 }
 

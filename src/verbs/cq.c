@@ -454,6 +454,21 @@ int shca_destroy_cq(struct ibv_cq *ibcq)
 	if (__atomic_load_n(&cq->refs, __ATOMIC_ACQUIRE))
 		return -EBUSY;
 
+	/*
+	 * Out of the engine's sight first: its doorbell (shca_cq_doorbell,
+	 * under cq_list_lock) turns a peer's mark into a completion or
+	 * CQ_ERR event, and one queued after the forget below would
+	 * outlive the CQ, for ibv_get_cq_event to hand out (as the QP
+	 * leaves its table before its events are forgotten).
+	 */
+	pthread_mutex_lock(&cq_list_lock);
+	for (pp = &cq_list; *pp; pp = &(*pp)->next)
+		if (*pp == cq) {
+			*pp = cq->next;
+			break;
+		}
+	pthread_mutex_unlock(&cq_list_lock);
+
 	/* undelivered events go; delivered ones must be acknowledged */
 	if (channel)
 		shca_channel_forget_cq(to_schan(channel), cq);
@@ -472,13 +487,6 @@ int shca_destroy_cq(struct ibv_cq *ibcq)
 	pthread_mutex_lock(&sctx->lock);
 	sctx->ncq--;
 	pthread_mutex_unlock(&sctx->lock);
-	pthread_mutex_lock(&cq_list_lock);
-	for (pp = &cq_list; *pp; pp = &(*pp)->next)
-		if (*pp == cq) {
-			*pp = cq->next;
-			break;
-		}
-	pthread_mutex_unlock(&cq_list_lock);
 	pthread_mutex_destroy(&cq->lock);
 	shca_cqshm_fini(cq->shm);
 	shca_arena_free(cq->shm);
