@@ -27,4 +27,9 @@ const char *const shca_stat_names[SHCA_STAT_MAX] = {
 	[SHCA_STAT_DROPPED_PKTS] = "dropped_pkts",
 	[SHCA_STAT_CONN_RESETS] = "conn_resets",
 	[SHCA_STAT_FAULTS_INJECTED] = "faults_injected",
+	[SHCA_STAT_SHM_CRED_REFUSED] = "shm_cred_refused",
+	[SHCA_STAT_SHM_ARENA_REFUSED] = "shm_arena_refused",
+	[SHCA_STAT_SHM_DIR_REFUSED] = "shm_dir_refused",
+	[SHCA_STAT_HOST_TABLE_REFUSED] = "host_table_refused",
+	[SHCA_STAT_SHM_STALE_NAMES] = "shm_stale_names",
 };

@@ -215,7 +215,11 @@ bool shca_mr_shm_read(const struct shca_mr_shm *e, struct shca_mr_shm *out);
 void shca_mr_shm_write(struct shca_mr_shm *e, const struct shca_mr_shm *val);
 void shca_mr_shm_clear(struct shca_mr_shm *e);
 
-/* Map a peer's arena received as fd; checks the header. */
-void *shca_arena_map_peer(int fd, size_t *size);
+/*
+ * Map a peer's arena received as fd, owned by pid owner: checks
+ * the file (a sealed memfd of our uid, of the header's size) and the
+ * header.  NULL with errno (EPROTO: refused).
+ */
+void *shca_arena_map_peer(int fd, pid_t owner, size_t *size);
 
 #endif
