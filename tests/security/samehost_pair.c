@@ -267,6 +267,15 @@ static int run_pair(void)
 	child = fork();
 	if (child < 0)
 		DIE("fork");
+	/* each end once, so that a side that dies is an EOF, not a hang */
+	if (child) {
+		close(to_client[0]);
+		close(to_server[1]);
+	} else {
+		close(to_client[1]);
+		close(to_server[0]);
+	}
+	alarm(60);
 	memset(&e, 0, sizeof(e));
 	ep_open(&e);
 	me.qpn = e.qp->qp_num;
@@ -382,6 +391,7 @@ static int run_probe(int slot, int uid)
 	enum ibv_wc_status st;
 	int status;
 
+	alarm(60);
 	memset(&e, 0, sizeof(e));
 	ep_open(&e);
 	if (uid >= 0) {

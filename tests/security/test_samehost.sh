@@ -41,6 +41,7 @@ for c in useradd userdel runuser python3; do
 done
 B=${SOFTHCA_BUILD:?SOFTHCA_BUILD}
 T=$B/tests
+TO="timeout -s KILL 90"
 export LD_LIBRARY_PATH=$B/lib SOFTHCA_PORT_BASE=43300
 export SOFTHCA_TOOL=$B/bin/softhca
 IMP=shca_sh1
@@ -99,7 +100,7 @@ for u in $IMP $VIC; do
 done
 IMP_UID=$(id -u $IMP)
 VIC_UID=$(id -u $VIC)
-as_vic() { runuser -u $VIC -- env LD_LIBRARY_PATH=$LD_LIBRARY_PATH \
+as_vic() { $TO runuser -u $VIC -- env LD_LIBRARY_PATH=$LD_LIBRARY_PATH \
 	SOFTHCA_PORT_BASE=$SOFTHCA_PORT_BASE SOFTHCA_TOOL=$SOFTHCA_TOOL "$@"; }
 
 # shca_sh2's private directory exists once it has run (a baseline pair)
@@ -134,7 +135,7 @@ for f in occ0 occ2; do
 	fi
 done
 
-if $T/samehost_pair pair >"$W/pair0.out" 2>&1; then
+if $TO $T/samehost_pair pair >"$W/pair0.out" 2>&1; then
 	grep "pair ok" "$W/pair0.out"
 else
 	cat "$W/pair0.out"
@@ -172,7 +173,7 @@ open(sys.argv[1], "wb").write(struct.pack("<QI", 0x54534f4841484353, 2) +
 		ln -s "$target" "$dir/host-v2"
 	fi
 	planted=$(stat -c %i "$dir/host-v2" 2>/dev/null)
-	if $T/samehost_pair pair >"$W/table-$kind.out" 2>&1; then
+	if $TO $T/samehost_pair pair >"$W/table-$kind.out" 2>&1; then
 		grep "pair ok" "$W/table-$kind.out"
 	else
 		cat "$W/table-$kind.out"
@@ -198,7 +199,7 @@ for kind in other-user wrong-pid unsealed; do
 	wait_for "$W/serve-$kind.out" ready || fail "serve $kind not ready"
 	extra=
 	[ $kind = other-user ] && extra=$IMP_UID
-	if ! $T/samehost_pair probe $slot $extra >"$W/probe-$kind.out" 2>&1; then
+	if ! $TO $T/samehost_pair probe $slot $extra >"$W/probe-$kind.out" 2>&1; then
 		cat "$W/probe-$kind.out"
 		fail "probe of a $kind impostor: the WRITE succeeded or the probe failed"
 	fi
@@ -227,18 +228,33 @@ python3 - "$W/squat.out" <<'EOF' &
 import resource, socket, sys, time
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-held = []
-for p in range(43300, 43300 + 1024):
-    if p in (43300 + 11, 43300 + 22):
-        continue
+def tcp(p):
     s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
     s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        s.bind(("::", p)); s.listen(1); held.append(s)
+        s.bind(("::", p)); s.listen(1); return s
     except OSError:
+        s.close(); return None
+def udp_free(p):
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    try:
+        s.bind(("::", p)); return True
+    except OSError:
+        return False
+    finally:
         s.close()
-open(sys.argv[1], "w").write("held %d\n" % len(held))
+# the two ports left free are free for TCP and UDP, as a slot needs
+free = []
+held = []
+for p in range(43300, 43300 + 1024):
+    s = tcp(p)
+    if s and len(free) < 2 and udp_free(p):
+        s.close(); free.append(p)
+    elif s:
+        held.append(s)
+open(sys.argv[1], "w").write("held %d free %s\n" % (len(held), free))
 time.sleep(60)
 EOF
 PIDS+=($!)
@@ -258,7 +274,7 @@ if [ -S "$name" ]; then
 else
 	fail "no name left by the killed process (port $port)"
 fi
-if $T/samehost_pair pair >"$W/stale.out" 2>&1; then
+if $TO $T/samehost_pair pair >"$W/stale.out" 2>&1; then
 	grep "pair ok" "$W/stale.out"
 else
 	cat "$W/stale.out"
