@@ -25,6 +25,10 @@
 #     CAP_DAC_OVERRIDE, past the directory) gets no hello.
 #  4. A process killed with SIGKILL leaves its name: the next process on
 #     that port takes it back (shm_stale_names), its pair works.
+#  5. A victim without a home directory (shca_sh3: no key, so the
+#     predictable /dev/shm/softhca-UID) whose directory the impostor made
+#     first: refused, ibv_create_qp fails with EPERM and a message that
+#     says why; once it is gone, the victim's pair works.
 #
 # Root only (exit 77 otherwise).  Ports: SOFTHCA_PORT_BASE=43300.
 set -u
@@ -46,6 +50,7 @@ export LD_LIBRARY_PATH=$B/lib SOFTHCA_PORT_BASE=43300
 export SOFTHCA_TOOL=$B/bin/softhca
 IMP=shca_sh1
 VIC=shca_sh2
+NOHOME=shca_sh3
 W=$(mktemp -d /tmp/shca-samehost.XXXXXX)
 chmod 755 "$W"
 PIDS=()
@@ -58,7 +63,7 @@ cleanup() {
 		kill -9 "$p" 2>/dev/null
 	done
 	wait 2>/dev/null
-	for u in $IMP $VIC; do
+	for u in $IMP $VIC $NOHOME; do
 		if id "$u" >/dev/null 2>&1; then
 			pkill -9 -u "$u" 2>/dev/null
 			find /dev/shm /tmp -maxdepth 1 -user "$u" \
@@ -284,6 +289,28 @@ n=$(counter shm_stale_names "$W/stale.out")
 echo "shm_stale_names $n"
 [ "$n" -ge 1 ] || fail "the dead process's name was not reclaimed"
 kill -9 $sq 2>/dev/null
+wait $sq 2>/dev/null
+
+echo "=== 5. no home directory, and the impostor made the fallback first"
+userdel -r -f $NOHOME >/dev/null 2>&1
+useradd -M -d /nonexistent -s /bin/sh $NOHOME || fail "useradd $NOHOME"
+NH_UID=$(id -u $NOHOME)
+as_nohome() { $TO runuser -u $NOHOME -- env LD_LIBRARY_PATH=$LD_LIBRARY_PATH \
+	SOFTHCA_PORT_BASE=$SOFTHCA_PORT_BASE SOFTHCA_TOOL=$SOFTHCA_TOOL "$@"; }
+runuser -u $IMP -- mkdir -m 777 /dev/shm/softhca-$NH_UID
+as_nohome $T/samehost_pair pair >"$W/nohome.out" 2>&1
+cat "$W/nohome.out"
+grep -q "refusing /dev/shm/softhca-$NH_UID: owned by uid $IMP_UID" \
+	"$W/nohome.out" || fail "the impostor's fallback directory was not refused"
+grep -q "create_qp: Operation not permitted" "$W/nohome.out" ||
+	fail "ibv_create_qp did not fail with EPERM"
+rm -rf /dev/shm/softhca-$NH_UID
+if as_nohome $T/samehost_pair pair >"$W/nohome2.out" 2>&1; then
+	grep "pair ok" "$W/nohome2.out"
+else
+	cat "$W/nohome2.out"
+	fail "$NOHOME's pair fails in its own fallback directory"
+fi
 
 if [ $FAILS -ne 0 ]; then
 	echo "$FAILS failure(s)"
