@@ -18,3 +18,16 @@ add_dependencies(samehost_pair softhca)
 # both hold ports of SOFTHCA_PORT_BASE=43300: one at a time
 set_tests_properties(security_test_samehost security_test_port_exhaust
   PROPERTIES RESOURCE_LOCK softhca_port_base_43300)
+
+# the private directory and its keyed hash, on their own
+add_executable(security_samehost_rundir
+               ${CMAKE_CURRENT_SOURCE_DIR}/samehost_rundir.c)
+target_include_directories(security_samehost_rundir PRIVATE
+                           ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(security_samehost_rundir PRIVATE shca_harness
+                      shca_common Threads::Threads)
+set_target_properties(security_samehost_rundir PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+add_test(NAME security_samehost_rundir COMMAND security_samehost_rundir)
+set_tests_properties(security_samehost_rundir PROPERTIES LABELS security
+                     TIMEOUT 60)
