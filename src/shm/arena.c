@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -75,7 +76,7 @@ static size_t align_up(size_t v, size_t a)
 static int arena_create(void)
 {
 	struct shca_arena_hdr *h;
-	size_t qp_bytes, mr_bytes;
+	size_t qp_bytes, mr_bytes, idx_bytes;
 	void *base;
 	int fd;
 
@@ -102,6 +103,8 @@ static int arena_create(void)
 	h = base;
 	qp_bytes = SHCA_ARENA_QP_ENTRIES * sizeof(uint64_t);
 	mr_bytes = SHCA_ARENA_MR_ENTRIES * sizeof(struct shca_mr_shm);
+	idx_bytes = (size_t)SHCA_MR_INDEX_GROUPS * SHCA_MR_INDEX_WAYS *
+		    sizeof(uint64_t);
 	h->magic = SHCA_ARENA_MAGIC;
 	h->version = SHCA_ARENA_VERSION;
 	h->pid = shca_getpid();
@@ -109,7 +112,8 @@ static int arena_create(void)
 	h->size = SHCA_ARENA_SIZE;
 	h->qp_table_off = HDR_SIZE;
 	h->mr_table_off = align_up(HDR_SIZE + qp_bytes, 4096);
-	h->heap_off = align_up(h->mr_table_off + mr_bytes, 4096);
+	h->mr_index_off = align_up(h->mr_table_off + mr_bytes, 4096);
+	h->heap_off = align_up(h->mr_index_off + idx_bytes, 4096);
 
 	the_arena.size = SHCA_ARENA_SIZE;
 	the_arena.fd = fd;
@@ -219,11 +223,24 @@ void shca_arena_free(void *p)
  * loaded with acquire, so the second load of seq cannot move before them;
  * the writer stores them with release after making seq odd.
  */
+#define MR_READ_SPINS	64	/* retries before yielding the CPU */
+#define MR_READ_TRIES	(MR_READ_SPINS + 256)
+
 bool shca_mr_shm_read(const struct shca_mr_shm *e, struct shca_mr_shm *out)
 {
 	uint32_t s1, s2;
+	int tries = 0;
 
 	do {
+		/* the writer (the owner) may have been preempted between
+		 * its stores: yield to it after a while, and give up in
+		 * the end, as if the entry were free */
+		if (tries >= MR_READ_SPINS)
+			sched_yield();
+		if (tries++ == MR_READ_TRIES) {
+			memset(out, 0, sizeof(*out));
+			return false;
+		}
 		s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
 		out->key = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
 		out->access = __atomic_load_n(&e->access, __ATOMIC_ACQUIRE);
@@ -326,7 +343,8 @@ void *shca_arena_map_peer(int fd, pid_t owner, size_t *size)
 	    (uint64_t)st.st_size != hdr.size ||
 	    hdr.qp_table_off < sizeof(hdr) || hdr.qp_table_off % 8 ||
 	    hdr.mr_table_off < sizeof(hdr) || hdr.mr_table_off % 8 ||
-	    qp_end > hdr.size || mr_end > hdr.size || hdr.heap_off > hdr.size)
+	    qp_end > hdr.size || mr_end > hdr.size || hdr.heap_off > hdr.size ||
+	    hdr.mr_index_off % 8 || hdr.mr_index_off > hdr.size)
 		return refuse_arena(owner, "its size or layout does not fit");
 	base = mmap(NULL, hdr.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		    0);

@@ -15,6 +15,7 @@
 
 #include "../common/log.h"
 #include "../common/slot.h"
+#include "../common/stat.h"
 #include "../common/util.h"
 #include "../engine/engine.h"
 #include "arena.h"
@@ -147,6 +148,8 @@ static void send_hello(int fd)
 		shca_dbg("hello: %s", strerror(-ret));
 }
 
+static struct shca_listen_backoff listen_backoff;
+
 static void on_listen_event(int fd, uint32_t events, void *arg)
 {
 	int c;
@@ -154,8 +157,15 @@ static void on_listen_event(int fd, uint32_t events, void *arg)
 	(void)events;
 	(void)arg;
 	c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (c < 0)
+	if (c < 0) {
+		/* out of fds: pause, or epoll wakes us again at once */
+		listen_backoff.fd = fd;
+		if (shca_listen_failed(&listen_backoff, errno))
+			shca_stat_add(shca_stat_proc(),
+				      SHCA_STAT_SHM_ACCEPT_BACKOFFS, 1);
 		return;
+	}
+	shca_listen_accepted(&listen_backoff);
 	/* CMA and a shared arena are for the same user only: the kernel's
 	 * word for who connected (SO_PEERCRED), not the file's mode */
 	if (shca_sock_peer_cred(c, NULL)) {
