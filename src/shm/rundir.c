@@ -11,10 +11,10 @@
  * (Aumasson and Bernstein's PRF, written here from the paper) of the uid,
  * the boot id and a candidate number n under the user's key, so the name
  * of the next boot cannot be guessed from this one's.  n = 1..SPARES-1
- * give spare names for the
- * case where another user took a name of ours after it was removed (a
- * tmpfs cleaner, systemd-logind's RemoveIPC): every process takes the
- * first candidate that is ours, else makes the first that is free.
+ * give spare names for the case where another user took a name of ours
+ * after it was removed (a tmpfs cleaner, systemd-logind's RemoveIPC):
+ * every process takes the first candidate that is ours, else makes the
+ * first that is free.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -5,8 +5,9 @@
  *
  *   /dev/shm/softhca-<uid>-<tag>/net-<cookie>/
  *
- * <tag> is a keyed hash (SipHash-2-4) of the boot id under a random key
- * kept in the user's home directory (~/.softhca/key, mode 0600): every
+ * <tag> is a keyed hash (SipHash-2-4) of the uid and the boot id under a
+ * random key kept in the user's home directory (~/.softhca/key, mode
+ * 0600; rundir.c: spare names when one is taken): every
  * process of the user computes the same name, another user cannot know it
  * before it exists, so cannot take it first.  Both directories are made
  * with mode 0700 and opened with O_NOFOLLOW; their owner and mode are
