@@ -37,4 +37,9 @@ const char *const shca_stat_names[SHCA_STAT_MAX] = {
 	[SHCA_STAT_INVALID_QKEY] = "invalid_qkey",
 	[SHCA_STAT_KEY_LIMIT_CLOSES] = "key_limit_closes",
 	[SHCA_STAT_KEY_LIMIT_DROPS] = "key_limit_drops",
+	[SHCA_STAT_SHM_CRED_REFUSED] = "shm_cred_refused",
+	[SHCA_STAT_SHM_ARENA_REFUSED] = "shm_arena_refused",
+	[SHCA_STAT_SHM_DIR_REFUSED] = "shm_dir_refused",
+	[SHCA_STAT_HOST_TABLE_REFUSED] = "host_table_refused",
+	[SHCA_STAT_SHM_STALE_NAMES] = "shm_stale_names",
 };

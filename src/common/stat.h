@@ -46,6 +46,12 @@ enum shca_stat {
 					 * sending too many invalid keys */
 	SHCA_STAT_KEY_LIMIT_DROPS,	/* process: packets refused from a
 					 * source over the key limit */
+	/* same host (issue 11, docs/security.md "Same host") */
+	SHCA_STAT_SHM_CRED_REFUSED,	/* peer socket of another uid/pid */
+	SHCA_STAT_SHM_ARENA_REFUSED,	/* peer arena or fd failed its checks */
+	SHCA_STAT_SHM_DIR_REFUSED,	/* private directory not ours: refused */
+	SHCA_STAT_HOST_TABLE_REFUSED,	/* host table not ours: replaced */
+	SHCA_STAT_SHM_STALE_NAMES,	/* dead process's name reclaimed */
 	SHCA_STAT_MAX
 };
 

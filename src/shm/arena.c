@@ -8,11 +8,13 @@
  * and needs no shared lock.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "../common/log.h"
 #include "../common/util.h"
@@ -78,10 +80,13 @@ static int arena_create(void)
 	void *base;
 	int fd;
 
-	fd = memfd_create("softhca-arena", MFD_CLOEXEC);
+	fd = memfd_create("softhca-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)SHCA_ARENA_SIZE)) {
+	/* sealed at its size: a peer that maps it can trust that size
+	 * (shca_arena_map_peer checks the seals) */
+	if (ftruncate(fd, (off_t)SHCA_ARENA_SIZE) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
 		int e = errno;
 
 		close(fd);
@@ -289,19 +294,58 @@ struct shca_stat_block *shca_stat_proc(void)
 	return &shca_arena_hdr(base)->stats;
 }
 
-void *shca_arena_map_peer(int fd, size_t *size)
+/* Refuse a peer's arena: why, for the log; EPROTO for the caller. */
+static void *refuse_arena(pid_t owner, const char *why)
+{
+	static unsigned int logged;
+
+	if (__atomic_fetch_add(&logged, 1, __ATOMIC_RELAXED) < 4)
+		shca_warn("refusing the arena of pid %d: %s", (int)owner, why);
+	errno = EPROTO;
+	return NULL;
+}
+
+/*
+ * A peer's arena is another process's memory: it is mapped only if it is
+ * a memfd of our uid, sealed against shrinking (so that touching any byte
+ * of the mapping cannot raise SIGBUS), exactly as large as its header
+ * says, and its header names the owner we connected to and a layout that
+ * fits.  The mapping is never larger than the file.
+ */
+void *shca_arena_map_peer(int fd, pid_t owner, size_t *size)
 {
 	struct shca_arena_hdr hdr;
+	struct stat st;
+	uint64_t qp_end, mr_end;
 	void *base;
+	int seals;
 
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0)
+		return refuse_arena(owner, "not a memfd");
+	if (!(seals & F_SEAL_SHRINK))
+		return refuse_arena(owner, "not sealed against shrinking");
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+		return refuse_arena(owner, "not a file");
+	if (st.st_uid != getuid())
+		return refuse_arena(owner, "another user's memory");
 	if (pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
-		return NULL;
-	if (hdr.magic != SHCA_ARENA_MAGIC || hdr.version != SHCA_ARENA_VERSION ||
-	    hdr.size < HDR_SIZE || hdr.size > (1ull << 40)) {
-		shca_warn("peer arena has a bad header");
-		errno = EPROTO;
-		return NULL;
-	}
+		return refuse_arena(owner, "shorter than its header");
+	if (hdr.magic != SHCA_ARENA_MAGIC || hdr.version != SHCA_ARENA_VERSION)
+		return refuse_arena(owner, "not an arena of this version");
+	if (hdr.pid != owner || hdr.uid != getuid())
+		return refuse_arena(owner, "its header names another owner");
+	qp_end = hdr.qp_table_off +
+		 (uint64_t)SHCA_ARENA_QP_ENTRIES * sizeof(uint64_t);
+	mr_end = hdr.mr_table_off +
+		 (uint64_t)SHCA_ARENA_MR_ENTRIES * sizeof(struct shca_mr_shm);
+	if (hdr.size < HDR_SIZE || hdr.size > (1ull << 40) ||
+	    (uint64_t)st.st_size != hdr.size ||
+	    hdr.qp_table_off < sizeof(hdr) || hdr.qp_table_off % 8 ||
+	    hdr.mr_table_off < sizeof(hdr) || hdr.mr_table_off % 8 ||
+	    qp_end > hdr.size || mr_end > hdr.size || hdr.heap_off > hdr.size ||
+	    hdr.mr_index_off % 8 || hdr.mr_index_off > hdr.size)
+		return refuse_arena(owner, "its size or layout does not fit");
 	base = mmap(NULL, hdr.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		    0);
 	if (base == MAP_FAILED)

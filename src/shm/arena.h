@@ -243,7 +243,11 @@ void shca_mr_index_del(void *base, size_t size, uint32_t key);
 struct shca_mr_shm *shca_mr_table_entry(const void *base, size_t size,
 					uint32_t slot);
 
-/* Map a peer's arena received as fd; checks the header. */
-void *shca_arena_map_peer(int fd, size_t *size);
+/*
+ * Map a peer's arena received as fd, owned by pid owner: checks
+ * the file (a sealed memfd of our uid, of the header's size) and the
+ * header.  NULL with errno (EPROTO: refused).
+ */
+void *shca_arena_map_peer(int fd, pid_t owner, size_t *size);
 
 #endif
