@@ -207,6 +207,8 @@ static void churn_mixed(struct env *e)
 
 typedef void (*child_fn)(struct result *r);
 
+static const char *child_log;	/* the child's stderr goes there */
+
 static struct result run_child(child_fn fn)
 {
 	struct result r = { .count = -1 };
@@ -221,15 +223,31 @@ static struct result run_child(child_fn fn)
 	if (pid == 0) {
 		close(fds[0]);
 		alarm(CHILD_TIMEOUT);
+		if (child_log) {
+			int fd = open(child_log, O_WRONLY | O_CREAT | O_TRUNC |
+				      O_CLOEXEC, 0600);
+
+			if (fd < 0 || dup2(fd, 2) < 0)
+				_exit(4);
+			close(fd);
+		}
 		fn(&r);
 		if (write(fds[1], &r, sizeof(r)) != (ssize_t)sizeof(r))
 			_exit(3);
 		_exit(0);
 	}
 	close(fds[1]);
-	ASSERT_EQ(read(fds[0], &r, sizeof(r)), (ssize_t)sizeof(r));
+	if (read(fds[0], &r, sizeof(r)) != (ssize_t)sizeof(r))
+		r.count = -1;
 	close(fds[0]);
 	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	if (child_log && r.count < 0) {		/* its FAIL line is there */
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "cat %s >&2", child_log);
+		(void)!system(cmd);
+	}
+	ASSERT_GE(r.count, 0);
 	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	return r;
 }
@@ -375,4 +393,127 @@ TEST(max_cqs_after_qp_churn)
 	ASSERT_EQ(fresh.err, ENOMEM);
 	ASSERT_EQ(churned.err, ENOMEM);
 	ASSERT_EQ(churned.count, fresh.count);
+}
+
+/* ------------------------------------------------------------------ */
+/* Out of arena                                                        */
+
+#define SMALL_ARENA	"256M"
+#define SMALL_ARENA_BYTES "268435456"
+
+/*
+ * In an arena of SOFTHCA_ARENA_SIZE bytes, full of QPs: every verb that
+ * takes arena memory fails with ENOMEM, and works again once a QP is
+ * gone.
+ */
+static void full_arena(struct result *r)
+{
+	struct ibv_srq_attr sattr = { .max_wr = 16384 };
+	struct ibv_qp *qp, *last = NULL;
+	struct ibv_srq *srq;
+	struct ibv_cq *cq;
+	struct env e;
+	int cqe;
+
+	setenv("SOFTHCA_ARENA_SIZE", SMALL_ARENA, 1);
+	env_open(&e);
+	cq = ibv_create_cq(e.ctx, 16, NULL, NULL, 0);
+	ASSERT_NOT_NULL(cq);
+	cqe = cq->cqe;
+	srq = srq_make(&e, 16, 1);
+	ASSERT_NOT_NULL(srq);
+	errno = 0;
+	while ((qp = qp_make(&e, RQ_BIG, 1))) {
+		last = qp;
+		r->count++;
+	}
+	ASSERT_EQ(errno, ENOMEM);
+	ASSERT_NOT_NULL(last);
+	ASSERT_NULL_ERRNO(qp_make(&e, RQ_BIG, 1), ENOMEM);
+	ASSERT_NULL_ERRNO(cq_max(&e), ENOMEM);
+	ASSERT_NULL_ERRNO(srq_make(&e, e.attr.max_srq_wr, 1), ENOMEM);
+	ASSERT_EQ(ibv_resize_cq(cq, 65536), ENOMEM);
+	ASSERT_EQ(ibv_modify_srq(srq, &sattr, IBV_SRQ_MAX_WR), ENOMEM);
+	/* nothing changed by the failures */
+	ASSERT_EQ(cq->cqe, cqe);
+	ASSERT_EQ(ibv_query_srq(srq, &sattr), 0);
+	ASSERT_LT(sattr.max_wr, 1024);
+	sattr.max_wr = 1024;
+	ASSERT_EQ(ibv_destroy_qp(last), 0);
+	ASSERT_EQ(ibv_resize_cq(cq, 1024), 0);
+	ASSERT_EQ(ibv_modify_srq(srq, &sattr, IBV_SRQ_MAX_WR), 0);
+	r->err = 0;
+	r->max_qp = e.attr.max_qp;
+	r->count++;	/* counted from 1: 0 means nothing ran */
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = calloc(1, 65536);
+
+	ASSERT_NOT_NULL(f);
+	ASSERT_NOT_NULL(buf);
+	(void)!fread(buf, 1, 65535, f);
+	fclose(f);
+	return buf;
+}
+
+TEST(enomem_when_full)
+{
+	char path[] = "/tmp/softhca-churn-XXXXXX";
+	struct result full, fresh;
+	char *log;
+	int fd = mkstemp(path);
+
+	ASSERT_GE(fd, 0);
+	close(fd);
+	child_log = path;
+	full = run_child(full_arena);
+	child_log = NULL;
+	log = slurp(path);
+	unlink(path);
+	fresh = run_child(fresh_qps_big);
+	printf("  %d-entry QPs: %ld in a %s arena, %ld in the default one\n",
+	       RQ_BIG, full.count - 1, SMALL_ARENA, fresh.count);
+	/* the smaller arena is the bound */
+	ASSERT_GT(full.count - 1, 0);
+	ASSERT_LT(full.count - 1, fresh.count / 3);
+	/* one line says so, with the size and the knob */
+	printf("  log: %s", log);
+	ASSERT(strstr(log, "arena full"));
+	ASSERT(strstr(log, "arena is " SMALL_ARENA_BYTES " bytes"));
+	ASSERT(strstr(log, "SOFTHCA_ARENA_SIZE"));
+	free(log);
+}
+
+/* A value out of range is refused: the default size, and a warning. */
+static void bad_size(struct result *r)
+{
+	struct env e;
+
+	setenv("SOFTHCA_ARENA_SIZE", "12k", 1);
+	env_open(&e);
+	r->count = count_qps(&e, RQ_BIG, &r->err);
+}
+
+TEST(arena_size_refused)
+{
+	char path[] = "/tmp/softhca-churn-XXXXXX";
+	struct result bad, fresh;
+	char *log;
+	int fd = mkstemp(path);
+
+	ASSERT_GE(fd, 0);
+	close(fd);
+	child_log = path;
+	bad = run_child(bad_size);
+	child_log = NULL;
+	log = slurp(path);
+	unlink(path);
+	fresh = run_child(fresh_qps_big);
+	ASSERT_EQ(bad.count, fresh.count);
+	ASSERT(strstr(log, "SOFTHCA_ARENA_SIZE=12k"));
+	ASSERT(strstr(log, "arena is 1073741824 bytes"));
+	free(log);
 }
