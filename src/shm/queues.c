@@ -24,7 +24,8 @@ static uint64_t device_clock_ns(void)
 /* ------------------------------------------------------------------ */
 /* CQ                                                                  */
 
-int shca_cqshm_init(struct shca_cq_shm *cq, uint32_t cqe, bool timestamps)
+int shca_cqshm_init(struct shca_cq_shm *cq, uint32_t cqe, bool timestamps,
+		    void **ring_out)
 {
 	struct shca_arena *a = shca_arena_self();
 	uint32_t size = shca_cq_size_for(cqe);
@@ -41,15 +42,14 @@ int shca_cqshm_init(struct shca_cq_shm *cq, uint32_t cqe, bool timestamps)
 	cq->head = cq->tail = 0;
 	cq->timestamps = timestamps;
 	cq->ring_off = shca_arena_off(a, ring);
+	*ring_out = ring;
 	return 0;
 }
 
-void shca_cqshm_fini(struct shca_cq_shm *cq)
+void shca_cqshm_fini(struct shca_cq_shm *cq, void **ring)
 {
-	struct shca_arena *a = shca_arena_self();
-
-	if (a && cq->ring_off)
-		shca_arena_free((char *)a->base + cq->ring_off);
+	shca_arena_free(*ring);
+	*ring = NULL;
 	cq->ring_off = 0;
 }
 
@@ -60,10 +60,10 @@ static struct shca_cqe *cq_ring(void *base, size_t size,
 			      (size_t)cq->size * sizeof(struct shca_cqe));
 }
 
-int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe)
+int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe, void **ring_io)
 {
 	struct shca_arena *a = shca_arena_self();
-	uint32_t size = shca_cq_size_for(cqe), n, i;
+	uint32_t size = shca_cq_size_for(cqe), n, i, osize;
 	struct shca_cqe *old, *ring;
 
 	ring = shca_arena_alloc((size_t)size * sizeof(*ring));
@@ -76,10 +76,15 @@ int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe)
 		shca_arena_free(ring);
 		return -EINVAL;
 	}
-	old = cq_ring(a->base, a->size, cq);
-	for (i = 0; i < n; i++)
-		ring[i] = old[(cq->head + i) & (cq->size - 1)];
-	shca_arena_free(old);
+	/* the old ring as the arena says, read once and bounded: a peer
+	 * may have rewritten it (only the entries suffer) */
+	osize = cq->size;
+	old = osize ? shca_arena_ptr(a->base, a->size, cq->ring_off,
+				     (size_t)osize * sizeof(*old)) : NULL;
+	for (i = 0; old && i < n; i++)
+		ring[i] = old[(cq->head + i) & (osize - 1)];
+	shca_arena_free(*ring_io);
+	*ring_io = ring;
 	cq->ring_off = shca_arena_off(a, ring);
 	cq->size = size;
 	cq->cqe = size - 1;
@@ -204,7 +209,8 @@ static void *rq_alloc_ring(uint32_t slots, size_t wqe_size)
 	return shca_arena_alloc((size_t)slots * wqe_size);
 }
 
-int shca_rqshm_init(struct shca_rq_shm *rq, uint32_t max_wr, uint32_t max_sge)
+int shca_rqshm_init(struct shca_rq_shm *rq, uint32_t max_wr, uint32_t max_sge,
+		    void **ring_out)
 {
 	struct shca_arena *a = shca_arena_self();
 	uint32_t size = shca_roundup_pow2(MAX(max_wr, 1u));
@@ -223,15 +229,14 @@ int shca_rqshm_init(struct shca_rq_shm *rq, uint32_t max_wr, uint32_t max_sge)
 	rq->wqe_size = (uint32_t)wsz;
 	rq->head = rq->tail = 0;
 	rq->buf_off = shca_arena_off(a, ring);
+	*ring_out = ring;
 	return 0;
 }
 
-void shca_rqshm_fini(struct shca_rq_shm *rq)
+void shca_rqshm_fini(struct shca_rq_shm *rq, void **ring)
 {
-	struct shca_arena *a = shca_arena_self();
-
-	if (a && rq->buf_off)
-		shca_arena_free((char *)a->base + rq->buf_off);
+	shca_arena_free(*ring);
+	*ring = NULL;
 	rq->buf_off = 0;
 }
 
@@ -247,13 +252,15 @@ static struct shca_recv_wqe_shm *rq_slot(void *base, size_t size,
 					    rq->wqe_size);
 }
 
-int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr)
+int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr, void **ring_io)
 {
 	struct shca_arena *a = shca_arena_self();
 	uint32_t size = shca_roundup_pow2(MAX(max_wr, 1u)), n, i;
+	uint32_t wsz = rq->wqe_size;	/* once: a peer may rewrite it */
+	struct shca_recv_wqe_shm *w;
 	char *ring, *old;
 
-	ring = rq_alloc_ring(size, rq->wqe_size);
+	ring = rq_alloc_ring(size, wsz);
 	if (!ring)
 		return -ENOMEM;
 	shca_plock_lock(&rq->lock);
@@ -263,11 +270,13 @@ int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr)
 		shca_arena_free(ring);
 		return -EINVAL;
 	}
-	for (i = 0; i < n; i++)
-		memcpy(ring + (size_t)i * rq->wqe_size,
-		       rq_slot(a->base, a->size, rq, rq->head + i),
-		       rq->wqe_size);
-	old = (char *)a->base + rq->buf_off;
+	for (i = 0; i < n; i++) {
+		w = rq_slot(a->base, a->size, rq, rq->head + i);
+		if (w)
+			memcpy(ring + (size_t)i * wsz, w, wsz);
+	}
+	old = *ring_io;
+	*ring_io = ring;
 	rq->buf_off = shca_arena_off(a, ring);
 	rq->size = size;
 	rq->max_wr = size;

@@ -19,6 +19,7 @@
 
 #include "harness.h"
 #include "common.h"
+#include "shm/arena.h"
 
 #define CHILD_TIMEOUT	50	/* seconds, each child (harness: 60) */
 #define MAX_OBJS	100000
@@ -516,4 +517,70 @@ TEST(arena_size_refused)
 	ASSERT(strstr(log, "SOFTHCA_ARENA_SIZE=12k"));
 	ASSERT(strstr(log, "arena is 1073741824 bytes"));
 	free(log);
+}
+
+/* ------------------------------------------------------------------ */
+/* A peer rewrites offsets in the arena                                */
+
+/* This process's arena, as a peer maps it: found in /proc/self/maps. */
+static char *arena_base(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	unsigned long lo = 0;
+
+	ASSERT_NOT_NULL(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "softhca-arena") &&
+		    sscanf(line, "%lx-", &lo) == 1)
+			break;
+	fclose(f);
+	ASSERT_NE(lo, 0);
+	return (char *)lo;
+}
+
+static struct shca_cq_shm *cq_shm_of(char *base, struct ibv_cq *cq)
+{
+	return (struct shca_cq_shm *)(base + cq->handle);	/* cq.c */
+}
+
+/*
+ * The CQ's ring offset lives in the shared memory; a peer that points
+ * CQ a's at CQ b's ring must not make a's destroy free b's ring: a CQ
+ * created next must not land on it.  Same for a bogus offset.
+ */
+static void rewritten_ring_off(struct result *r)
+{
+	struct ibv_cq *a, *b, *c, *d;
+	uint64_t b_ring;
+	struct env e;
+	char *base;
+
+	env_open(&e);
+	base = arena_base();
+	a = ibv_create_cq(e.ctx, 4095, NULL, NULL, 0);
+	b = ibv_create_cq(e.ctx, 4095, NULL, NULL, 0);
+	d = ibv_create_cq(e.ctx, 4095, NULL, NULL, 0);
+	ASSERT_NOT_NULL(a);
+	ASSERT_NOT_NULL(b);
+	ASSERT_NOT_NULL(d);
+	b_ring = cq_shm_of(base, b)->ring_off;
+	ASSERT_NE(b_ring, cq_shm_of(base, a)->ring_off);
+	cq_shm_of(base, a)->ring_off = b_ring;		/* the peer */
+	cq_shm_of(base, d)->ring_off = 12345;
+	ASSERT_EQ(ibv_destroy_cq(a), 0);
+	ASSERT_EQ(ibv_destroy_cq(d), 0);
+	c = ibv_create_cq(e.ctx, 4095, NULL, NULL, 0);
+	ASSERT_NOT_NULL(c);
+	ASSERT_NE(cq_shm_of(base, c)->ring_off, b_ring);
+	ASSERT_EQ(ibv_destroy_cq(c), 0);
+	ASSERT_EQ(ibv_destroy_cq(b), 0);
+	r->count = 1;
+}
+
+TEST(peer_rewritten_offsets)
+{
+	struct result r = run_child(rewritten_ring_off);
+
+	ASSERT_EQ(r.count, 1);
 }
