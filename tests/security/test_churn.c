@@ -578,9 +578,67 @@ static void rewritten_ring_off(struct result *r)
 	r->count = 1;
 }
 
-TEST(peer_rewritten_offsets)
+/*
+ * A peer points a CQ's ring and a receive queue's ring past the end of
+ * the arena and says a completion waits: the owner's poll finds nothing,
+ * its post_recv fails, nothing crashes, and destroy frees what it kept.
+ */
+static void rewritten_rings(struct result *r)
+{
+	struct ibv_sge sge = { .addr = 0, .length = 0, .lkey = 0 };
+	struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 }, *bad;
+	struct shca_cq_shm *cs;
+	struct shca_qp_shm *qs;
+	struct shca_rq_shm *rs;
+	uint64_t end, qoff;
+	struct ibv_qp *qp;
+	struct ibv_wc wc;
+	struct ibv_cq *cq;
+	struct env e;
+	char *base;
+
+	env_open(&e);
+	base = arena_base();
+	end = shca_arena_hdr(base)->size;
+	cq = ibv_create_cq(e.ctx, 64, NULL, NULL, 0);
+	ASSERT_NOT_NULL(cq);
+	qp = qp_make(&e, 64, 1);
+	ASSERT_NOT_NULL(qp);
+	cs = cq_shm_of(base, cq);
+	cs->head = cs->tail = 5;	/* as if 5 completions came and went */
+	cs->ring_off = end - 64;			/* the peer */
+	cs->size = 1u << 20;
+	cs->tail = cs->head + 1;
+	ASSERT_EQ(ibv_poll_cq(cq, 1, &wc), 0);
+	cs->size = 3;					/* not a power of 2 */
+	ASSERT_EQ(ibv_poll_cq(cq, 1, &wc), 0);
+	qoff = shca_arena_qp_table(base)[qp->qp_num &
+					 (SHCA_ARENA_QP_ENTRIES - 1)];
+	ASSERT_NE(qoff, 0);
+	ASSERT_EQ(ibv_modify_qp(qp, &(struct ibv_qp_attr){
+		.qp_state = IBV_QPS_INIT, .port_num = 1 },
+		IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+		IBV_QP_ACCESS_FLAGS), 0);
+	ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0);	/* a sane ring */
+	qs = (struct shca_qp_shm *)(base + qoff);
+	rs = (struct shca_rq_shm *)(base + qs->rq_off);
+	rs->buf_off = end - 64;				/* the peer */
+	ASSERT_NE(ibv_post_recv(qp, &wr, &bad), 0);
+	ASSERT_EQ(ibv_destroy_qp(qp), 0);
+	ASSERT_EQ(ibv_destroy_cq(cq), 0);
+	r->count = 1;
+}
+
+TEST(peer_rewritten_ring_off)
 {
 	struct result r = run_child(rewritten_ring_off);
+
+	ASSERT_EQ(r.count, 1);
+}
+
+TEST(peer_broken_rings)
+{
+	struct result r = run_child(rewritten_rings);
 
 	ASSERT_EQ(r.count, 1);
 }
