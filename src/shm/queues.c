@@ -282,7 +282,7 @@ int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr, void **ring_io)
 {
 	struct shca_arena *a = shca_arena_self();
 	uint32_t size = shca_roundup_pow2(MAX(max_wr, 1u)), n, i;
-	uint32_t wsz = rq->wqe_size, room;	/* once: a peer may rewrite it */
+	uint32_t wsz = rq->wqe_size, room;	/* read once: peers write */
 	struct shca_recv_wqe_shm *w;
 	char *ring, *old;
 
