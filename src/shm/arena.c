@@ -228,8 +228,9 @@ void *shca_arena_alloc(size_t size)
 }
 
 /*
- * p must be what shca_arena_alloc returned: anything else (a double free,
- * an offset a peer rewrote) is refused and logged, nothing changes.
+ * p must be what shca_arena_alloc returned in this process: anything else
+ * (a double free, an offset a peer rewrote) is refused and logged, nothing
+ * changes.
  */
 void shca_arena_free(void *p)
 {
@@ -240,6 +241,12 @@ void shca_arena_free(void *p)
 	if (!p)
 		return;
 	pthread_mutex_lock(&arena_lock);
+	if (a->base && a->pid != shca_getpid()) {
+		/* a forked child and its parent's object: the memfd is the
+		 * parent's, its pages still in use there */
+		pthread_mutex_unlock(&arena_lock);
+		return;
+	}
 	if (a->base && (char *)p > (char *)a->base &&
 	    (char *)p < (char *)a->base + a->size) {
 		off = shca_arena_off(a, p);

@@ -642,3 +642,38 @@ TEST(peer_broken_rings)
 
 	ASSERT_EQ(r.count, 1);
 }
+
+/*
+ * A forked child shares its parent's arena memfd: the child destroying an
+ * inherited CQ must not give back pages the parent still uses.
+ */
+TEST(forked_child_destroy)
+{
+	struct ibv_cq *cq;
+	struct env e;
+	unsigned char *ring;
+	char *base;
+	size_t len = 4096 * sizeof(struct shca_cqe), i;
+	int status;
+	pid_t pid;
+
+	env_open(&e);
+	base = arena_base();
+	cq = ibv_create_cq(e.ctx, 4095, NULL, NULL, 0);
+	ASSERT_NOT_NULL(cq);
+	ring = (unsigned char *)base + cq_shm_of(base, cq)->ring_off;
+	memset(ring, 0xa5, len);
+	fflush(stdout);
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		alarm(CHILD_TIMEOUT);
+		_exit(ibv_destroy_cq(cq) ? 1 : 0);
+	}
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	ASSERT(WIFEXITED(status));
+	for (i = 0; i < len; i++)
+		if (ring[i] != 0xa5)
+			ASSERT_EQ(ring[i], 0xa5);
+	ASSERT_EQ(ibv_destroy_cq(cq), 0);
+}
