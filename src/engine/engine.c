@@ -15,7 +15,9 @@
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
 
+#include "../common/backoff.h"
 #include "../common/log.h"
+#include "../common/stat.h"
 #include "../common/util.h"
 #include "engine.h"
 
@@ -192,6 +194,9 @@ static void *engine_main(void *arg)
 			shca_err("engine: epoll_wait: %s", strerror(errno));
 			return NULL;
 		}
+		/* counted: an idle engine's count stands still, a spinning
+		 * one's runs away (tests/security/flood.c) */
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_ENGINE_WAKEUPS, 1);
 		for (i = 0; i < n; i++) {
 			int fd = evs[i].data.fd;
 			struct watch *w;
@@ -356,4 +361,30 @@ void shca_engine_unwatch(int fd)
 			break;
 		}
 	pthread_mutex_unlock(&engine_lock);
+}
+
+/* The pause is over: the listener is watched again (engine thread). */
+static void listen_resume(struct shca_timer *t)
+{
+	struct shca_listen_backoff *b =
+		container_of(t, struct shca_listen_backoff, timer);
+
+	shca_engine_watch_events(b->fd, EPOLLIN);
+}
+
+bool shca_listen_failed(struct shca_listen_backoff *b, int err)
+{
+	unsigned int ms;
+
+	if (!shca_accept_exhausted(err))
+		return false;
+	ms = shca_backoff_next(&b->ms);
+	shca_warn_once("accept: %s: pausing the listener (%u ms, growing "
+		       "to %u ms while it lasts)", strerror(err), ms,
+		       SHCA_BACKOFF_MAX_MS);
+	/* still registered, waiting for nothing: no wake-ups at all */
+	shca_engine_watch_events(b->fd, 0);
+	b->timer.fn = listen_resume;
+	shca_timer_arm(&b->timer, shca_now_ns() + ms * 1000000ull);
+	return true;
 }

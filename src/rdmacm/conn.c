@@ -30,6 +30,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "../common/backoff.h"
 #include "cma.h"
 
 static const char *const ib_names[] = {
@@ -207,14 +208,19 @@ void cm_listen_input(struct cm_sock *s)
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK) {
-				/* out of fds: pause rather than spin */
+				/* out of fds: pause rather than spin, longer
+				 * while it lasts (common/backoff.h) */
 				shca_warn_once("accept: %s", strerror(errno));
 				cm_sock_watch(s, 0);
 				if (listener)
-					cm_timer_arm(&listener->timer, 100);
+					cm_timer_arm(&listener->timer,
+						     shca_backoff_next(
+						     &listener->accept_backoff));
 			}
 			return;
 		}
+		if (listener)
+			shca_backoff_reset(&listener->accept_backoff);
 		if (!listener) {
 			close(fd);
 			continue;

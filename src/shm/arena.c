@@ -10,6 +10,7 @@
  * the owner believe a range is free.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -98,15 +99,18 @@ static uint64_t arena_size(uint64_t heap_off)
 static int arena_create(void)
 {
 	struct shca_arena_hdr *h;
-	uint64_t qp_off, mr_off, heap_off, size;
+	uint64_t qp_off, mr_off, idx_off, heap_off, size;
 	void *base;
 	int fd, ret;
 
 	qp_off = HDR_SIZE;
 	mr_off = align_up(qp_off + SHCA_ARENA_QP_ENTRIES * sizeof(uint64_t),
 			  PAGE);
-	heap_off = align_up(mr_off + SHCA_ARENA_MR_ENTRIES *
-				     sizeof(struct shca_mr_shm), PAGE);
+	idx_off = align_up(mr_off + SHCA_ARENA_MR_ENTRIES *
+				    sizeof(struct shca_mr_shm), PAGE);
+	heap_off = align_up(idx_off + (uint64_t)SHCA_MR_INDEX_GROUPS *
+				      SHCA_MR_INDEX_WAYS * sizeof(uint64_t),
+			    PAGE);
 	size = arena_size(heap_off);
 	fd = memfd_create("softhca-arena", MFD_CLOEXEC);
 	if (fd < 0)
@@ -138,6 +142,7 @@ static int arena_create(void)
 	h->size = size;
 	h->qp_table_off = qp_off;
 	h->mr_table_off = mr_off;
+	h->mr_index_off = idx_off;
 	h->heap_off = heap_off;
 
 	the_arena.size = size;
@@ -269,11 +274,24 @@ void shca_arena_free(void *p)
  * loaded with acquire, so the second load of seq cannot move before them;
  * the writer stores them with release after making seq odd.
  */
+#define MR_READ_SPINS	64	/* retries before yielding the CPU */
+#define MR_READ_TRIES	(MR_READ_SPINS + 256)
+
 bool shca_mr_shm_read(const struct shca_mr_shm *e, struct shca_mr_shm *out)
 {
 	uint32_t s1, s2;
+	int tries = 0;
 
 	do {
+		/* the writer (the owner) may have been preempted between
+		 * its stores: yield to it after a while, and give up in
+		 * the end, as if the entry were free */
+		if (tries >= MR_READ_SPINS)
+			sched_yield();
+		if (tries++ == MR_READ_TRIES) {
+			memset(out, 0, sizeof(*out));
+			return false;
+		}
 		s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
 		out->key = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
 		out->access = __atomic_load_n(&e->access, __ATOMIC_ACQUIRE);

@@ -14,6 +14,7 @@
 
 #include "../common/log.h"
 #include "../common/slot.h"
+#include "../common/stat.h"
 #include "../common/util.h"
 #include "../engine/engine.h"
 #include "arena.h"
@@ -110,6 +111,8 @@ static void send_hello(int fd)
 		shca_dbg("hello: %s", strerror(-ret));
 }
 
+static struct shca_listen_backoff listen_backoff;
+
 static void on_listen_event(int fd, uint32_t events, void *arg)
 {
 	struct ucred cred;
@@ -119,8 +122,15 @@ static void on_listen_event(int fd, uint32_t events, void *arg)
 	(void)events;
 	(void)arg;
 	c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (c < 0)
+	if (c < 0) {
+		/* out of fds: pause, or epoll wakes us again at once */
+		listen_backoff.fd = fd;
+		if (shca_listen_failed(&listen_backoff, errno))
+			shca_stat_add(shca_stat_proc(),
+				      SHCA_STAT_SHM_ACCEPT_BACKOFFS, 1);
 		return;
+	}
+	shca_listen_accepted(&listen_backoff);
 	/* CMA and a shared arena are for the same user only */
 	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
 	    cred.uid != getuid()) {
