@@ -11,7 +11,6 @@
  * left room for 351 QPs with 1024-entry queues instead of 14,695, because
  * freed blocks were reused only for objects of their own size class.
  */
-#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <unistd.h>
@@ -208,7 +207,7 @@ static void churn_mixed(struct env *e)
 
 typedef void (*child_fn)(struct result *r);
 
-static const char *child_log;	/* the child's stderr goes there */
+static int child_log = -1;	/* the child's stderr goes there */
 
 static struct result run_child(child_fn fn)
 {
@@ -224,14 +223,8 @@ static struct result run_child(child_fn fn)
 	if (pid == 0) {
 		close(fds[0]);
 		alarm(CHILD_TIMEOUT);
-		if (child_log) {
-			int fd = open(child_log, O_WRONLY | O_CREAT | O_TRUNC |
-				      O_CLOEXEC, 0600);
-
-			if (fd < 0 || dup2(fd, 2) < 0)
-				_exit(4);
-			close(fd);
-		}
+		if (child_log >= 0 && dup2(child_log, 2) < 0)
+			_exit(4);
 		fn(&r);
 		if (write(fds[1], &r, sizeof(r)) != (ssize_t)sizeof(r))
 			_exit(3);
@@ -242,11 +235,12 @@ static struct result run_child(child_fn fn)
 		r.count = -1;
 	close(fds[0]);
 	ASSERT_EQ(waitpid(pid, &status, 0), pid);
-	if (child_log && r.count < 0) {		/* its FAIL line is there */
-		char cmd[128];
+	if (child_log >= 0 && r.count < 0) {	/* its FAIL line is there */
+		char buf[4096];
+		ssize_t n = pread(child_log, buf, sizeof(buf), 0);
 
-		snprintf(cmd, sizeof(cmd), "cat %s >&2", child_log);
-		(void)!system(cmd);
+		if (n > 0)
+			(void)!write(2, buf, (size_t)n);
 	}
 	ASSERT_GE(r.count, 0);
 	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -448,32 +442,36 @@ static void full_arena(struct result *r)
 	r->count++;	/* counted from 1: 0 means nothing ran */
 }
 
-static char *slurp(const char *path)
+/* A file for a child's stderr, already unlinked: nothing stays behind. */
+static int log_file(void)
 {
-	FILE *f = fopen(path, "r");
+	char path[] = "/tmp/softhca-churn-XXXXXX";
+	int fd = mkstemp(path);
+
+	ASSERT_GE(fd, 0);
+	unlink(path);
+	return fd;
+}
+
+static char *slurp(int fd)
+{
 	char *buf = calloc(1, 65536);
 
-	ASSERT_NOT_NULL(f);
 	ASSERT_NOT_NULL(buf);
-	(void)!fread(buf, 1, 65535, f);
-	fclose(f);
+	ASSERT_GE(pread(fd, buf, 65535, 0), 0);
+	close(fd);
 	return buf;
 }
 
 TEST(enomem_when_full)
 {
-	char path[] = "/tmp/softhca-churn-XXXXXX";
 	struct result full, fresh;
 	char *log;
-	int fd = mkstemp(path);
 
-	ASSERT_GE(fd, 0);
-	close(fd);
-	child_log = path;
+	child_log = log_file();
 	full = run_child(full_arena);
-	child_log = NULL;
-	log = slurp(path);
-	unlink(path);
+	log = slurp(child_log);
+	child_log = -1;
 	fresh = run_child(fresh_qps_big);
 	printf("  %d-entry QPs: %ld in a %s arena, %ld in the default one\n",
 	       RQ_BIG, full.count - 1, SMALL_ARENA, fresh.count);
@@ -500,18 +498,13 @@ static void bad_size(struct result *r)
 
 TEST(arena_size_refused)
 {
-	char path[] = "/tmp/softhca-churn-XXXXXX";
 	struct result bad, fresh;
 	char *log;
-	int fd = mkstemp(path);
 
-	ASSERT_GE(fd, 0);
-	close(fd);
-	child_log = path;
+	child_log = log_file();
 	bad = run_child(bad_size);
-	child_log = NULL;
-	log = slurp(path);
-	unlink(path);
+	log = slurp(child_log);
+	child_log = -1;
 	fresh = run_child(fresh_qps_big);
 	ASSERT_EQ(bad.count, fresh.count);
 	ASSERT(strstr(log, "SOFTHCA_ARENA_SIZE=12k"));
