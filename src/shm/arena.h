@@ -42,7 +42,10 @@
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
 #define SHCA_ARENA_VERSION	3	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys */
-#define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use */
+#define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
+						 * SOFTHCA_ARENA_SIZE */
+#define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
+#define SHCA_ARENA_MAX_SIZE	(1ull << 40)	/* what peers agree to map */
 #define SHCA_ARENA_QP_ENTRIES	(1u << 14)	/* QPN index space */
 #define SHCA_ARENA_MR_ENTRIES	(1u << 20)	/* MR table slots */
 #define SHCA_MR_INDEX_WAYS	8		/* words per key index group */
@@ -179,7 +182,11 @@ struct shca_arena {
 /* The arena of this process, created on first use (NULL, errno). */
 struct shca_arena *shca_arena_self(void);
 
-/* Heap allocation in this process's arena: zeroed, 64-byte aligned. */
+/*
+ * Heap allocation in this process's arena (shm/heap.c): zeroed, 64-byte
+ * aligned; NULL and ENOMEM when no free block is long enough (logged with
+ * the arena's size).  Free takes only what alloc returned.
+ */
 void *shca_arena_alloc(size_t size);
 void shca_arena_free(void *p);
 

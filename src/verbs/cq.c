@@ -332,7 +332,8 @@ static struct shca_cq *cq_alloc(struct ibv_context *ctx, int cqe,
 	if (cq) {
 		cq->shm = shca_arena_alloc(sizeof(*cq->shm));
 		if (cq->shm &&
-		    shca_cqshm_init(cq->shm, (uint32_t)cqe, timestamps)) {
+		    shca_cqshm_init(cq->shm, (uint32_t)cqe, timestamps,
+				    &cq->ring)) {
 			shca_arena_free(cq->shm);
 			cq->shm = NULL;
 		}
@@ -437,7 +438,7 @@ int shca_resize_cq(struct ibv_cq *ibcq, int cqe)
 		pthread_mutex_unlock(&cq->lock);
 		return -EINVAL;
 	}
-	ret = shca_cqshm_resize(cq->shm, (uint32_t)cqe);
+	ret = shca_cqshm_resize(cq->shm, (uint32_t)cqe, &cq->ring);
 	if (!ret)
 		cq->cqx.cqe = (int)cq->shm->cqe;
 	pthread_mutex_unlock(&cq->lock);
@@ -488,7 +489,7 @@ int shca_destroy_cq(struct ibv_cq *ibcq)
 	sctx->ncq--;
 	pthread_mutex_unlock(&sctx->lock);
 	pthread_mutex_destroy(&cq->lock);
-	shca_cqshm_fini(cq->shm);
+	shca_cqshm_fini(cq->shm, &cq->ring);
 	shca_arena_free(cq->shm);
 	free(cq);
 	return 0;

@@ -141,6 +141,7 @@ struct shca_cq {
 	struct ibv_cq_ex cqx;		/* ibv_cq at 0: ibv_cq_ex_to_cq() */
 	pthread_mutex_t lock;		/* consumers: poll, start/end_poll */
 	struct shca_cq_shm *shm;	/* in this process's arena */
+	void *ring;			/* its ring: what destroy frees */
 	uint64_t wc_flags;		/* create_cq_ex flags */
 	struct shca_cqe cur_cqe;	/* ibv_cq_ex: the entry being read */
 	bool single_threaded;		/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED */
@@ -161,6 +162,7 @@ struct shca_rq {
 	pthread_mutex_t lock;
 	uint32_t max_wr, max_sge;	/* as reported */
 	struct shca_rq_shm *shm;	/* NULL: the QP uses an SRQ */
+	void *ring;			/* its ring: what destroy frees */
 };
 
 struct shca_srq {
