@@ -4,7 +4,7 @@
  * range is taken, ibv_open_device fails, with EADDRINUSE and a logged
  * message that names the range and SOFTHCA_PORT_BASE, rather than a later
  * ibv_create_qp.  The test holds the 1024 ports itself (listening TCP
- * sockets on 43300..44323, this helper's own range), so no 1024 processes
+ * sockets on 26000..27023, a range no other test uses), so no 1024 processes
  * are needed; with one port given back, the same process opens the device
  * and its QPs carry that port's slot.
  */
@@ -22,9 +22,11 @@
 
 #include "harness.h"
 
-#define BASE	43300
+/* below the ephemeral range (32768-60999) and apart from every other
+ * test's base, so that no connection or other test holds the port we
+ * give back */
+#define BASE	26000
 #define NPORTS	1024
-#define FREED	517	/* the slot given back */
 
 static int hold(unsigned int port)
 {
@@ -47,6 +49,23 @@ static int hold(unsigned int port)
 		return -1;
 	}
 	return fd;
+}
+
+static bool udp_free(unsigned int port)
+{
+	struct sockaddr_in6 sa;
+	int zero = 0, ok;
+	int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	ASSERT(fd >= 0);
+	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+	memset(&sa, 0, sizeof(sa));
+	sa.sin6_family = AF_INET6;
+	sa.sin6_port = htons((uint16_t)port);
+	sa.sin6_addr = in6addr_any;
+	ok = !bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	return ok;
 }
 
 static struct ibv_device *lo_device(struct ibv_device ***list)
@@ -76,7 +95,7 @@ TEST(all_ports_taken_fails_at_open_with_a_message)
 	struct rlimit r;
 	bool said = false;
 	int saved, lfd, err;
-	unsigned int i;
+	unsigned int i, freed;
 	FILE *f;
 
 	if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
@@ -87,7 +106,7 @@ TEST(all_ports_taken_fails_at_open_with_a_message)
 		SKIP("RLIMIT_NOFILE too low to hold 1024 ports");
 	snprintf(log, sizeof(log), "/tmp/shca-port-exhaust-%d.log",
 		 (int)getpid());
-	setenv("SOFTHCA_PORT_BASE", "43300", 1);
+	setenv("SOFTHCA_PORT_BASE", "26000", 1);
 	for (i = 0; i < NPORTS; i++)
 		fds[i] = hold(BASE + i);
 
@@ -108,16 +127,20 @@ TEST(all_ports_taken_fails_at_open_with_a_message)
 	f = fopen(log, "r");
 	ASSERT(f);
 	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "all 1024 ports 43300-44323 are taken") &&
+		if (strstr(line, "all 1024 ports 26000-27023 are taken") &&
 		    strstr(line, "set SOFTHCA_PORT_BASE"))
 			said = true;
 	fclose(f);
 	unlink(log);
 	ASSERT(said);
 
-	/* one port back: the device opens, and its QPs carry that slot */
-	ASSERT(fds[FREED] >= 0);
-	close(fds[FREED]);
+	/* one port back (one whose UDP side is free too, as a slot needs
+	 * both): the device opens, and its QPs carry that slot */
+	for (freed = 0; freed < NPORTS; freed++)
+		if (fds[freed] >= 0 && udp_free(BASE + freed))
+			break;
+	ASSERT(freed < NPORTS);
+	close(fds[freed]);
 	ctx = ibv_open_device(lo_device(&list));
 	ASSERT(ctx != NULL);
 	pd = ibv_alloc_pd(ctx);
@@ -130,13 +153,13 @@ TEST(all_ports_taken_fails_at_open_with_a_message)
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
 	qp = ibv_create_qp(pd, &qa);
 	ASSERT(qp != NULL);
-	ASSERT_EQ(qp->qp_num >> 14, FREED);
+	ASSERT_EQ(qp->qp_num >> 14, freed);
 	ibv_destroy_qp(qp);
 	ibv_destroy_cq(cq);
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
 	ibv_free_device_list(list);
 	for (i = 0; i < NPORTS; i++)
-		if (i != FREED && fds[i] >= 0)
+		if (i != freed && fds[i] >= 0)
 			close(fds[i]);
 }
