@@ -42,6 +42,7 @@ PACKAGES=(
 	                 # librspreload interposes (openbsd nc -l uses accept4)
 	tshark           # tests/unit/test_wire_pcap.c: Wireshark's InfiniBand dissector
 	iputils-ping     # tests/netns: reachability between the namespaces
+	strace           # tests/security/flood_cm.c: counts a paused listener's accept4 calls
 	clang            # make fuzz: the libFuzzer build of tests/fuzz
 	libclang-rt-14-dev # libFuzzer and sanitizer runtimes for clang 14
 )

@@ -99,8 +99,15 @@ static int take_slot(void)
 		shca_dbg("slot %u (port %u)", s, port);
 		return 0;
 	}
-	shca_err("no free port in [%u, %u): set SOFTHCA_PORT_BASE", base,
-		 base + SHCA_NUM_SLOTS);
+	/* the 1025th process: say so where the port is taken (at
+	 * ibv_open_device), and what to do */
+	shca_err("all %u ports %u-%u are taken (each process that opens a "
+		 "softhca device holds one, TCP and UDP, in its network "
+		 "namespace; other programs may hold some): set "
+		 "SOFTHCA_PORT_BASE to the first of %u free ports, the same "
+		 "for every process and host that talk to each other",
+		 SHCA_NUM_SLOTS, base, base + SHCA_NUM_SLOTS - 1,
+		 SHCA_NUM_SLOTS);
 	return -EADDRINUSE;
 }
 

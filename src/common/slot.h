@@ -30,8 +30,10 @@ struct shca_slot {
 };
 
 /*
- * The process's slot, taken on first use (and again in a forked child).
- * Returns NULL with errno set when every port of the range is taken.
+ * The process's slot, taken on first use (ibv_open_device, so that the
+ * 1025th process learns it there; again in a forked child).  Returns NULL
+ * with errno EADDRINUSE, and logs what to do, when every port of the
+ * range is taken.
  */
 const struct shca_slot *shca_slot_get(void);
 

@@ -31,6 +31,27 @@ enum shca_stat {
 	SHCA_STAT_DROPPED_PKTS,		/* invalid or unaddressed: dropped */
 	SHCA_STAT_CONN_RESETS,		/* TCP connections lost */
 	SHCA_STAT_FAULTS_INJECTED,	/* SOFTHCA_FAULTS actions taken */
+	/* flooding and exhaustion (docs/security.md) */
+	SHCA_STAT_ENGINE_WAKEUPS,	/* engine thread: epoll_wait returns */
+	SHCA_STAT_NET_ACCEPT_BACKOFFS,	/* net listener paused: out of fds */
+	SHCA_STAT_SHM_ACCEPT_BACKOFFS,	/* same-host listener paused */
+	SHCA_STAT_NET_CONNS_REFUSED,	/* over SOFTHCA_NET_MAX_CONNS */
+	SHCA_STAT_NET_HELLO_TIMEOUTS,	/* closed: no hello in time */
+	SHCA_STAT_NET_IDLE_CLOSES,	/* closed: idle SOFTHCA_NET_IDLE_MS */
+	/* keys (issue 11, docs/security.md "Keys") */
+	SHCA_STAT_INVALID_RKEY,		/* responder QP: R_Key of no MR of
+					 * its PD (either path) */
+	SHCA_STAT_INVALID_QKEY,		/* responder UD QP: wrong Q_Key */
+	SHCA_STAT_KEY_LIMIT_CLOSES,	/* process: connections closed for
+					 * sending too many invalid keys */
+	SHCA_STAT_KEY_LIMIT_DROPS,	/* process: packets refused from a
+					 * source over the key limit */
+	/* same host (issue 11, docs/security.md "Same host") */
+	SHCA_STAT_SHM_CRED_REFUSED,	/* peer socket of another uid/pid */
+	SHCA_STAT_SHM_ARENA_REFUSED,	/* peer arena or fd failed its checks */
+	SHCA_STAT_SHM_DIR_REFUSED,	/* private directory not ours: refused */
+	SHCA_STAT_HOST_TABLE_REFUSED,	/* host table not ours: replaced */
+	SHCA_STAT_SHM_STALE_NAMES,	/* dead process's name reclaimed */
 	/* net admission (docs/security.md "Net admission") */
 	SHCA_STAT_NET_ADMIT_DROPS,	/* packets not from the QP's peer, or
 					 * to an address not in use: dropped

@@ -15,7 +15,10 @@
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
 
+#include "../common/backoff.h"
 #include "../common/log.h"
+#include "../common/nocancel.h"
+#include "../common/stat.h"
 #include "../common/util.h"
 #include "engine.h"
 
@@ -39,6 +42,9 @@ static struct shca_timer *running_timer;
 static bool dispatching;
 static uint64_t dispatch_epoch;
 static pthread_cond_t dispatch_done = PTHREAD_COND_INITIALIZER;
+/* epoll_wait results taken, and the last batch whose callbacks all ran
+ * (shca_engine_sync); under engine_lock, signalled by dispatch_done */
+static uint64_t batch_taken, batch_done;
 static __thread bool in_engine;
 
 uint64_t shca_now_ns(void)
@@ -60,6 +66,36 @@ void shca_engine_quiesce(void)
 	while (dispatching && dispatch_epoch == e)
 		pthread_cond_wait(&dispatch_done, &engine_lock);
 	pthread_mutex_unlock(&engine_lock);
+}
+
+/*
+ * The engine's epoll_wait harvests every fd that is readable when it
+ * returns.  A batch taken after this call started (batch_taken + 1, with
+ * the doorbell written so that one comes even if nothing else is ready)
+ * includes every socket that held data before it, and when that batch is
+ * done, so is what the data said.  Not from the engine thread, nor in a
+ * process whose engine does not run; no cancellation point.
+ */
+void shca_engine_sync(void)
+{
+	uint64_t want, one = 1;
+	int cs;
+
+	if (in_engine)
+		return;
+	cs = shca_cancel_off();
+	pthread_mutex_lock(&engine_lock);
+	if (engine_pid != shca_getpid() || doorbell < 0) {
+		pthread_mutex_unlock(&engine_lock);
+		shca_cancel_restore(cs);
+		return;
+	}
+	want = batch_taken + 1;
+	if (write(doorbell, &one, sizeof(one)) == sizeof(one))
+		while (batch_done < want)
+			pthread_cond_wait(&dispatch_done, &engine_lock);
+	pthread_mutex_unlock(&engine_lock);
+	shca_cancel_restore(cs);
 }
 
 bool shca_in_engine(void)
@@ -185,6 +221,7 @@ static void *engine_main(void *arg)
 	in_engine = true;
 	for (;;) {
 		int n = epoll_wait(epfd, evs, 16, -1), i;
+		uint64_t batch;
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -192,6 +229,12 @@ static void *engine_main(void *arg)
 			shca_err("engine: epoll_wait: %s", strerror(errno));
 			return NULL;
 		}
+		/* counted: an idle engine's count stands still, a spinning
+		 * one's runs away (tests/security/flood.c) */
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_ENGINE_WAKEUPS, 1);
+		pthread_mutex_lock(&engine_lock);
+		batch = ++batch_taken;
+		pthread_mutex_unlock(&engine_lock);
 		for (i = 0; i < n; i++) {
 			int fd = evs[i].data.fd;
 			struct watch *w;
@@ -223,6 +266,10 @@ static void *engine_main(void *arg)
 			pthread_cond_broadcast(&dispatch_done);
 			pthread_mutex_unlock(&engine_lock);
 		}
+		pthread_mutex_lock(&engine_lock);
+		batch_done = batch;
+		pthread_cond_broadcast(&dispatch_done);
+		pthread_mutex_unlock(&engine_lock);
 	}
 	return NULL;
 }
@@ -356,4 +403,30 @@ void shca_engine_unwatch(int fd)
 			break;
 		}
 	pthread_mutex_unlock(&engine_lock);
+}
+
+/* The pause is over: the listener is watched again (engine thread). */
+static void listen_resume(struct shca_timer *t)
+{
+	struct shca_listen_backoff *b =
+		container_of(t, struct shca_listen_backoff, timer);
+
+	shca_engine_watch_events(b->fd, EPOLLIN);
+}
+
+bool shca_listen_failed(struct shca_listen_backoff *b, int err)
+{
+	unsigned int ms;
+
+	if (!shca_accept_exhausted(err))
+		return false;
+	ms = shca_backoff_next(&b->ms);
+	shca_warn_once("accept: %s: pausing the listener (%u ms, growing "
+		       "to %u ms while it lasts)", strerror(err), ms,
+		       SHCA_BACKOFF_MAX_MS);
+	/* still registered, waiting for nothing: no wake-ups at all */
+	shca_engine_watch_events(b->fd, 0);
+	b->timer.fn = listen_resume;
+	shca_timer_arm(&b->timer, shca_now_ns() + ms * 1000000ull);
+	return true;
 }

@@ -50,11 +50,41 @@ void shca_timer_disarm(struct shca_timer *t);
 uint64_t shca_now_ns(void);
 
 /*
+ * A listener the engine watches, paused while accept4 runs out of
+ * descriptors or memory (common/backoff.h): not watched for EPOLLIN until
+ * its timer watches it again, after a delay that doubles while accept
+ * keeps failing.  Zero-initialised; fd set before first use.
+ *
+ * shca_listen_failed: accept4 failed with err.  true: a resource ran out
+ * and the listener is paused (the caller counts it and returns); false:
+ * some other error (EAGAIN: nothing to accept).
+ * shca_listen_accepted: one was accepted; the next pause starts short.
+ */
+struct shca_listen_backoff {
+	struct shca_timer timer;
+	int fd;
+	unsigned int ms;		/* backoff state: the next delay */
+};
+
+bool shca_listen_failed(struct shca_listen_backoff *b, int err);
+
+static inline void shca_listen_accepted(struct shca_listen_backoff *b)
+{
+	b->ms = 0;
+}
+
+/*
  * Wait until no fd callback that was running when this was called runs
  * any more: after an object was taken out of the tables callbacks look it
  * up in (shca_qp_lookup), nothing in the engine holds it.
  */
 void shca_engine_quiesce(void);
+
+/*
+ * Wait until the engine has carried out what had arrived on its fds when
+ * this was called (a batch of epoll results taken afterwards is done).
+ */
+void shca_engine_sync(void);
 
 /* true in the engine thread itself */
 bool shca_in_engine(void);

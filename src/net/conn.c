@@ -8,8 +8,19 @@
  * connection's lock and writes what the socket takes; only the engine
  * thread reads sockets and closes them.  A sender that meets a write
  * error shuts the socket down, which the engine sees as a hang-up.
- * Connection objects are never freed (requesters keep pointers); a closed
- * one is opened again by the next send.
+ * Outgoing connection objects are never freed (requesters keep pointers);
+ * a closed one is opened again by the next send.  Incoming ones (accepted,
+ * never adopted as outgoing) are recycled when their socket closes: that
+ * moves the object's generation on (shca_net_conn_gen), and who
+ * keeps a pointer to an incoming object past the packet it came with
+ * (READ responses) checks it, so that what was meant for one peer never
+ * goes to the next one the object serves.
+ *
+ * Floods (docs/security.md "Flooding and exhaustion"): the listener backs
+ * off while accept4 runs out of descriptors, accepted sockets are capped
+ * (SOFTHCA_NET_MAX_CONNS), a connection that says no hello in time is
+ * closed (SOFTHCA_NET_HELLO_MS), and so is one idle in both directions
+ * with nothing queued (SOFTHCA_NET_IDLE_MS).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -111,6 +122,15 @@ struct shca_conn {
 	uint8_t nonce_o[SHCA_HS_NONCE];
 	uint8_t nonce_a[SHCA_HS_NONCE];
 	struct shca_timer hs_timer;
+	/* flooding and exhaustion (engine thread, but activity) */
+	bool accepted;			/* the socket is an accepted one */
+	bool greeted;			/* its opener's hello came */
+	bool spare;			/* recycled: on the spare list */
+	uint32_t gen;			/* moves on when recycled */
+	uint64_t activity;		/* frames in or out (atomic) */
+	uint64_t seen;			/* activity at the last look */
+	struct shca_timer life;		/* hello timeout, then idle checks */
+	bool key_abort;			/* closed by the key limit (end) */
 	struct shca_conn *next;
 };
 
@@ -121,6 +141,16 @@ static bool net_used;			/* a connection or datagram was seen */
 static pid_t started_pid;
 static int mcast_fd = -1;		/* bound to SHCA_NET_MCAST_PORT */
 static int mcast_send4 = -1, mcast_send6 = -1;
+
+/* Flood limits, read at start (docs/security.md) */
+#define DEFAULT_MAX_CONNS	4096	/* accepted sockets open at once */
+#define DEFAULT_HELLO_MS	5000
+#define DEFAULT_IDLE_MS		60000
+static unsigned long max_conns = DEFAULT_MAX_CONNS;	/* 0: no cap */
+static uint64_t hello_ns = DEFAULT_HELLO_MS * 1000000ull;
+static uint64_t idle_ns = DEFAULT_IDLE_MS * 1000000ull;	/* 0: never */
+static unsigned long n_accepted;	/* engine thread */
+static struct shca_conn *spare;		/* recycled incoming objects */
 
 /* ------------------------------------------------------------------ */
 /* Faults and trace                                                    */
@@ -443,6 +473,134 @@ static void flush_unless_full(struct shca_conn *c)
 }
 
 static void conn_event(int fd, uint32_t events, void *arg);
+static void conn_close(struct shca_conn *c);
+
+/* ------------------------------------------------------------------ */
+/* Flooding and exhaustion                                             */
+
+/*
+ * A connection's life timer (engine thread).  An accepted socket whose
+ * opener said no hello within SOFTHCA_NET_HELLO_MS is closed.  Then every
+ * SOFTHCA_NET_IDLE_MS a connection on which no frame went either way
+ * since the last look, with nothing queued, is closed: it goes after one
+ * to two idle periods of silence, and the next send opens an outgoing one
+ * again as after any close.
+ */
+static void life_fire(struct shca_timer *t)
+{
+	struct shca_conn *c = container_of(t, struct shca_conn, life);
+	uint64_t act = __atomic_load_n(&c->activity, __ATOMIC_RELAXED);
+	enum shca_stat why;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->fd < 0) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	if (c->accepted && !c->greeted) {
+		why = SHCA_STAT_NET_HELLO_TIMEOUTS;
+	} else if (idle_ns && c->state == CONN_UP && act == c->seen &&
+		   !c->head && !c->held && !c->delayed) {
+		why = SHCA_STAT_NET_IDLE_CLOSES;
+	} else {
+		c->seen = act;
+		if (idle_ns)
+			shca_timer_arm(&c->life, shca_now_ns() + idle_ns);
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	c->state = CONN_CLOSING;	/* closed on purpose: no reset */
+	pthread_mutex_unlock(&c->lock);
+	shca_stat_add(shca_stat_proc(), why, 1);
+	shca_dbg("net: closing the connection of port %u: %s",
+		 sa_port(&c->peer), why == SHCA_STAT_NET_IDLE_CLOSES ?
+		 "idle" : "no hello");
+	conn_close(c);
+}
+
+/* (Re)start c's life timer, ns from now (0: not at all).  Any thread;
+ * c->lock held or c not yet seen by others. */
+static void life_start(struct shca_conn *c, uint64_t ns)
+{
+	c->seen = __atomic_load_n(&c->activity, __ATOMIC_RELAXED);
+	c->life.fn = life_fire;
+	if (ns)
+		shca_timer_arm(&c->life, shca_now_ns() + ns);
+}
+
+/*
+ * The hello came on the socket accepted as in, which now sits in c (adopt
+ * may move it into the outgoing object of the same peer).  Engine thread.
+ */
+static void conn_greeted(struct shca_conn *in, struct shca_conn *c)
+{
+	if (c != in) {
+		if (c->fd >= 0)
+			c->accepted = in->accepted;
+		else if (in->accepted)
+			n_accepted--;	/* the move failed: socket closed */
+		in->accepted = false;
+	}
+	c->greeted = true;
+	if (!shca_timer_armed(&c->life))
+		life_start(c, idle_ns);
+}
+
+/*
+ * An incoming object whose socket closed: off the list, onto the spare
+ * list, for the next accept.  Its memory stays (stale pointers read its
+ * generation, never freed memory).  Engine thread.
+ */
+static void conn_recycle(struct shca_conn *c)
+{
+	struct shca_conn **pp;
+
+	pthread_mutex_lock(&conns_lock);
+	for (pp = &conns; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	c->spare = true;
+	c->next = spare;
+	spare = c;
+	pthread_mutex_unlock(&conns_lock);
+}
+
+uint32_t shca_net_conn_gen(struct shca_conn *c)
+{
+	return __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
+}
+
+/* A number from the environment, or def (below min: def, with a warning) */
+static uint64_t env_num(const char *name, uint64_t def, uint64_t min)
+{
+	const char *s = getenv(name);
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s)
+		return def;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || *end || v < min) {
+		shca_warn("%s=%s: expected a number of at least %llu, using "
+			  "%llu", name, s, (unsigned long long)min,
+			  (unsigned long long)def);
+		return def;
+	}
+	return v;
+}
+
+static void limits_read(void)
+{
+	max_conns = (unsigned long)env_num("SOFTHCA_NET_MAX_CONNS",
+					   DEFAULT_MAX_CONNS, 0);
+	hello_ns = env_num("SOFTHCA_NET_HELLO_MS", DEFAULT_HELLO_MS, 1) *
+		   1000000ull;
+	idle_ns = env_num("SOFTHCA_NET_IDLE_MS", DEFAULT_IDLE_MS, 0) *
+		  1000000ull;
+}
 
 /*
  * The handshake (handshake.h) is written straight to the socket, ahead of
@@ -551,6 +709,7 @@ static int connect_locked(struct shca_conn *c)
 	c->hs = HS_NONE;
 	fill_local(c);		/* bound by connect(): the trace's source */
 	hs_arm(c);
+	life_start(c, idle_ns);
 	ret = shca_engine_watch(fd, conn_event, c);
 	if (!ret)
 		ret = shca_engine_watch_events(fd, EPOLLIN | EPOLLOUT);
@@ -625,6 +784,7 @@ static void enqueue_locked(struct shca_conn *c, struct chunk *k)
 		c->head = k;
 	c->tail = k;
 	c->queued += k->len;
+	__atomic_fetch_add(&c->activity, 1, __ATOMIC_RELAXED);
 	count_sent(k->len - FRAME_HDR);
 }
 
@@ -925,8 +1085,8 @@ size_t shca_net_queued(struct shca_conn *c)
 	return q;
 }
 
-bool shca_net_conn_peer(struct shca_conn *c, uint8_t gid[16],
-			unsigned int *scope, uint16_t *port)
+bool shca_net_conn_proven(struct shca_conn *c, uint8_t gid[16],
+			  unsigned int *scope, uint16_t *port)
 {
 	if (!c || c->hs != HS_DONE)
 		return false;
@@ -951,10 +1111,20 @@ void shca_net_conn_addr(struct shca_conn *c, struct shca_net_addr *addr)
  * frame. */
 static void conn_close(struct shca_conn *c)
 {
+	struct delayed *d;
+
+	if (c->spare)
+		return;		/* closed and recycled already */
 	pthread_mutex_lock(&c->lock);
 	/* a new connection proves itself anew */
 	shca_timer_disarm(&c->hs_timer);
 	c->hs = c->incoming ? HS_WAIT_HELLO : HS_NONE;
+	shca_timer_disarm(&c->life);
+	if (c->accepted) {
+		c->accepted = false;
+		n_accepted--;
+	}
+	c->greeted = false;
 	if (c->fd >= 0) {
 		shca_engine_unwatch(c->fd);
 		close(c->fd);
@@ -969,7 +1139,20 @@ static void conn_close(struct shca_conn *c)
 	free(c->rbuf);
 	c->rbuf = NULL;
 	c->rlen = 0;
+	if (c->incoming) {
+		/* nothing of this peer's may reach the object's next one */
+		__atomic_fetch_add(&c->gen, 1, __ATOMIC_RELEASE);
+		shca_timer_disarm(&c->held_timer);
+		for (d = c->delayed; d; d = d->next) {
+			if (d->k)
+				chunk_free(d->k);
+			d->k = NULL;
+		}
+		c->delayed = NULL;
+	}
 	pthread_mutex_unlock(&c->lock);
+	if (c->incoming)
+		conn_recycle(c);
 }
 
 /*
@@ -1091,7 +1274,9 @@ static void hs_timer_fire(struct shca_timer *t)
 		return;
 	}
 	if (now >= c->hs_deadline) {
-		expired = true;
+		/* an accepted one is closed by its hello timeout (life_fire,
+		 * SOFTHCA_NET_HELLO_MS), counted as net_hello_timeouts */
+		expired = !c->incoming;
 	} else if (c->hs == HS_WAIT_PROOF) {
 		hs_send_challenge(c);
 		shca_timer_arm(t, MIN(now + HS_RESEND_NS, c->hs_deadline));
@@ -1170,6 +1355,7 @@ static int hs_proof(struct shca_conn **cp, const uint8_t *b)
 	if (ret)
 		return ret;
 	*cp = adopt(c, c->id_port);
+	conn_greeted(c, *cp);	/* the hello timeout is over */
 	return 0;
 }
 
@@ -1459,6 +1645,8 @@ static void conn_read(struct shca_conn *c)
 				return;
 			}
 			if (r > 0) {
+				__atomic_fetch_add(&c->activity, 1,
+						   __ATOMIC_RELAXED);
 				if ((c->rlen && !deliver(c)) || c->fd < 0) {
 					conn_close(c);
 					return;
@@ -1478,6 +1666,7 @@ static void conn_read(struct shca_conn *c)
 			return;
 		}
 		c->rlen += (size_t)n;
+		__atomic_fetch_add(&c->activity, 1, __ATOMIC_RELAXED);
 		if (!deliver(c) || c->fd < 0) {
 			conn_close(c);
 			return;
@@ -1561,10 +1750,34 @@ static void conn_publish(struct shca_conn *c)
 	conns = c;
 }
 
+/* An object for an accepted socket: a recycled one (its generation goes
+ * on from where it was) or a new one.  Engine thread. */
+static struct shca_conn *conn_alloc_incoming(void)
+{
+	struct shca_conn *c;
+	uint32_t gen;
+
+	pthread_mutex_lock(&conns_lock);
+	c = spare;
+	if (c)
+		spare = c->next;
+	pthread_mutex_unlock(&conns_lock);
+	if (!c)
+		return conn_alloc();
+	gen = c->gen;
+	pthread_mutex_destroy(&c->lock);
+	memset(c, 0, sizeof(*c));
+	pthread_mutex_init(&c->lock, NULL);
+	c->gen = gen;
+	c->fd = -1;
+	return c;
+}
+
 static void listener_event(int fd, uint32_t events, void *arg)
 {
+	struct shca_listen_backoff *b = arg;
+
 	(void)events;
-	(void)arg;
 	for (;;) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
@@ -1573,15 +1786,36 @@ static void listener_event(int fd, uint32_t events, void *arg)
 
 		cfd = accept4(fd, (struct sockaddr *)&ss, &len,
 			      SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (cfd < 0)
+		if (cfd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			/* out of fds: pause, or epoll wakes us at once */
+			if (shca_listen_failed(b, errno))
+				shca_stat_add(shca_stat_proc(),
+					      SHCA_STAT_NET_ACCEPT_BACKOFFS, 1);
 			return;
+		}
+		shca_listen_accepted(b);
+		if (max_conns && n_accepted >= max_conns) {
+			/* refused at once: the backlog drains, nothing of
+			 * the stranger's stays */
+			close(cfd);
+			shca_stat_add(shca_stat_proc(),
+				      SHCA_STAT_NET_CONNS_REFUSED, 1);
+			shca_warn_once("net: %lu connections accepted: "
+				       "refusing more (SOFTHCA_NET_MAX_CONNS)",
+				       max_conns);
+			continue;
+		}
 		setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		c = conn_alloc();
+		c = conn_alloc_incoming();
 		if (!c) {
 			close(cfd);
 			continue;
 		}
 		c->incoming = true;
+		c->accepted = true;
+		n_accepted++;
 		c->fd = cfd;
 		c->state = CONN_UP;	/* answers only, after HS_DONE */
 		c->hs = HS_WAIT_HELLO;
@@ -1595,10 +1829,11 @@ static void listener_event(int fd, uint32_t events, void *arg)
 		conn_publish(c);
 		pthread_mutex_unlock(&conns_lock);
 		if (shca_engine_watch(cfd, conn_event, c)) {
-			close(cfd);
-			c->fd = -1;
-			c->state = CONN_DOWN;
+			c->state = CONN_CLOSING;
+			conn_close(c);
+			continue;
 		}
+		life_start(c, hello_ns);
 	}
 }
 
@@ -1717,6 +1952,7 @@ int shca_net_start(shca_net_rx_fn fn)
 	if (!started_pid) {
 		faults_parse();
 		pcap_open();
+		limits_read();
 	} else {
 		/* a forked child: the parent's sockets and connections are
 		 * not ours */
@@ -1731,7 +1967,9 @@ int shca_net_start(shca_net_rx_fn fn)
 			c->queued = 0;
 			c->rbuf = NULL;
 			c->rlen = 0;
+			c->accepted = false;
 		}
+		n_accepted = 0;
 		mcast_fd = mcast_send4 = mcast_send6 = -1;
 		shca_net_listen_forget();
 	}
@@ -2086,4 +2324,49 @@ void shca_net_mcast_leave(const uint8_t gid[16], unsigned int ifindex)
 		free(j);
 	}
 	pthread_mutex_unlock(&joins_lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Closing a connection that sends invalid keys (net/keyguard.c)       */
+
+void shca_net_conn_peer(struct shca_conn *c, uint8_t gid[16],
+			uint16_t *port)
+{
+	pthread_mutex_lock(&c->lock);
+	memcpy(gid, c->addr.dst, 16);
+	*port = sa_port(&c->peer);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Engine thread (the receive side): shut c down now, as a failed write
+ * does; the engine closes it on the hang-up.  The answers already made
+ * (the NAKs of the requests that were carried out) go first, as far as
+ * the socket takes them.  Until then nothing more that arrived on it is
+ * carried out (shca_net_conn_aborted), the rest of the batch being read
+ * included.  A requester here that uses the same connection opens a new
+ * one with its next send, as after any reset.
+ */
+void shca_net_conn_abort(struct shca_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->key_abort = true;
+	flush_locked(c);
+	conn_fail(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Engine thread: was c aborted, and is it still that connection? */
+bool shca_net_conn_aborted(struct shca_conn *c)
+{
+	bool ret;
+
+	if (!c->key_abort)
+		return false;
+	pthread_mutex_lock(&c->lock);
+	ret = c->state == CONN_CLOSING;
+	if (!ret)
+		c->key_abort = false;	/* open again since */
+	pthread_mutex_unlock(&c->lock);
+	return ret;
 }

@@ -32,6 +32,9 @@ struct laddr {
 	uint8_t gid[16];
 	unsigned int ifindex;
 	int fd;				/* listening, or -1 (not yet) */
+	/* accept4 out of descriptors: the pause (engine.h), per listener;
+	 * its own memory, as the engine keeps a pointer to it */
+	struct shca_listen_backoff *backoff;
 };
 
 static pthread_mutex_t listen_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -49,7 +52,7 @@ static bool gid_v4(const uint8_t gid[16])
 
 /* A listening socket on gid's address, port P; -errno. */
 static int listen_on(const uint8_t gid[16], unsigned int ifindex,
-		     uint16_t port)
+		     uint16_t port, struct shca_listen_backoff *b)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -80,9 +83,11 @@ static int listen_on(const uint8_t gid[16], unsigned int ifindex,
 	if (ss.ss_family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	/* shares P with the reservation (slot.c): same owner only */
+	memset(b, 0, sizeof(*b));
+	b->fd = fd;
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
 	    bind(fd, (struct sockaddr *)&ss, len) || listen(fd, 128) ||
-	    shca_engine_watch(fd, accept_fn, NULL)) {
+	    shca_engine_watch(fd, accept_fn, b)) {
 		int e = errno;
 
 		close(fd);
@@ -104,9 +109,12 @@ void shca_net_listen_forget(void)
 
 	pthread_mutex_lock(&listen_lock);
 	/* a forked child: the parent's listeners, on the parent's port */
-	for (i = 0; i < nladdrs; i++)
+	for (i = 0; i < nladdrs; i++) {
 		if (laddrs[i].fd >= 0)
 			close(laddrs[i].fd);
+		/* (the child's engine started afresh: no timer of it) */
+		free(laddrs[i].backoff);
+	}
 	nladdrs = 0;
 	pthread_mutex_unlock(&listen_lock);
 }
@@ -147,13 +155,19 @@ int shca_net_listen_addr(const uint8_t gid[16], unsigned int ifindex)
 			laddrs = n;
 			cap_laddrs = cap;
 		}
-		a = &laddrs[nladdrs++];
+		a = &laddrs[nladdrs];
+		a->backoff = calloc(1, sizeof(*a->backoff));
+		if (!a->backoff) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		nladdrs++;
 		memcpy(a->gid, gid, 16);
 		a->ifindex = ifindex;
 		a->fd = -1;
 	}
 	if (a->fd < 0 && accept_fn) {
-		ret = listen_on(gid, ifindex, s->port);
+		ret = listen_on(gid, ifindex, s->port, a->backoff);
 		if (ret >= 0) {
 			a->fd = ret;
 			ret = 0;

@@ -75,8 +75,8 @@ struct shca_conn *shca_net_conn_get(const uint8_t sgid[16],
  * and its slot port, once the handshake proved them (handshake.h); false
  * before that.  Engine thread.
  */
-bool shca_net_conn_peer(struct shca_conn *c, uint8_t gid[16],
-			unsigned int *scope, uint16_t *port);
+bool shca_net_conn_proven(struct shca_conn *c, uint8_t gid[16],
+			  unsigned int *scope, uint16_t *port);
 
 /*
  * Listeners (listen.c): this process listens on the slot port of the
@@ -158,6 +158,15 @@ size_t shca_net_queued(struct shca_conn *c);
 void shca_net_conn_addr(struct shca_conn *c, struct shca_net_addr *addr);
 
 /*
+ * c's generation.  An incoming connection object is recycled for another
+ * peer after its socket closed (conn.c), which moves its generation on:
+ * who keeps c past the packet that came on it notes the generation then
+ * and sends nothing on c once it differs (engine thread).  An outgoing
+ * object keeps its generation: it always goes to the same peer.
+ */
+uint32_t shca_net_conn_gen(struct shca_conn *c);
+
+/*
  * One UD datagram to the process on port at gid's address, or to a
  * multicast group's port 4791 from interface ifindex.  UD may lose a
  * message: 0 also when the socket would block.
@@ -169,6 +178,16 @@ int shca_net_sendto(const uint8_t gid[16], uint16_t port,
 /* Receive the multicast group gid on interface ifindex (refcounted). */
 int shca_net_mcast_join(const uint8_t gid[16], unsigned int ifindex);
 void shca_net_mcast_leave(const uint8_t gid[16], unsigned int ifindex);
+
+/*
+ * The key limit (keyguard.c): who c's other end is (its address, and the
+ * port it listens on or its source port); close c at once, and nothing
+ * more that arrived on it is handed on while it closes.  Engine thread.
+ */
+void shca_net_conn_peer(struct shca_conn *c, uint8_t gid[16],
+			uint16_t *port);
+void shca_net_conn_abort(struct shca_conn *c);
+bool shca_net_conn_aborted(struct shca_conn *c);
 
 #define SHCA_NET_MCAST_PORT 4791
 /* Payload iovecs of one datagram at most. */

@@ -33,6 +33,7 @@
 #include "../verbs/shca.h"
 #include "../wire/wire.h"
 #include "net.h"
+#include "keyguard.h"
 #include "transport.h"
 
 #define WINDOW		64		/* RC messages in flight per QP */
@@ -841,6 +842,22 @@ static void answer(struct shca_conn *c, struct shca_qp *qp, uint32_t psn,
 	}
 }
 
+/*
+ * Carry out a request that arrived on c (shca_shm_execute): an invalid
+ * key counts against c's peer (keyguard.h); over the limit, c is closed
+ * once this packet has been answered (shca_net_rx).  Engine thread.
+ */
+static struct shca_conn *key_abort_after;
+
+static void key_execute(struct shca_conn *c, struct shca_peer *self,
+			const struct shca_xfer *x,
+			struct shca_xfer_result *res)
+{
+	shca_shm_execute(self, x, res);
+	if (res->bad_key && c && shca_keyguard_strike_conn(c, x->dest_qpn))
+		key_abort_after = c;
+}
+
 /* What the responder carries out for request m (shca_shm_execute). */
 static void xfer_init(struct shca_xfer *x, const struct shca_qp *qp,
 		      const struct shca_wire_msg *m, struct iovec *v)
@@ -895,6 +912,12 @@ static bool rd_pump(struct shca_qp *qp)
 	struct shca_conn *c = qp->net.rd_conn;
 	uint32_t mtu = path_mtu(qp);
 
+	/* the connection the READs came on closed since: its object may
+	 * serve another peer now (net.h), who gets none of this */
+	if (shca_net_conn_gen(c) != qp->net.rd_gen) {
+		rd_clear(qp);
+		return false;
+	}
 	while (qp->net.rd_count) {
 		struct shca_net_read *e =
 			&qp->net.rd[qp->net.rd_head % SHCA_NET_RD_MAX];
@@ -996,7 +1019,7 @@ static void serve_read(struct shca_conn *c, struct shca_qp *qp,
 	x.rkey = m->rkey;
 	x.length = m->dma_len;
 	x.partial = true;
-	shca_shm_execute(self, &x, &res);
+	key_execute(c, self, &x, &res);
 	if (res.outcome != SHCA_XFER_DONE || res.status != IBV_WC_SUCCESS) {
 		answer(c, qp, m->psn, &res);
 		return;
@@ -1025,6 +1048,7 @@ static void serve_read(struct shca_conn *c, struct shca_qp *qp,
 	e->len = m->dma_len;
 	e->sent = 0;
 	qp->net.rd_conn = c;
+	qp->net.rd_gen = shca_net_conn_gen(c);
 	shca_net_set_drain(rd_drain);
 	if (rd_pump(qp))
 		rd_wait(qp->ibqp.qp_num);
@@ -1048,7 +1072,7 @@ static void serve_atomic(struct shca_conn *c, struct shca_qp *qp,
 	x.compare_add = m->opcode == SHCA_OP_RC_COMPARE_SWAP ? m->compare :
 							       m->swap_add;
 	x.swap = m->swap_add;
-	shca_shm_execute(self, &x, &res);
+	key_execute(c, self, &x, &res);
 	if (res.outcome != SHCA_XFER_DONE || res.status != IBV_WC_SUCCESS) {
 		answer(c, qp, m->psn, &res);
 		return;
@@ -1153,7 +1177,7 @@ static bool admitted(struct shca_conn *c, struct shca_qp *qp)
 
 	/* (not qp->net.on: a peer that may not use CMA on this process
 	 * reaches a QP on the same-host path over the net path) */
-	return shca_net_conn_peer(c, gid, &scope, &port) &&
+	return shca_net_conn_proven(c, gid, &scope, &port) &&
 	       !memcmp(gid, dgid, 16) &&
 	       /* a link-local address names a host on one link only */
 	       (!(dgid[0] == 0xfe && (dgid[1] & 0xc0) == 0x80) ||
@@ -1276,7 +1300,7 @@ static void write_packet(struct shca_conn *c, struct shca_qp *qp,
 	x.partial = true;
 	x.part_off = off;
 	x.part_len = m->payload_len;
-	shca_shm_execute(self, &x, &res);
+	key_execute(c, self, &x, &res);
 	if (!last && res.outcome == SHCA_XFER_DONE &&
 	    res.status == IBV_WC_SUCCESS) {
 		qp->net.rx_len = off + m->payload_len;
@@ -1345,7 +1369,7 @@ static void data_packet(struct shca_conn *c, struct shca_qp *qp,
 	x.opcode = (mask & SHCA_OPM_IMMDT) ? IBV_WR_SEND_WITH_IMM :
 					     IBV_WR_SEND;
 	x.length = v.iov_len;
-	shca_shm_execute(self, &x, &res);
+	key_execute(c, self, &x, &res);
 	rx_reset(qp);
 	if (qp->ibqp.qp_type == IBV_QPT_RC)
 		message_done(c, qp, m, first_psn, &res);
@@ -1465,6 +1489,8 @@ static void ud_deliver(uint32_t qpn, const struct shca_net_addr *addr,
 	count_pkts(shca_qp_lookup(qpn), false, 1,
 		   (uint64_t)m->op->hdr_len + m->payload_len + m->pad);
 	shca_shm_execute(self, &x, &res);
+	if (res.bad_key)
+		shca_keyguard_strike_src(addr, qpn);
 }
 
 static void ud_receive(const struct shca_net_addr *addr,
@@ -1512,7 +1538,7 @@ void shca_net_rx(struct shca_conn *c, const struct shca_net_addr *addr,
 		if (c || !(m.op->mask & SHCA_OPM_DETH) ||
 		    m.payload_len > SHCA_MAX_UD_MSG)
 			count(NULL, SHCA_STAT_DROPPED_PKTS);
-		else
+		else if (shca_keyguard_admit_src(addr))
 			ud_receive(addr, &m);
 		return;
 	}
@@ -1520,6 +1546,9 @@ void shca_net_rx(struct shca_conn *c, const struct shca_net_addr *addr,
 		count(NULL, SHCA_STAT_DROPPED_PKTS);
 		return;
 	}
+	/* a peer over the key limit: nothing of it is carried out */
+	if (!shca_keyguard_admit_conn(c))
+		return;
 	qp = shca_qp_lookup(m.dqpn);
 	if (!qp || (tp == SHCA_TP_RC) != (qp->ibqp.qp_type == IBV_QPT_RC) ||
 	    (tp == SHCA_TP_UC) != (qp->ibqp.qp_type == IBV_QPT_UC) ||
@@ -1544,4 +1573,9 @@ void shca_net_rx(struct shca_conn *c, const struct shca_net_addr *addr,
 		responder(c, qp, &m);
 	}
 	pthread_mutex_unlock(&qp->exec_lock);
+	if (key_abort_after) {
+		/* after its NAK was queued: it goes out first */
+		key_abort_after = NULL;
+		shca_net_conn_abort(c);
+	}
 }

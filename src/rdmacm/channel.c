@@ -39,6 +39,7 @@
 
 #include "cma.h"
 #include "../common/evfd.h"
+#include "../common/nocancel.h"
 
 struct cm_channel *cm_channel_new(void)
 {
@@ -346,21 +347,45 @@ static bool fd_nonblocking(int fd)
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
+/* A thread cancelled asleep in rdma_get_cm_event: it no longer keeps
+ * the channel (freed here if it was destroyed meanwhile). */
+static void wait_cancelled(void *arg)
+{
+	struct cm_channel *ch = arg;
+
+	pthread_mutex_lock(&cm_lock);
+	ch->waiters--;
+	ch->nids++;
+	cm_channel_put(ch);
+	pthread_mutex_unlock(&cm_lock);
+}
+
 /* A thread whose channel was destroyed while it slept: it sleeps for
- * good (signals interrupt it; it goes back to sleep).  cm_lock held. */
-static void __attribute__((noreturn)) sleep_for_good(struct cm_channel *ch)
+ * good (signals interrupt it; it goes back to sleep), in the caller's
+ * cancel state cs: cancellable as in a read of a closed rdma_cm fd.
+ * cm_lock held. */
+static void __attribute__((noreturn)) sleep_for_good(struct cm_channel *ch,
+						     int cs)
 {
 	ch->waiters++;		/* the channel stays, for this thread */
 	pthread_mutex_unlock(&cm_lock);
+	pthread_cleanup_push(wait_cancelled, ch);
+	shca_cancel_restore(cs);
 	for (;;)
 		poll(NULL, 0, -1);
+	pthread_cleanup_pop(0);
 }
 
-/* rdma_get_cm_event without the init check: cm_lock not held. */
+/*
+ * rdma_get_cm_event without the init check: cm_lock not held.  The sleep
+ * is the one cancellation point, as rdma-core's write() to the rdma_cm
+ * file is: none while cm_lock is held (common/nocancel.h).
+ */
 int cm_get_event(struct cm_channel *ch, struct rdma_cm_event **event)
 {
 	bool took = false;	/* this thread's wait took the counter */
 	struct cm_event *ev;
+	int cs = shca_cancel_off();
 
 	pthread_mutex_lock(&cm_lock);
 	for (;;) {
@@ -379,6 +404,7 @@ int cm_get_event(struct cm_channel *ch, struct rdma_cm_event **event)
 		}
 		if (fd_nonblocking(ch->ch.fd)) {
 			pthread_mutex_unlock(&cm_lock);
+			shca_cancel_restore(cs);
 			return -EAGAIN;
 		}
 		/* asleep, this thread keeps the channel (and its fd) from
@@ -387,18 +413,24 @@ int cm_get_event(struct cm_channel *ch, struct rdma_cm_event **event)
 		 * handler without SA_RESTART ends the wait with EINTR */
 		ch->waiters++;
 		pthread_mutex_unlock(&cm_lock);
+		pthread_cleanup_push(wait_cancelled, ch);
+		shca_cancel_restore(cs);
 		ret = shca_evfd_wait(ch->ch.fd);
+		cs = shca_cancel_off();
+		pthread_cleanup_pop(0);
 		pthread_mutex_lock(&cm_lock);
 		ch->waiters--;
 		if (ch->destroyed && !ch->nids)
-			sleep_for_good(ch);
+			sleep_for_good(ch, cs);
 		if (ret < 0) {
 			pthread_mutex_unlock(&cm_lock);
+			shca_cancel_restore(cs);
 			return ret;
 		}
 		took = ret > 0;
 	}
 	pthread_mutex_unlock(&cm_lock);
+	shca_cancel_restore(cs);
 	*event = &ev->event;
 	return 0;
 }

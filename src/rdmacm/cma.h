@@ -224,6 +224,8 @@ struct cm_id {
 	bool connect_error;
 	struct cm_timer timer;		/* DREQ, SIDR, timewait, refused REQ */
 	uint8_t refused;		/* REQs sent again after a refusal */
+	unsigned int accept_backoff;	/* listener out of fds: next pause,
+					 * ms (common/backoff.h) */
 	struct cm_wire_req *req_copy;	/* the REQ, while it may go again */
 
 	/* UD */

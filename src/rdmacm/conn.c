@@ -30,7 +30,9 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "../common/backoff.h"
 #include "cma.h"
+#include "../common/nocancel.h"
 
 static const char *const ib_names[] = {
 	[IB_NONE] = "NONE", [IB_IDLE] = "IDLE",
@@ -207,14 +209,19 @@ void cm_listen_input(struct cm_sock *s)
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK) {
-				/* out of fds: pause rather than spin */
+				/* out of fds: pause rather than spin, longer
+				 * while it lasts (common/backoff.h) */
 				shca_warn_once("accept: %s", strerror(errno));
 				cm_sock_watch(s, 0);
 				if (listener)
-					cm_timer_arm(&listener->timer, 100);
+					cm_timer_arm(&listener->timer,
+						     shca_backoff_next(
+						     &listener->accept_backoff));
 			}
 			return;
 		}
+		if (listener)
+			shca_backoff_reset(&listener->accept_backoff);
 		if (!listener) {
 			close(fd);
 			continue;
@@ -985,12 +992,16 @@ int rdma_reject_ece(struct rdma_cm_id *id, const void *private_data,
 int rdma_disconnect(struct rdma_cm_id *rid)
 {
 	struct cm_id *id;
-	int ret;
+	int ret, cs;
 
 	/* rdma-core's ucma_shutdown: the QP goes to the error state first */
 	if (!rid || !rid->verbs || !rid->verbs->device)
 		return cm_err(-EINVAL);
 	id = to_cm_id(rid);
+	/* the samples' completion threads disconnect, and are cancelled:
+	 * not while holding cm_lock (send() of the DREQ, the flushes'
+	 * eventfds; common/nocancel.h) */
+	cs = shca_cancel_off();
 	pthread_mutex_lock(&cm_lock);
 	ret = cm_modify_qp_err(id);
 	if (!ret && id->ib == IB_NONE)
@@ -998,6 +1009,7 @@ int rdma_disconnect(struct rdma_cm_id *rid)
 	if (!ret && !cm_is_ud(id))
 		ret = cm_disconnect_stream(id);
 	pthread_mutex_unlock(&cm_lock);
+	shca_cancel_restore(cs);
 	return ret ? cm_err(ret) : cm_complete(id);
 }
 

@@ -3,41 +3,37 @@
  * The process arena: creation, its heap, the robust locks, the MR table's
  * seqlock, and mapping a peer's arena.
  *
- * Only the owner allocates in its arena, so the heap's bookkeeping (a free
- * list per power-of-two size class, then a bump pointer) is process-local
- * and needs no shared lock.
+ * Only the owner allocates in its arena, so the heap's bookkeeping (shm/heap.c:
+ * an allocator that merges freed blocks with their free neighbours) is
+ * process-local and needs no shared lock.  Peers map the whole arena
+ * read-write: nothing they write there can move a block, free one or make
+ * the owner believe a range is free.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "../common/log.h"
 #include "../common/util.h"
 #include "arena.h"
+#include "heap.h"
 
-#define HEAP_MIN_SHIFT	6	/* 64 bytes */
-#define HEAP_MAX_SHIFT	30
 #define HDR_SIZE	4096
+#define PAGE		4096	/* the layout's and the heap's punch unit */
 
 _Static_assert(sizeof(struct shca_arena_hdr) <= HDR_SIZE,
 	       "the arena header fits before the QP table");
 
-/* Each heap block starts with this, 64 bytes before the user pointer. */
-struct heap_block {
-	uint32_t shift;		/* size class */
-	uint32_t magic;
-	uint64_t next_off;	/* free list link (offset) */
-	unsigned char pad[48];
-};
-
-#define HEAP_BLOCK_MAGIC 0x68656170u
-
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shca_arena the_arena = { .fd = -1 };
-static uint64_t heap_top, heap_end;
-static uint64_t free_lists[HEAP_MAX_SHIFT + 1];
+static struct shca_heap heap;		/* under arena_lock */
+static uint64_t full_warned_ns;		/* under arena_lock */
 
 void shca_plock_init(struct shca_plock *l)
 {
@@ -70,49 +66,94 @@ static size_t align_up(size_t v, size_t a)
 	return (v + a - 1) & ~(a - 1);
 }
 
+/*
+ * SOFTHCA_ARENA_SIZE: the arena's size in bytes (suffix K, M or G), from
+ * what the tables need plus SHCA_ARENA_MIN_HEAP up to SHCA_ARENA_MAX_SIZE
+ * (what a peer agrees to map); default SHCA_ARENA_SIZE.  The memfd is
+ * sparse: only pages in use cost memory, the size is a ceiling.
+ */
+static uint64_t arena_size(uint64_t heap_off)
+{
+	const char *s = getenv("SOFTHCA_ARENA_SIZE");
+	uint64_t min = heap_off + SHCA_ARENA_MIN_HEAP, v;
+	char *end;
+
+	if (!s || !*s)
+		return SHCA_ARENA_SIZE;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	switch (*end) {
+	case 'g': case 'G': v = v > (1ull << 34) ? 0 : v << 30; end++; break;
+	case 'm': case 'M': v = v > (1ull << 44) ? 0 : v << 20; end++; break;
+	case 'k': case 'K': v = v > (1ull << 54) ? 0 : v << 10; end++; break;
+	}
+	if (errno || *end || v < min || v > SHCA_ARENA_MAX_SIZE) {
+		shca_warn_once("SOFTHCA_ARENA_SIZE=%s: expected %llu to %llu "
+			       "bytes (K, M, G), using %llu", s,
+			       (unsigned long long)min,
+			       (unsigned long long)SHCA_ARENA_MAX_SIZE,
+			       (unsigned long long)SHCA_ARENA_SIZE);
+		return SHCA_ARENA_SIZE;
+	}
+	return align_up(v, PAGE);
+}
+
 static int arena_create(void)
 {
 	struct shca_arena_hdr *h;
-	size_t qp_bytes, mr_bytes;
+	uint64_t qp_off, mr_off, idx_off, heap_off, size;
 	void *base;
-	int fd;
+	int fd, ret;
 
-	fd = memfd_create("softhca-arena", MFD_CLOEXEC);
+	qp_off = HDR_SIZE;
+	mr_off = align_up(qp_off + SHCA_ARENA_QP_ENTRIES * sizeof(uint64_t),
+			  PAGE);
+	idx_off = align_up(mr_off + SHCA_ARENA_MR_ENTRIES *
+				    sizeof(struct shca_mr_shm), PAGE);
+	heap_off = align_up(idx_off + (uint64_t)SHCA_MR_INDEX_GROUPS *
+				      SHCA_MR_INDEX_WAYS * sizeof(uint64_t),
+			    PAGE);
+	size = arena_size(heap_off);
+	fd = memfd_create("softhca-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)SHCA_ARENA_SIZE)) {
+	/* sealed at its size: a peer that maps it can trust that size
+	 * (shca_arena_map_peer checks the seals) */
+	if (ftruncate(fd, (off_t)size) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
 		int e = errno;
 
 		close(fd);
 		return -e;
 	}
-	base = mmap(NULL, SHCA_ARENA_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
-		    fd, 0);
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		int e = errno;
 
 		close(fd);
 		return -e;
 	}
+	ret = shca_heap_init(&heap, heap_off, size, PAGE);
+	if (ret) {
+		munmap(base, size);
+		close(fd);
+		return ret;
+	}
 	h = base;
-	qp_bytes = SHCA_ARENA_QP_ENTRIES * sizeof(uint64_t);
-	mr_bytes = SHCA_ARENA_MR_ENTRIES * sizeof(struct shca_mr_shm);
 	h->magic = SHCA_ARENA_MAGIC;
 	h->version = SHCA_ARENA_VERSION;
 	h->pid = shca_getpid();
 	h->uid = getuid();
-	h->size = SHCA_ARENA_SIZE;
-	h->qp_table_off = HDR_SIZE;
-	h->mr_table_off = align_up(HDR_SIZE + qp_bytes, 4096);
-	h->heap_off = align_up(h->mr_table_off + mr_bytes, 4096);
+	h->size = size;
+	h->qp_table_off = qp_off;
+	h->mr_table_off = mr_off;
+	h->mr_index_off = idx_off;
+	h->heap_off = heap_off;
 
-	the_arena.size = SHCA_ARENA_SIZE;
+	the_arena.size = size;
 	the_arena.fd = fd;
 	the_arena.pid = shca_getpid();
 	__atomic_store_n(&the_arena.base, base, __ATOMIC_RELEASE);
-	heap_top = h->heap_off;
-	heap_end = SHCA_ARENA_SIZE;
-	memset(free_lists, 0, sizeof(free_lists));
 	return 0;
 }
 
@@ -129,6 +170,7 @@ struct shca_arena *shca_arena_self(void)
 		munmap(the_arena.base, the_arena.size);
 		close(the_arena.fd);
 		the_arena.base = NULL;
+		shca_heap_fini(&heap);	/* the parent's blocks */
 	}
 	if (!the_arena.base)
 		ret = arena_create();
@@ -140,73 +182,96 @@ struct shca_arena *shca_arena_self(void)
 	return &the_arena;
 }
 
+/* Out of arena: say so, with the sizes, at most once a second. */
+static void arena_full(const struct shca_arena *a, size_t size, bool oom)
+{
+	struct timespec ts;
+	uint64_t now;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (full_warned_ns && now - full_warned_ns < 1000000000ull)
+		return;
+	full_warned_ns = now;
+	if (oom) {
+		shca_warn("arena: no memory for the heap's bookkeeping");
+		return;
+	}
+	shca_warn("arena full: %zu bytes asked, largest free block %llu, "
+		  "%llu of %llu heap bytes in use in %llu blocks; the arena "
+		  "is %zu bytes (SOFTHCA_ARENA_SIZE)", size,
+		  (unsigned long long)shca_heap_largest(&heap),
+		  (unsigned long long)heap.used_bytes,
+		  (unsigned long long)(heap.end - heap.start),
+		  (unsigned long long)heap.nused, a->size);
+}
+
+/*
+ * Zeroed and SHCA_HEAP_ALIGN-aligned.  The heap keeps wholly free pages
+ * zero (punched out of the memfd), so only the partial pages it names may
+ * hold old bytes: a big ring costs no memory until it is used.
+ */
 void *shca_arena_alloc(size_t size)
 {
 	struct shca_arena *a = shca_arena_self();
-	struct heap_block *b;
-	uint32_t shift = HEAP_MIN_SHIFT;
+	struct shca_heap_todo todo;
 	uint64_t off;
+	bool oom;
+	int i;
 
 	if (!a)
 		return NULL;
-	while (shift <= HEAP_MAX_SHIFT &&
-	       (1ull << shift) < size + sizeof(struct heap_block))
-		shift++;
-	if (shift > HEAP_MAX_SHIFT) {
+	pthread_mutex_lock(&arena_lock);
+	off = shca_heap_alloc(&heap, size, &todo, &oom);
+	if (!off) {
+		arena_full(a, size, oom);
+		pthread_mutex_unlock(&arena_lock);
 		errno = ENOMEM;
 		return NULL;
 	}
-	pthread_mutex_lock(&arena_lock);
-	off = free_lists[shift];
-	if (off) {
-		b = (struct heap_block *)((char *)a->base + off);
-		free_lists[shift] = b->next_off;
-	} else {
-		/* big blocks start on a page, so that free can drop pages */
-		if (shift >= 12)
-			heap_top = align_up(heap_top, 4096);
-		if (heap_end - heap_top < (1ull << shift)) {
-			pthread_mutex_unlock(&arena_lock);
-			shca_warn("arena full (%zu bytes asked)", size);
-			errno = ENOMEM;
-			return NULL;
-		}
-		off = heap_top;
-		heap_top += 1ull << shift;
-		b = (struct heap_block *)((char *)a->base + off);
-	}
 	pthread_mutex_unlock(&arena_lock);
-	/* fresh heap is zero, and free gave big blocks' pages back (zero
-	 * again): clear only what may hold old bytes */
-	memset(b, 0, shift >= 16 ? 4096 : 1ull << shift);
-	b->shift = shift;
-	b->magic = HEAP_BLOCK_MAGIC;
-	return b + 1;
+	for (i = 0; i < 2; i++)
+		if (todo.clear[i].len)
+			memset((char *)a->base + todo.clear[i].off, 0,
+			       todo.clear[i].len);
+	return (char *)a->base + off;
 }
 
+/*
+ * p must be what shca_arena_alloc returned in this process: anything else
+ * (a double free, an offset a peer rewrote) is refused and logged, nothing
+ * changes.
+ */
 void shca_arena_free(void *p)
 {
 	struct shca_arena *a = &the_arena;
-	struct heap_block *b;
-	uint64_t off;
+	struct shca_heap_todo todo;
+	uint64_t off, len = 0;
 
 	if (!p)
 		return;
-	b = (struct heap_block *)p - 1;
-	if (b->magic != HEAP_BLOCK_MAGIC) {
-		shca_err("arena free of a bad block %p", p);
+	pthread_mutex_lock(&arena_lock);
+	if (a->base && a->pid != shca_getpid()) {
+		/* a forked child and its parent's object: the memfd is the
+		 * parent's, its pages still in use there */
+		pthread_mutex_unlock(&arena_lock);
 		return;
 	}
-	b->magic = 0;
-	/* give the pages back; the block stays reserved for its class */
-	if (b->shift >= 16)
-		madvise((char *)p + 4096 - sizeof(*b),
-			(1ull << b->shift) - 4096, MADV_REMOVE);
-	off = shca_arena_off(a, b);
-	pthread_mutex_lock(&arena_lock);
-	b->next_off = free_lists[b->shift];
-	free_lists[b->shift] = off;
+	if (a->base && (char *)p > (char *)a->base &&
+	    (char *)p < (char *)a->base + a->size) {
+		off = shca_arena_off(a, p);
+		len = shca_heap_free(&heap, off, &todo);
+		/* give the pages back before another alloc can take them:
+		 * they read as zero from now on */
+		if (len && todo.punch.len &&
+		    madvise((char *)a->base + todo.punch.off, todo.punch.len,
+			    MADV_REMOVE))
+			memset((char *)a->base + todo.punch.off, 0,
+			       todo.punch.len);
+	}
 	pthread_mutex_unlock(&arena_lock);
+	if (!len)
+		shca_err("arena free of %p: not a block in use", p);
 }
 
 /*
@@ -214,11 +279,24 @@ void shca_arena_free(void *p)
  * loaded with acquire, so the second load of seq cannot move before them;
  * the writer stores them with release after making seq odd.
  */
+#define MR_READ_SPINS	64	/* retries before yielding the CPU */
+#define MR_READ_TRIES	(MR_READ_SPINS + 256)
+
 bool shca_mr_shm_read(const struct shca_mr_shm *e, struct shca_mr_shm *out)
 {
 	uint32_t s1, s2;
+	int tries = 0;
 
 	do {
+		/* the writer (the owner) may have been preempted between
+		 * its stores: yield to it after a while, and give up in
+		 * the end, as if the entry were free */
+		if (tries >= MR_READ_SPINS)
+			sched_yield();
+		if (tries++ == MR_READ_TRIES) {
+			memset(out, 0, sizeof(*out));
+			return false;
+		}
 		s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
 		out->key = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
 		out->access = __atomic_load_n(&e->access, __ATOMIC_ACQUIRE);
@@ -272,19 +350,58 @@ struct shca_stat_block *shca_stat_proc(void)
 	return &shca_arena_hdr(base)->stats;
 }
 
-void *shca_arena_map_peer(int fd, size_t *size)
+/* Refuse a peer's arena: why, for the log; EPROTO for the caller. */
+static void *refuse_arena(pid_t owner, const char *why)
+{
+	static unsigned int logged;
+
+	if (__atomic_fetch_add(&logged, 1, __ATOMIC_RELAXED) < 4)
+		shca_warn("refusing the arena of pid %d: %s", (int)owner, why);
+	errno = EPROTO;
+	return NULL;
+}
+
+/*
+ * A peer's arena is another process's memory: it is mapped only if it is
+ * a memfd of our uid, sealed against shrinking (so that touching any byte
+ * of the mapping cannot raise SIGBUS), exactly as large as its header
+ * says, and its header names the owner we connected to and a layout that
+ * fits.  The mapping is never larger than the file.
+ */
+void *shca_arena_map_peer(int fd, pid_t owner, size_t *size)
 {
 	struct shca_arena_hdr hdr;
+	struct stat st;
+	uint64_t qp_end, mr_end;
 	void *base;
+	int seals;
 
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0)
+		return refuse_arena(owner, "not a memfd");
+	if (!(seals & F_SEAL_SHRINK))
+		return refuse_arena(owner, "not sealed against shrinking");
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+		return refuse_arena(owner, "not a file");
+	if (st.st_uid != getuid())
+		return refuse_arena(owner, "another user's memory");
 	if (pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
-		return NULL;
-	if (hdr.magic != SHCA_ARENA_MAGIC || hdr.version != SHCA_ARENA_VERSION ||
-	    hdr.size < HDR_SIZE || hdr.size > (1ull << 40)) {
-		shca_warn("peer arena has a bad header");
-		errno = EPROTO;
-		return NULL;
-	}
+		return refuse_arena(owner, "shorter than its header");
+	if (hdr.magic != SHCA_ARENA_MAGIC || hdr.version != SHCA_ARENA_VERSION)
+		return refuse_arena(owner, "not an arena of this version");
+	if (hdr.pid != owner || hdr.uid != getuid())
+		return refuse_arena(owner, "its header names another owner");
+	qp_end = hdr.qp_table_off +
+		 (uint64_t)SHCA_ARENA_QP_ENTRIES * sizeof(uint64_t);
+	mr_end = hdr.mr_table_off +
+		 (uint64_t)SHCA_ARENA_MR_ENTRIES * sizeof(struct shca_mr_shm);
+	if (hdr.size < HDR_SIZE || hdr.size > SHCA_ARENA_MAX_SIZE ||
+	    (uint64_t)st.st_size != hdr.size ||
+	    hdr.qp_table_off < sizeof(hdr) || hdr.qp_table_off % 8 ||
+	    hdr.mr_table_off < sizeof(hdr) || hdr.mr_table_off % 8 ||
+	    qp_end > hdr.size || mr_end > hdr.size || hdr.heap_off > hdr.size ||
+	    hdr.mr_index_off % 8 || hdr.mr_index_off > hdr.size)
+		return refuse_arena(owner, "its size or layout does not fit");
 	base = mmap(NULL, hdr.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		    0);
 	if (base == MAP_FAILED)

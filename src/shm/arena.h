@@ -6,7 +6,7 @@
  * One memfd per process, mapped MAP_SHARED by the owner and by every peer
  * that connected to it.  It holds offsets, never pointers.  Layout:
  *
- *   [header][QP table][MR table][heap ...]
+ *   [header][QP table][MR table][MR key index][heap ...]
  *
  * Who writes what:
  *   header           owner, at creation; read-only afterwards, except its
@@ -15,6 +15,7 @@
  *                    pread, sysfs/counters.c)
  *   QP table         owner (slot i = offset of the QP with QPN index i)
  *   MR table         owner, under each entry's seqlock; peers read
+ *   MR key index     owner (one atomic word per key); peers read
  *   shca_qp_shm      owner; peers set the *_pending words and add to
  *                    stats (relaxed atomics; the responder side of the
  *                    same-host path counts on the responder's QP)
@@ -39,11 +40,16 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	2	/* 2: counters (stats) */
-#define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use */
+#define SHCA_ARENA_VERSION	3	/* 2: counters (stats); 3: MR key
+					 * index, 32-bit random keys */
+#define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
+						 * SOFTHCA_ARENA_SIZE */
+#define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
+#define SHCA_ARENA_MAX_SIZE	(1ull << 40)	/* what peers agree to map */
 #define SHCA_ARENA_QP_ENTRIES	(1u << 14)	/* QPN index space */
-#define SHCA_ARENA_MR_ENTRIES	(1u << 20)	/* MR key index space */
-#define SHCA_MR_KEY_BITS	12		/* key = index << 12 | random */
+#define SHCA_ARENA_MR_ENTRIES	(1u << 20)	/* MR table slots */
+#define SHCA_MR_INDEX_WAYS	8		/* words per key index group */
+#define SHCA_MR_INDEX_GROUPS	(1u << 18)	/* key index groups */
 
 /* A robust, process-shared mutex. */
 struct shca_plock {
@@ -64,6 +70,7 @@ struct shca_arena_hdr {
 	uint64_t qp_table_off;	/* uint64_t[SHCA_ARENA_QP_ENTRIES] */
 	uint64_t mr_table_off;	/* struct shca_mr_shm[SHCA_ARENA_MR_ENTRIES] */
 	uint64_t heap_off;
+	uint64_t mr_index_off;	/* uint64_t[GROUPS][WAYS]: shca_mr_index_* */
 	/* the process's counters (shca_stat_proc): on a cache line of
 	 * their own, away from the read-mostly fields above */
 	struct shca_stat_block stats __attribute__((aligned(64)));
@@ -175,7 +182,11 @@ struct shca_arena {
 /* The arena of this process, created on first use (NULL, errno). */
 struct shca_arena *shca_arena_self(void);
 
-/* Heap allocation in this process's arena: zeroed, 64-byte aligned. */
+/*
+ * Heap allocation in this process's arena (shm/heap.c): zeroed, 64-byte
+ * aligned; NULL and ENOMEM when no free block is long enough (logged with
+ * the arena's size).  Free takes only what alloc returned.
+ */
 void *shca_arena_alloc(size_t size);
 void shca_arena_free(void *p);
 
@@ -210,12 +221,40 @@ static inline struct shca_mr_shm *shca_arena_mr_table(const void *base)
 				      shca_arena_hdr(base)->mr_table_off);
 }
 
-/* Read an MR table entry consistently (seqlock).  false if free. */
+/*
+ * Read an MR table entry consistently (seqlock).  false if free, or if
+ * the entry did not hold still (a writer that never finishes: the bytes
+ * may be a hostile peer's, so the retries are bounded).
+ */
 bool shca_mr_shm_read(const struct shca_mr_shm *e, struct shca_mr_shm *out);
 void shca_mr_shm_write(struct shca_mr_shm *e, const struct shca_mr_shm *val);
 void shca_mr_shm_clear(struct shca_mr_shm *e);
 
-/* Map a peer's arena received as fd; checks the header. */
-void *shca_arena_map_peer(int fd, size_t *size);
+/*
+ * The MR key index (shm/mrkey.c): which MR table slot holds the MR with a
+ * given key (lkey == rkey, 32 random bits).  A key lives in one group of
+ * SHCA_MR_INDEX_WAYS words, chosen by a hash of the whole key; a word is
+ * 0 (free) or key << 32 | slot.  The owner picks keys whose group has
+ * room, so a look-up reads one group and nothing else: a peer reading a
+ * hostile arena makes a bounded number of loads.  The slot it finds is
+ * only a hint: the MR table entry's own key must match.
+ */
+uint32_t shca_mr_index_group(uint32_t key);
+/* The slot of key in the arena at base (size bytes), 0 if none. */
+uint32_t shca_mr_index_find(const void *base, size_t size, uint32_t key);
+/* Owner: is there room for key in its group?  Add (-ENOSPC), remove. */
+bool shca_mr_index_room(const void *base, size_t size, uint32_t key);
+int shca_mr_index_add(void *base, size_t size, uint32_t key, uint32_t slot);
+void shca_mr_index_del(void *base, size_t size, uint32_t key);
+/* The MR table entry of slot in the arena at base, NULL if out of it. */
+struct shca_mr_shm *shca_mr_table_entry(const void *base, size_t size,
+					uint32_t slot);
+
+/*
+ * Map a peer's arena received as fd, owned by pid owner: checks
+ * the file (a sealed memfd of our uid, of the header's size) and the
+ * header.  NULL with errno (EPROTO: refused).
+ */
+void *shca_arena_map_peer(int fd, pid_t owner, size_t *size);
 
 #endif

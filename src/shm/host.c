@@ -2,19 +2,22 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "../common/log.h"
+#include "../common/util.h"
 #include "arena.h"
 #include "host.h"
+#include "rundir.h"
 
 #define HOST_MAGIC	0x54534f4841484353ull	/* "SHCAHOST" */
-#define HOST_VERSION	1
+#define HOST_VERSION	2	/* 2: owner, namespace, in the private dir */
+#define HOST_NAME	"host-v2"
 #define ATOMIC_STRIPES	1024
 
 struct host_mcast_entry {
@@ -26,7 +29,10 @@ struct host_mcast_entry {
 struct host_shm {
 	uint64_t magic;		/* written last by the creator */
 	uint32_t version;
-	uint32_t pad;
+	uint32_t uid;		/* the user it belongs to */
+	uint64_t cookie;	/* the network namespace's (rundir.h) */
+	uint8_t boot_id[16];	/* ... of this boot */
+	uint64_t size;		/* sizeof(struct host_shm) */
 	struct shca_plock mcast_lock;
 	struct host_mcast_entry mcast[SHCA_HOST_MCAST_ENTRIES];
 	struct shca_plock atomic[ATOMIC_STRIPES];
@@ -34,81 +40,255 @@ struct host_shm {
 
 static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct host_shm *host;
+static int host_fd = -1;	/* holds LOCK_SH while we use it */
+static pid_t host_pid;
 
-static void host_name(char *buf, size_t len)
+/*
+ * The table is the file host-v2 in the user's private directory for the
+ * network namespace (rundir.h): another user can neither make it nor open
+ * it, and a new namespace gets a new directory (its cookie is never
+ * reused within a boot), so nothing is adopted.  Every user holds
+ * flock(LOCK_SH) on it; whoever gets LOCK_EX|LOCK_NB finds nobody else
+ * there (the last one out, or one after a crash: the kernel releases the
+ * locks of a dead process) and removes it.  A table is published (linked
+ * under its name) only once it is initialised and locked by its maker, so
+ * a table under the name with no lock holder is always a stale one.
+ */
+
+static void host_refused(const char *dir, const char *why)
+{
+	static unsigned int logged;
+
+	shca_stat_add(shca_stat_proc(), SHCA_STAT_HOST_TABLE_REFUSED, 1);
+	if (__atomic_fetch_add(&logged, 1, __ATOMIC_RELAXED) < 4)
+		shca_err("refusing host table %s/" HOST_NAME ": %s; replacing "
+			 "it with one of ours", dir, why);
+}
+
+/* Is the name still the file we hold? */
+static bool same_file(int dirfd, int fd)
+{
+	struct stat a, b;
+
+	return !fstatat(dirfd, HOST_NAME, &a, AT_SYMLINK_NOFOLLOW) &&
+	       !fstat(fd, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Ours, private, one name, the right size: NULL, or what is wrong. */
+static const char *check_file(int fd)
 {
 	struct stat st;
-	unsigned long long ns = 0;
 
-	/* one table per network namespace: different namespaces are
-	 * different hosts to softhca */
-	if (!stat("/proc/self/ns/net", &st))
-		ns = (unsigned long long)st.st_ino;
-	snprintf(buf, len, "/softhca-%u-%llu-v%d", (unsigned int)getuid(), ns,
-		 HOST_VERSION);
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+		return "not a regular file";
+	if (st.st_uid != getuid())
+		return "another user's file";
+	if (st.st_mode & 077)
+		return "readable or writable by others";
+	if (st.st_nlink != 1)
+		return "a file with other names (hard links)";
+	if ((size_t)st.st_size != sizeof(struct host_shm))
+		return "of another size";
+	return NULL;
+}
+
+static bool header_ok(const struct host_shm *h, const struct shca_rundir *d)
+{
+	return __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == HOST_MAGIC &&
+	       h->version == HOST_VERSION && h->uid == getuid() &&
+	       h->cookie == d->cookie &&
+	       !memcmp(h->boot_id, d->boot_id, sizeof(h->boot_id)) &&
+	       h->size == sizeof(*h);
+}
+
+static struct host_shm *map_fd(int fd)
+{
+	void *h = mmap(NULL, sizeof(struct host_shm), PROT_READ | PROT_WRITE,
+		       MAP_SHARED, fd, 0);
+
+	return h == MAP_FAILED ? NULL : h;
+}
+
+/* Make, initialise, lock and publish a table: 0 or -errno (-EEXIST:
+ * another process published one first). */
+static int host_create(const struct shca_rundir *d)
+{
+	char tmp[32];
+	struct host_shm *h;
+	int fd, i, ret;
+
+	snprintf(tmp, sizeof(tmp), HOST_NAME ".%d", (int)shca_getpid());
+	unlinkat(d->fd, tmp, 0);	/* a dead process's with our pid */
+	fd = openat(d->fd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+				O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, sizeof(*h)) || flock(fd, LOCK_SH)) {
+		ret = -errno;
+		goto err;
+	}
+	h = map_fd(fd);
+	if (!h) {
+		ret = -errno;
+		goto err;
+	}
+	shca_plock_init(&h->mcast_lock);
+	for (i = 0; i < SHCA_HOST_MCAST_ENTRIES; i++)
+		h->mcast[i].slot = -1;
+	for (i = 0; i < ATOMIC_STRIPES; i++)
+		shca_plock_init(&h->atomic[i]);
+	h->version = HOST_VERSION;
+	h->uid = getuid();
+	h->cookie = d->cookie;
+	memcpy(h->boot_id, d->boot_id, sizeof(h->boot_id));
+	h->size = sizeof(*h);
+	__atomic_store_n(&h->magic, HOST_MAGIC, __ATOMIC_RELEASE);
+	if (linkat(d->fd, tmp, d->fd, HOST_NAME, 0)) {
+		ret = -errno;
+		munmap(h, sizeof(*h));
+		goto err;
+	}
+	unlinkat(d->fd, tmp, 0);
+	shca_rundir_mark_used();
+	host = h;
+	host_fd = fd;
+	return 0;
+err:
+	unlinkat(d->fd, tmp, 0);
+	close(fd);
+	return ret;
+}
+
+/* Join the table under the name (or make one): 0, -EAGAIN to look again,
+ * or -errno. */
+static int host_join(const struct shca_rundir *d)
+{
+	struct host_shm *h;
+	const char *why;
+	int fd, ret;
+
+	fd = openat(d->fd, HOST_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		ret = host_create(d);
+		return ret == -EEXIST ? -EAGAIN : ret;
+	}
+	if (fd < 0) {
+		/* a symlink (ELOOP) or a file we may not open (EACCES): not
+		 * ours to use; the directory is ours, so the name is */
+		ret = -errno;
+		if (ret != -ELOOP && ret != -EACCES && ret != -EPERM)
+			return ret;
+		host_refused(d->path, ret == -ELOOP ? "a symlink" :
+			     "a file we may not open");
+		unlinkat(d->fd, HOST_NAME, 0);
+		return -EAGAIN;
+	}
+	why = check_file(fd);
+	if (why) {
+		host_refused(d->path, why);
+		if (same_file(d->fd, fd))
+			unlinkat(d->fd, HOST_NAME, 0);
+		close(fd);
+		return -EAGAIN;
+	}
+	if (!flock(fd, LOCK_EX | LOCK_NB)) {
+		/* nobody holds it: left by processes that died */
+		shca_dbg("removing a host table nobody uses");
+		if (same_file(d->fd, fd))
+			unlinkat(d->fd, HOST_NAME, 0);
+		close(fd);
+		return -EAGAIN;
+	}
+	while ((ret = flock(fd, LOCK_SH)) && errno == EINTR)
+		;
+	/* removed by its last user between our open and our lock? */
+	if (ret || !same_file(d->fd, fd)) {
+		close(fd);
+		return ret ? -errno : -EAGAIN;
+	}
+	h = map_fd(fd);
+	if (!h) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	if (!header_ok(h, d)) {
+		/* ours, in use, and wrong: made by something else than
+		 * this version of softhca; not replaced under its users */
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_HOST_TABLE_REFUSED,
+			      1);
+		shca_err("host table %s/" HOST_NAME " has a header of another "
+			 "kind: refused", d->path);
+		munmap(h, sizeof(*h));
+		close(fd);
+		return -EPROTO;
+	}
+	shca_rundir_mark_used();
+	host = h;
+	host_fd = fd;
+	return 0;
 }
 
 static struct host_shm *host_map(void)
 {
-	char name[96];
-	struct host_shm *h;
-	bool creator = true;
-	int fd, i;
+	const struct shca_rundir *d;
+	int tries, ret = -EAGAIN;
 
-	host_name(name, sizeof(name));
-	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0 && errno == EEXIST) {
-		creator = false;
-		fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
-	}
-	if (fd < 0)
-		return NULL;
-	if (creator && ftruncate(fd, sizeof(*h))) {
-		close(fd);
-		shm_unlink(name);
-		return NULL;
-	}
-	/* wait for the creator to size it */
-	for (i = 0; !creator && i < 1000; i++) {
-		struct stat st;
-
-		if (!fstat(fd, &st) && (size_t)st.st_size >= sizeof(*h))
-			break;
-		usleep(1000);
-	}
-	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (h == MAP_FAILED)
-		return NULL;
-	if (creator) {
-		shca_plock_init(&h->mcast_lock);
-		for (i = 0; i < SHCA_HOST_MCAST_ENTRIES; i++)
-			h->mcast[i].slot = -1;
-		for (i = 0; i < ATOMIC_STRIPES; i++)
-			shca_plock_init(&h->atomic[i]);
-		h->version = HOST_VERSION;
-		__atomic_store_n(&h->magic, HOST_MAGIC, __ATOMIC_RELEASE);
-	} else {
-		for (i = 0; i < 5000 && __atomic_load_n(&h->magic,
-					__ATOMIC_ACQUIRE) != HOST_MAGIC; i++)
-			usleep(1000);
-		if (h->magic != HOST_MAGIC) {
-			shca_err("host table %s is not initialised", name);
-			munmap(h, sizeof(*h));
-			errno = EPROTO;
+	for (tries = 0; tries < 16 && ret == -EAGAIN; tries++) {
+		d = shca_rundir_get(true);
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_SHM_DIR_REFUSED,
+			      shca_rundir_take_refusals());
+		if (!d)
 			return NULL;
+		ret = host_join(d);
+		if (ret == -ENOENT) {
+			/* the directory went away as we came */
+			shca_rundir_reset();
+			ret = -EAGAIN;
 		}
 	}
-	return h;
+	if (ret) {
+		shca_err("no host table: %s", strerror(-ret));
+		errno = ret == -EAGAIN ? EBUSY : -ret;
+		return NULL;
+	}
+	return host;
 }
 
 static struct host_shm *host_get(void)
 {
+	struct host_shm *h;
+
 	pthread_mutex_lock(&host_lock);
-	if (!host)
-		host = host_map();
+	if (host && host_pid != shca_getpid()) {
+		/* a forked child: the parent's lock is on the parent's open
+		 * file; the child joins on its own */
+		munmap(host, sizeof(*host));
+		close(host_fd);
+		host = NULL;
+		host_fd = -1;
+	}
+	if (!host && host_map())
+		host_pid = shca_getpid();
+	h = host;
 	pthread_mutex_unlock(&host_lock);
-	return host;
+	return h;
+}
+
+/* The last user removes the table (a crash leaves it to the next one). */
+__attribute__((destructor)) static void host_exit(void)
+{
+	const struct shca_rundir *d;
+
+	if (!host || host_fd < 0 || host_pid != shca_getpid())
+		return;
+	if (!flock(host_fd, LOCK_EX | LOCK_NB)) {
+		d = shca_rundir_get(false);
+		if (d && same_file(d->fd, host_fd))
+			unlinkat(d->fd, HOST_NAME, 0);
+	}
+	close(host_fd);
+	host_fd = -1;
 }
 
 static unsigned int stripe(pid_t pid, uint64_t addr)

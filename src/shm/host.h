@@ -4,8 +4,11 @@
  * beyond their arenas: the lock stripes that make RDMA atomics atomic
  * among themselves (IBV_ATOMIC_HCA), and the UD multicast group table.
  *
- * A POSIX shared memory object named after the user and the network
- * namespace, created by whichever process needs it first.
+ * A file in the user's private directory for the network namespace
+ * (rundir.h), made by whichever process needs it first and removed by the
+ * last one out (host.c: how, and why no other user can touch it).  Per
+ * user: processes of other users on the host reach ours over the net
+ * path, whose responder runs their atomics under our table.
  */
 #ifndef SOFTHCA_SHM_HOST_H
 #define SOFTHCA_SHM_HOST_H

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -14,10 +15,12 @@
 
 #include "../common/log.h"
 #include "../common/slot.h"
+#include "../common/stat.h"
 #include "../common/util.h"
 #include "../engine/engine.h"
 #include "arena.h"
 #include "peer.h"
+#include "rundir.h"
 #include "sock.h"
 
 #define CONNECT_TIMEOUT_S 5
@@ -41,6 +44,41 @@ static struct shca_peer *peers[SHCA_NUM_SLOTS];
 static int listen_fd = -1;
 static pid_t listen_pid;
 static int (*channel_fd_fn)(uint32_t idx, uint32_t gen);
+
+static uint16_t listen_port;
+
+/*
+ * A refused peer (another user, a pid that does not own the arena, an
+ * arena or descriptor that fails its checks): counted, and logged the
+ * first times only (a peer can make it happen in a loop).
+ */
+static void refused(enum shca_stat what, int slot, const char *why)
+{
+	static unsigned int logged;
+
+	shca_stat_add(shca_stat_proc(), what, 1);
+	if (__atomic_fetch_add(&logged, 1, __ATOMIC_RELAXED) < 8)
+		shca_warn("refusing same-host peer%s%d: %s",
+			  slot >= 0 ? " in slot " : " ", slot, why);
+}
+
+/*
+ * Is fd an eventfd?  Doorbells and channels are written with write(2): a
+ * pipe or a socket passed in their place could block us.  Where /proc
+ * cannot tell, it is taken as one.
+ */
+static bool is_eventfd(int fd)
+{
+	char path[32], link[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n < 0)
+		return true;
+	link[n] = '\0';
+	return !strcmp(link, "anon_inode:[eventfd]");
+}
 
 void shca_peer_on_channel_request(int (*fn)(uint32_t idx, uint32_t gen))
 {
@@ -110,21 +148,29 @@ static void send_hello(int fd)
 		shca_dbg("hello: %s", strerror(-ret));
 }
 
+static struct shca_listen_backoff listen_backoff;
+
 static void on_listen_event(int fd, uint32_t events, void *arg)
 {
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
 	int c;
 
 	(void)events;
 	(void)arg;
 	c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (c < 0)
+	if (c < 0) {
+		/* out of fds: pause, or epoll wakes us again at once */
+		listen_backoff.fd = fd;
+		if (shca_listen_failed(&listen_backoff, errno))
+			shca_stat_add(shca_stat_proc(),
+				      SHCA_STAT_SHM_ACCEPT_BACKOFFS, 1);
 		return;
-	/* CMA and a shared arena are for the same user only */
-	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
-	    cred.uid != getuid()) {
-		shca_warn_once("refusing a same-host peer of another user");
+	}
+	shca_listen_accepted(&listen_backoff);
+	/* CMA and a shared arena are for the same user only: the kernel's
+	 * word for who connected (SO_PEERCRED), not the file's mode */
+	if (shca_sock_peer_cred(c, NULL)) {
+		refused(SHCA_STAT_SHM_CRED_REFUSED, -1,
+			"a connection from another user");
 		close(c);
 		return;
 	}
@@ -133,11 +179,18 @@ static void on_listen_event(int fd, uint32_t events, void *arg)
 		close(c);
 }
 
+/* At exit, the name goes with the process (a crash leaves it: the next
+ * owner of the port removes it, shca_sock_bind). */
+__attribute__((destructor)) static void peer_exit(void)
+{
+	if (listen_fd >= 0 && listen_pid == shca_getpid())
+		shca_sock_unbind(listen_port);
+}
+
 int shca_peer_listen(void)
 {
 	const struct shca_slot *s;
-	struct sockaddr_un sa;
-	socklen_t len;
+	bool reclaimed;
 	int fd, ret;
 
 	pthread_mutex_lock(&peers_lock);
@@ -159,17 +212,17 @@ int shca_peer_listen(void)
 		ret = -errno;
 	if (ret)
 		goto out;
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0) {
-		ret = -errno;
-		goto out;
-	}
-	len = shca_sock_addr(&sa, s->port);
-	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 128)) {
-		ret = -errno;
-		shca_err("cannot listen for same-host peers: %s",
-			 strerror(errno));
-		close(fd);
+	fd = shca_sock_bind(s->port, &reclaimed);
+	shca_stat_add(shca_stat_proc(), SHCA_STAT_SHM_DIR_REFUSED,
+		      shca_rundir_take_refusals());
+	if (reclaimed)
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_SHM_STALE_NAMES, 1);
+	if (fd < 0 || listen(fd, 128)) {
+		ret = fd < 0 ? fd : -errno;
+		shca_err("cannot listen for same-host peers on port %u: %s",
+			 s->port, strerror(-ret));
+		if (fd >= 0)
+			close(fd);
 		goto out;
 	}
 	ret = shca_engine_watch(fd, on_listen_event, NULL);
@@ -179,6 +232,7 @@ int shca_peer_listen(void)
 	}
 	listen_fd = fd;
 	listen_pid = shca_getpid();
+	listen_port = s->port;
 out:
 	pthread_mutex_unlock(&peers_lock);
 	return ret;
@@ -240,43 +294,64 @@ static struct shca_peer *peer_self(const struct shca_slot *s)
 	return p;
 }
 
+/*
+ * Connect to the owner of slot and map its arena, trusting nothing it
+ * says that the kernel does not confirm: the listener is our uid and its
+ * pid (SO_PEERCRED) is the one the hello and the arena name as owner; the
+ * arena passes shca_arena_map_peer's checks, the doorbell is an eventfd.
+ */
 static struct shca_peer *peer_connect(int slot)
 {
-	struct sockaddr_un sa;
-	struct timeval tv = { CONNECT_TIMEOUT_S, 0 };
 	struct shca_peer *p;
 	struct shca_hello h;
 	int fd, fds[2], ret;
-	socklen_t len;
+	pid_t owner = 0;
 
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
+	fd = shca_sock_connect(slot, CONNECT_TIMEOUT_S, &owner);
+	if (fd < 0) {
+		if (fd == -EACCES)
+			refused(SHCA_STAT_SHM_CRED_REFUSED, slot,
+				"its socket is another user's");
+		errno = -fd;
 		return NULL;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	len = shca_sock_addr(&sa, (uint16_t)(shca_port_base() + slot));
-	if (connect(fd, (struct sockaddr *)&sa, len)) {
-		ret = -errno;
-		goto err_close;
 	}
 	ret = shca_sock_recv_hello(fd, &h, fds);
-	if (ret)
+	if (ret) {
+		if (ret == -EPROTO)
+			refused(SHCA_STAT_SHM_CRED_REFUSED, slot,
+				"a hello not of our user");
 		goto err_close;
+	}
+	if (h.pid != owner || owner <= 0 || h.slot != (uint32_t)slot) {
+		refused(SHCA_STAT_SHM_CRED_REFUSED, slot,
+			"the hello names another pid or slot than the "
+			"listener's");
+		ret = -EACCES;
+		goto err_fds;
+	}
+	if (!is_eventfd(fds[1])) {
+		refused(SHCA_STAT_SHM_ARENA_REFUSED, slot,
+			"its doorbell is not an eventfd");
+		ret = -EPROTO;
+		goto err_fds;
+	}
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		ret = -ENOMEM;
 		goto err_fds;
 	}
 	p->slot = slot;
-	p->pid = h.pid;
+	p->pid = owner;
 	p->sock = fd;
 	pthread_mutex_init(&p->chan_lock, NULL);
 	p->doorbell = fds[1];
-	p->arena = shca_arena_map_peer(fds[0], &p->arena_size);
+	p->arena = shca_arena_map_peer(fds[0], owner, &p->arena_size);
+	ret = p->arena ? 0 : -errno;
 	close(fds[0]);
-	if (!p->arena || shca_arena_hdr(p->arena)->pid != h.pid) {
-		ret = p->arena ? -EPROTO : -errno;
-		if (p->arena)
-			munmap(p->arena, p->arena_size);
+	if (ret) {
+		if (ret == -EPROTO)
+			shca_stat_add(shca_stat_proc(),
+				      SHCA_STAT_SHM_ARENA_REFUSED, 1);
 		close(fds[1]);
 		free(p);
 		goto err_close;
@@ -321,21 +396,17 @@ struct shca_peer *shca_peer_get(int slot)
  * (the peer's main one is the engine thread's to watch).  fd or -errno. */
 static int fetch_channel_fd(struct shca_peer *p, uint32_t idx, uint32_t gen)
 {
-	struct timeval tv = { CONNECT_TIMEOUT_S, 0 };
 	struct chan_req req = { CHAN_REQ_MAGIC, idx, gen };
-	struct sockaddr_un sa;
 	struct shca_hello h;
 	int32_t answer = -EPROTO;
 	int fd, fds[2], cfd = -EPROTO, n;
+	pid_t owner = 0;
 
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	/* the same owner as the first connection, or nothing */
+	fd = shca_sock_connect(p->slot, CONNECT_TIMEOUT_S, &owner);
 	if (fd < 0)
-		return -errno;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&sa,
-		    shca_sock_addr(&sa, (uint16_t)(shca_port_base() +
-						   p->slot))) ||
-	    shca_sock_recv_hello(fd, &h, fds)) {
+		return -ECONNREFUSED;
+	if (owner != p->pid || shca_sock_recv_hello(fd, &h, fds)) {
 		close(fd);
 		return -ECONNREFUSED;
 	}
@@ -344,7 +415,7 @@ static int fetch_channel_fd(struct shca_peer *p, uint32_t idx, uint32_t gen)
 	if (h.pid != p->pid || send(fd, &req, sizeof(req), MSG_NOSIGNAL) < 0)
 		goto out;
 	n = shca_sock_recv_fds(fd, &answer, sizeof(answer), fds, 1);
-	if (n == 1 && !answer)
+	if (n == 1 && !answer && is_eventfd(fds[0]))
 		cfd = fds[0];
 	else if (n == 1)
 		close(fds[0]);

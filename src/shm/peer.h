@@ -3,12 +3,15 @@
  * Peers: the other processes on this host (same network namespace) that
  * own QPs this process talks to, found by slot.
  *
- * A process listens on an abstract Unix socket named after its port (so
- * the name is private to the network namespace, which is what "the same
- * host" means to softhca).  A peer connects once, checks that the owner is
- * the same user, receives the owner's arena and doorbell fds, maps the
- * arena, and tests that it may use process_vm_readv/writev on the owner
- * (CMA).  A hang-up marks the peer dead.
+ * A process listens on a Unix socket named after its port in its user's
+ * private directory for its network namespace (rundir.h: the namespace is
+ * what "the same host" means to softhca).  A peer connects once, checks
+ * the owner's credentials (SO_PEERCRED: our uid, the pid that the hello
+ * and the arena name), receives the owner's arena and doorbell fds, maps
+ * the arena if it passes its checks (a sealed memfd, shca_arena_map_peer),
+ * and tests that it may use process_vm_readv/writev on the owner (CMA).
+ * The owner answers only connections of its own uid.  A hang-up marks the
+ * peer dead.
  */
 #ifndef SOFTHCA_SHM_PEER_H
 #define SOFTHCA_SHM_PEER_H
@@ -57,7 +60,9 @@ int shca_peer_listen(void);
 
 /*
  * The peer in slot (connecting on first use).  NULL with errno
- * ECONNREFUSED when no process owns the slot, EACCES for another user.
+ * ECONNREFUSED or ENOENT when no process owns the slot, EACCES for
+ * another user or a pid that is not the arena's owner, EPROTO for an
+ * arena or doorbell that fails its checks (all counted, shm_*_refused).
  * Peer objects are never freed: a QP may keep the pointer.
  */
 struct shca_peer *shca_peer_get(int slot);

@@ -24,7 +24,8 @@ static uint64_t device_clock_ns(void)
 /* ------------------------------------------------------------------ */
 /* CQ                                                                  */
 
-int shca_cqshm_init(struct shca_cq_shm *cq, uint32_t cqe, bool timestamps)
+int shca_cqshm_init(struct shca_cq_shm *cq, uint32_t cqe, bool timestamps,
+		    void **ring_out)
 {
 	struct shca_arena *a = shca_arena_self();
 	uint32_t size = shca_cq_size_for(cqe);
@@ -41,29 +42,40 @@ int shca_cqshm_init(struct shca_cq_shm *cq, uint32_t cqe, bool timestamps)
 	cq->head = cq->tail = 0;
 	cq->timestamps = timestamps;
 	cq->ring_off = shca_arena_off(a, ring);
+	*ring_out = ring;
 	return 0;
 }
 
-void shca_cqshm_fini(struct shca_cq_shm *cq)
+void shca_cqshm_fini(struct shca_cq_shm *cq, void **ring)
 {
-	struct shca_arena *a = shca_arena_self();
-
-	if (a && cq->ring_off)
-		shca_arena_free((char *)a->base + cq->ring_off);
+	shca_arena_free(*ring);
+	*ring = NULL;
 	cq->ring_off = 0;
 }
 
+/*
+ * The ring and its slot count as the arena says, each read once (another
+ * process may rewrite them at any time): NULL unless the count is a power
+ * of two and the whole ring lies inside the arena, so that any counter
+ * masked with *slots - 1 stays inside the ring.
+ */
 static struct shca_cqe *cq_ring(void *base, size_t size,
-				struct shca_cq_shm *cq)
+				struct shca_cq_shm *cq, uint32_t *slots)
 {
-	return shca_arena_ptr(base, size, cq->ring_off,
-			      (size_t)cq->size * sizeof(struct shca_cqe));
+	uint32_t n = __atomic_load_n(&cq->size, __ATOMIC_RELAXED);
+	uint64_t off = __atomic_load_n(&cq->ring_off, __ATOMIC_RELAXED);
+
+	*slots = n;
+	if (!n || (n & (n - 1)))
+		return NULL;
+	return shca_arena_ptr(base, size, off,
+			      (size_t)n * sizeof(struct shca_cqe));
 }
 
-int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe)
+int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe, void **ring_io)
 {
 	struct shca_arena *a = shca_arena_self();
-	uint32_t size = shca_cq_size_for(cqe), n, i;
+	uint32_t size = shca_cq_size_for(cqe), n, i, osize;
 	struct shca_cqe *old, *ring;
 
 	ring = shca_arena_alloc((size_t)size * sizeof(*ring));
@@ -76,10 +88,12 @@ int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe)
 		shca_arena_free(ring);
 		return -EINVAL;
 	}
-	old = cq_ring(a->base, a->size, cq);
-	for (i = 0; i < n; i++)
-		ring[i] = old[(cq->head + i) & (cq->size - 1)];
-	shca_arena_free(old);
+	/* a ring a peer broke loses its entries, nothing else */
+	old = cq_ring(a->base, a->size, cq, &osize);
+	for (i = 0; old && i < n; i++)
+		ring[i] = old[(cq->head + i) & (osize - 1)];
+	shca_arena_free(*ring_io);
+	*ring_io = ring;
 	cq->ring_off = shca_arena_off(a, ring);
 	cq->size = size;
 	cq->cqe = size - 1;
@@ -99,9 +113,10 @@ int shca_cqshm_push(void *base, size_t size, struct shca_cq_shm *cq,
 {
 	struct shca_cqe *ring, *e;
 	int ret = SHCA_CQ_PUSHED;
+	uint32_t slots;
 
 	shca_plock_lock(&cq->lock);
-	ring = cq_ring(base, size, cq);
+	ring = cq_ring(base, size, cq, &slots);
 	if (cq->overflow || !ring) {
 		ret = SHCA_CQ_DEAD;
 		goto out;
@@ -112,7 +127,7 @@ int shca_cqshm_push(void *base, size_t size, struct shca_cq_shm *cq,
 		ret = SHCA_CQ_OVERRUN;
 		goto out;
 	}
-	e = &ring[cq->tail & (cq->size - 1)];
+	e = &ring[cq->tail & (slots - 1)];
 	e->wc = *wc;
 	if (cq->timestamps)
 		e->ts_ns = device_clock_ns();
@@ -131,11 +146,13 @@ out:
 struct shca_cqe *shca_cqshm_peek(struct shca_cq_shm *cq)
 {
 	struct shca_arena *a = shca_arena_self();
-	uint32_t tail = __atomic_load_n(&cq->tail, __ATOMIC_ACQUIRE);
+	uint32_t tail = __atomic_load_n(&cq->tail, __ATOMIC_ACQUIRE), slots;
+	struct shca_cqe *ring;
 
 	if (cq->head == tail)
 		return NULL;
-	return &cq_ring(a->base, a->size, cq)[cq->head & (cq->size - 1)];
+	ring = cq_ring(a->base, a->size, cq, &slots);
+	return ring ? &ring[cq->head & (slots - 1)] : NULL;
 }
 
 void shca_cqshm_pop(struct shca_cq_shm *cq)
@@ -157,22 +174,26 @@ uint32_t shca_cqshm_count(struct shca_cq_shm *cq)
 void shca_cqshm_clean(struct shca_cq_shm *cq, uint32_t qpn)
 {
 	struct shca_arena *a = shca_arena_self();
+	uint32_t i, keep, head, slots;
 	struct shca_cqe *ring;
-	uint32_t i, keep, head;
 
 	shca_plock_lock(&cq->lock);
-	ring = cq_ring(a->base, a->size, cq);
+	ring = cq_ring(a->base, a->size, cq, &slots);
+	if (!ring) {
+		shca_plock_unlock(&cq->lock);
+		return;
+	}
 	head = __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE);
 	/* walk from the newest down, moving kept entries to the tail end */
 	keep = cq->tail;
 	for (i = cq->tail; i != head; i--) {
-		struct shca_cqe *e = &ring[(i - 1) & (cq->size - 1)];
+		struct shca_cqe *e = &ring[(i - 1) & (slots - 1)];
 
 		if (e->wc.qp_num == qpn)
 			continue;
 		keep--;
 		if (keep != i - 1)
-			ring[keep & (cq->size - 1)] = *e;
+			ring[keep & (slots - 1)] = *e;
 	}
 	__atomic_store_n(&cq->head, keep, __ATOMIC_RELEASE);
 	shca_plock_unlock(&cq->lock);
@@ -204,7 +225,8 @@ static void *rq_alloc_ring(uint32_t slots, size_t wqe_size)
 	return shca_arena_alloc((size_t)slots * wqe_size);
 }
 
-int shca_rqshm_init(struct shca_rq_shm *rq, uint32_t max_wr, uint32_t max_sge)
+int shca_rqshm_init(struct shca_rq_shm *rq, uint32_t max_wr, uint32_t max_sge,
+		    void **ring_out)
 {
 	struct shca_arena *a = shca_arena_self();
 	uint32_t size = shca_roundup_pow2(MAX(max_wr, 1u));
@@ -223,37 +245,48 @@ int shca_rqshm_init(struct shca_rq_shm *rq, uint32_t max_wr, uint32_t max_sge)
 	rq->wqe_size = (uint32_t)wsz;
 	rq->head = rq->tail = 0;
 	rq->buf_off = shca_arena_off(a, ring);
+	*ring_out = ring;
 	return 0;
 }
 
-void shca_rqshm_fini(struct shca_rq_shm *rq)
+void shca_rqshm_fini(struct shca_rq_shm *rq, void **ring)
 {
-	struct shca_arena *a = shca_arena_self();
-
-	if (a && rq->buf_off)
-		shca_arena_free((char *)a->base + rq->buf_off);
+	shca_arena_free(*ring);
+	*ring = NULL;
 	rq->buf_off = 0;
 }
 
+/* WQE i, NULL unless the ring lies inside the arena (cq_ring's rule);
+ * *sges: how many SGEs the slot has room for. */
 static struct shca_recv_wqe_shm *rq_slot(void *base, size_t size,
-					 struct shca_rq_shm *rq, uint32_t i)
+					 struct shca_rq_shm *rq, uint32_t i,
+					 uint32_t *sges)
 {
-	char *ring = shca_arena_ptr(base, size, rq->buf_off,
-				    (size_t)rq->size * rq->wqe_size);
+	uint32_t n = __atomic_load_n(&rq->size, __ATOMIC_RELAXED);
+	uint32_t wsz = __atomic_load_n(&rq->wqe_size, __ATOMIC_RELAXED);
+	uint64_t off = __atomic_load_n(&rq->buf_off, __ATOMIC_RELAXED);
+	char *ring;
 
+	if (!n || (n & (n - 1)) || wsz < sizeof(struct shca_recv_wqe_shm))
+		return NULL;
+	ring = shca_arena_ptr(base, size, off, (size_t)n * wsz);
 	if (!ring)
 		return NULL;
-	return (struct shca_recv_wqe_shm *)(ring + (size_t)(i & (rq->size - 1)) *
-					    rq->wqe_size);
+	*sges = (wsz - (uint32_t)sizeof(struct shca_recv_wqe_shm)) /
+		(uint32_t)sizeof(struct ibv_sge);
+	return (struct shca_recv_wqe_shm *)(ring + (size_t)(i & (n - 1)) *
+					    wsz);
 }
 
-int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr)
+int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr, void **ring_io)
 {
 	struct shca_arena *a = shca_arena_self();
 	uint32_t size = shca_roundup_pow2(MAX(max_wr, 1u)), n, i;
+	uint32_t wsz = rq->wqe_size, room;	/* read once: peers write */
+	struct shca_recv_wqe_shm *w;
 	char *ring, *old;
 
-	ring = rq_alloc_ring(size, rq->wqe_size);
+	ring = rq_alloc_ring(size, wsz);
 	if (!ring)
 		return -ENOMEM;
 	shca_plock_lock(&rq->lock);
@@ -263,11 +296,13 @@ int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr)
 		shca_arena_free(ring);
 		return -EINVAL;
 	}
-	for (i = 0; i < n; i++)
-		memcpy(ring + (size_t)i * rq->wqe_size,
-		       rq_slot(a->base, a->size, rq, rq->head + i),
-		       rq->wqe_size);
-	old = (char *)a->base + rq->buf_off;
+	for (i = 0; i < n; i++) {
+		w = rq_slot(a->base, a->size, rq, rq->head + i, &room);
+		if (w && wsz <= room * sizeof(struct ibv_sge) + sizeof(*w))
+			memcpy(ring + (size_t)i * wsz, w, wsz);
+	}
+	old = *ring_io;
+	*ring_io = ring;
 	rq->buf_off = shca_arena_off(a, ring);
 	rq->size = size;
 	rq->max_wr = size;
@@ -288,12 +323,14 @@ int shca_rqshm_post(struct shca_rq_shm *rq, const struct ibv_recv_wr *wr)
 {
 	struct shca_arena *a = shca_arena_self();
 	struct shca_recv_wqe_shm *w;
-	uint32_t tail = rq->tail;
+	uint32_t tail = rq->tail, room;
 	int i;
 
 	if (tail - __atomic_load_n(&rq->head, __ATOMIC_ACQUIRE) >= rq->size)
 		return -ENOMEM;
-	w = rq_slot(a->base, a->size, rq, tail);
+	w = rq_slot(a->base, a->size, rq, tail, &room);
+	if (!w || (uint32_t)wr->num_sge > room)
+		return -EIO;	/* another process broke the ring */
 	w->wr_id = wr->wr_id;
 	w->num_sge = (uint32_t)wr->num_sge;
 	for (i = 0; i < wr->num_sge; i++)
@@ -306,11 +343,12 @@ struct shca_recv_wqe_shm *shca_rqshm_peek(void *base, size_t size,
 					  struct shca_rq_shm *rq)
 {
 	struct shca_recv_wqe_shm *w;
+	uint32_t room;
 
 	if (rq->head == __atomic_load_n(&rq->tail, __ATOMIC_ACQUIRE))
 		return NULL;
-	w = rq_slot(base, size, rq, rq->head);
-	if (w && w->num_sge > rq->max_sge)
+	w = rq_slot(base, size, rq, rq->head, &room);
+	if (w && (w->num_sge > rq->max_sge || w->num_sge > room))
 		return NULL;	/* corrupt: never trust a count */
 	return w;
 }

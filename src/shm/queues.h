@@ -20,11 +20,16 @@ enum {
 	SHCA_CQ_DEAD = 3,	/* lost: the CQ is already in error */
 };
 
-/* Initialise a CQ in this process's arena; 0 or -errno. */
-int shca_cqshm_init(struct shca_cq_shm *cq, uint32_t cqe, bool timestamps);
-void shca_cqshm_fini(struct shca_cq_shm *cq);
+/*
+ * Initialise a CQ in this process's arena; 0 or -errno.  *ring is where
+ * the owner keeps its ring, process-local: fini and resize free that, not
+ * the offset in the arena, which a peer can rewrite (arena.h).
+ */
+int shca_cqshm_init(struct shca_cq_shm *cq, uint32_t cqe, bool timestamps,
+		    void **ring);
+void shca_cqshm_fini(struct shca_cq_shm *cq, void **ring);
 /* Move to a new ring; -EINVAL if it holds more than cqe entries. */
-int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe);
+int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe, void **ring);
 
 int shca_cqshm_push(void *base, size_t size, struct shca_cq_shm *cq,
 		    const struct ibv_wc *wc, bool solicited);
@@ -44,10 +49,11 @@ static inline uint32_t shca_cq_size_for(uint32_t cqe)
 	return s;
 }
 
-/* RQ / SRQ rings */
-int shca_rqshm_init(struct shca_rq_shm *rq, uint32_t max_wr, uint32_t max_sge);
-void shca_rqshm_fini(struct shca_rq_shm *rq);
-int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr);
+/* RQ / SRQ rings; *ring as for the CQ's. */
+int shca_rqshm_init(struct shca_rq_shm *rq, uint32_t max_wr, uint32_t max_sge,
+		    void **ring);
+void shca_rqshm_fini(struct shca_rq_shm *rq, void **ring);
+int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr, void **ring);
 uint32_t shca_rqshm_count(struct shca_rq_shm *rq);
 /* Owner: append one WR (the caller checked num_sge); -ENOMEM if full. */
 int shca_rqshm_post(struct shca_rq_shm *rq, const struct ibv_recv_wr *wr);

@@ -1,18 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The same-host socket protocol (DESIGN.md "Same-host path"): each process
- * that opened a device listens on an abstract Unix socket named after its
- * port, so reachable only in its network namespace, and answers every
- * connection of its own user with a hello that carries its arena and its
- * doorbell as descriptors.  shm/peer.c speaks it as owner and as peer;
- * tools that only look (`softhca stat`, the sysfs counters of
- * sysfs/counters.c) speak the peer's half with these functions alone.
+ * that opened a device listens on a Unix socket named after its port in
+ * its user's private directory for its network namespace (rundir.h), so
+ * reachable only by its user (and root) in its network namespace, and
+ * answers every connection of its own user (SO_PEERCRED) with a hello that
+ * carries its arena and its doorbell as descriptors.  The side that
+ * connects checks the listener's credentials too: our uid, and the pid
+ * that the hello and the arena name as owner.  shm/peer.c speaks it as
+ * owner and as peer; tools that only look (`softhca stat`, the sysfs
+ * counters of sysfs/counters.c) speak the peer's half with these
+ * functions alone.
  */
 #ifndef SOFTHCA_SHM_SOCK_H
 #define SOFTHCA_SHM_SOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -29,8 +35,31 @@ struct shca_hello {
 	uint64_t arena_addr;	/* the owner's arena address (CMA probe) */
 };
 
-/* The socket address of the process that owns port (base + slot). */
-socklen_t shca_sock_addr(struct sockaddr_un *sa, uint16_t port);
+/*
+ * The socket address of the process that owns port (base + slot): its
+ * path in the private directory (made if create).  0 or -errno.
+ */
+int shca_sock_addr(struct sockaddr_un *sa, socklen_t *len, uint16_t port,
+		   bool create);
+
+/*
+ * The name of the caller's port, bound (not listening): the socket, or
+ * -errno.  The caller holds the port: a name already there is a dead
+ * process's and is removed first (*reclaimed).
+ */
+int shca_sock_bind(uint16_t port, bool *reclaimed);
+
+/* Remove the name of port (the caller's, at exit). */
+void shca_sock_unbind(uint16_t port);
+
+/*
+ * The other end's credentials (SO_PEERCRED): 0 and its pid when it is our
+ * uid, -EACCES otherwise.
+ */
+int shca_sock_peer_cred(int sock, pid_t *pid);
+
+/* Mark live[slot] for each name in the directory: 0 or -errno. */
+int shca_sock_live_slots(uint8_t *live);
 
 /* Send len bytes with nfds (0..SHCA_SOCK_MAX_FDS) descriptors: 0/-errno. */
 int shca_sock_send_fds(int sock, const void *data, size_t len,
@@ -44,15 +73,18 @@ int shca_sock_send_fds(int sock, const void *data, size_t len,
 int shca_sock_recv_fds(int sock, void *data, size_t len, int *fds,
 		       int maxfds);
 
-/* The hello and its two descriptors (arena, doorbell): 0 or -errno. */
+/* The hello (our uid) and its two descriptors (arena, doorbell): 0 or
+ * -errno. */
 int shca_sock_recv_hello(int sock, struct shca_hello *h, int fds[2]);
 
 /*
  * A connection to the process in slot (of SOFTHCA_PORT_BASE), whose
- * receive and send time out after timeout_s: the socket, or -errno
- * (-ECONNREFUSED or -ENOENT when no process of this user owns the slot in
- * this network namespace).
+ * receive and send time out after timeout_s, and the pid of the process
+ * that listens: the socket, or -errno (-ECONNREFUSED or -ENOENT when no
+ * process of this user owns the slot in this network namespace, -EACCES
+ * when the listener is another user's).  The caller checks that the hello
+ * and the arena name *pid as their owner.
  */
-int shca_sock_connect(int slot, int timeout_s);
+int shca_sock_connect(int slot, int timeout_s, pid_t *pid);
 
 #endif

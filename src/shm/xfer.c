@@ -45,6 +45,19 @@ static void qp_pending(struct shca_peer *p, struct shca_qp_shm *q,
 	shca_peer_doorbell(p);
 }
 
+/*
+ * An invalid R_Key (or, UD, Q_Key) reached the responder's QP: counted
+ * there, whoever carries the request out (the requester on this host, or
+ * the net path's responder), and reported to the net path, which limits
+ * how many a connection may send (net/keyguard.c).
+ */
+static void bad_key(struct shca_qp_shm *q, struct shca_xfer_result *res,
+		    enum shca_stat what)
+{
+	shca_stat_add(&q->stats, what, 1);
+	res->bad_key = true;
+}
+
 static struct shca_qp_shm *lookup_qp(struct shca_peer *p, uint32_t qpn)
 {
 	uint64_t *tbl = shca_arena_qp_table(p->arena);
@@ -62,19 +75,26 @@ static struct shca_qp_shm *lookup_qp(struct shca_peer *p, uint32_t qpn)
 /*
  * The responder's MR for key: PD, access and [addr, addr + len) in its
  * iova space.  On success *va is the responder's virtual address of addr.
+ * -ENOKEY when no MR of the PD has the key (unknown, deregistered, or
+ * another PD's: what guessing produces), -EACCES when the MR is the PD's
+ * but the access or the range is wrong.  The key index and the table are
+ * the responder's bytes: both look-ups are bounded (shm/mrkey.c).
  */
 static int lookup_mr(struct shca_peer *p, uint32_t pd, uint32_t key,
 		     uint32_t access, uint64_t addr, uint64_t len,
 		     uint64_t *va)
 {
-	uint32_t idx = key >> SHCA_MR_KEY_BITS;
-	struct shca_mr_shm e;
+	struct shca_mr_shm e, *slot;
 
-	if (!key || idx >= SHCA_ARENA_MR_ENTRIES)
-		return -EINVAL;
-	if (!shca_mr_shm_read(&shca_arena_mr_table(p->arena)[idx], &e))
-		return -EINVAL;
-	if (e.key != key || e.pd != pd || (e.access & access) != access)
+	if (!key || key == UINT32_MAX)
+		return -ENOKEY;
+	slot = shca_mr_table_entry(p->arena, p->arena_size,
+				   shca_mr_index_find(p->arena, p->arena_size,
+						      key));
+	if (!slot || !shca_mr_shm_read(slot, &e) || e.key != key ||
+	    e.pd != pd)
+		return -ENOKEY;
+	if ((e.access & access) != access)
 		return -EACCES;
 	if (e.iova + e.length < e.iova ||
 	    !shca_range_ok(addr, len, e.iova, e.iova + e.length))
@@ -322,9 +342,13 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	if (!is_send) {
 		/* RDMA WRITE with immediate: the data goes where the rkey
 		 * says, the WQE only reports it (IBA 9.4.3) */
-		if (x->length &&
-		    lookup_mr(p, q->pd, x->rkey, IBV_ACCESS_REMOTE_WRITE,
-			      x->remote_addr, x->length, &va)) {
+		ret = x->length ? lookup_mr(p, q->pd, x->rkey,
+					    IBV_ACCESS_REMOTE_WRITE,
+					    x->remote_addr, x->length, &va) :
+				  0;
+		if (ret == -ENOKEY)
+			bad_key(q, res, SHCA_STAT_INVALID_RKEY);
+		if (ret) {
 			if (!rc) {
 				shca_plock_unlock(&rq->lock);
 				return;
@@ -435,9 +459,13 @@ static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
 			res->outcome = SHCA_XFER_NO_RESPONSE;
 		return;
 	}
-	if (!(q->access & access) ||
-	    lookup_mr(p, q->pd, x->rkey, access, x->remote_addr, x->length,
-		      &va)) {
+	ret = (q->access & access) ? lookup_mr(p, q->pd, x->rkey, access,
+					       x->remote_addr, x->length,
+					       &va) :
+				     -EACCES;
+	if (ret == -ENOKEY)
+		bad_key(q, res, SHCA_STAT_INVALID_RKEY);
+	if (ret) {
 		if (x->qp_type == IBV_QPT_RC)
 			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
 				SHCA_QP_PEND_ACCESS_ERR);
@@ -471,9 +499,13 @@ static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
 		fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, SHCA_QP_PEND_REQ_ERR);
 		return;
 	}
-	if (!(q->access & IBV_ACCESS_REMOTE_ATOMIC) ||
-	    lookup_mr(p, q->pd, x->rkey, IBV_ACCESS_REMOTE_ATOMIC,
-		      x->remote_addr, 8, &va)) {
+	ret = (q->access & IBV_ACCESS_REMOTE_ATOMIC) ?
+		      lookup_mr(p, q->pd, x->rkey, IBV_ACCESS_REMOTE_ATOMIC,
+				x->remote_addr, 8, &va) :
+		      -EACCES;
+	if (ret == -ENOKEY)
+		bad_key(q, res, SHCA_STAT_INVALID_RKEY);
+	if (ret) {
 		fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
 			SHCA_QP_PEND_ACCESS_ERR);
 		return;
@@ -582,8 +614,10 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 	if (!shca_qp_state_can_receive(state) || shca_qp_shm_failing(q))
 		return;
 	/* IBA C10-15: UD delivers only with the right Q_Key */
-	if (x->qp_type == IBV_QPT_UD && x->qkey != q->qkey)
+	if (x->qp_type == IBV_QPT_UD && x->qkey != q->qkey) {
+		bad_key(q, res, SHCA_STAT_INVALID_QKEY);
 		return;
+	}
 	if (state == IBV_QPS_RTR && x->qp_type != IBV_QPT_UD &&
 	    !(__atomic_load_n(&q->pending, __ATOMIC_ACQUIRE) &
 	      SHCA_QP_PEND_COMM_EST))

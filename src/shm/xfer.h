@@ -60,6 +60,9 @@ struct shca_xfer_result {
 	enum ibv_wc_status status;	/* for the requester's completion */
 	uint8_t rnr_timer;		/* responder's min_rnr_timer */
 	uint64_t atomic_orig;		/* atomics: the original value */
+	bool bad_key;			/* an invalid R_Key (no MR of the
+					 * QP's PD has it) or, UD, Q_Key:
+					 * counted on the responder's QP */
 };
 
 /* The states in which a QP's receive side takes messages. */

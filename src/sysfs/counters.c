@@ -134,24 +134,23 @@ static int read_proc(int slot, pid_t want, int timeout_s,
 {
 	struct shca_arena_hdr hdr;
 	struct shca_hello h;
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
+	pid_t owner = 0;
 	int sock, fds[2], ret;
 
-	sock = shca_sock_connect(slot, timeout_s);
+	/* our uid only (SO_PEERCRED), and the pid that listens owns the
+	 * hello and the arena (read_header) */
+	sock = shca_sock_connect(slot, timeout_s, &owner);
 	if (sock < 0)
-		return sock;
-	/* an abstract name is anyone's to bind: the owner must be us */
-	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
-	    cred.uid != getuid()) {
-		close(sock);
-		return -EPERM;
-	}
+		return sock == -EACCES ? -EPERM : sock;
 	ret = shca_sock_recv_hello(sock, &h, fds);
 	close(sock);
 	if (ret)
 		return ret;
 	close(fds[1]);		/* the doorbell: a looker rings nothing */
+	if (h.pid != owner) {
+		close(fds[0]);
+		return -EPERM;
+	}
 	if (want && h.pid != want) {
 		close(fds[0]);
 		return -ESRCH;
@@ -169,46 +168,13 @@ static int read_proc(int slot, pid_t want, int timeout_s,
 }
 
 /*
- * The slots with a socket of this user's in this namespace, from
- * /proc/net/unix (names "@softhca-<uid>-<port>"): 0, or -errno when it
- * cannot be read (then every slot is tried).  A line cut by the buffer is
- * read again whole: only complete lines are parsed.
+ * The slots with a name in this user's directory for this namespace
+ * (shm/rundir.h): 0, or -errno when it cannot be read (then every slot is
+ * tried).
  */
 static int live_slots(uint8_t *live)
 {
-	char buf[8192], want[32], *line, *nl, *at;
-	unsigned int uid, port, base = shca_port_base();
-	size_t have = 0;
-	ssize_t n;
-	int fd;
-
-	fd = open("/proc/net/unix", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	snprintf(want, sizeof(want), "@softhca-%u-", getuid());
-	for (;;) {
-		n = read(fd, buf + have, sizeof(buf) - 1 - have);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		buf[have] = '\0';
-		for (line = buf; (nl = strchr(line, '\n')); line = nl + 1) {
-			*nl = '\0';
-			at = strstr(line, want);
-			if (at && sscanf(at + 1, "softhca-%u-%u", &uid,
-					 &port) == 2 &&
-			    port >= base && port - base < SHCA_NUM_SLOTS)
-				live[port - base] = 1;
-		}
-		have = strlen(line);
-		memmove(buf, line, have);
-		if (have == sizeof(buf) - 1)
-			have = 0;	/* no line is that long: drop it */
-	}
-	close(fd);
-	return n < 0 ? -errno : 0;
+	return shca_sock_live_slots(live);
 }
 
 static int proc_cmp(const void *a, const void *b)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 
+#include "../common/slot.h"
 #include "shca.h"
 #include "unsupported.h"
 
@@ -393,6 +394,11 @@ struct ibv_context *shca_latest_ibv_open_device(struct ibv_device *device)
 	int ret;
 
 	shca_log_init();
+	/* the process's port (its slot) is taken here, so that the process
+	 * that finds every port taken learns it now, with a message that
+	 * says what to do (common/slot.c), not later from ibv_create_qp */
+	if (!shca_slot_get())
+		return NULL;
 	sctx = calloc(1, sizeof(*sctx));
 	if (!sctx)
 		return SHCA_ERR_PTR(ENOMEM);

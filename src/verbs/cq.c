@@ -332,7 +332,8 @@ static struct shca_cq *cq_alloc(struct ibv_context *ctx, int cqe,
 	if (cq) {
 		cq->shm = shca_arena_alloc(sizeof(*cq->shm));
 		if (cq->shm &&
-		    shca_cqshm_init(cq->shm, (uint32_t)cqe, timestamps)) {
+		    shca_cqshm_init(cq->shm, (uint32_t)cqe, timestamps,
+				    &cq->ring)) {
 			shca_arena_free(cq->shm);
 			cq->shm = NULL;
 		}
@@ -437,7 +438,7 @@ int shca_resize_cq(struct ibv_cq *ibcq, int cqe)
 		pthread_mutex_unlock(&cq->lock);
 		return -EINVAL;
 	}
-	ret = shca_cqshm_resize(cq->shm, (uint32_t)cqe);
+	ret = shca_cqshm_resize(cq->shm, (uint32_t)cqe, &cq->ring);
 	if (!ret)
 		cq->cqx.cqe = (int)cq->shm->cqe;
 	pthread_mutex_unlock(&cq->lock);
@@ -453,6 +454,21 @@ int shca_destroy_cq(struct ibv_cq *ibcq)
 
 	if (__atomic_load_n(&cq->refs, __ATOMIC_ACQUIRE))
 		return -EBUSY;
+
+	/*
+	 * Out of the engine's sight first: its doorbell (shca_cq_doorbell,
+	 * under cq_list_lock) turns a peer's mark into a completion or
+	 * CQ_ERR event, and one queued after the forget below would
+	 * outlive the CQ, for ibv_get_cq_event to hand out (as the QP
+	 * leaves its table before its events are forgotten).
+	 */
+	pthread_mutex_lock(&cq_list_lock);
+	for (pp = &cq_list; *pp; pp = &(*pp)->next)
+		if (*pp == cq) {
+			*pp = cq->next;
+			break;
+		}
+	pthread_mutex_unlock(&cq_list_lock);
 
 	/* undelivered events go; delivered ones must be acknowledged */
 	if (channel)
@@ -472,15 +488,8 @@ int shca_destroy_cq(struct ibv_cq *ibcq)
 	pthread_mutex_lock(&sctx->lock);
 	sctx->ncq--;
 	pthread_mutex_unlock(&sctx->lock);
-	pthread_mutex_lock(&cq_list_lock);
-	for (pp = &cq_list; *pp; pp = &(*pp)->next)
-		if (*pp == cq) {
-			*pp = cq->next;
-			break;
-		}
-	pthread_mutex_unlock(&cq_list_lock);
 	pthread_mutex_destroy(&cq->lock);
-	shca_cqshm_fini(cq->shm);
+	shca_cqshm_fini(cq->shm, &cq->ring);
 	shca_arena_free(cq->shm);
 	free(cq);
 	return 0;

@@ -28,6 +28,7 @@
 
 #include "shca.h"
 #include "../common/evfd.h"
+#include "../common/nocancel.h"
 #include "../shm/peer.h"
 
 struct shca_event {
@@ -75,6 +76,7 @@ static void queue_push(struct shca_event_queue *q, enum ibv_event_type type,
 		       void *obj)
 {
 	struct shca_event *ev = calloc(1, sizeof(*ev));
+	int cs;
 
 	if (!ev) {
 		shca_warn_once("out of memory: event dropped");
@@ -82,23 +84,30 @@ static void queue_push(struct shca_event_queue *q, enum ibv_event_type type,
 	}
 	ev->type = type;
 	ev->obj = obj;
+	/* the caller may be an application thread that is being
+	 * cancelled: write() must not end it with the lock held */
+	cs = shca_cancel_off();
 	pthread_mutex_lock(&q->lock);
 	queue_append(q, ev);
 	/* every event wakes the fd, as the kernel's event files do */
 	shca_evfd_signal(q->fd);
 	pthread_mutex_unlock(&q->lock);
+	shca_cancel_restore(cs);
 }
 
 /*
  * Take the first event; wait for one unless the client made the fd
  * non-blocking.  deliver() runs under the queue lock, so an object cannot
  * be destroyed between leaving the queue and being counted as reported.
+ * The wait is the one cancellation point (common/nocancel.h): a thread
+ * cancelled anywhere else in here would leave the queue locked.
  */
 static int queue_pop(struct shca_event_queue *q,
 		     void (*deliver)(struct shca_event *ev, void *arg),
 		     void *arg)
 {
 	bool took = false;	/* this thread's wait took the counter */
+	int cs = shca_cancel_off();
 
 	for (;;) {
 		struct shca_event *ev;
@@ -131,6 +140,7 @@ static int queue_pop(struct shca_event_queue *q,
 			}
 			deliver(ev, arg);
 			pthread_mutex_unlock(&q->lock);
+			shca_cancel_restore(cs);
 			free(ev);
 			return 0;
 		}
@@ -138,11 +148,14 @@ static int queue_pop(struct shca_event_queue *q,
 
 		/* as rdma-core's read() of the event file: EAGAIN when the
 		 * fd is non-blocking, EINTR after a handler without
-		 * SA_RESTART, restarted after one with it */
+		 * SA_RESTART, restarted after one with it; a cancellation
+		 * point, with no lock held */
+		shca_cancel_restore(cs);
 		ret = shca_evfd_wait(q->fd);
 		if (ret < 0)
 			return ret;
 		took = ret > 0;
+		cs = shca_cancel_off();
 	}
 }
 
@@ -150,6 +163,7 @@ static void queue_remove_obj(struct shca_event_queue *q, void *obj)
 {
 	struct shca_event **pp, *ev, *last = NULL;
 	bool had = false;
+	int cs = shca_cancel_off();
 
 	pthread_mutex_lock(&q->lock);
 	had = q->head != NULL;
@@ -166,6 +180,7 @@ static void queue_remove_obj(struct shca_event_queue *q, void *obj)
 	if (had && !q->head)
 		shca_evfd_drain(q->fd);
 	pthread_mutex_unlock(&q->lock);
+	shca_cancel_restore(cs);
 }
 
 /* ------------------------------------------------------------------ */

@@ -9,8 +9,11 @@
  * write permission in the kernel; softhca also wants them readable, as
  * peers read registered memory with process_vm_readv.
  *
- * lkey == rkey == (table index << 12) | 12 random bits, so keys of a freed
- * and reused slot differ and are not guessable.
+ * lkey == rkey: 32 random bits with no index in them (mr_keys.c), not
+ * handed out again before 65536 other regions were deregistered.  The MR
+ * sits in a slot of the process's MR table; the key finds it through a
+ * hash table here and through the arena's key index for peers
+ * (shm/mrkey.c).
  *
  * Every access to registered memory, local or remote, goes through
  * shca_lookup_mr(): key, PD, access rights and bounds, with overflow-safe
@@ -25,10 +28,8 @@
 
 #include "shca.h"
 
-#define MR_KEY_BITS	SHCA_MR_KEY_BITS
-#define MR_KEY_MASK	((1u << MR_KEY_BITS) - 1)
-
-/* The process's MR table: slot i holds the MR whose keys have index i. */
+/* The process's MR table: slot i holds the MR with index i (its entry in
+ * the arena's MR table has the same slot); keys find MRs (mr_keys.c). */
 static pthread_mutex_t mr_table_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shca_mr **mr_table;
 static uint32_t mr_table_size;	/* slots allocated */
@@ -156,9 +157,10 @@ int shca_check_range(const void *addr, size_t len, bool write)
 static void mr_publish(struct shca_mr *mr)
 {
 	struct shca_arena *a = shca_arena_self();
-	struct shca_mr_shm e;
+	struct shca_mr_shm e, *slot;
 
-	if (!a)
+	slot = a ? shca_mr_table_entry(a->base, a->size, mr->index) : NULL;
+	if (!slot)
 		return;
 	memset(&e, 0, sizeof(e));
 	e.key = mr->ibmr.lkey;
@@ -167,13 +169,25 @@ static void mr_publish(struct shca_mr *mr)
 	e.iova = mr->iova;
 	e.addr = (uintptr_t)mr->ibmr.addr;
 	e.length = mr->ibmr.length;
-	shca_mr_shm_write(&shca_arena_mr_table(a->base)[mr->index], &e);
+	shca_mr_shm_write(slot, &e);
+}
+
+/* The arena's key index has room for key (mr_keys.c's fits()). */
+static bool key_fits(uint32_t key, void *arg)
+{
+	struct shca_arena *a = arg;
+
+	return shca_mr_index_room(a->base, a->size, key);
 }
 
 static int table_insert(struct shca_mr *mr)
 {
-	uint32_t i, idx;
+	struct shca_arena *a = shca_arena_self();
+	uint32_t i, idx, key;
+	int ret;
 
+	if (!a)
+		return -ENOMEM;		/* peers could not see the MR */
 	pthread_mutex_lock(&mr_table_lock);
 	if (mr_count >= SHCA_MAX_MR) {
 		pthread_mutex_unlock(&mr_table_lock);
@@ -204,13 +218,24 @@ static int table_insert(struct shca_mr *mr)
 		pthread_mutex_unlock(&mr_table_lock);
 		return -ENOMEM;
 	}
+	ret = shca_mr_key_new(mr, key_fits, a, &key);
+	if (!ret) {
+		/* the index word first: a reader that finds it checks the
+		 * entry's key, which is the MR's only once published */
+		ret = shca_mr_index_add(a->base, a->size, key, idx);
+		if (ret)
+			shca_mr_key_retire(key);
+	}
+	if (ret) {
+		pthread_mutex_unlock(&mr_table_lock);
+		return -ENOMEM;
+	}
 	mr_table[idx] = mr;
 	mr_next = idx + 1;
 	mr_count++;
 	mr->index = idx;
-	mr->ibmr.lkey = idx << MR_KEY_BITS |
-			(shca_random_u32() & MR_KEY_MASK);
-	mr->ibmr.rkey = mr->ibmr.lkey;
+	mr->ibmr.lkey = key;
+	mr->ibmr.rkey = key;
 	mr_publish(mr);
 	pthread_mutex_unlock(&mr_table_lock);
 	return 0;
@@ -221,8 +246,15 @@ static void table_remove(struct shca_mr *mr)
 	struct shca_arena *a = shca_arena_self();
 
 	pthread_mutex_lock(&mr_table_lock);
-	if (a)
-		shca_mr_shm_clear(&shca_arena_mr_table(a->base)[mr->index]);
+	if (a) {
+		struct shca_mr_shm *slot =
+			shca_mr_table_entry(a->base, a->size, mr->index);
+
+		shca_mr_index_del(a->base, a->size, mr->ibmr.lkey);
+		if (slot)
+			shca_mr_shm_clear(slot);
+	}
+	shca_mr_key_retire(mr->ibmr.lkey);
 	mr_table[mr->index] = NULL;
 	mr_count--;
 	pthread_mutex_unlock(&mr_table_lock);
@@ -237,12 +269,10 @@ struct shca_mr *shca_lookup_mr(struct shca_pd *pd, uint32_t key,
 			       unsigned int access, uint64_t addr,
 			       uint64_t len, bool remote)
 {
-	uint32_t idx = key >> MR_KEY_BITS;
-	struct shca_mr *mr = NULL;
+	struct shca_mr *mr;
 
 	pthread_mutex_lock(&mr_table_lock);
-	if (idx < mr_table_size)
-		mr = mr_table[idx];
+	mr = shca_mr_key_find(key);
 	if (mr && (remote ? mr->ibmr.rkey : mr->ibmr.lkey) != key)
 		mr = NULL;
 	if (mr && mr->pd != pd)

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/nocancel.h"
 #include "../common/slot.h"
 #include "../net/net.h"
 #include "shca.h"
@@ -373,6 +374,9 @@ static int sq_post(struct shca_qp *qp, struct ibv_send_wr *wr,
 	enum ibv_qp_state state;
 	bool flush, queued = false;
 	int ret = 0;
+	/* a post executes the WRs (shm path: the peer's eventfds, its
+	 * socket) with locks held: no cancellation (common/nocancel.h) */
+	int cs = shca_cancel_off();
 
 	pthread_mutex_lock(&sq->lock);
 	state = qp->attr.qp_state;
@@ -418,6 +422,7 @@ out:
 	pthread_mutex_unlock(&sq->lock);
 	if (queued)
 		shca_sq_execute(qp);
+	shca_cancel_restore(cs);
 	return ret;
 }
 
@@ -441,7 +446,7 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	struct shca_qp *qp = to_sqp(ibqp);
 	struct shca_rq *rq = &qp->rq;
 	enum ibv_qp_state state;
-	int ret = 0;
+	int ret = 0, cs;
 
 	if (!bad)
 		return EINVAL;
@@ -450,6 +455,9 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		*bad = wr;
 		return EINVAL;
 	}
+	/* a flush completes to the CQ: its channel's eventfd, written
+	 * under rq->lock, must not be a cancellation point */
+	cs = shca_cancel_off();
 	pthread_mutex_lock(&rq->lock);
 	state = qp->attr.qp_state;
 	if (state == IBV_QPS_RESET) {
@@ -464,6 +472,7 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 			shca_rq_flush(rq, qp->rcq, ibqp->qp_num);
 	}
 	pthread_mutex_unlock(&rq->lock);
+	shca_cancel_restore(cs);
 	return shca_ret_errno(ret);
 }
 

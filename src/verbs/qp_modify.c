@@ -30,6 +30,7 @@
 #include "../net/net.h"
 #include "../net/transport.h"
 #include "../common/env.h"
+#include "../engine/engine.h"
 #include "../common/slot.h"
 
 /* Attribute mask bits, short, for the table. */
@@ -525,6 +526,28 @@ static void after_transition(struct shca_qp *qp, unsigned int todo)
 		shca_sq_execute(qp);
 }
 
+/*
+ * Before the application moves a QP on the net path to ERR while sends
+ * await their ACK: the engine carries out what has already arrived.  An
+ * HCA has processed the ACKs it received before the modify; here they may
+ * sit in the connection's socket while the engine thread waits for a
+ * core.  The case that matters is rdma_disconnect after the peer's DREQ:
+ * the peer ACKed our last SEND before its completion was visible to it
+ * (the ACK is written under the QP's exec_lock, with the completion), and
+ * so before it could disconnect; without this, that SEND, which the peer
+ * has, completed here as flushed (tests/security/cq_thread.c).
+ */
+static void sync_before_error(struct shca_qp *qp)
+{
+	bool waiting;
+
+	pthread_mutex_lock(&qp->exec_lock);
+	waiting = qp->net.on && qp->sq.head != qp->sq.tail;
+	pthread_mutex_unlock(&qp->exec_lock);
+	if (waiting)
+		shca_engine_sync();
+}
+
 int shca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
 	struct shca_qp *qp = to_sqp(ibqp);
@@ -537,6 +560,8 @@ int shca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	if ((unsigned int)mask & ~(unsigned int)QP_ATTR_STANDARD)
 		return -EOPNOTSUPP;
 
+	if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR)
+		sync_before_error(qp);
 	a = *attr;	/* the kernel works on a copy too */
 	/* no WQE is being executed while the state changes */
 	pthread_mutex_lock(&qp->exec_lock);

@@ -40,7 +40,7 @@
 #define SHCA_MAX_INLINE		1024
 #define SHCA_MAX_CQ		65535
 #define SHCA_MAX_CQE		((1 << 20) - 1)
-#define SHCA_MAX_MR		((1 << 20) - 1)	/* 20-bit key index */
+#define SHCA_MAX_MR		((1 << 20) - 1)	/* MR table slots */
 #define SHCA_MAX_MR_SIZE	(~0ull)
 #define SHCA_MAX_PD		65535
 #define SHCA_MAX_QP_RD_ATOM	128
@@ -141,6 +141,7 @@ struct shca_cq {
 	struct ibv_cq_ex cqx;		/* ibv_cq at 0: ibv_cq_ex_to_cq() */
 	pthread_mutex_t lock;		/* consumers: poll, start/end_poll */
 	struct shca_cq_shm *shm;	/* in this process's arena */
+	void *ring;			/* its ring: what destroy frees */
 	uint64_t wc_flags;		/* create_cq_ex flags */
 	struct shca_cqe cur_cqe;	/* ibv_cq_ex: the entry being read */
 	bool single_threaded;		/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED */
@@ -161,6 +162,7 @@ struct shca_rq {
 	pthread_mutex_t lock;
 	uint32_t max_wr, max_sge;	/* as reported */
 	struct shca_rq_shm *shm;	/* NULL: the QP uses an SRQ */
+	void *ring;			/* its ring: what destroy frees */
 };
 
 struct shca_srq {
@@ -251,6 +253,7 @@ struct shca_net_qp {
 	} rd[SHCA_NET_RD_MAX];
 	unsigned int rd_head, rd_count;
 	struct shca_conn *rd_conn;	/* where they go */
+	uint32_t rd_gen;		/* rd_conn's generation then */
 };
 
 /*
@@ -422,6 +425,11 @@ struct shca_mr *shca_lookup_mr(struct shca_pd *pd, uint32_t key,
 			       unsigned int access, uint64_t addr,
 			       uint64_t len, bool remote);
 int shca_check_range(const void *addr, size_t len, bool write);
+/* mr_keys.c: random MR keys (caller serializes: mr.c's table lock) */
+int shca_mr_key_new(void *mr, bool (*fits)(uint32_t key, void *arg),
+		    void *arg, uint32_t *key);
+void *shca_mr_key_find(uint32_t key);
+void shca_mr_key_retire(uint32_t key);
 
 /* cq.c */
 struct ibv_cq *shca_create_cq(struct ibv_context *ctx, int cqe,

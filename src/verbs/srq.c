@@ -54,7 +54,7 @@ int shca_rq_init(struct shca_rq *rq, uint32_t max_wr, uint32_t max_sge)
 	rq->shm = shca_arena_alloc(sizeof(*rq->shm));
 	if (!rq->shm)
 		return -ENOMEM;
-	ret = shca_rqshm_init(rq->shm, max_wr, max_sge);
+	ret = shca_rqshm_init(rq->shm, max_wr, max_sge, &rq->ring);
 	if (ret) {
 		shca_arena_free(rq->shm);
 		rq->shm = NULL;
@@ -69,7 +69,7 @@ void shca_rq_destroy(struct shca_rq *rq)
 	if (!rq->shm)
 		return;
 	pthread_mutex_destroy(&rq->lock);
-	shca_rqshm_fini(rq->shm);
+	shca_rqshm_fini(rq->shm, &rq->ring);
 	shca_arena_free(rq->shm);
 	rq->shm = NULL;
 }
@@ -126,7 +126,7 @@ static int rq_resize(struct shca_rq *rq, uint32_t max_wr)
 
 	if (shca_rq_count(rq) > max_wr)
 		return -EINVAL;
-	ret = shca_rqshm_resize(rq->shm, max_wr);
+	ret = shca_rqshm_resize(rq->shm, max_wr, &rq->ring);
 	if (!ret)
 		rq->max_wr = max_wr;
 	return ret;

@@ -43,6 +43,7 @@
 #include "fuzz.h"
 #include "common/slot.h"
 #include "engine/engine.h"
+#include "net/keyguard.h"
 #include "net/handshake.h"
 #include "net/net.h"
 #include "net/transport.h"
@@ -299,7 +300,7 @@ static void handshake_wait(void)
 	int i;
 
 	for (i = 0; i < 10000; i++) {
-		if (shca_net_conn_peer(fz.conn, gid, &scope, &port))
+		if (shca_net_conn_proven(fz.conn, gid, &scope, &port))
 			return;
 		drain();
 		usleep(1000);
@@ -913,6 +914,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		setup();
 	else
 		settle(true);
+	/* the key limit's scores too (net/keyguard.h) */
+	shca_keyguard_reset();
 	while (size >= FUZZ_NET_REC_HDR) {
 		uint8_t sel = data[0];
 		size_t len = (size_t)data[1] | (size_t)data[2] << 8;

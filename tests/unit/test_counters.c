@@ -7,8 +7,9 @@
  * stray offset, a wrong index or a garbage name is skipped or cleaned; a
  * bad magic, a header bigger than its memfd, a pid that is not the
  * hello's, a hello without its descriptors are refused (EPROTO) without a
- * crash; an owner that never answers costs its timeout; a socket of
- * another user's under our name is refused (EPERM, root only).
+ * crash; a hello that names another pid than the listener's (SO_PEERCRED)
+ * is refused (EPERM); an owner that never answers costs its timeout; a
+ * socket of another user's under our name is refused (EPERM, root only).
  */
 #include <signal.h>
 #include <stdbool.h>
@@ -26,12 +27,12 @@
 
 #define BASE	31500		/* only our sockets carry it */
 #define SLOT	7
-#define PID	4242		/* what the hello and the header claim */
 #define QPT	4096		/* the QP table's offset */
 #define HEAP	(QPT + SHCA_ARENA_QP_ENTRIES * 8)
 
 enum lie {
 	GOOD, BAD_MAGIC, SHORT_FILE, HUGE_SIZE, OTHER_PID, NO_FDS, SILENT,
+	HELLO_PID,
 };
 
 /* An arena as the owner would have it, with what lie says wrong. */
@@ -47,7 +48,8 @@ static int make_arena(enum lie lie)
 	memset(&h, 0, sizeof(h));
 	h.magic = lie == BAD_MAGIC ? 0x1234 : SHCA_ARENA_MAGIC;
 	h.version = SHCA_ARENA_VERSION;
-	h.pid = lie == OTHER_PID ? PID + 1 : PID;
+	/* the owner's pid, as the listener's credentials say */
+	h.pid = lie == OTHER_PID ? getpid() + 1 : getpid();
 	h.size = lie == HUGE_SIZE ? (1ull << 41) : size;
 	h.qp_table_off = QPT;
 	h.stats.v[SHCA_STAT_DROPPED_PKTS] = 5;
@@ -102,7 +104,9 @@ static pid_t owner(enum lie lie, bool other_user)
 	char b;
 
 	/* our name, also for an impostor of another uid */
-	len = shca_sock_addr(&sa, BASE + SLOT);
+	setenv("SOFTHCA_PORT_BASE", "31500", 1);
+	ASSERT_EQ(shca_sock_addr(&sa, &len, BASE + SLOT, true), 0);
+	unlink(sa.sun_path);
 	ASSERT_EQ(pipe(ready), 0);
 	pid = fork();
 	ASSERT(pid >= 0);
@@ -113,17 +117,22 @@ static pid_t owner(enum lie lie, bool other_user)
 		return pid;
 	}
 	close(ready[0]);
+	/* root makes the name in our private directory (no other user can),
+	 * then becomes the impostor: the peer credentials a connection
+	 * reports are the listener's, taken at listen() */
+	ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (ls < 0 || bind(ls, (struct sockaddr *)&sa, len))
+		_exit(1);
 	if (other_user && setuid(65534))
 		_exit(1);
-	/* the peer credentials a connection reports are the listener's */
-	ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (ls < 0 || bind(ls, (struct sockaddr *)&sa, len) || listen(ls, 8))
+	if (listen(ls, 8))
 		_exit(1);
 	if (write(ready[1], "r", 1) != 1)
 		_exit(1);
 	for (;;) {
 		struct shca_hello h = { SHCA_HELLO_MAGIC, SHCA_ARENA_VERSION,
-					PID, SLOT, 0, 0 };
+					getpid() + (lie == HELLO_PID), SLOT,
+					getuid(), 0 };
 
 		c = accept(ls, NULL, NULL);
 		if (c < 0)
@@ -146,6 +155,8 @@ struct errs {
 	int n, last;
 };
 
+static pid_t last_owner;
+
 static void on_error(int slot, int err, void *arg)
 {
 	struct errs *e = arg;
@@ -165,6 +176,7 @@ static int collect(enum lie lie, bool other_user, struct errs *e,
 	setenv("SOFTHCA_PORT_BASE", "31500", 1);
 	memset(e, 0, sizeof(*e));
 	pid = owner(lie, other_user);
+	last_owner = pid;
 	n = shca_counters_collect(0, 1, procs, on_error, e);
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
@@ -181,7 +193,7 @@ TEST(good_arena_read_exactly)
 
 	ASSERT_EQ(n, 1);
 	ASSERT_EQ(e.n, 0);
-	ASSERT_EQ(p[0].pid, PID);
+	ASSERT_EQ(p[0].pid, last_owner);
 	ASSERT_EQ(p[0].slot, SLOT);
 	ASSERT_EQ(p[0].stats.v[SHCA_STAT_DROPPED_PKTS], 5);
 	/* index 3 and 4 only, by name ("?..." before "lo") */
@@ -218,6 +230,18 @@ TEST(lying_owners_refused)
 		ASSERT_EQ(e.last, EPROTO);
 		shca_counters_free(p, n);
 	}
+}
+
+TEST(hello_of_another_pid_refused)
+{
+	struct shca_counters_proc *p;
+	struct errs e;
+	int n = collect(HELLO_PID, false, &e, &p);
+
+	ASSERT_EQ(n, 0);
+	ASSERT_EQ(e.n, 1);
+	ASSERT_EQ(e.last, EPERM);
+	shca_counters_free(p, n);
 }
 
 TEST(silent_owner_costs_its_timeout)

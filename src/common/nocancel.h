@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * No thread cancellation inside softhca's locked sections.
+ *
+ * Programs cancel their completion thread while it sleeps in
+ * ibv_get_cq_event (the rdma_cm samples' teardown does), and a
+ * cancellation request may come while that thread is anywhere else in
+ * the library: re-arming, polling, posting the next send, or in
+ * ibv_get_cq_event itself, between taking the channel's lock and going
+ * to sleep.  glibc acts on a pending request at the next cancellation
+ * point -- write(), read(), preadv2(), poll(), send() -- and softhca
+ * makes such calls with locks held (an eventfd signalled under the
+ * queue lock, a doorbell, a peer's channel fd fetched over its socket).
+ * A thread cancelled there leaves the lock held for ever, and the
+ * ibv_destroy_cq or rdma_destroy_qp that follows waits on it.
+ *
+ * On rdma-core with a hardware provider the only cancellation point a
+ * verb reaches is the read() of ibv_get_cq_event's sleep (posting and
+ * polling make no system call), so that is the rule here: a verb turns
+ * cancellation off for its locked work and gives the thread back its
+ * own state before it sleeps in a wait that rdma-core's would sleep in
+ * (common/evfd.c's shca_evfd_wait), and before it returns.
+ */
+#ifndef SOFTHCA_COMMON_NOCANCEL_H
+#define SOFTHCA_COMMON_NOCANCEL_H
+
+#include <pthread.h>
+
+/* The caller's cancel state, to give back with shca_cancel_restore(). */
+static inline int shca_cancel_off(void)
+{
+	int old = PTHREAD_CANCEL_ENABLE;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	return old;
+}
+
+static inline void shca_cancel_restore(int old)
+{
+	pthread_setcancelstate(old, NULL);
+}
+
+#endif
