@@ -32,13 +32,14 @@ demo: deps
 	@scripts/demo.sh $(BUILD)
 
 # libFuzzer (tests/fuzz), clang only, in its own build dir: fuzz_wire on
-# the wire codec's parser, fuzz_net_rx on the net path's receive side
-# (FUZZ_TARGETS picks), each for FUZZ_TIME seconds (default 60).  New
-# inputs land in $(FUZZ_BUILD)/corpus and corpus-net-rx, crashes in
+# the wire codec's parser, fuzz_net_rx on the net path's receive side,
+# fuzz_net_hs on the connection handshake (FUZZ_TARGETS picks), each for
+# FUZZ_TIME seconds (default 60).  New inputs land in $(FUZZ_BUILD)/corpus,
+# corpus-net-rx and corpus-net-hs, crashes in
 # $(FUZZ_BUILD)/crash-* (replay: fuzz_*_seeds replay FILE).
 FUZZ_BUILD ?= build-fuzz
 FUZZ_TIME ?= 60
-FUZZ_TARGETS ?= fuzz_wire fuzz_net_rx
+FUZZ_TARGETS ?= fuzz_wire fuzz_net_rx fuzz_net_hs
 fuzz:
 	@command -v clang >/dev/null || { echo "fuzz: needs clang and" \
 		"libclang-rt-dev (apt-get install clang)"; exit 1; }
@@ -53,6 +54,11 @@ ifneq ($(filter fuzz_net_rx,$(FUZZ_TARGETS)),)
 	$(FUZZ_BUILD)/fuzz_net_rx_seeds write $(FUZZ_BUILD)/corpus-net-rx
 	cd $(FUZZ_BUILD) && ./fuzz_net_rx -max_total_time=$(FUZZ_TIME) \
 		-max_len=4096 -timeout=10 -print_final_stats=1 corpus-net-rx
+endif
+ifneq ($(filter fuzz_net_hs,$(FUZZ_TARGETS)),)
+	$(FUZZ_BUILD)/fuzz_net_hs_seeds write $(FUZZ_BUILD)/corpus-net-hs
+	cd $(FUZZ_BUILD) && ./fuzz_net_hs -max_total_time=$(FUZZ_TIME) \
+		-max_len=1024 -timeout=20 -print_final_stats=1 corpus-net-hs
 endif
 
 clean:

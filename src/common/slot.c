@@ -15,6 +15,18 @@ static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shca_slot the_slot = { .slot = -1, .tcp_fd = -1, .udp_fd = -1 };
 static pid_t slot_pid;
 
+/*
+ * Reserve port for this process, on every address: UDP bound to the
+ * wildcard address (UD datagrams arrive there; conn.c drops those for an
+ * address this process does not use); TCP bound to the wildcard address
+ * and not listening.  The TCP socket has SO_REUSEPORT and no
+ * SO_REUSEADDR: no other user can bind the port on any address; this
+ * process's listeners on its devices' addresses (net/listen.c) share it.
+ * Another process of the same user may bind it too (SO_REUSEPORT), but
+ * not the UDP port, so take_slot moves on: the pair stays unique.
+ * TIME_WAIT sockets of an earlier owner's connections have SO_REUSEPORT
+ * too and do not stand in the way.
+ */
 static int bind_port(int type, uint16_t port)
 {
 	struct sockaddr_in6 sa;
@@ -29,7 +41,7 @@ static int bind_port(int type, uint16_t port)
 		if (fd < 0)
 			return -errno;
 		if (type == SOCK_STREAM)
-			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+			setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one,
 				   sizeof(one));
 		memset(&sa4, 0, sizeof(sa4));
 		sa4.sin_family = AF_INET;
@@ -40,9 +52,8 @@ static int bind_port(int type, uint16_t port)
 		goto bound;
 	}
 	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-	/* TCP: reuse a port left in TIME_WAIT; listen() makes it ours */
 	if (type == SOCK_STREAM)
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 	memset(&sa, 0, sizeof(sa));
 	sa.sin6_family = AF_INET6;
 	sa.sin6_port = htons(port);
@@ -50,8 +61,6 @@ static int bind_port(int type, uint16_t port)
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)))
 		goto err;
 bound:
-	if (type == SOCK_STREAM && listen(fd, 128))
-		goto err;
 	return fd;
 err:
 	{

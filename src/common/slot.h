@@ -4,11 +4,11 @@
  * daemon (DESIGN.md "Addressing").
  *
  * Each process that opens a device owns one port P in [base, base + 1024)
- * (TCP, listening, and UDP, same number); its slot is P - base.  Every QPN
- * it allocates is slot << 14 | index, so a peer that knows (GID, QPN)
- * knows the host (the IP in the GID) and the port.  The base comes from
- * SOFTHCA_PORT_BASE (default 24000); hosts that talk to each other use the
- * same base.
+ * (TCP and UDP, same number, on every address); its slot is P - base.
+ * Every QPN it allocates is slot << 14 | index, so a peer that knows
+ * (GID, QPN) knows the host (the IP in the GID) and the port.  The base
+ * comes from SOFTHCA_PORT_BASE (default 24000); hosts that talk to each
+ * other use the same base.
  */
 #ifndef SOFTHCA_SLOT_H
 #define SOFTHCA_SLOT_H
@@ -24,7 +24,8 @@
 struct shca_slot {
 	int slot;		/* 0 .. SHCA_NUM_SLOTS - 1 */
 	uint16_t port;		/* base + slot */
-	int tcp_fd;		/* listening, dual-stack */
+	int tcp_fd;		/* bound, not listening: the reservation
+				 * (net/listen.c listens per address) */
 	int udp_fd;		/* bound to the same port */
 };
 

@@ -42,4 +42,6 @@ const char *const shca_stat_names[SHCA_STAT_MAX] = {
 	[SHCA_STAT_SHM_DIR_REFUSED] = "shm_dir_refused",
 	[SHCA_STAT_HOST_TABLE_REFUSED] = "host_table_refused",
 	[SHCA_STAT_SHM_STALE_NAMES] = "shm_stale_names",
+	[SHCA_STAT_NET_ADMIT_DROPS] = "net_admission_drops",
+	[SHCA_STAT_NET_HS_REFUSED] = "net_handshake_refused",
 };

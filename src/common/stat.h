@@ -52,6 +52,13 @@ enum shca_stat {
 	SHCA_STAT_SHM_DIR_REFUSED,	/* private directory not ours: refused */
 	SHCA_STAT_HOST_TABLE_REFUSED,	/* host table not ours: replaced */
 	SHCA_STAT_SHM_STALE_NAMES,	/* dead process's name reclaimed */
+	/* net admission (docs/security.md "Net admission") */
+	SHCA_STAT_NET_ADMIT_DROPS,	/* packets not from the QP's peer, or
+					 * to an address not in use: dropped
+					 * unanswered */
+	SHCA_STAT_NET_HS_REFUSED,	/* connections closed by the handshake
+					 * (no proof, wrong secret, bad frame,
+					 * timeout) */
 	SHCA_STAT_MAX
 };
 

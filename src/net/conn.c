@@ -46,6 +46,7 @@
 #include "../engine/engine.h"
 #include "../wire/pcap.h"
 #include "../wire/wire.h"
+#include "handshake.h"
 #include "net.h"
 
 #define FRAME_HDR	4
@@ -63,6 +64,23 @@ struct chunk {
 	struct iovec *iov;		/* [0]: frame and IB headers */
 	unsigned char hdr[];
 };
+
+/* Where the handshake (handshake.h) stands; c->lock for writes, the
+ * engine thread reads. */
+enum conn_hs {
+	HS_NONE,			/* outgoing, not connected yet */
+	HS_HELLO_SENT,			/* opener: waits for CHALLENGE and
+					 * WELCOME */
+	HS_WAIT_HELLO,			/* acceptor: nothing received yet */
+	HS_WAIT_PROOF,			/* acceptor: CHALLENGE sent */
+	HS_DONE,			/* the peer is proven: IB frames flow */
+};
+
+/* The handshake's bounds: a CHALLENGE sent again every HS_RESEND_NS (UDP
+ * may lose it), the whole given HS_DEADLINE_NS before the connection is
+ * closed (and counted). */
+#define HS_RESEND_NS	200000000ull
+#define HS_DEADLINE_NS	5000000000ull
 
 enum conn_state {
 	CONN_DOWN,			/* no socket: the next send connects */
@@ -92,6 +110,18 @@ struct shca_conn {
 	uint32_t expect_qpn;
 	bool placing;			/* frames were placed: read little
 					 * before the next placement */
+	/* who is at the other end (handshake.h) */
+	enum conn_hs hs;
+	bool bound;			/* outgoing: from addr.src (the QP's
+					 * sgid), so the peer sees that */
+	bool proof_sent;		/* opener: nonce_a is known */
+	uint16_t local_port;		/* this end's port */
+	uint16_t id_port;		/* the peer's slot port, proven */
+	uint16_t hs_claim;		/* acceptor: the port HELLO claimed */
+	uint64_t hs_deadline;
+	uint8_t nonce_o[SHCA_HS_NONCE];
+	uint8_t nonce_a[SHCA_HS_NONCE];
+	struct shca_timer hs_timer;
 	/* flooding and exhaustion (engine thread, but activity) */
 	bool accepted;			/* the socket is an accepted one */
 	bool greeted;			/* its opener's hello came */
@@ -121,7 +151,6 @@ static uint64_t hello_ns = DEFAULT_HELLO_MS * 1000000ull;
 static uint64_t idle_ns = DEFAULT_IDLE_MS * 1000000ull;	/* 0: never */
 static unsigned long n_accepted;	/* engine thread */
 static struct shca_conn *spare;		/* recycled incoming objects */
-static struct shca_listen_backoff tcp_backoff;
 
 /* ------------------------------------------------------------------ */
 /* Faults and trace                                                    */
@@ -322,8 +351,10 @@ static void fill_local(struct shca_conn *c)
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 
-	if (!getsockname(c->fd, (struct sockaddr *)&ss, &len))
+	if (!getsockname(c->fd, (struct sockaddr *)&ss, &len)) {
 		gid_from_sa(c->addr.src, &ss);
+		c->local_port = sa_port(&ss);
+	}
 }
 
 /* ------------------------------------------------------------------ */
@@ -572,40 +603,59 @@ static void limits_read(void)
 }
 
 /*
- * The first frame on a connection names the opener's own port (a frame of
- * HELLO_LEN bytes: no IB packet is that short), so that the other side
- * sends its own requests on the same connection: its ACKs then stay
- * ahead of its next request, as on one wire.  c->lock held.
+ * The handshake (handshake.h) is written straight to the socket, ahead of
+ * anything queued: its frames are small and each is the only thing in
+ * flight on a new connection, so the socket takes it whole (or the
+ * connection is broken).  c->lock held.
  */
-#define HELLO_LEN	4
-#define HELLO_MAGIC	0x53480000u	/* "SH" << 16 | port */
+static int hs_write(struct shca_conn *c, const uint8_t *f, size_t len)
+{
+	ssize_t w;
 
-static void queue_hello(struct shca_conn *c)
+	do {
+		w = send(c->fd, f, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	} while (w < 0 && errno == EINTR);
+	return w == (ssize_t)len ? 0 : -EIO;
+}
+
+static void hs_refused(const char *why, const struct shca_conn *c)
+{
+	shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_HS_REFUSED, 1);
+	if (!strcmp(why, "wrong secret"))
+		shca_warn_once("net: a connection failed the shared-secret "
+			       "check (SOFTHCA_NET_SECRET differs or is set "
+			       "on one side only); such connections are "
+			       "refused and counted in net_handshake_refused");
+	shca_dbg("net: connection with port %u refused: %s",
+		 sa_port(&c->peer), why);
+}
+
+static void hs_timer_fire(struct shca_timer *t);
+
+/* Opener, connected: HELLO names this process's slot port. */
+static int hs_send_hello(struct shca_conn *c)
 {
 	const struct shca_slot *s = shca_slot_get();
-	struct chunk *k;
-	uint32_t be[2];
+	struct shca_hs_hello h = { .version = SHCA_HS_VERSION };
+	uint8_t f[SHCA_HS_FRAME_MAX];
 
 	if (!s)
-		return;
-	k = malloc(sizeof(*k) + sizeof(struct iovec) + sizeof(be));
-	if (!k)
-		return;
-	k->iov = (struct iovec *)k->hdr;
-	be[0] = htonl(HELLO_LEN);
-	be[1] = htonl(HELLO_MAGIC | s->port);
-	memcpy(k->iov + 1, be, sizeof(be));
-	k->iov[0].iov_base = k->iov + 1;
-	k->iov[0].iov_len = sizeof(be);
-	k->niov = 1;
-	k->next = c->head;
-	k->owned = NULL;
-	k->off = 0;
-	k->len = sizeof(be);
-	c->head = k;
-	if (!c->tail)
-		c->tail = k;
-	c->queued += k->len;
+		return -EADDRINUSE;
+	h.flags = shca_hs_secret_set() ? SHCA_HS_FLAG_SECRET : 0;
+	h.port = s->port;
+	shca_random(c->nonce_o, SHCA_HS_NONCE);
+	memcpy(h.nonce, c->nonce_o, SHCA_HS_NONCE);
+	c->hs = HS_HELLO_SENT;
+	c->proof_sent = false;
+	return hs_write(c, f, shca_hs_hello_build(f, &h));
+}
+
+/* Both ends: the handshake must be over by hs_deadline (c->lock held). */
+static void hs_arm(struct shca_conn *c)
+{
+	c->hs_deadline = shca_now_ns() + HS_DEADLINE_NS;
+	c->hs_timer.fn = hs_timer_fire;
+	shca_timer_arm(&c->hs_timer, c->hs_deadline);
 }
 
 /* Open the socket of an outgoing connection; c->lock held. */
@@ -618,6 +668,35 @@ static int connect_locked(struct shca_conn *c)
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	ret = 0;
+	if (c->bound) {
+		/* from the QP's own address: the peer admits its packets
+		 * only from there (and sends its CHALLENGE there) */
+		struct sockaddr_storage src;
+		socklen_t sl;
+
+		sl = sa_from_gid(&src, c->addr.src, 0,
+				 c->peer.ss_family == AF_INET6 ?
+					 ((struct sockaddr_in6 *)&c->peer)
+						 ->sin6_scope_id : 0);
+		if (src.ss_family != c->peer.ss_family) {
+			/* an IPv4 GID toward an IPv6 one: no packet from
+			 * here would be admitted there */
+			shca_warn_once("net: a QP's source and destination "
+				       "GIDs are of different families (IPv4 "
+				       "and IPv6): it cannot connect");
+			ret = -EAFNOSUPPORT;
+		} else {
+			setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT,
+				   &one, sizeof(one));
+			if (bind(fd, (struct sockaddr *)&src, sl))
+				ret = -errno;
+		}
+		if (ret) {
+			close(fd);
+			return ret;
+		}
+	}
 	ret = connect(fd, (struct sockaddr *)&c->peer, c->peer_len);
 	if (ret && errno != EINPROGRESS) {
 		ret = -errno;
@@ -627,8 +706,9 @@ static int connect_locked(struct shca_conn *c)
 	c->fd = fd;
 	c->state = CONN_CONNECTING;
 	c->want_out = true;
+	c->hs = HS_NONE;
 	fill_local(c);		/* bound by connect(): the trace's source */
-	queue_hello(c);
+	hs_arm(c);
 	life_start(c, idle_ns);
 	ret = shca_engine_watch(fd, conn_event, c);
 	if (!ret)
@@ -928,6 +1008,23 @@ void shca_net_flush(struct shca_conn *c)
  * the application exits on, packets a "delay" or "reorder" fault holds.
  * Bounded: 100 ms for all connections together.
  */
+/* A connection still opening holds packets: its handshake (run by the
+ * engine thread, which still runs) lets them go once it is over. */
+static bool any_opening(void)
+{
+	struct shca_conn *c;
+	bool opening = false;
+
+	pthread_mutex_lock(&conns_lock);
+	for (c = conns; c && !opening; c = c->next) {
+		pthread_mutex_lock(&c->lock);
+		opening = c->state == CONN_CONNECTING && c->head;
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&conns_lock);
+	return opening;
+}
+
 __attribute__((destructor)) static void conn_exit_flush(void)
 {
 	uint64_t end = shca_now_ns() + 100000000ull;
@@ -935,6 +1032,8 @@ __attribute__((destructor)) static void conn_exit_flush(void)
 
 	if (!started_pid || started_pid != shca_getpid())
 		return;
+	while (!shca_in_engine() && shca_now_ns() < end && any_opening())
+		poll(NULL, 0, 1);
 	pthread_mutex_lock(&conns_lock);
 	for (c = conns; c; c = c->next) {
 		struct delayed *d;
@@ -986,6 +1085,18 @@ size_t shca_net_queued(struct shca_conn *c)
 	return q;
 }
 
+bool shca_net_conn_proven(struct shca_conn *c, uint8_t gid[16],
+			  unsigned int *scope, uint16_t *port)
+{
+	if (!c || c->hs != HS_DONE)
+		return false;
+	memcpy(gid, c->addr.dst, 16);
+	*scope = c->peer.ss_family == AF_INET6 ?
+			 ((struct sockaddr_in6 *)&c->peer)->sin6_scope_id : 0;
+	*port = c->id_port;
+	return true;
+}
+
 void shca_net_conn_addr(struct shca_conn *c, struct shca_net_addr *addr)
 {
 	pthread_mutex_lock(&c->lock);
@@ -1005,6 +1116,9 @@ static void conn_close(struct shca_conn *c)
 	if (c->spare)
 		return;		/* closed and recycled already */
 	pthread_mutex_lock(&c->lock);
+	/* a new connection proves itself anew */
+	shca_timer_disarm(&c->hs_timer);
+	c->hs = c->incoming ? HS_WAIT_HELLO : HS_NONE;
 	shca_timer_disarm(&c->life);
 	if (c->accepted) {
 		c->accepted = false;
@@ -1061,6 +1175,7 @@ static struct shca_conn *adopt(struct shca_conn *in, uint16_t port)
 	for (c = conns; c; c = c->next)
 		if (c != in && !c->incoming &&
 		    !memcmp(c->addr.dst, in->addr.dst, 16) &&
+		    (!c->bound || !memcmp(c->addr.src, in->addr.src, 16)) &&
 		    sa_port(&c->peer) == port)
 			break;
 	pthread_mutex_unlock(&conns_lock);
@@ -1072,6 +1187,11 @@ static struct shca_conn *adopt(struct shca_conn *in, uint16_t port)
 			c->fd = in->fd;
 			c->state = CONN_UP;
 			c->addr = in->addr;
+			c->local_port = in->local_port;
+			c->hs = HS_DONE;
+			c->id_port = port;
+			c->bound = true;
+			shca_timer_disarm(&c->hs_timer);
 			c->rbuf = in->rbuf;
 			c->rlen = in->rlen;
 			in->fd = -1;
@@ -1092,8 +1212,230 @@ static struct shca_conn *adopt(struct shca_conn *in, uint16_t port)
 	pthread_mutex_lock(&in->lock);
 	in->peer = peer;
 	in->incoming = false;	/* now also ours to send requests on */
+	in->bound = true;	/* from the address the peer connected to */
 	pthread_mutex_unlock(&in->lock);
 	return in;
+}
+
+/* ------------------------------------------------------------------ */
+/* The handshake (handshake.h), engine thread                          */
+
+static shca_net_drain_fn drain_fn;
+
+/* Acceptor: the CHALLENGE, by UDP from this slot to the port the opener
+ * claimed at the address it connected from; c->lock held. */
+static void hs_send_challenge(struct shca_conn *c)
+{
+	const struct shca_slot *s = shca_slot_get();
+	struct shca_hs_challenge ch = { .version = SHCA_HS_VERSION };
+	struct sockaddr_storage to = c->peer;
+	socklen_t tl = c->peer_len;
+	uint8_t d[SHCA_HS_CHALLENGE_LEN];
+	size_t n;
+
+	if (!s)
+		return;
+	ch.flags = shca_hs_secret_set() ? SHCA_HS_FLAG_SECRET : 0;
+	ch.acc_port = s->port;
+	ch.src_port = sa_port(&c->peer);
+	memcpy(ch.nonce, c->nonce_a, SHCA_HS_NONCE);
+	n = shca_hs_challenge_build(d, &ch);
+	if (to.ss_family == AF_INET) {
+		/* the slot's socket is IPv6 (dual-stack): IPv4 as mapped */
+		struct sockaddr_in6 s6;
+		uint8_t gid[16];
+
+		gid_from_sa(gid, &to);
+		memset(&s6, 0, sizeof(s6));
+		s6.sin6_family = AF_INET6;
+		memcpy(&s6.sin6_addr, gid, 16);
+		memcpy(&to, &s6, sizeof(s6));
+		tl = sizeof(s6);
+	}
+	if (to.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&to)->sin6_port = htons(c->hs_claim);
+	else
+		((struct sockaddr_in *)&to)->sin_port = htons(c->hs_claim);
+	if (sendto(s->udp_fd, d, n, MSG_DONTWAIT | MSG_NOSIGNAL,
+		   (struct sockaddr *)&to, tl) < 0)
+		shca_dbg("net: challenge to port %u: %s", c->hs_claim,
+			 strerror(errno));
+}
+
+static void hs_timer_fire(struct shca_timer *t)
+{
+	struct shca_conn *c = container_of(t, struct shca_conn, hs_timer);
+	uint64_t now = shca_now_ns();
+	bool expired = false;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->fd < 0 || c->hs == HS_DONE) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	if (now >= c->hs_deadline) {
+		/* an accepted one is closed by its hello timeout (life_fire,
+		 * SOFTHCA_NET_HELLO_MS), counted as net_hello_timeouts */
+		expired = !c->incoming;
+	} else if (c->hs == HS_WAIT_PROOF) {
+		hs_send_challenge(c);
+		shca_timer_arm(t, MIN(now + HS_RESEND_NS, c->hs_deadline));
+	} else {
+		shca_timer_arm(t, c->hs_deadline);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (expired) {
+		hs_refused("no proof in time", c);
+		conn_close(c);
+	}
+}
+
+/* Acceptor: HELLO claims a slot port; the CHALLENGE goes there. */
+static int hs_hello(struct shca_conn *c, const uint8_t *b, size_t len)
+{
+	uint16_t base = shca_port_base();
+	struct shca_hs_hello h;
+
+	if (!c->incoming || c->hs != HS_WAIT_HELLO ||
+	    shca_hs_hello_parse(b, len, &h))
+		return -EPROTO;
+	if (h.port < base || (unsigned int)(h.port - base) >= SHCA_NUM_SLOTS)
+		return -EPROTO;
+	/* both ends have a secret, or neither */
+	if (!(h.flags & SHCA_HS_FLAG_SECRET) != !shca_hs_secret_set())
+		return -EACCES;
+	pthread_mutex_lock(&c->lock);
+	c->hs_claim = h.port;
+	memcpy(c->nonce_o, h.nonce, SHCA_HS_NONCE);
+	shca_random(c->nonce_a, SHCA_HS_NONCE);
+	c->hs = HS_WAIT_PROOF;
+	hs_send_challenge(c);
+	shca_timer_arm(&c->hs_timer, MIN(shca_now_ns() + HS_RESEND_NS,
+					 c->hs_deadline));
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* Acceptor: PROOF echoes the CHALLENGE's nonce (and MACs it): the peer is
+ * the owner of the slot it claimed; WELCOME says so.  *cp may change
+ * (adopt). */
+static int hs_proof(struct shca_conn **cp, const uint8_t *b)
+{
+	struct shca_conn *c = *cp;
+	const struct shca_slot *s = shca_slot_get();
+	uint8_t mac[SHCA_HS_MAC], f[SHCA_HS_FRAME_MAX];
+	int ret;
+
+	if (!c->incoming && c->hs == HS_DONE)
+		return 0;	/* an answer to a CHALLENGE sent again */
+	if (!c->incoming || !s)
+		return -EPROTO;
+	if (c->hs == HS_DONE)
+		return 0;
+	if (c->hs != HS_WAIT_PROOF)
+		return -EPROTO;
+	if (!shca_ct_equal(b, c->nonce_a, SHCA_HS_NONCE)) {
+		/* a CHALLENGE someone forged made the opener echo it:
+		 * ignored, the right one may still come */
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_ADMIT_DROPS, 1);
+		return 0;
+	}
+	shca_hs_mac(true, c->nonce_o, c->nonce_a, s->port, c->hs_claim, mac);
+	if (!shca_ct_equal(b + SHCA_HS_NONCE, mac, SHCA_HS_MAC))
+		return -EACCES;
+	shca_hs_mac(false, c->nonce_o, c->nonce_a, s->port, c->hs_claim, mac);
+	pthread_mutex_lock(&c->lock);
+	ret = hs_write(c, f, shca_hs_welcome_build(f, mac));
+	if (!ret) {
+		c->hs = HS_DONE;
+		c->id_port = c->hs_claim;
+		shca_timer_disarm(&c->hs_timer);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (ret)
+		return ret;
+	*cp = adopt(c, c->id_port);
+	conn_greeted(c, *cp);	/* the hello timeout is over */
+	return 0;
+}
+
+/* Opener: WELCOME proves the acceptor knows the secret too; what was
+ * queued goes out now. */
+static int hs_welcome(struct shca_conn *c, const uint8_t *b)
+{
+	uint8_t mac[SHCA_HS_MAC];
+	const struct shca_slot *s = shca_slot_get();
+
+	if (c->incoming || c->hs != HS_HELLO_SENT || !c->proof_sent || !s)
+		return -EPROTO;
+	shca_hs_mac(false, c->nonce_o, c->nonce_a, sa_port(&c->peer), s->port,
+		    mac);
+	if (!shca_ct_equal(b, mac, SHCA_HS_MAC))
+		return -EACCES;
+	pthread_mutex_lock(&c->lock);
+	c->hs = HS_DONE;
+	c->id_port = sa_port(&c->peer);
+	shca_timer_disarm(&c->hs_timer);
+	if (c->state == CONN_CONNECTING)
+		c->state = CONN_UP;
+	flush_locked(c);
+	pthread_mutex_unlock(&c->lock);
+	if (__atomic_load_n(&drain_fn, __ATOMIC_ACQUIRE))
+		__atomic_load_n(&drain_fn, __ATOMIC_ACQUIRE)(c);
+	return 0;
+}
+
+/*
+ * Opener: a CHALLENGE datagram from the acceptor, naming the connection
+ * by its ports: PROOF goes on that connection.  A CHALLENGE for no
+ * connection of ours is dropped.
+ */
+static void hs_challenge(const struct shca_net_addr *from,
+			 const struct shca_hs_challenge *ch)
+{
+	const struct shca_slot *s = shca_slot_get();
+	uint8_t mac[SHCA_HS_MAC], f[SHCA_HS_FRAME_MAX];
+	struct shca_conn *c;
+
+	pthread_mutex_lock(&conns_lock);
+	for (c = conns; c; c = c->next)
+		if (!c->incoming && c->hs == HS_HELLO_SENT &&
+		    c->local_port == ch->src_port &&
+		    sa_port(&c->peer) == ch->acc_port &&
+		    !memcmp(c->addr.dst, from->src, 16))
+			break;
+	pthread_mutex_unlock(&conns_lock);
+	if (!c || !s) {
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_ADMIT_DROPS, 1);
+		return;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (c->hs == HS_HELLO_SENT && c->fd >= 0) {
+		memcpy(c->nonce_a, ch->nonce, SHCA_HS_NONCE);
+		shca_hs_mac(true, c->nonce_o, c->nonce_a, ch->acc_port,
+			    s->port, mac);
+		if (!hs_write(c, f, shca_hs_proof_build(f, c->nonce_a, mac)))
+			c->proof_sent = true;
+		else
+			conn_fail(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* One control frame; *cp may change (adopt).  -errno: the connection is
+ * closed. */
+static int hs_frame(struct shca_conn **cp, enum shca_hs_type t,
+		    const uint8_t *b, size_t len)
+{
+	switch (t) {
+	case SHCA_HS_HELLO:
+		return hs_hello(*cp, b, len);
+	case SHCA_HS_PROOF:
+		return hs_proof(cp, b);
+	case SHCA_HS_WELCOME:
+		return hs_welcome(*cp, b);
+	}
+	return -EPROTO;
 }
 
 /* Cut the stream into frames and hand them up.  false: the stream is
@@ -1110,21 +1452,32 @@ static bool deliver(struct shca_conn *c)
 
 		memcpy(&len, c->rbuf + off, FRAME_HDR);
 		len = ntohl(len);
-		if (len == HELLO_LEN && c->incoming) {
-			uint32_t v;
+		if (shca_hs_is_ctl(len)) {
+			enum shca_hs_type t;
+			int blen = shca_hs_ctl_body(len, &t), r = -EPROTO;
 
-			if (c->rlen - off - FRAME_HDR < HELLO_LEN)
+			if (blen >= 0 &&
+			    c->rlen - off - FRAME_HDR < (size_t)blen)
 				break;
-			memcpy(&v, c->rbuf + off + FRAME_HDR, HELLO_LEN);
-			v = ntohl(v);
-			off += FRAME_HDR + HELLO_LEN;
-			if ((v & 0xffff0000u) == HELLO_MAGIC) {
-				struct shca_conn *in = c;
-
-				c = adopt(c, (uint16_t)v);
-				conn_greeted(in, c);
+			if (blen >= 0)
+				r = hs_frame(&c, t, c->rbuf + off + FRAME_HDR,
+					     (size_t)blen);
+			if (r) {
+				hs_refused(r == -EACCES ? "wrong secret" :
+							  "bad handshake", c);
+				ok = false;
+				break;
 			}
+			off += FRAME_HDR + (size_t)blen;
 			continue;
+		}
+		if (c->hs != HS_DONE) {
+			/* an IB packet before the proof: nothing of it is
+			 * handled, nothing is answered */
+			shca_stat_add(s, SHCA_STAT_NET_ADMIT_DROPS, 1);
+			hs_refused("a packet before the handshake", c);
+			ok = false;
+			break;
 		}
 		if (len < SHCA_BTH_LEN || len > MAX_PKT) {
 			shca_stat_add(s, SHCA_STAT_DROPPED_PKTS, 1);
@@ -1342,8 +1695,19 @@ static void conn_event(int fd, uint32_t events, void *arg)
 				conn_close(c);
 				return;
 			}
-			c->state = CONN_UP;
-			fill_local(c);
+			if (c->hs == HS_NONE) {
+				/* connected: the handshake first; what is
+				 * queued waits for WELCOME (no packet before
+				 * the proof) */
+				fill_local(c);
+				err = hs_send_hello(c);
+				c->want_out = false;
+				shca_engine_watch_events(c->fd, EPOLLIN);
+				pthread_mutex_unlock(&c->lock);
+				if (err)
+					conn_close(c);
+				return;
+			}
 		}
 		flush_locked(c);
 		pthread_mutex_unlock(&c->lock);
@@ -1453,12 +1817,14 @@ static void listener_event(int fd, uint32_t events, void *arg)
 		c->accepted = true;
 		n_accepted++;
 		c->fd = cfd;
-		c->state = CONN_UP;
+		c->state = CONN_UP;	/* answers only, after HS_DONE */
+		c->hs = HS_WAIT_HELLO;
 		memcpy(&c->peer, &ss, sizeof(ss));
 		c->peer_len = len;
 		gid_from_sa(c->addr.dst, &ss);
 		c->addr.src_port = sa_port(&ss);
 		fill_local(c);
+		hs_arm(c);
 		pthread_mutex_lock(&conns_lock);
 		conn_publish(c);
 		pthread_mutex_unlock(&conns_lock);
@@ -1518,6 +1884,20 @@ static void udp_event(int fd, uint32_t events, void *arg)
 
 				memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
 				memcpy(addr.dst, &pi.ipi6_addr, 16);
+			}
+		}
+		if (fd != mcast_fd && !shca_net_addr_in_use(addr.dst)) {
+			/* to an address of this host that this process does
+			 * not use (listen.c): not for us */
+			shca_stat_add(s, SHCA_STAT_NET_ADMIT_DROPS, 1);
+			continue;
+		}
+		if (!(mh.msg_flags & MSG_TRUNC) && fd != mcast_fd) {
+			struct shca_hs_challenge ch;
+
+			if (!shca_hs_challenge_parse(buf, (size_t)n, &ch)) {
+				hs_challenge(&addr, &ch);
+				continue;
 			}
 		}
 		if ((mh.msg_flags & MSG_TRUNC) || n < SHCA_BTH_LEN) {
@@ -1581,6 +1961,7 @@ int shca_net_start(shca_net_rx_fn fn)
 		for (c = conns; c; c = c->next) {
 			c->fd = -1;
 			c->state = CONN_DOWN;
+			c->hs = c->incoming ? HS_WAIT_HELLO : HS_NONE;
 			c->head = c->tail = NULL;
 			c->held = NULL;
 			c->queued = 0;
@@ -1590,6 +1971,7 @@ int shca_net_start(shca_net_rx_fn fn)
 		}
 		n_accepted = 0;
 		mcast_fd = mcast_send4 = mcast_send6 = -1;
+		shca_net_listen_forget();
 	}
 	rx_fn = fn;
 	want_pktinfo(s->udp_fd);
@@ -1597,14 +1979,11 @@ int shca_net_start(shca_net_rx_fn fn)
 	 * the kernel caps this at net.core.rmem_max */
 	setsockopt(s->udp_fd, SOL_SOCKET, SO_RCVBUF, &(int){ 4 << 20 },
 		   sizeof(int));
-	/* non-blocking before the engine may accept: a connection that
-	 * went away again must not leave the engine asleep in accept4 */
-	fcntl(s->tcp_fd, F_SETFL, fcntl(s->tcp_fd, F_GETFL) | O_NONBLOCK);
-	memset(&tcp_backoff, 0, sizeof(tcp_backoff));
-	tcp_backoff.fd = s->tcp_fd;
-	ret = shca_engine_watch(s->tcp_fd, listener_event, &tcp_backoff);
-	if (!ret)
-		ret = shca_engine_watch(s->udp_fd, udp_event, NULL);
+	/* the listeners are per address, non-blocking (listen.c): a
+	 * connection that went away again must not leave the engine asleep
+	 * in accept4 */
+	shca_net_listen_start(listener_event);
+	ret = shca_engine_watch(s->udp_fd, udp_event, NULL);
 	if (!ret)
 		started_pid = shca_getpid();
 out:
@@ -1617,20 +1996,29 @@ out:
  * in before other threads can see it; looked up and listed under one
  * hold of conns_lock, so two threads asking at once get the same one.
  */
-struct shca_conn *shca_net_conn_get(const uint8_t gid[16], uint16_t port,
+struct shca_conn *shca_net_conn_get(const uint8_t sgid[16],
+				     const uint8_t gid[16], uint16_t port,
 				     unsigned int ifindex)
 {
+	static const uint8_t zero[16];
 	struct shca_conn *c, *fresh = conn_alloc();
 
+	if (sgid && !memcmp(sgid, zero, 16))
+		sgid = NULL;
 	if (fresh) {
 		fresh->peer_len = sa_from_gid(&fresh->peer, gid, port,
 					      ifindex);
 		memcpy(fresh->addr.dst, gid, 16);
+		if (sgid) {
+			memcpy(fresh->addr.src, sgid, 16);
+			fresh->bound = true;
+		}
 	}
 	pthread_mutex_lock(&conns_lock);
 	for (c = conns; c; c = c->next)
 		if (!c->incoming && !memcmp(c->addr.dst, gid, 16) &&
-		    sa_port(&c->peer) == port)
+		    sa_port(&c->peer) == port &&
+		    (!sgid || (c->bound && !memcmp(c->addr.src, sgid, 16))))
 			break;
 	if (!c && fresh) {
 		conn_publish(fresh);

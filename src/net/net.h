@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "../engine/engine.h"
 #include "../wire/wire.h"
 
 struct shca_conn;
@@ -60,11 +61,33 @@ int shca_net_start(shca_net_rx_fn fn);
  * path is in use. */
 void shca_net_poll_idle(void);
 
-/* The outgoing connection to the process listening on port at gid's
- * address (a link-local one on interface ifindex); created (not yet
- * connected) on first use, never freed. */
-struct shca_conn *shca_net_conn_get(const uint8_t gid[16], uint16_t port,
+/* The outgoing connection from this host's address sgid (NULL: any) to
+ * the process listening on port at gid's address (a link-local one on
+ * interface ifindex); created (not yet connected) on first use, never
+ * freed. */
+struct shca_conn *shca_net_conn_get(const uint8_t sgid[16],
+				    const uint8_t gid[16], uint16_t port,
 				    unsigned int ifindex);
+
+/*
+ * Admission (docs/security.md "Net admission").  Who is at the other end
+ * of c: its address, the interface of a link-local one (scope, else 0)
+ * and its slot port, once the handshake proved them (handshake.h); false
+ * before that.  Engine thread.
+ */
+bool shca_net_conn_proven(struct shca_conn *c, uint8_t gid[16],
+			  unsigned int *scope, uint16_t *port);
+
+/*
+ * Listeners (listen.c): this process listens on the slot port of the
+ * addresses it uses only.  shca_net_listen_addr adds gid (an address of
+ * interface ifindex) to them (idempotent; 0 or -errno, and the address
+ * counts as in use for datagrams even when it cannot be bound yet).
+ */
+void shca_net_listen_start(shca_fd_fn accept_fn);
+void shca_net_listen_forget(void);
+int shca_net_listen_addr(const uint8_t gid[16], unsigned int ifindex);
+bool shca_net_addr_in_use(const uint8_t gid[16]);
 
 /* shca_net_send flags */
 enum {

@@ -169,13 +169,34 @@ static void rd_clear(struct shca_qp *qp)
 	qp->net.rd_count = 0;
 }
 
+/*
+ * Listen on the addresses of qp's device (listen.c): a peer reaches this
+ * process there, and only there.  The QP's own GID (sgid) comes back.
+ */
+static void listen_dev(struct shca_qp *qp, union ibv_gid *sgid)
+{
+	struct shca_device *dev = to_sctx(qp->ibqp.context)->dev;
+	int i, n = shca_device_gid_count(dev);
+	union ibv_gid g;
+
+	memset(sgid, 0, sizeof(*sgid));
+	for (i = 0; i < n; i++)
+		if (!shca_device_gid(dev, i, &g))
+			shca_net_listen_addr(g.raw, dev->ifindex);
+	if (qp->ibqp.qp_type != IBV_QPT_UD &&
+	    !shca_device_gid(dev, qp->attr.ah_attr.grh.sgid_index, sgid))
+		shca_net_listen_addr(sgid->raw, dev->ifindex);
+}
+
 int shca_net_qp_rtr(struct shca_qp *qp, const union ibv_gid *dgid,
 		    bool use_net)
 {
 	int ret = shca_net_start(shca_net_rx);
+	union ibv_gid sgid;
 
 	if (ret)
 		return ret;
+	listen_dev(qp, &sgid);
 	shca_net_set_placement(place_where, place_done);
 	qp->net.epsn = qp->attr.rq_psn;
 	qp->net.msn = 0;
@@ -184,7 +205,7 @@ int shca_net_qp_rtr(struct shca_qp *qp, const union ibv_gid *dgid,
 	if (!use_net || qp->ibqp.qp_type == IBV_QPT_UD)
 		return 0;
 	qp->net.conn = shca_net_conn_get(
-		dgid->raw,
+		sgid.raw, dgid->raw,
 		(uint16_t)(shca_port_base() +
 			   shca_qpn_slot(qp->attr.dest_qp_num)),
 		to_sctx(qp->ibqp.context)->dev->ifindex);
@@ -1140,6 +1161,32 @@ static uint32_t write_middles_left(const struct shca_qp *qp)
 }
 
 /*
+ * Admission (docs/security.md "Net admission"): an RC/UC packet is for qp
+ * only when it came on a connection whose other end the handshake proved
+ * to be qp's destination: the address of its dgid and the slot of its
+ * dest_qp_num.  Anything else is dropped before a PSN or a state is
+ * looked at, unanswered, and counted for the process: a stranger learns
+ * nothing, and the QP goes on.  qp->exec_lock held.
+ */
+static bool admitted(struct shca_conn *c, struct shca_qp *qp)
+{
+	const uint8_t *dgid = qp->attr.ah_attr.grh.dgid.raw;
+	unsigned int scope;
+	uint8_t gid[16];
+	uint16_t port;
+
+	/* (not qp->net.on: a peer that may not use CMA on this process
+	 * reaches a QP on the same-host path over the net path) */
+	return shca_net_conn_proven(c, gid, &scope, &port) &&
+	       !memcmp(gid, dgid, 16) &&
+	       /* a link-local address names a host on one link only */
+	       (!(dgid[0] == 0xfe && (dgid[1] & 0xc0) == 0x80) ||
+		scope == to_sctx(qp->ibqp.context)->dev->ifindex) &&
+	       port == (uint16_t)(shca_port_base() +
+				  shca_qpn_slot(qp->attr.dest_qp_num));
+}
+
+/*
  * Where the next middle packets of qpn's WRITE in progress go, for conn.c
  * to receive them there (net.h).  Everything a packet would be checked for
  * is checked again here: state, PSN, R_Key, access and bounds.
@@ -1154,12 +1201,13 @@ static void place_where(struct shca_conn *c, uint32_t qpn,
 	uint32_t mtu, n;
 	uint64_t va;
 
-	(void)c;
 	if (!qp)
 		return;
 	pthread_mutex_lock(&qp->exec_lock);
 	mtu = path_mtu(qp);
 	n = write_middles_left(qp);
+	if (!admitted(c, qp))
+		goto out;
 	if (!shca_qp_state_can_receive(qp->attr.qp_state) ||
 	    shca_qp_shm_failing(qp->shm) || !qp->net.rx_active ||
 	    !qp->net.rx_write || n < PLACE_MIN ||
@@ -1201,7 +1249,7 @@ static void place_done(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 	pthread_mutex_lock(&qp->exec_lock);
 	mtu = path_mtu(qp);
 	count_pkts(qp, false, n, (uint64_t)n * (SHCA_BTH_LEN + mtu));
-	if (shca_qp_state_can_receive(qp->attr.qp_state) &&
+	if (admitted(c, qp) && shca_qp_state_can_receive(qp->attr.qp_state) &&
 	    !shca_qp_shm_failing(qp->shm) && qp->net.rx_active &&
 	    qp->net.rx_write && qp->net.epsn == psn &&
 	    n <= write_middles_left(qp)) {
@@ -1508,8 +1556,13 @@ void shca_net_rx(struct shca_conn *c, const struct shca_net_addr *addr,
 		count(NULL, SHCA_STAT_DROPPED_PKTS);
 		return;
 	}
-	count_pkts(qp, false, 1, len);
 	pthread_mutex_lock(&qp->exec_lock);
+	if (!admitted(c, qp)) {
+		pthread_mutex_unlock(&qp->exec_lock);
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_ADMIT_DROPS, 1);
+		return;
+	}
+	count_pkts(qp, false, 1, len);
 	if (m.op->mask & SHCA_OPM_RESP) {
 		/* answers come back on the QP's own connection only */
 		if (qp->net.on && qp->net.conn == c)

@@ -44,6 +44,7 @@
 #include "common/slot.h"
 #include "engine/engine.h"
 #include "net/keyguard.h"
+#include "net/handshake.h"
 #include "net/net.h"
 #include "net/transport.h"
 #include "shm/xfer.h"
@@ -93,7 +94,9 @@ static const uint32_t psn_delta[8] = { 0, 0, 0, 0, 1, SHCA_PSN_MASK, 2,
 /* A connection softhca opened to one of our listeners, and what it sent. */
 struct drain {
 	int fd;
-	bool hello;			/* its first frame was seen */
+	bool hello;			/* the handshake is over (WELCOME) */
+	bool challenged;		/* HELLO seen, CHALLENGE sent */
+	uint8_t nonce[SHCA_HS_NONCE];
 	size_t len;
 	unsigned char buf[DRAIN_BUF];
 };
@@ -145,26 +148,90 @@ static void drain_close(unsigned int i)
 }
 
 /*
+ * The acceptor's side of the handshake (net/handshake.h), as a peer plays
+ * it: HELLO names softhca's slot port; the CHALLENGE goes there by UDP
+ * from our address; PROOF must echo its nonce; WELCOME (no secret: a MAC
+ * of zeros) opens the connection.  Returns the frame's length, 0 for
+ * more bytes.
+ */
+static size_t drain_handshake(struct drain *d, const unsigned char *f,
+			      size_t avail)
+{
+	static const uint8_t zero[SHCA_HS_MAC];
+	uint32_t w;
+	enum shca_hs_type t;
+	int blen;
+
+	memcpy(&w, f, 4);
+	w = ntohl(w);
+	blen = shca_hs_ctl_body(w, &t);
+	CHECK(blen >= 0);
+	if (avail - 4 < (size_t)blen)
+		return 0;
+	if (!d->challenged) {
+		struct shca_hs_challenge ch = { .version = SHCA_HS_VERSION };
+		struct shca_hs_hello h;
+		struct sockaddr_in from, to;
+		socklen_t fl = sizeof(from);
+		uint8_t dg[SHCA_HS_CHALLENGE_LEN];
+		size_t n;
+		int u;
+
+		CHECK(t == SHCA_HS_HELLO);
+		CHECK(!shca_hs_hello_parse(f + 4, (size_t)blen, &h));
+		CHECK(!getpeername(d->fd, (struct sockaddr *)&from, &fl));
+		ch.acc_port = fz.port;
+		ch.src_port = ntohs(from.sin_port);
+		shca_random(d->nonce, SHCA_HS_NONCE);
+		memcpy(ch.nonce, d->nonce, SHCA_HS_NONCE);
+		n = shca_hs_challenge_build(dg, &ch);
+		/* from the address softhca connected to */
+		u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		CHECK(u >= 0);
+		memset(&to, 0, sizeof(to));
+		to.sin_family = AF_INET;
+		to.sin_addr.s_addr = htonl(0x7f000002);
+		CHECK(!bind(u, (struct sockaddr *)&to, sizeof(to)));
+		to = from;
+		to.sin_port = htons(h.port);
+		CHECK(sendto(u, dg, n, 0, (struct sockaddr *)&to,
+			     sizeof(to)) == (ssize_t)n);
+		close(u);
+		d->challenged = true;
+	} else {
+		uint8_t wf[SHCA_HS_FRAME_MAX];
+		size_t n;
+
+		CHECK(t == SHCA_HS_PROOF);
+		CHECK(!memcmp(f + 4, d->nonce, SHCA_HS_NONCE));
+		CHECK(!memcmp(f + 4 + SHCA_HS_NONCE, zero, SHCA_HS_MAC));
+		n = shca_hs_welcome_build(wf, zero);
+		CHECK(send(d->fd, wf, n, MSG_NOSIGNAL) == (ssize_t)n);
+		d->hello = true;
+	}
+	return 4 + (size_t)blen;
+}
+
+/*
  * Cut what arrived into frames (conn.c: a 4-byte length, then an IB
- * packet); the first one is the opener's hello, 4 bytes: "SH", its port.
+ * packet), after the handshake's.
  */
 static void drain_frames(struct drain *d)
 {
 	size_t off = 0;
 
 	while (d->len - off >= 4) {
-		uint32_t flen, v;
+		uint32_t flen;
 
 		memcpy(&flen, d->buf + off, 4);
 		flen = ntohl(flen);
 		if (!d->hello) {
-			CHECK(flen == 4);
-			if (d->len - off - 4 < flen)
+			size_t n = drain_handshake(d, d->buf + off,
+						   d->len - off);
+
+			if (!n)
 				break;
-			memcpy(&v, d->buf + off + 4, 4);
-			CHECK((ntohl(v) & 0xffff0000u) == 0x53480000u);
-			d->hello = true;
-			off += 4 + flen;
+			off += n;
 			continue;
 		}
 		CHECK(flen >= SHCA_BTH_LEN && flen <= FRAME_MAX);
@@ -218,6 +285,28 @@ static void drain(void)
 			drain_frames(d);
 		}
 	}
+}
+
+/*
+ * softhca's connection to the peer, proven by the handshake: until it is,
+ * nothing that arrives on it reaches a QP (admission).  Each input starts
+ * with it up.
+ */
+static void handshake_wait(void)
+{
+	unsigned int scope;
+	uint8_t gid[16];
+	uint16_t port;
+	int i;
+
+	for (i = 0; i < 10000; i++) {
+		if (shca_net_conn_proven(fz.conn, gid, &scope, &port))
+			return;
+		drain();
+		usleep(1000);
+	}
+	fprintf(stderr, "fuzz_net_rx: no handshake with softhca\n");
+	abort();
 }
 
 /* A listener at addr:port, or -1 (the port is taken). */
@@ -566,6 +655,8 @@ static void settle(bool restart_all)
 		refill();
 	drain_async();
 	drain();
+	if (fz.ready && fz.conn)
+		handshake_wait();
 	check_canaries();
 }
 
@@ -786,8 +877,10 @@ static void setup(void)
 	gid_v4(&fz.peer_gid, 0x7f000002);
 	gid_v4(&fz.other_gid, 0x7f000003);
 	gid_v4(&fz.mgid, FUZZ_NET_MCAST_V4);
-	fz.conn = shca_net_conn_get(fz.peer_gid.raw, fz.port, 0);
-	fz.other = shca_net_conn_get(fz.other_gid.raw, fz.port, 0);
+	fz.conn = shca_net_conn_get(fz.lo_gid.raw, fz.peer_gid.raw, fz.port,
+				    0);
+	fz.other = shca_net_conn_get(fz.lo_gid.raw, fz.other_gid.raw,
+				     fz.port, 0);
 	CHECK(fz.conn && fz.other);
 
 	fz.rc = create_qp(IBV_QPT_RC, NULL);

@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libFuzzer target for the net path's connection handshake (net/conn.c,
+ * net/handshake.h) and its admission, through real sockets: the input is
+ * written to a TCP connection to this process's own listener on
+ * 127.0.0.1 (or sent as a datagram to its slot port), and the engine
+ * thread reads it as it reads any stranger's bytes.
+ *
+ * Input: a mode byte, then the bytes the stranger sends.
+ *   mode % 4 == 0   the bytes from the start of a new connection
+ *   mode % 4 == 1   after a HELLO that claims our own UDP port (in the
+ *                   slot range): the CHALLENGE comes, no PROOF goes
+ *   mode % 4 == 2   after a complete handshake as ourselves (HELLO, the
+ *                   CHALLENGE answered with PROOF, WELCOME read)
+ *   mode % 4 == 3   one datagram to the slot's UDP port
+ * Set up once: softhca_lo opened, the net path started, listening on
+ * 127.0.0.1; no QP has us as its destination, so whatever we send, the
+ * only bytes that may come back are the handshake's (checked: nothing in
+ * modes 0 and 1, exactly the WELCOME in mode 2).  After the bytes, we
+ * shut our side down and read until softhca closes the connection: each
+ * input is handled whole before the next.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+
+#include "fuzz.h"
+#include "common/slot.h"
+#include "net/handshake.h"
+#include "net/net.h"
+#include "net/transport.h"
+#include "verbs/shca.h"
+
+#define CHECK(cond)                                                       \
+	do {                                                              \
+		if (!(cond)) {                                            \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed\n",      \
+				__FILE__, __LINE__, #cond);               \
+			abort();                                          \
+		}                                                         \
+	} while (0)
+
+#define WAIT_MS		3000
+
+static struct {
+	bool ready;
+	struct ibv_context *ctx;
+	uint16_t port;			/* softhca's slot port */
+	uint16_t uport;			/* our UDP port, in the slot range */
+	int udp;
+} hz;
+
+static void setup(void)
+{
+	static const uint8_t lo[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					0xff, 0xff, 127, 0, 0, 1 };
+	struct ibv_device **list;
+	const struct shca_slot *s;
+	int n, i;
+
+	list = ibv_get_device_list(&n);
+	CHECK(list);
+	for (i = 0; i < n; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), "softhca_lo"))
+			break;
+	if (i == n) {
+		fprintf(stderr, "fuzz_net_hs: skipped: no softhca_lo device "
+			"(the loopback interface has no address)\n");
+		exit(77);
+	}
+	hz.ctx = ibv_open_device(list[i]);
+	CHECK(hz.ctx);
+	CHECK(!shca_net_start(shca_net_rx));
+	CHECK(!shca_net_listen_addr(lo, to_sdev(list[i])->ifindex));
+	ibv_free_device_list(list);
+	s = shca_slot_get();
+	CHECK(s);
+	hz.port = s->port;
+	/* our own "slot": a UDP port of the range at 127.0.0.1 */
+	for (i = SHCA_NUM_SLOTS - 1; i >= 0; i--) {
+		struct sockaddr_in sa = { .sin_family = AF_INET };
+
+		hz.udp = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK |
+						 SOCK_CLOEXEC, 0);
+		CHECK(hz.udp >= 0);
+		sa.sin_addr.s_addr = htonl(0x7f000001);
+		sa.sin_port = htons((uint16_t)(shca_port_base() + i));
+		if (!bind(hz.udp, (struct sockaddr *)&sa, sizeof(sa))) {
+			hz.uport = ntohs(sa.sin_port);
+			break;
+		}
+		close(hz.udp);
+	}
+	CHECK(i >= 0);
+	hz.ready = true;
+}
+
+static struct sockaddr_in slot_addr(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+
+	sa.sin_addr.s_addr = htonl(0x7f000001);
+	sa.sin_port = htons(hz.port);
+	return sa;
+}
+
+/* Everything softhca sends until it closes (or WAIT_MS): its length. */
+static size_t read_all(int fd, unsigned char *buf, size_t cap)
+{
+	size_t got = 0;
+
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		unsigned char scratch[256];
+		ssize_t r;
+
+		if (poll(&p, 1, WAIT_MS) <= 0)
+			return got;
+		r = recv(fd, got < cap ? buf + got : scratch,
+			 got < cap ? cap - got : sizeof(scratch), 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return got;
+		got += (size_t)r;
+	}
+}
+
+static void udp_drain(void)
+{
+	unsigned char b[64];
+
+	while (recv(hz.udp, b, sizeof(b), MSG_DONTWAIT) >= 0)
+		;
+}
+
+static void send_hello(int fd)
+{
+	struct shca_hs_hello h = { .version = SHCA_HS_VERSION };
+	uint8_t f[SHCA_HS_FRAME_MAX];
+	size_t n;
+
+	h.port = hz.uport;
+	memset(h.nonce, 0x4e, sizeof(h.nonce));
+	n = shca_hs_hello_build(f, &h);
+	CHECK(send(fd, f, n, MSG_NOSIGNAL) == (ssize_t)n);
+}
+
+/* The rest of a handshake as ourselves: the CHALLENGE, PROOF, WELCOME. */
+static void handshake(int fd)
+{
+	static const uint8_t zero[SHCA_HS_MAC];
+	struct pollfd p = { .fd = hz.udp, .events = POLLIN };
+	struct shca_hs_challenge ch;
+	struct sockaddr_in me;
+	socklen_t ml = sizeof(me);
+	uint8_t d[64], f[SHCA_HS_FRAME_MAX], w[4 + SHCA_HS_WELCOME_LEN];
+	ssize_t n;
+	size_t fl;
+
+	CHECK(!getsockname(fd, (struct sockaddr *)&me, &ml));
+	for (;;) {
+		CHECK(poll(&p, 1, WAIT_MS) == 1);
+		n = recv(hz.udp, d, sizeof(d), 0);
+		CHECK(n > 0);
+		if (!shca_hs_challenge_parse(d, (size_t)n, &ch) &&
+		    ch.src_port == ntohs(me.sin_port))
+			break;		/* (others: earlier inputs') */
+	}
+	CHECK(ch.acc_port == hz.port);
+	fl = shca_hs_proof_build(f, ch.nonce, zero);
+	CHECK(send(fd, f, fl, MSG_NOSIGNAL) == (ssize_t)fl);
+	CHECK(recv(fd, w, sizeof(w), MSG_WAITALL) == (ssize_t)sizeof(w));
+	CHECK(ntohl(*(uint32_t *)w) ==
+	      (SHCA_HS_CTL | SHCA_HS_WELCOME << 16 | SHCA_HS_WELCOME_LEN));
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	if (!hz.ready)
+		setup();
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct sockaddr_in sa, me = { .sin_family = AF_INET };
+	unsigned char back[256];
+	unsigned int mode;
+	size_t got;
+	int fd;
+
+	if (!hz.ready)
+		setup();
+	if (!size)
+		return 0;
+	mode = data[0] % 4;
+	data++;
+	size--;
+	sa = slot_addr();
+	udp_drain();
+	if (mode == 3) {
+		int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+		CHECK(u >= 0);
+		sendto(u, data, size, 0, (struct sockaddr *)&sa, sizeof(sa));
+		close(u);
+		return 0;
+	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(fd >= 0);
+	me.sin_addr.s_addr = htonl(0x7f000001);
+	CHECK(!bind(fd, (struct sockaddr *)&me, sizeof(me)));
+	CHECK(!connect(fd, (struct sockaddr *)&sa, sizeof(sa)));
+	if (mode >= 1)
+		send_hello(fd);
+	if (mode == 2)
+		handshake(fd);
+	/* softhca may close at any byte: the rest is not sent */
+	if (size)
+		(void)send(fd, data, size, MSG_NOSIGNAL);
+	shutdown(fd, SHUT_WR);
+	got = read_all(fd, back, sizeof(back));
+	/* a stranger learns nothing: no byte of an IB packet comes back */
+	if (got) {
+		fprintf(stderr, "fuzz_net_hs: %zu bytes came back (mode %u)\n",
+			got, mode);
+		abort();
+	}
+	close(fd);
+	return 0;
+}
