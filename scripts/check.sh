@@ -91,14 +91,15 @@ if [ "${SOFTHCA_CHECK_SANITIZERS:-1}" != 0 ]; then
 fi
 
 # --- 1c. the fuzz targets under libFuzzer, for a bounded time ------------
-# fuzz_wire (the wire parser) and fuzz_net_rx (the net path's receive
-# side): SOFTHCA_FUZZ_TIME seconds in all (default 30, half each; 0 leaves
-# them out).
+# fuzz_wire (the wire parser), fuzz_net_rx (the net path's receive side)
+# and fuzz_net_hs (the connection handshake): SOFTHCA_FUZZ_TIME seconds in
+# all (default 30, a third each; 0 leaves them out).
 fuzz_time=${SOFTHCA_FUZZ_TIME:-30}
 if [ "$fuzz_time" != 0 ]; then
-	fuzz_each=$(((fuzz_time + 1) / 2))
+	fuzz_each=$(((fuzz_time + 2) / 3))
 	echo
-	echo "=== libFuzzer: fuzz_wire, fuzz_net_rx (${fuzz_each} s each)"
+	echo "=== libFuzzer: fuzz_wire, fuzz_net_rx, fuzz_net_hs" \
+		"(${fuzz_each} s each)"
 	if ! command -v clang >/dev/null 2>&1; then
 		echo "  skipped: clang is not installed (scripts/install-deps.sh)"
 		skipped=$((skipped + 1))

@@ -310,8 +310,11 @@ static int unix_listeners(pid_t pid, struct sockaddr_un *sa, socklen_t *len,
 			len[n] = (socklen_t)(offsetof(struct sockaddr_un,
 						      sun_path) + 1 + k);
 		} else {
-			snprintf(sa[n].sun_path, sizeof(sa[n].sun_path), "%s",
-				 name);
+			size_t k = strlen(name);
+
+			if (k >= sizeof(sa[n].sun_path))
+				continue;
+			memcpy(sa[n].sun_path, name, k + 1);
 			len[n] = (socklen_t)sizeof(sa[n]);
 		}
 		n++;
