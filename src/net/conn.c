@@ -1841,6 +1841,7 @@ static void listener_event(int fd, uint32_t events, void *arg)
 static void udp_event(int fd, uint32_t events, void *arg)
 {
 	struct shca_stat_block *s = shca_stat_proc();
+	bool group = fd == __atomic_load_n(&mcast_fd, __ATOMIC_ACQUIRE);
 	unsigned char buf[MAX_PKT];
 
 	(void)events;
@@ -1886,13 +1887,13 @@ static void udp_event(int fd, uint32_t events, void *arg)
 				memcpy(addr.dst, &pi.ipi6_addr, 16);
 			}
 		}
-		if (fd != mcast_fd && !shca_net_addr_in_use(addr.dst)) {
+		if (!group && !shca_net_addr_in_use(addr.dst)) {
 			/* to an address of this host that this process does
 			 * not use (listen.c): not for us */
 			shca_stat_add(s, SHCA_STAT_NET_ADMIT_DROPS, 1);
 			continue;
 		}
-		if (!(mh.msg_flags & MSG_TRUNC) && fd != mcast_fd) {
+		if (!(mh.msg_flags & MSG_TRUNC) && !group) {
 			struct shca_hs_challenge ch;
 
 			if (!shca_hs_challenge_parse(buf, (size_t)n, &ch)) {
@@ -2208,10 +2209,10 @@ static pthread_mutex_t joins_lock = PTHREAD_MUTEX_INITIALIZER;
 static int mcast_socket(void)
 {
 	struct sockaddr_in6 sa;
-	int fd, one = 1, zero = 0;
+	int fd = __atomic_load_n(&mcast_fd, __ATOMIC_ACQUIRE), one = 1, zero = 0;
 
-	if (mcast_fd >= 0)
-		return mcast_fd;
+	if (fd >= 0)
+		return fd;
 	fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -2226,14 +2227,22 @@ static int mcast_socket(void)
 	sa.sin6_family = AF_INET6;
 	sa.sin6_port = htons(SHCA_NET_MCAST_PORT);
 	sa.sin6_addr = in6addr_any;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    shca_engine_watch(fd, udp_event, NULL)) {
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		int e = errno;
 
 		close(fd);
 		return -e;
 	}
-	mcast_fd = fd;
+	/* known before the engine can see a datagram on it: udp_event
+	 * tells the group's datagrams from unicast ones by this fd */
+	__atomic_store_n(&mcast_fd, fd, __ATOMIC_RELEASE);
+	if (shca_engine_watch(fd, udp_event, NULL)) {
+		int e = errno;
+
+		__atomic_store_n(&mcast_fd, -1, __ATOMIC_RELEASE);
+		close(fd);
+		return -e;
+	}
 	return fd;
 }
 
