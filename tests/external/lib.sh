@@ -158,7 +158,19 @@ pair() {
 		return 0
 	fi
 	fail "$name: server exit $src, client exit $crc"
-	echo "  --- server:" >&2; tail -8 "$T/$name.server" | sed 's/^/    /' >&2
-	echo "  --- client:" >&2; tail -8 "$T/$name.client" | sed 's/^/    /' >&2
+	echo "  --- server:" >&2; show_output "$T/$name.server"
+	echo "  --- client:" >&2; show_output "$T/$name.client"
 	return 1
+}
+
+# show_output FILE: a failed program's output, indented: its first lines
+# too, since what it wrote to stderr (unbuffered) lands there, before the
+# stdout it flushed at exit.
+show_output() {
+	if [ "$(wc -l <"$1")" -le 40 ]; then
+		sed 's/^/    /' "$1" >&2
+	else
+		{ head -20 "$1"; echo "[...]"; tail -20 "$1"; } |
+			sed 's/^/    /' >&2
+	fi
 }
