@@ -1715,12 +1715,18 @@ static void conn_event(int fd, uint32_t events, void *arg)
 			__atomic_load_n(&drain_fn, __ATOMIC_ACQUIRE)(c);
 	}
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-		if (c->state == CONN_CLOSING || (events & EPOLLERR &&
-						 !(events & EPOLLIN))) {
+		enum conn_state st;
+
+		/* a sender that met a write error moves it to CLOSING */
+		pthread_mutex_lock(&c->lock);
+		st = c->state;
+		pthread_mutex_unlock(&c->lock);
+		if (st == CONN_CLOSING || (events & EPOLLERR &&
+					   !(events & EPOLLIN))) {
 			/* a write failed (the peer is gone): what it sent
 			 * before it went is still handed up, the ACK of its
 			 * last message perhaps */
-			if (c->state == CONN_CLOSING && (events & EPOLLIN))
+			if (st == CONN_CLOSING && (events & EPOLLIN))
 				conn_read(c);
 			conn_close(c);
 			return;
