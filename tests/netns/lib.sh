@@ -453,7 +453,9 @@ _netns_listening() {            # NS PORT
 	[ -n "$(ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null)" ]
 }
 
-# netns_pair SRV CLI SECONDS SERVER_CMD... -- CLIENT_CMD...
+# netns_pair SRV CLI SECONDS SERVER_CMD... -- CLIENT_CMD...: both bounded;
+# 0 if both exit 0.  A side whose output reports a data mismatch of
+# rdma-core's ping-pongs ("invalid data in page N") counts as exit 65.
 netns_pair() {
 	local srv_ns cli_ns secs=$3 srv=() cli=() spid n
 	srv_ns=$(netns_name "$1") || return 1
@@ -484,6 +486,12 @@ netns_pair() {
 	NETNS_PAIR_CLIENT_RC=$?
 	wait "$spid"
 	NETNS_PAIR_SERVER_RC=$?
+	# rdma-core's ping-pongs report a wrong byte (-c, checked by the
+	# server) on their output and still exit 0: such a side failed
+	grep -qs 'invalid data in page' "$NETNS_PAIR_SERVER_OUT" &&
+		NETNS_PAIR_SERVER_RC=65
+	grep -qs 'invalid data in page' "$NETNS_PAIR_CLIENT_OUT" &&
+		NETNS_PAIR_CLIENT_RC=65
 	[ "$NETNS_PAIR_SERVER_RC" = 0 ] && [ "$NETNS_PAIR_CLIENT_RC" = 0 ] && return 0
 	if [ -z "${NETNS_PAIR_QUIET:-}" ]; then
 		echo "netns_pair: server ($srv_ns) exit $NETNS_PAIR_SERVER_RC," \
