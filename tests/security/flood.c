@@ -44,6 +44,7 @@
 #include <sys/un.h>
 
 #include "harness.h"
+#include "fdcount.h"
 #include "ep.h"
 #include "shm/arena.h"		/* where the counters are */
 
@@ -66,37 +67,6 @@ struct target {
 
 /* ------------------------------------------------------------------ */
 /* The victim and its partner                                          */
-
-static int count_fds(pid_t pid)
-{
-	char path[64];
-	struct dirent *d;
-	DIR *dir;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	dir = opendir(path);
-	ASSERT(dir);
-	while ((d = readdir(dir)))
-		if (d->d_name[0] != '.')
-			n++;
-	closedir(dir);
-	return n - (pid == getpid());	/* not the DIR's own */
-}
-
-static int highest_fd(void)
-{
-	struct dirent *d;
-	DIR *dir = opendir("/proc/self/fd");
-	int hi = 0;
-
-	ASSERT(dir);
-	while ((d = readdir(dir)))
-		if (d->d_name[0] != '.' && atoi(d->d_name) > hi)
-			hi = atoi(d->d_name);
-	closedir(dir);
-	return hi;
-}
 
 static void fill(uint8_t *p, size_t n, uint8_t seed)
 {

@@ -2,6 +2,7 @@
 # RC pair, on the same-host path and the net path; the flooder reads the
 # victim's counters with `softhca stat`.
 shca_c_test(security_flood security ${CMAKE_CURRENT_SOURCE_DIR}/flood.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/fdcount.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../traffic/ep.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../verbs/common.c)
 target_include_directories(security_flood PRIVATE
@@ -20,6 +21,7 @@ target_include_directories(security_flood PRIVATE ${CMAKE_SOURCE_DIR}/src)
 # whose accept4 calls strace counts while it is out of descriptors.
 shca_c_test(security_flood_cm security
             ${CMAKE_CURRENT_SOURCE_DIR}/flood_cm.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/fdcount.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../cm/cm_common.c)
 target_include_directories(security_flood_cm PRIVATE
                            ${CMAKE_CURRENT_SOURCE_DIR}/../cm)

@@ -23,42 +23,12 @@
 #include <sys/wait.h>
 
 #include "cm_common.h"
+#include "fdcount.h"
 
 #define CM_PORT		31150	/* this test's range: 31100-31199 */
 #define HEADROOM	20
 #define N_TCP		300
 #define EXIT_SKIP	77
-
-static int count_fds(pid_t pid)
-{
-	char path[48];
-	struct dirent *d;
-	DIR *dir;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	dir = opendir(path);
-	ASSERT(dir);
-	while ((d = readdir(dir)))
-		if (d->d_name[0] != '.')
-			n++;
-	closedir(dir);
-	return n - (pid == getpid());
-}
-
-static int highest_fd(void)
-{
-	struct dirent *d;
-	DIR *dir = opendir("/proc/self/fd");
-	int hi = 0;
-
-	ASSERT(dir);
-	while ((d = readdir(dir)))
-		if (d->d_name[0] != '.' && atoi(d->d_name) > hi)
-			hi = atoi(d->d_name);
-	closedir(dir);
-	return hi;
-}
 
 static void pause_ms(int ms)
 {
