@@ -469,6 +469,7 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 		shca_timer_disarm(&qp->retry_timer);
 		shca_net_qp_stop(qp, true);
 		qp->head_retries = qp->head_rnr_retries = 0;
+		qp->head_ack_wait = false;
 		qp->comm_est_reported = false;
 		__atomic_store_n(&qp->shm->pending, 0, __ATOMIC_RELEASE);
 		/* as mlx4/mlx5: a reset QP's completions leave its CQs */

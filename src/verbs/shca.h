@@ -291,6 +291,7 @@ struct shca_qp {
 	struct shca_timer retry_timer;	/* RNR and ACK-timeout retries */
 	uint32_t head_retries;		/* of the WQE at the SQ head */
 	uint32_t head_rnr_retries;
+	bool head_ack_wait;		/* its try is timing out */
 	struct shca_peer *peer;		/* RC/UC: the destination's process */
 	struct shca_net_qp net;		/* the net path (src/net/transport.c) */
 	bool comm_est_reported;
