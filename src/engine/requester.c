@@ -97,6 +97,21 @@ enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
 	return IBV_WC_SUCCESS;
 }
 
+void shca_atomic_result(const struct iovec *iov, int niov, uint64_t orig)
+{
+	const char *src = (const char *)&orig;
+	size_t left = sizeof(orig);
+	int i;
+
+	for (i = 0; i < niov && left; i++) {
+		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
+
+		memcpy(iov[i].iov_base, src, n);
+		src += n;
+		left -= n;
+	}
+}
+
 static uint16_t ip_csum(const void *data, size_t len)
 {
 	const uint16_t *p = data;
@@ -454,7 +469,7 @@ static void execute_locked(struct shca_qp *qp)
 		if (res.status == IBV_WC_SUCCESS &&
 		    (x.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 		     x.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD))
-			memcpy(iov[0].iov_base, &res.atomic_orig, 8);
+			shca_atomic_result(iov, x.nlocal, res.atomic_orig);
 		qp->head_retries = 0;
 		qp->head_rnr_retries = 0;
 		{
