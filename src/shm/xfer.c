@@ -185,7 +185,8 @@ static void fail_rc(struct shca_xfer_result *res, struct shca_peer *p,
 
 /*
  * Build the responder's scatter list for len bytes from a receive WQE:
- * every SGE needs its L_Key, the QP's PD and local write.  skip bytes at
+ * every SGE needs its L_Key, the receive queue's PD (an SRQ's own, not
+ * the QP's) and local write.  skip bytes at
  * the start go to `head` instead (the UD GRH).
  */
 static int build_scatter(struct shca_peer *p, struct shca_qp_shm *q,
@@ -202,7 +203,7 @@ static int build_scatter(struct shca_peer *p, struct shca_qp_shm *q,
 
 		if (!take)
 			continue;
-		if (lookup_mr(p, q->pd, s->lkey, IBV_ACCESS_LOCAL_WRITE,
+		if (lookup_mr(p, q->rq_pd, s->lkey, IBV_ACCESS_LOCAL_WRITE,
 			      s->addr, take, &va))
 			return -EACCES;
 		if (n == MAX_IOV)

@@ -382,6 +382,8 @@ void shca_qp_publish(struct shca_qp *qp)
 	m->dest_qpn = qp->attr.dest_qp_num;
 	m->min_rnr_timer = qp->attr.min_rnr_timer;
 	m->has_srq = qp->srq != NULL;
+	/* receive WQEs are checked in their queue's PD: an SRQ's own */
+	m->rq_pd = qp->srq ? qp->srq->pd->ibpd.handle : m->pd;
 	m->rq_off = shca_arena_off(a, rq);
 	m->rcq_off = shca_arena_off(a, qp->rcq->shm);
 	__atomic_store_n(&m->state, qp->attr.qp_state, __ATOMIC_RELEASE);
