@@ -530,6 +530,7 @@ int shca_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 
 /* doorbell.c: what peers left for this process; the transport's start */
 void shca_doorbell(void);
+void shca_qp_take_marks(struct shca_qp *qp);
 void shca_doorbell_ring(void);
 void shca_qp_cq_overrun(struct shca_cq *cq);
 /* Publish the QP's attributes where peers read them. */
