@@ -309,7 +309,7 @@ static void fail_wqe(struct shca_peer *p, struct shca_qp_shm *q,
  *                                  remote access; UC: dropped
  *   message longer than the WQE    WQE done with LOC_LEN_ERR; RC: NAK
  *                                  invalid request, QP to error; UC: QP
- *                                  to error; UD: the QP goes on
+ *                                  to error; UD: dropped, the WQE stays
  *   bad L_Key in the WQE           WQE done with LOC_PROT_ERR, QP to
  *                                  error; RC: NAK remote operational
  *   receive CQ overrun             completion lost, QP to error; RC: no
@@ -379,10 +379,19 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 		place_range(x, va, iov, &niov);
 	} else {
 		need = x->length + (x->grh ? SHCA_GRH_LEN : 0);
+		if (need > wqe_capacity(w) && !rc && !uc) {
+			/* UD: a datagram longer than the receive buffer is
+			 * dropped, and the WQE stays for the next one (as
+			 * IBA's UD receive rules and hfi1/qib, which reuse
+			 * the WQE); counted as a length error */
+			shca_plock_unlock(&rq->lock);
+			shca_stat_add(&q->stats, SHCA_STAT_LENGTH_ERR, 1);
+			return;
+		}
 		if (need > wqe_capacity(w)) {
 			/* IBA 10.7.2.1: receive buffer too small */
 			fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_LEN_ERR,
-				 rc || uc ? SHCA_QP_PEND_ERR : 0);
+				 SHCA_QP_PEND_ERR);
 			if (rc)
 				fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, 0);
 			return;
