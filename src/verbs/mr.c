@@ -59,9 +59,9 @@ static bool access_needs_write(unsigned int access)
 /*
  * The kernel's ib_check_mr_access(), in its order: remote write and remote
  * atomic need local write (IBA o10-36.2.1), unknown bits are EINVAL, ODP
- * and FLUSH are EOPNOTSUPP on a device without them.  MW_BIND, ZERO_BASED
- * and HUGETLB are accepted, as rxe and mlx5 accept them; the optional bits
- * are ignored.
+ * and FLUSH are EOPNOTSUPP on a device without them.  MW_BIND and HUGETLB
+ * are accepted, as rxe and mlx5 accept them; ZERO_BASED is honoured (the
+ * MR's iova is 0, shca_reg_mr); the optional bits are ignored.
  */
 static int check_access(unsigned int access)
 {
@@ -301,6 +301,10 @@ struct ibv_mr *shca_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
 	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+	/* ibv_reg_mr(3): a zero-based MR is addressed by byte offsets from
+	 * its start (as an iova of 0), through its L_Key and R_Key alike */
+	if (access & IBV_ACCESS_ZERO_BASED)
+		iova = 0;
 	if (length > UINT64_MAX - iova)
 		return SHCA_ERR_PTR(EINVAL);	/* iova space wraps */
 	ret = check_pages(addr, length, access_needs_write(access));
@@ -377,6 +381,12 @@ int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 		if (ret)
 			return ret;
 	}
+
+	if (new_access & IBV_ACCESS_ZERO_BASED)
+		new_iova = 0;
+	else if ((mr->access & IBV_ACCESS_ZERO_BASED) &&
+		 !(flags & IBV_REREG_MR_CHANGE_TRANSLATION))
+		new_iova = (uintptr_t)ibmr->addr;
 
 	pthread_mutex_lock(&mr_table_lock);
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
