@@ -100,6 +100,25 @@ static bool call_on_fd(const struct call *c, const void *want)
 	}
 }
 
+static bool call_for_good(const struct call *c, const void *want)
+{
+	(void)want;
+	switch (c->nr) {
+#ifdef SYS_pause
+	case SYS_pause:
+		return true;
+#endif
+#ifdef SYS_poll
+	case SYS_poll:
+		return c->arg[1] == 0 && (int)c->arg[2] < 0;
+#endif
+	case SYS_ppoll:
+		return c->arg[1] == 0 && c->arg[2] == 0;
+	default:
+		return false;
+	}
+}
+
 /*
  * glibc's pthread_cond_wait sleeps with FUTEX_WAIT_BITSET on a word of
  * the pthread_cond_t; a contended mutex sleeps with FUTEX_WAIT on the
@@ -163,4 +182,12 @@ void asleep_in_cond(const char *file, int line, const pid_t *tid,
 	else
 		snprintf(what, sizeof(what), "a pthread_cond_wait");
 	wait_for(file, line, tid, done, what, call_in_cond, cond);
+}
+
+void asleep_for_good(const char *file, int line, const pid_t *tid,
+		     const int *done)
+{
+	wait_for(file, line, tid, done,
+		 "poll on no fd without timeout (for good)", call_for_good,
+		 NULL);
 }

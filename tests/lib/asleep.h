@@ -15,7 +15,10 @@
  *	rdma_get_cm_event wait on their fd);
  *   ASSERT_ASLEEP_IN_COND(&tid, done, cond)
  *	tid sleeps in pthread_cond_wait on the condition variable cond
- *	(NULL: on any), as a destroy verb waits for the acks of its events.
+ *	(NULL: on any), as a destroy verb waits for the acks of its events;
+ *   ASSERT_ASLEEP_FOR_GOOD(&tid, done)
+ *	tid sleeps in poll/ppoll on no fd without timeout, or in pause():
+ *	where a reader of a destroyed channel is left to sleep.
  *
  * tid is read with acquire until non-zero (the thread stores its own,
  * asleep_self(), before it calls the verb).  done, if not NULL, is the
@@ -38,9 +41,14 @@ void asleep_on_fd(const char *file, int line, const pid_t *tid,
 void asleep_in_cond(const char *file, int line, const pid_t *tid,
 		    const int *done, const void *cond);
 
+void asleep_for_good(const char *file, int line, const pid_t *tid,
+		     const int *done);
+
 #define ASSERT_ASLEEP_ON_FD(tid, done, fd) \
 	asleep_on_fd(__FILE__, __LINE__, tid, done, fd)
 #define ASSERT_ASLEEP_IN_COND(tid, done, cond) \
 	asleep_in_cond(__FILE__, __LINE__, tid, done, cond)
+#define ASSERT_ASLEEP_FOR_GOOD(tid, done) \
+	asleep_for_good(__FILE__, __LINE__, tid, done)
 
 #endif
