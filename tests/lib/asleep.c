@@ -145,7 +145,7 @@ static void wait_for(const char *file, int line, const pid_t *tidp,
 {
 	const char *t = getenv("TEST_TIMEOUT");
 	long rounds = (t ? atol(t) : 60) * 1000 / 2;	/* of 1 ms */
-	struct call c = { .line = "not started" };
+	struct call c = { .line = "never seen asleep" };
 	pid_t tid;
 
 	for (; rounds > 0; rounds--) {
