@@ -88,11 +88,11 @@ static bool call_on_fd(const struct call *c, const void *want)
 	case SYS_readv:
 		return (int)c->arg[0] == fd;
 #ifdef SYS_poll
-	case SYS_poll:	/* poll(fds, n, timeout): timeout < 0 is forever */
+	case SYS_poll:	/* poll(fds, n, timeout): < 0 is forever */
 		return (int)c->arg[2] < 0 &&
 		       pollfds_hold(c->arg[0], c->arg[1], fd);
 #endif
-	case SYS_ppoll:	/* ppoll(fds, n, tsp, ...): NULL tsp is forever */
+	case SYS_ppoll:	/* ppoll(fds, n, tsp, ...): NULL is forever */
 		return c->arg[2] == 0 &&
 		       pollfds_hold(c->arg[0], c->arg[1], fd);
 	default:

@@ -31,9 +31,9 @@
 
 #define QKEY		0x11111111
 #define GRH		40
-#define LEN		100		/* payload of every message */
-#define SLOT		8192		/* receive slots in the buffer */
-#define GUARD		64		/* bytes after a message: untouched */
+#define LEN		100	/* payload of every message */
+#define SLOT		8192	/* receive slots in the buffer */
+#define GUARD		64	/* after a message: untouched */
 #define SENTINEL	0xa5
 
 /* The messages, by the seed of their pattern. */
