@@ -12,11 +12,19 @@
  *    GRH is the IPv6 header naming the group;
  *  - a host that does not answer shows up at rdma_connect as UNREACHABLE
  *    with status -ETIMEDOUT (a namespace of the test's own, root only);
+ *  - a REQ that finds nobody listening goes again five times before the
+ *    id reports REJECTED (8): six SYNs to the port, counted on lo with a
+ *    packet socket (a namespace of the test's own, root only);
  *  - rpoll and rselect are never restarted after a signal handler, even
  *    one installed with SA_RESTART, as poll(2) and select(2).
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <net/if.h>
+#include <netinet/ip.h>
+#include <netinet/tcp.h>
+#include <linux/if_packet.h>
+#include <linux/if_ether.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/select.h>
@@ -280,6 +288,19 @@ TEST(ipv6_multicast_group)
 	rdma_destroy_event_channel(sch);
 }
 
+/*
+ * A private network namespace with lo up, as root; skips otherwise.  Call
+ * before any CM call (this process has no thread yet).
+ */
+static void private_lo(void)
+{
+	if (geteuid() != 0)
+		SKIP("needs root: a network namespace of its own");
+	ASSERT_EQ(unshare(CLONE_NEWNET), 0);
+	if (system("ip link set lo up"))
+		harness_fail(__FILE__, __LINE__, "cannot bring lo up");
+}
+
 /* ------------------------------------------------------------------ */
 /* A host that does not answer                                         */
 
@@ -296,12 +317,8 @@ TEST(silent_host_is_unreachable)
 	struct rdma_cm_id *id;
 	int fd;
 
-	if (geteuid() != 0)
-		SKIP("needs root: a network namespace of its own");
-	/* before any CM call: this process has no thread yet */
-	ASSERT_EQ(unshare(CLONE_NEWNET), 0);
-	if (system("ip link set lo up && "
-		   "ip link add shcaclm0 type veth peer name shcaclm1 && "
+	private_lo();
+	if (system("ip link add shcaclm0 type veth peer name shcaclm1 && "
 		   "ip addr add 10.7.0.1/24 dev shcaclm0 && "
 		   "ip link set shcaclm0 up && ip link set shcaclm1 up"))
 		harness_fail(__FILE__, __LINE__,
@@ -323,6 +340,71 @@ TEST(silent_host_is_unreachable)
 	ev = expect_event(ch, RDMA_CM_EVENT_UNREACHABLE);
 	ASSERT_EQ(ev->status, -ETIMEDOUT);
 	ASSERT_EQ(rdma_ack_cm_event(ev), 0);
+	rdma_destroy_qp(id);
+	ASSERT_EQ(rdma_destroy_id(id), 0);
+	rdma_destroy_event_channel(ch);
+}
+
+/* ------------------------------------------------------------------ */
+/* A REQ refused goes again                                            */
+
+TEST(refused_req_goes_again_five_times)
+{
+	struct sockaddr_ll ll = { .sll_family = AF_PACKET };
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	uint8_t pkt[256];
+	const uint16_t port = 7472;
+	int pfd, syns = 0, rsts = 0;
+
+	private_lo();
+	/* every IPv4 packet lo carries in this namespace */
+	pfd = socket(AF_PACKET, SOCK_DGRAM | SOCK_NONBLOCK, htons(ETH_P_IP));
+	ASSERT_GE(pfd, 0);
+	ll.sll_protocol = htons(ETH_P_IP);
+	ll.sll_ifindex = (int)if_nametoindex("lo");
+	ASSERT_EQ(bind(pfd, (struct sockaddr *)&ll, sizeof(ll)), 0);
+
+	ch = rdma_create_event_channel();
+	ASSERT_NOT_NULL(ch);
+	ASSERT_EQ(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
+	resolve_to(ch, id, loopback_ip(), port);
+	make_qp(id, IBV_QPT_RC);
+	ASSERT_EQ(rdma_connect(id, NULL), 0);
+	ev = expect_event(ch, RDMA_CM_EVENT_REJECTED);
+	ASSERT_EQ(ev->status, 8);
+	ASSERT_EQ(rdma_ack_cm_event(ev), 0);
+
+	/* lo delivers at once: every SYN and RST is queued by now */
+	for (;;) {
+		struct sockaddr_ll from;
+		socklen_t flen = sizeof(from);
+		const struct iphdr *ip = (const void *)pkt;
+		const struct tcphdr *tcp;
+		ssize_t n = recvfrom(pfd, pkt, sizeof(pkt), 0,
+				     (struct sockaddr *)&from, &flen);
+
+		if (n < 0) {
+			ASSERT_EQ(errno, EAGAIN);
+			break;
+		}
+		/* an ETH_P_IP socket sees what lo receives (the sent copy
+		 * goes to ETH_P_ALL sockets only) */
+		if (from.sll_pkttype != PACKET_HOST ||
+		    n < (ssize_t)sizeof(*ip) || ip->protocol != IPPROTO_TCP ||
+		    n < (ssize_t)(ip->ihl * 4u + sizeof(*tcp)))
+			continue;
+		tcp = (const void *)(pkt + ip->ihl * 4u);
+		if (ntohs(tcp->dest) == port && tcp->syn && !tcp->ack)
+			syns++;
+		if (ntohs(tcp->source) == port && tcp->rst)
+			rsts++;
+	}
+	/* the first REQ and five more, each refused */
+	ASSERT_EQ(syns, 6);
+	ASSERT_EQ(rsts, 6);
+	close(pfd);
 	rdma_destroy_qp(id);
 	ASSERT_EQ(rdma_destroy_id(id), 0);
 	rdma_destroy_event_channel(ch);
