@@ -13,16 +13,21 @@
  *    the responder process listens on): none before the first message,
  *    one after it, still one after a second QP pair (UC) sent too;
  *  - without SOFTHCA_NET the same exchange uses no TCP connection at all
- *    (the same-host path).
+ *    (the same-host path);
+ *  - a peer process that refuses CMA (not dumpable: process_vm_writev on
+ *    it fails with EPERM) is reached over the net path all the same, on
+ *    the host's own address (root only: both processes become nobody).
  *
  * Every message is checked byte for byte against a sentinel-filled
  * destination.
  */
 #include <dirent.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 
 #include "harness.h"
 #include "ep.h"
@@ -197,8 +202,19 @@ static void responder(int fd, void *arg)
 	ep_destroy(&rc);
 }
 
-static void one_connection(bool net)
+/* A responder that refuses CMA: not dumpable, so that another process
+ * of its user without CAP_SYS_PTRACE may not ptrace it (ptrace(2)). */
+static void undumpable_responder(int fd, void *arg)
 {
+	ASSERT_EQ(prctl(PR_SET_DUMPABLE, 0), 0);
+	responder(fd, arg);
+}
+
+enum path { SAME_HOST, NET_FORCED, CMA_REFUSED };
+
+static void one_connection(enum path path)
+{
+	bool net = path != SAME_HOST;
 	struct ep_opts orc, ouc;
 	struct ep rc, uc;
 	struct duo d;
@@ -206,11 +222,21 @@ static void one_connection(bool net)
 
 	if (ep_netns())
 		SKIP("two-namespace run: this is about one host");
-	if (net)
+	if (path == NET_FORCED)
 		setenv("SOFTHCA_NET", "1", 1);
 	else
 		unsetenv("SOFTHCA_NET");
-	duo_fork(&d, responder, net ? (void *)1 : NULL);
+	if (path == CMA_REFUSED) {
+		/* both processes nobody, without CAP_SYS_PTRACE; this one
+		 * dumpable again (setuid cleared it), the peer not */
+		ASSERT_EQ(setgroups(0, NULL), 0);
+		ASSERT_EQ(setgid(65534), 0);
+		ASSERT_EQ(setuid(65534), 0);
+		ASSERT_EQ(prctl(PR_SET_DUMPABLE, 1), 0);
+		duo_fork(&d, undumpable_responder, (void *)1);
+	} else {
+		duo_fork(&d, responder, net ? (void *)1 : NULL);
+	}
 	ep_default_opts(&orc, IBV_QPT_RC);
 	ep_default_opts(&ouc, IBV_QPT_UC);
 	ep_open_remote(&rc, &orc, d.fd);
@@ -250,7 +276,7 @@ static void one_connection(bool net)
 
 TEST(softhca_net_one_tcp_connection_per_pair)
 {
-	one_connection(true);
+	one_connection(NET_FORCED);
 }
 
 /* Yama's ptrace_scope 2 and 3 refuse CMA to a process without
@@ -273,5 +299,13 @@ TEST(same_host_path_uses_no_tcp)
 	if (cma_refused())
 		SKIP("Yama's ptrace_scope refuses CMA here: same-host pairs "
 		     "take the net path");
-	one_connection(false);
+	one_connection(SAME_HOST);
+}
+
+TEST(cma_refused_takes_the_net_path)
+{
+	if (geteuid() != 0)
+		SKIP("needs root: both processes become nobody, one of them "
+		     "not dumpable");
+	one_connection(CMA_REFUSED);
 }
