@@ -16,7 +16,9 @@
  *    id reports REJECTED (8): six SYNs to the port, counted on lo with a
  *    packet socket (a namespace of the test's own, root only);
  *  - rpoll and rselect are never restarted after a signal handler, even
- *    one installed with SA_RESTART, as poll(2) and select(2).
+ *    one installed with SA_RESTART, as poll(2) and select(2);
+ *  - ECE: what rdma_set_local_ece sets before there is a QP travels in
+ *    the REQ and the REP (rdma_get_remote_ece on the other side).
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -479,4 +481,110 @@ TEST(rpoll_rselect_not_restarted)
 	ASSERT_EQ(rclose(lfd), 0);
 	close(wake_pipe[0]);
 	close(wake_pipe[1]);
+}
+
+/* ------------------------------------------------------------------ */
+/* ECE in the REQ and the REP                                          */
+
+/* The application's own QP on id's device (rdma_create_qp would take the
+ * QP's ECE, none here, over what rdma_set_local_ece set: rdma-core's way) */
+struct own_qp {
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+};
+
+static void own_qp_make(struct own_qp *o, struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr init = {
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+
+	o->pd = ibv_alloc_pd(id->verbs);
+	ASSERT_NOT_NULL(o->pd);
+	o->cq = ibv_create_cq(id->verbs, 4, NULL, NULL, 0);
+	ASSERT_NOT_NULL(o->cq);
+	init.send_cq = o->cq;
+	init.recv_cq = o->cq;
+	o->qp = ibv_create_qp(o->pd, &init);
+	ASSERT_NOT_NULL(o->qp);
+}
+
+static void own_qp_free(struct own_qp *o)
+{
+	ASSERT_EQ(ibv_destroy_qp(o->qp), 0);
+	ASSERT_EQ(ibv_destroy_cq(o->cq), 0);
+	ASSERT_EQ(ibv_dealloc_pd(o->pd), 0);
+}
+
+static void ece_server(struct peer *p, void *arg)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param param = { 0 };
+	struct ibv_ece ece;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *lid, *id;
+	struct own_qp o;
+
+	(void)arg;
+	peer_send(p, listen_on(ch, &lid, loopback_ip(), RDMA_PS_TCP));
+	ev = expect_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	id = ev->id;
+	ASSERT_EQ(rdma_ack_cm_event(ev), 0);
+	/* the requester's, from its REQ */
+	memset(&ece, 0, sizeof(ece));
+	ASSERT_EQ(rdma_get_remote_ece(id, &ece), 0);
+	ASSERT_EQ(ece.vendor_id, 0x15b3);
+	ASSERT_EQ(ece.options, 0x1234);
+	ece.options = 0x5678;
+	ASSERT_EQ(rdma_set_local_ece(id, &ece), 0);
+	own_qp_make(&o, id);
+	param.qp_num = o.qp->qp_num;
+	param.responder_resources = 1;
+	param.initiator_depth = 1;
+	ASSERT_EQ(rdma_accept(id, &param), 0);
+	ASSERT_EQ(peer_recv(p), 1);		/* the requester is done */
+	ASSERT_EQ(rdma_destroy_id(id), 0);
+	own_qp_free(&o);
+	ASSERT_EQ(rdma_destroy_id(lid), 0);
+	rdma_destroy_event_channel(ch);
+}
+
+TEST(ece_travels_in_req_and_rep)
+{
+	struct ibv_ece ece = { .vendor_id = 0x15b3, .options = 0x1234 };
+	struct rdma_conn_param param = { 0 };
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	struct own_qp o;
+	struct peer p;
+	uint16_t port;
+
+	peer_start(&p, ece_server, NULL);
+	port = (uint16_t)peer_recv(&p);
+	ch = rdma_create_event_channel();
+	ASSERT_NOT_NULL(ch);
+	ASSERT_EQ(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
+	resolve_to(ch, id, loopback_ip(), port);
+	ASSERT_EQ(rdma_set_local_ece(id, &ece), 0);
+	own_qp_make(&o, id);
+	param.qp_num = o.qp->qp_num;
+	param.responder_resources = 1;
+	param.initiator_depth = 1;
+	ASSERT_EQ(rdma_connect(id, &param), 0);
+	ev = expect_event(ch, RDMA_CM_EVENT_CONNECT_RESPONSE);
+	ASSERT_EQ(rdma_ack_cm_event(ev), 0);
+	/* the responder's, from its REP */
+	memset(&ece, 0, sizeof(ece));
+	ASSERT_EQ(rdma_get_remote_ece(id, &ece), 0);
+	ASSERT_EQ(ece.vendor_id, 0x15b3);
+	ASSERT_EQ(ece.options, 0x5678);
+	peer_send(&p, 1);
+	ASSERT_EQ(rdma_destroy_id(id), 0);
+	peer_wait(&p);
+	own_qp_free(&o);
+	rdma_destroy_event_channel(ch);
 }
