@@ -5,20 +5,23 @@
 #   scripts/pyverbs.sh BUILD_DIR [OPTIONS] [MODULES...]
 #
 #   MODULES        test modules, e.g. test_pd test_qp (default: all 44)
-#   --gate         apply tests/external/pyverbs-gate.conf: the gated tests
-#                  run first and decide the exit status; all others run as an
-#                  informational run whose counts do not.  Without --gate,
-#                  any failure or error makes the exit status 1.
+#   --gate         apply tests/external/pyverbs-gate.conf (its header, and
+#                  docs/pyverbs-gate.md): the gated tests run first and
+#                  decide the exit status (with the file's passed=N floors
+#                  per module and its anchored skip-ok reasons); all others
+#                  run as an informational run whose counts do not.  Without
+#                  --gate, any failure or error makes the exit status 1.
 #   --gate-only    run only the gated tests
 #   --net          the net path: run the gated tests (--gate --gate-only)
 #                  with SOFTHCA_NET=1, so that every QP pair talks over
 #                  TCP/UDP on this host instead of the same-host path; the
 #                  whole run is bounded by SOFTHCA_PYVERBS_NET_BUDGET seconds
 #                  (default 300), after which it is stopped and fails.  A
-#                  gated test fails too if a QP of it received packets
-#                  (softhca stat) that its SOFTHCA_PCAP traces do not show,
-#                  and a module with fewer such traffic tests than its
-#                  gate line's traffic=M fails (scripts/pyverbs_net.py)
+#                  gated test fails too if a QP of it received packets, or
+#                  a UD QP of it sent packets (softhca stat), that the
+#                  SOFTHCA_PCAP traces written during it do not show, and a
+#                  module with fewer such traffic tests than its gate line's
+#                  traffic=M fails (scripts/pyverbs_net.py)
 #   -v             print every test as it finishes
 #   --skip-reasons print why tests skipped, grouped
 #   --summary F    write key=value counts to F (used by scripts/check.sh)

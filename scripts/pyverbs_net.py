@@ -8,9 +8,9 @@ Two sources, read around each test:
   counters  softhca's per-QP counters (`softhca stat --pid P`), which count
             what each QP sent and received on either path (the same-host
             path counts each message as the packets it would be).  A QP
-            whose received-packet count moved during the test took part in
-            traffic, whichever path carried it.  That is what makes a test a
-            traffic test: no list to keep, the test's own QPs say so.
+            whose counts moved during the test took part in traffic,
+            whichever path carried it.  That is what makes a test a traffic
+            test: no list to keep, the test's own QPs say so.
   traces    the SOFTHCA_PCAP files (one per process) that the net path
             writes, one record per IB packet sent and per IB packet
             received, before the packet is counted.  The same-host path
@@ -25,9 +25,10 @@ of at least as many frames as it sent: a QP that took the same-host path
 for its traffic has too few (none).  The counters are read while the QPs
 are alive (see NetWatch), also in the processes the test forks
 (test_rdmacm's two sides).  What the check cannot see: a QP that took the
-same-host path for fewer than half of the packets it received (the traced
-copies of the rest make up the count), and the sender of a connected QP
-whose peer it never saw (a peer in a process the test did not fork).
+same-host path for at most half of the packets it received (the two traced
+copies of each of the rest make up the count), and the sender of a
+connected QP whose peer was never read (a peer in a process the test did
+not fork, or one the test killed).
 """
 import functools
 import glob

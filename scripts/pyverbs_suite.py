@@ -17,8 +17,13 @@ its own stdout/stderr (tests print) go to a log kept for the report.
 
 Two verdicts:
   gate          the tests listed by the gate file (tests/external/
-                pyverbs-gate.conf) must pass, or skip for a reason the file
-                accepts.  This is what `make check` enforces.
+                pyverbs-gate.conf, read by pyverbs_gate.py) must pass, or
+                skip for a reason the file accepts for them, at least as
+                many per module as it records, and none of its modules may
+                be missing.  With --net-evidence (pyverbs.sh --net), each
+                gated traffic test must also show in the SOFTHCA_PCAP traces
+                that its QPs used the net path (pyverbs_net.py).  This is
+                what `make check` enforces.
   informational every other test runs too; its counts are printed and do not
                 change the exit status.
 """
@@ -545,7 +550,7 @@ def parent_main(args):
     write_summary(args, gate_summary, tc, 'ok' if not bad else 'gate failed')
     if not gate.modules:          # no gate: every test counts
         return 1 if tc['failed'] or tc['errors'] or missing else 0
-    return 1 if bad else 0
+    return 1 if bad or missing else 0     # missing: also a module named
 
 
 def write_summary(args, gate, whole, status):
