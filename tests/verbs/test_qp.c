@@ -833,14 +833,13 @@ TEST(post_send_checks)
 	ASSERT_EQ(post1(qp, &wr), EINVAL);
 	sg[0].length = a.cap.max_inline_data;
 	ASSERT_EQ(post1(qp, &wr), 0);
-	/* atomics: 8 bytes, 8-byte aligned remote address */
+	/* atomics: 8 bytes (a misaligned remote address is the
+	 * responder's to refuse, as on mlx5: test_errors.c misaligned_*) */
 	wr.send_flags = 0;
 	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
 	sg[0].length = 4;
 	ASSERT_EQ(post1(qp, &wr), EINVAL);
 	sg[0].length = 8;
-	wr.wr.atomic.remote_addr = 0x1004;
-	ASSERT_EQ(post1(qp, &wr), EINVAL);
 	wr.wr.atomic.remote_addr = 0x1008;
 	ASSERT_EQ(post1(qp, &wr), 0);
 
@@ -1079,13 +1078,14 @@ TEST(wr_builder_errors_post_nothing)
 		ibv_wr_set_sge(x, e.mr->lkey, (uintptr_t)e.buf, 8);
 	}
 	ASSERT_EQ(ibv_wr_complete(x), ENOMEM);
-	/* an opcode the QP type forbids, found at wr_complete */
+	/* an operation the QP was not created with (send_ops_flags),
+	 * found at wr_complete */
 	ibv_wr_start(x);
 	ibv_wr_send(x);
 	ibv_wr_set_sge(x, e.mr->lkey, (uintptr_t)e.buf, 8);
-	ibv_wr_atomic_cmp_swp(x, 1, 0x1001, 0, 1);
+	ibv_wr_atomic_cmp_swp(x, 1, 0x1000, 0, 1);
 	ibv_wr_set_sge(x, e.mr->lkey, (uintptr_t)e.buf, 8);
-	ASSERT_EQ(ibv_wr_complete(x), EINVAL);	/* misaligned */
+	ASSERT_EQ(ibv_wr_complete(x), EINVAL);
 
 	qp_to_err(qp);
 	ASSERT_EQ(poll_all(e.cq, wc, 8), 0);
