@@ -301,8 +301,8 @@ static void describe(const struct layout *l, uint64_t o, char *s, size_t n)
 		}
 		end = off + len;
 	}
-	snprintf(s, n, "%llu bytes after the last SGE",
-		 (unsigned long long)(o - end + 1));
+	snprintf(s, n, "%llu byte%s after the last SGE",
+		 (unsigned long long)(o - end + 1), o == end ? "" : "s");
 }
 
 /* Each byte of side s's buffer is what its image says. */
