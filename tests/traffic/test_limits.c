@@ -316,9 +316,10 @@ TEST(sge_32_boundaries)
 		ASSERT_EQ(ibv_query_srq(srq, &q), 0);
 		ASSERT_EQ(q.max_sge, MAX_SGE);
 	}
-	for (i = 0; i <= MAX_SGE; i++)
-		sge[i].lkey = c.mr->lkey, sge[i].addr = (uintptr_t)c.buf +
-							128u * (uint32_t)i;
+	for (i = 0; i <= MAX_SGE; i++) {
+		sge[i].addr = (uintptr_t)c.buf + 128u * (uint32_t)i;
+		sge[i].lkey = c.mr->lkey;
+	}
 	rwr.num_sge = MAX_SGE + 1;
 	rbad = NULL;
 	ASSERT_EQ(ibv_post_srq_recv(srq, &rwr, &rbad), EINVAL);

@@ -183,8 +183,9 @@ static void build_cases(enum ibv_qp_type type, uint32_t ud_max)
 					if (inl && (sz[s] > MAX_INLINE ||
 						    op == IBV_WR_RDMA_READ))
 						continue;
-					/* every piece holds a byte at least */
-					if (sges[g] > 1 && sz[s] < (uint32_t)sges[g])
+					/* each piece holds a byte at least */
+					if (sges[g] > 1 &&
+					    sz[s] < (uint32_t)sges[g])
 						continue;
 					cases[ncases++] = (struct tcase){
 						type, op, sz[s], sges[g], inl
@@ -504,7 +505,8 @@ static void responder_check(struct side *sd, const struct tcase *t, int c)
 			ASSERT_EQ(wc.wc_flags & IBV_WC_WITH_IMM, 0);
 		} else {
 			ASSERT(wc.wc_flags & IBV_WC_WITH_IMM);
-			ASSERT_EQ(ntohl(wc.imm_data), 0x12340000u + (uint32_t)c);
+			ASSERT_EQ(ntohl(wc.imm_data),
+				  0x12340000u + (uint32_t)c);
 		}
 		ASSERT_EQ(!!(wc.wc_flags & IBV_WC_GRH),
 			  t->type == IBV_QPT_UD);
