@@ -10,13 +10,19 @@
  * (The 100 ms bound itself is not timed here: no test asserts elapsed
  * time.)
  *
- *   exit_flushes_queued    a burst larger than what the socket takes at
- *                          once, so that part of it is still queued in
- *                          the process when it exits
+ *   exit_flushes_queued    a 2 MiB burst on a connection already up:
+ *                          what the process's kernel still holds when it
+ *                          exits must reach the peer (a socket closed
+ *                          with the peer's ACKs unread is reset, and what
+ *                          was not yet acknowledged dies with it: conn.c
+ *                          waits for its send queue to drain)
+ *   exit_flushes_while_opening  the same burst with no exchange before:
+ *                          the burst itself opens the connection
  *   exit_flushes_delayed   SOFTHCA_FAULTS=delay=1 in the requester, with
  *                          a delay far longer than the test: every packet
- *                          is held back, and only the flush at exit can
- *                          send them, in the order they were sent
+ *                          is held back in the process, and only the
+ *                          flush at exit can send them, in the order they
+ *                          were sent
  *
  * The requester is the forked process; the one that checks is the test's.
  */
@@ -48,7 +54,8 @@ static uint8_t pat(uint32_t k, uint32_t i)
 }
 
 struct mode {
-	bool delay;
+	bool delay;		/* every packet held by a fault */
+	bool opening;		/* no warm-up: posted while connecting */
 };
 
 /* The requester: post everything, then exit() at once. */
@@ -78,7 +85,8 @@ static void requester(int fd, void *arg)
 		  0);
 	duo_signal(fd, 'p');
 	/* the connection is up: the peer's SEND arrived over it */
-	ep_expect(a.rcq, a.qp, WARM_ID, IBV_WC_SUCCESS);
+	if (!m->opening)
+		ep_expect(a.rcq, a.qp, WARM_ID, IBV_WC_SUCCESS);
 	for (k = 0; k < NMSG; k++) {
 		ASSERT_EQ(ep_post(&a, k, IBV_WR_RDMA_WRITE, k * WRITE_LEN,
 				  WRITE_LEN, k * WRITE_LEN, 0),
@@ -125,9 +133,10 @@ static void run(struct mode *m)
 			  0);
 	duo_expect(d.fd, 'p');
 	memset(b.buf + SEND_BASE + NMSG * SEND_LEN, 0x77, SEND_LEN);
-	ASSERT_EQ(ep_post(&b, WARM_ID, IBV_WR_SEND,
-			  SEND_BASE + NMSG * SEND_LEN, SEND_LEN, 0, 0),
-		  0);
+	if (!m->opening)
+		ASSERT_EQ(ep_post(&b, WARM_ID, IBV_WR_SEND,
+				  SEND_BASE + NMSG * SEND_LEN, SEND_LEN, 0, 0),
+			  0);
 
 	/* every SEND, in order, whole; the WRITEs before each are placed */
 	for (k = 0; k < NMSG; k++) {
@@ -161,6 +170,13 @@ TEST(exit_flushes_queued)
 TEST(exit_flushes_delayed)
 {
 	struct mode m = { .delay = true };
+
+	run(&m);
+}
+
+TEST(exit_flushes_while_opening)
+{
+	struct mode m = { .opening = true };
 
 	run(&m);
 }
