@@ -25,6 +25,7 @@
 
 #include "harness.h"
 #include "ep.h"
+#include "pcap_read.h"
 
 #define ROUND 8		/* messages per round */
 
@@ -705,105 +706,55 @@ static long long proc_counter(const char *name)
 	return v;
 }
 
-/* ---- the pcap trace, read by hand ---- */
+/* ---- the pcap trace (pcap_read.h) ---- */
 
-static uint32_t rd_be(const uint8_t *p, int n)
+struct trace_count {
+	uint32_t own, peer;
+	long long v[NTRAFFIC];
+	unsigned int ops_sent[256];
+};
+
+static void trace_frame(const uint8_t *ib, uint32_t len, void *arg)
 {
-	uint32_t v = 0;
+	struct trace_count *t = arg;
+	uint32_t dqpn = pcap_bth_dqpn(ib);
 
-	while (n--)
-		v = v << 8 | *p++;
-	return v;
-}
-
-/*
- * The frames of this process's trace between own and peer: *sent (to
- * the peer's QPN) and *rcvd (to ours) as [SENT_P..RCVD_B], and how many
- * of each BTH opcode were sent (ops_sent, 256 entries).
- */
-static void pcap_counts(const char *path, uint32_t own, uint32_t peer,
-			long long v[NTRAFFIC], unsigned int ops_sent[256])
-{
-	uint8_t gh[24], rh[16], *f;
-	FILE *fp = fopen(path, "rb");
-	uint32_t magic;
-
-	memset(v, 0, NTRAFFIC * sizeof(v[0]));
-	memset(ops_sent, 0, 256 * sizeof(ops_sent[0]));
-	if (!fp)
-		harness_fail(__FILE__, __LINE__, "%s: %s", path,
-			     strerror(errno));
-	ASSERT_EQ(fread(gh, 1, sizeof(gh), fp), sizeof(gh));
-	memcpy(&magic, gh, 4);
-	/* this host's byte order; microsecond or nanosecond stamps */
-	ASSERT(magic == 0xa1b2c3d4u || magic == 0xa1b23c4du);
-	ASSERT_EQ(gh[20] | gh[21] << 8, 1);	/* LINKTYPE_ETHERNET (LE) */
-	f = malloc(65536);
-	ASSERT_NOT_NULL(f);
-	while (fread(rh, 1, sizeof(rh), fp) == sizeof(rh)) {
-		uint32_t incl, orig, l3, dqpn, ib;
-		uint16_t etype;
-
-		memcpy(&incl, rh + 8, 4);
-		memcpy(&orig, rh + 12, 4);
-		ASSERT_EQ(incl, orig);
-		ASSERT_LE(incl, 65536);
-		ASSERT_EQ(fread(f, 1, incl, fp), incl);
-		etype = (uint16_t)rd_be(f + 12, 2);
-		ASSERT(etype == 0x0800 || etype == 0x86dd);
-		l3 = etype == 0x0800 ? 20 : 40;
-		/* UDP to the RoCE v2 port */
-		ASSERT_GE(incl, 14 + l3 + 8 + W_BTH + 4);
-		ASSERT_EQ(rd_be(f + 14 + l3 + 2, 2), 4791);
-		ib = incl - 14 - l3 - 8 - 4;	/* without the ICRC */
-		dqpn = rd_be(f + 14 + l3 + 8 + 5, 3);
-		if (dqpn == peer) {
-			v[SENT_P]++;
-			v[SENT_B] += ib;
-			ops_sent[f[14 + l3 + 8]]++;
-		} else if (dqpn == own) {
-			v[RCVD_P]++;
-			v[RCVD_B] += ib;
-		}
+	if (dqpn == t->peer) {
+		t->v[SENT_P]++;
+		t->v[SENT_B] += len;
+		t->ops_sent[pcap_bth_opcode(ib)]++;
+	} else if (dqpn == t->own) {
+		t->v[RCVD_P]++;
+		t->v[RCVD_B] += len;
 	}
-	fclose(fp);
-	free(f);
-}
-
-static void pcap_path(const struct big *g, char *path, size_t n)
-{
-	char pid[16];
-	const char *p = strstr(g->pcap_tmpl, "%p");
-
-	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	snprintf(path, n, "%.*s%s%s", (int)(p - g->pcap_tmpl), g->pcap_tmpl,
-		 pid, p + 2);
 }
 
 /* This side's trace holds what its counters say, then it goes. */
 static void pcap_check(const struct big *g, const struct ep *e,
 		       const long long counted[NTRAFFIC], bool requester)
 {
-	long long v[NTRAFFIC];
-	unsigned int ops[256];
+	struct trace_count t;
 	char path[256];
 	int i;
 
-	pcap_path(g, path, sizeof(path));
-	pcap_counts(path, e->self.qpn, e->peer.qpn, v, ops);
+	memset(&t, 0, sizeof(t));
+	t.own = e->self.qpn;
+	t.peer = e->peer.qpn;
+	pcap_name(g->pcap_tmpl, (int)getpid(), path, sizeof(path));
+	pcap_each(path, trace_frame, &t);
 	for (i = 0; i < NTRAFFIC; i++)
-		if (v[i] != counted[i])
+		if (t.v[i] != counted[i])
 			harness_fail(__FILE__, __LINE__,
 				     "%s: %s %lld in the trace, %lld counted",
-				     path, traffic_counter[i], v[i],
+				     path, traffic_counter[i], t.v[i],
 				     counted[i]);
 	if (requester) {
 		/* RC RDMA WRITE FIRST, MIDDLE, LAST (IBA table 37) */
-		ASSERT_EQ(ops[0x06], 1);
-		ASSERT_EQ(ops[0x07], BIG_PKTS - 2);
-		ASSERT_EQ(ops[0x08], 1);
+		ASSERT_EQ(t.ops_sent[0x06], 1);
+		ASSERT_EQ(t.ops_sent[0x07], BIG_PKTS - 2);
+		ASSERT_EQ(t.ops_sent[0x08], 1);
 	} else {
-		ASSERT_EQ(ops[0x11], v[SENT_P]);	/* ACKs only */
+		ASSERT_EQ(t.ops_sent[0x11], t.v[SENT_P]);	/* ACKs only */
 	}
 	unlink(path);
 }
