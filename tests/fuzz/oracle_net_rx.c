@@ -56,7 +56,7 @@
 _Static_assert(READ_OFF + READ_LEN <= FUZZ_NET_MR_LEN, "MR layout");
 
 #define PSN(k)		((FUZZ_NET_RQ_PSN + (k)) & 0xffffff)
-#define SEL		(FUZZ_NET_FROM_RC | FUZZ_NET_SET_QPN | FUZZ_NET_SET_KEY)
+#define SEL	(FUZZ_NET_FROM_RC | FUZZ_NET_SET_QPN | FUZZ_NET_SET_KEY)
 #define MAX_FRAMES	32
 
 /* ------------------------------------------------------------------ */
@@ -375,7 +375,8 @@ TEST(duplicate_read_reread)
 	dup0 = qp_stat(SHCA_STAT_DUPLICATE_REQUEST);
 	run(&in, 2 + 2 + 2 + 1 + 1);
 	i = expect_read(0, PSN(0), before, READ_LEN);
-	i = expect_read(i, PSN(0), before, READ_LEN);	/* the same bytes */
+	/* the same bytes */
+	i = expect_read(i, PSN(0), before, READ_LEN);
 	i = expect_read(i, PSN(0), after, READ_LEN);	/* read again */
 	i = expect_read(i, PSN(1), after + FUZZ_NET_PMTU,
 			READ_LEN - FUZZ_NET_PMTU);

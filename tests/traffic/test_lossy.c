@@ -900,7 +900,7 @@ static uint64_t send_case(struct ep *e, const struct lcase *c, int fd)
 /* ------------------------------------------------------------------ */
 /* What the wire saw                                                   */
 
-#define TR_QPS		8		/* destination QPs a run traces */
+#define TR_QPS	8		/* destination QPs a run traces */
 
 struct trace {
 	/* the sender's: each destination QP, its first PSN and packets */

@@ -486,8 +486,8 @@ static void count_message(long long req[NTRAFFIC], enum ibv_wr_opcode op,
 		req[SENT_P] += 1;
 		req[SENT_B] += W_BTH + W_RETH;
 		req[RCVD_P] += n;
-		req[RCVD_B] += (long long)n * W_BTH + (n == 1 ? 1 : 2) * W_AETH +
-			       len + pad;
+		req[RCVD_B] += (long long)n * W_BTH + len + pad +
+			       (n == 1 ? 1 : 2) * W_AETH;
 		return;
 	}
 	req[SENT_P] += n;
@@ -532,7 +532,8 @@ static void exchange_counts(long long req[NTRAFFIC], uint32_t mtu)
 
 static void counted_responder(int fd, void *arg)
 {
-	long long before[NTRAFFIC], after[NTRAFFIC], d[NTRAFFIC], want[NTRAFFIC];
+	long long before[NTRAFFIC], after[NTRAFFIC], d[NTRAFFIC];
+	long long want[NTRAFFIC];
 	struct ep_opts o;
 	struct ep b;
 	int i;
@@ -562,7 +563,8 @@ static void counted_responder(int fd, void *arg)
 
 static void traffic_counted(void)
 {
-	long long before[NTRAFFIC], after[NTRAFFIC], d[NTRAFFIC], want[NTRAFFIC];
+	long long before[NTRAFFIC], after[NTRAFFIC], d[NTRAFFIC];
+	long long want[NTRAFFIC];
 	struct ep_opts o;
 	struct duo d2;
 	struct ep a;
