@@ -183,7 +183,7 @@ static int cqx_start_poll(struct ibv_cq_ex *ibcq,
 	if (!cq_ok(cq, ibv_cq_ex_to_cq(ibcq)))
 		return shca_ret_errno(-EINVAL);
 	if (attr->comp_mask)
-		return EINVAL;
+		return shca_ret_errno(-EINVAL);
 	if (!cq->single_threaded)
 		pthread_mutex_lock(&cq->lock);
 	e = shca_cqshm_peek(cq->shm);
