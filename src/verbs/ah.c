@@ -276,6 +276,10 @@ int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
 {
 	struct iphdr ip4;
 
+	if (!shca_ctx_live(context)) {
+		errno = EBADF;		/* a closed context */
+		return -1;
+	}
 	memset(ah_attr, 0, sizeof(*ah_attr));
 	ah_attr->grh.flow_label = be32toh(grh->version_tclass_flow) & 0xfffff;
 	ah_attr->dlid = wc->slid;
