@@ -337,18 +337,28 @@ static struct shca_cq *cq_alloc(struct ibv_context *ctx, int cqe,
 {
 	struct shca_context *sctx = to_sctx(ctx);
 	struct shca_cq *cq;
+	bool chan_ok;
 
-	/* a channel the context does not have: EBADF, as the kernel's
-	 * lookup of the channel's file */
-	if (channel && !shca_channel_valid(channel, ctx)) {
-		errno = EBADF;
-		return NULL;
+	/*
+	 * A channel the context does not have: EBADF, as the kernel's
+	 * lookup of the channel's file.  Found and counted as used in one
+	 * step under the context mutex, which its destroy takes.
+	 */
+	if (channel) {
+		pthread_mutex_lock(&ctx->mutex);
+		chan_ok = shca_channel_valid(channel, ctx);
+		if (chan_ok)
+			channel->refcnt++;
+		pthread_mutex_unlock(&ctx->mutex);
+		if (!chan_ok) {
+			errno = EBADF;
+			return NULL;
+		}
 	}
 	pthread_mutex_lock(&sctx->lock);
 	if (sctx->ncq >= SHCA_MAX_CQ) {
 		pthread_mutex_unlock(&sctx->lock);
-		errno = ENOMEM;
-		return NULL;
+		goto err_chan;
 	}
 	sctx->ncq++;
 	pthread_mutex_unlock(&sctx->lock);
@@ -375,11 +385,12 @@ static struct shca_cq *cq_alloc(struct ibv_context *ctx, int cqe,
 		pthread_mutex_lock(&sctx->lock);
 		sctx->ncq--;
 		pthread_mutex_unlock(&sctx->lock);
-		errno = ENOMEM;
-		return NULL;
+		goto err_chan;
 	}
 	pthread_mutex_init(&cq->lock, NULL);
-	verbs_init_cq(ibv_cq_ex_to_cq(&cq->cqx), ctx, channel, cq_context);
+	/* the channel is counted already */
+	verbs_init_cq(ibv_cq_ex_to_cq(&cq->cqx), ctx, NULL, cq_context);
+	cq->cqx.channel = channel;
 	cq->cqx.cqe = (int)cq->shm->cqe;
 	cqx_set_ops(&cq->cqx);
 	cq->chan = channel ? to_schan(channel) : NULL;
@@ -390,6 +401,15 @@ static struct shca_cq *cq_alloc(struct ibv_context *ctx, int cqe,
 	cq_list = cq;
 	pthread_mutex_unlock(&cq_list_lock);
 	return cq;
+
+err_chan:
+	if (channel) {
+		pthread_mutex_lock(&ctx->mutex);
+		channel->refcnt--;
+		pthread_mutex_unlock(&ctx->mutex);
+	}
+	errno = ENOMEM;
+	return NULL;
 }
 
 struct ibv_cq *shca_create_cq(struct ibv_context *ctx, int cqe,

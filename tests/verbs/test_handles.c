@@ -12,8 +12,10 @@
  * also under AddressSanitizer.  A copy of the struct taken before the
  * destroy stands in where only the public fields should be read.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "common.h"
@@ -459,4 +461,80 @@ TEST(handles_are_not_reused_soon)
 			if (seen[i] == seen[j])
 				ASSERT_NE(seen[i], seen[j]);
 	ASSERT_EQ(ibv_close_device(ctx), 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* A destroy in progress                                               */
+
+static void *destroy_cq_thread(void *arg)
+{
+	return (void *)(intptr_t)ibv_destroy_cq(arg);
+}
+
+/*
+ * ibv_destroy_cq waits for its handed-out events to be acknowledged.
+ * Meanwhile the CQ is claimed: a second destroy, or any verb that looks
+ * it up, finds nothing (never a second free), while the ack it waits for
+ * still counts; then the destroy ends and the CQ is dead.
+ */
+TEST(destroy_in_progress_is_not_found)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+	struct ibv_sge sge;
+	struct ibv_recv_wr rwr, *rbad;
+	struct ibv_wc wc;
+	struct ibv_cq *cq, *ev_cq;
+	struct ibv_qp *qp;
+	pthread_t t;
+	void *ev_ctx, *res;
+	struct objs o;
+	int i, r = 0;
+
+	objs_open(&o, NULL);
+	cq = ibv_create_cq(o.ctx, 8, NULL, o.ch, 0);
+	ASSERT_NOT_NULL(cq);
+	{
+		struct ibv_qp_init_attr qa = {
+			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+				 .max_send_sge = 1, .max_recv_sge = 1 },
+		};
+
+		qp = ibv_create_qp(o.pd, &qa);
+		ASSERT_NOT_NULL(qp);
+	}
+	ASSERT_EQ(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+	sge.addr = (uintptr_t)o.buf;
+	sge.length = 16;
+	sge.lkey = o.mr->lkey;
+	memset(&rwr, 0, sizeof(rwr));
+	rwr.wr_id = 9;
+	rwr.sg_list = &sge;
+	rwr.num_sge = 1;
+	ASSERT_EQ(ibv_post_recv(qp, &rwr, &rbad), 0);
+	ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+	attr.qp_state = IBV_QPS_ERR;
+	ASSERT_EQ(ibv_modify_qp(qp, &attr, IBV_QP_STATE), 0);	/* flush */
+	ASSERT_EQ(ibv_get_cq_event(o.ch, &ev_cq, &ev_ctx), 0);
+	ASSERT(ev_cq == cq);
+	ASSERT_EQ(ibv_poll_cq(cq, 1, &wc), 1);
+	ASSERT_EQ(ibv_destroy_qp(qp), 0);
+
+	ASSERT_EQ(pthread_create(&t, NULL, destroy_cq_thread, cq), 0);
+	/* until the thread has claimed it (bounded: 10 s) */
+	for (i = 0; i < 10000; i++) {
+		r = ibv_resize_cq(cq, 16);
+		if (r == EINVAL)
+			break;
+		usleep(1000);
+	}
+	ASSERT_EQ(r, EINVAL);
+	ASSERT_ERRNO_RET(ibv_destroy_cq(cq), ENOENT);
+	ASSERT_EQ(ibv_poll_cq(cq, 1, &wc), 0);	/* still whole */
+	ibv_ack_cq_events(cq, 1);
+	ASSERT_EQ(pthread_join(t, &res), 0);
+	ASSERT_EQ((intptr_t)res, 0);
+	ASSERT_NEG_ERRNO(ibv_poll_cq(cq, 1, &wc), EINVAL);
+	objs_close(&o);
 }
