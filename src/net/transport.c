@@ -677,9 +677,7 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 				return;
 			if (shca_wqe_local_iov(qp, w, true, iov, &niov) ==
 			    IBV_WC_SUCCESS) {
-				uint64_t orig = m->orig;
-
-				memcpy(iov[0].iov_base, &orig, 8);
+				shca_atomic_result(iov, niov, m->orig);
 				complete_head(qp, w, IBV_WC_SUCCESS, 8);
 			} else {
 				complete_head(qp, w, IBV_WC_LOC_PROT_ERR, 0);

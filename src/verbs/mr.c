@@ -59,9 +59,9 @@ static bool access_needs_write(unsigned int access)
 /*
  * The kernel's ib_check_mr_access(), in its order: remote write and remote
  * atomic need local write (IBA o10-36.2.1), unknown bits are EINVAL, ODP
- * and FLUSH are EOPNOTSUPP on a device without them.  MW_BIND, ZERO_BASED
- * and HUGETLB are accepted, as rxe and mlx5 accept them; the optional bits
- * are ignored.
+ * and FLUSH are EOPNOTSUPP on a device without them.  MW_BIND and HUGETLB
+ * are accepted, as rxe and mlx5 accept them; ZERO_BASED is honoured (the
+ * MR's iova is 0, shca_reg_mr); the optional bits are ignored.
  */
 static int check_access(unsigned int access)
 {
@@ -292,22 +292,27 @@ struct shca_mr *shca_lookup_mr(struct shca_pd *pd, uint32_t key,
  * context) EINVAL as its uobj_get_obj_read() failure; then the pages.
  */
 static int reg_check(struct ibv_pd *ibpd, void *addr, size_t length,
-		     uint64_t iova, unsigned int access, struct shca_pd **pd)
+		     uint64_t *iova, unsigned int *access, struct shca_pd **pd)
 {
 	int ret;
 
 	/* address and iova at the same offset within a page */
-	if (((uintptr_t)addr ^ iova) & (page_size() - 1))
+	if (((uintptr_t)addr ^ *iova) & (page_size() - 1))
 		return -EINVAL;
-	ret = check_access(access);
+	ret = check_access(*access);
 	if (ret)
 		return ret;
-	if (length > UINT64_MAX - iova)
+	*access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+	/* ibv_reg_mr(3): a zero-based MR is addressed by byte offsets from
+	 * its start (as an iova of 0), through its L_Key and R_Key alike */
+	if (*access & IBV_ACCESS_ZERO_BASED)
+		*iova = 0;
+	if (length > UINT64_MAX - *iova)
 		return -EINVAL;	/* iova space wraps */
 	*pd = shca_pd_lookup(ibpd, NULL);
 	if (!*pd)
 		return -EINVAL;
-	ret = check_pages(addr, length, access_needs_write(access));
+	ret = check_pages(addr, length, access_needs_write(*access));
 	if (ret)
 		shca_obj_put(&(*pd)->obj);
 	return ret;
@@ -320,10 +325,9 @@ struct ibv_mr *shca_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	struct shca_mr *mr;
 	int ret;
 
-	ret = reg_check(ibpd, addr, length, iova, access, &pd);
+	ret = reg_check(ibpd, addr, length, &iova, &access, &pd);
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
-	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
 
 	ret = -ENOMEM;
 	mr = calloc(1, sizeof(*mr));
@@ -392,69 +396,87 @@ int shca_dereg_mr(struct ibv_mr *ibmr)
  * ENOENT (the kernel looks it up for writing), a new PD it does not name
  * EINVAL.
  */
+/* What a rereg makes of the MR, all checked before anything changes. */
+struct rereg {
+	struct shca_pd *pd;		/* with a use, or NULL: unchanged */
+	unsigned int access;
+	void *addr;
+	size_t length;
+	uint64_t iova;
+};
+
 static int rereg_check(struct shca_mr *mr, int flags, struct ibv_pd *ibpd,
 		       void *addr, size_t length, int access,
-		       struct shca_pd **new_pd)
+		       struct rereg *r)
 {
-	unsigned int new_access = mr->access;
 	int ret;
 
+	r->pd = NULL;
+	r->access = mr->access;
+	r->addr = mr->ibmr.addr;
+	r->length = mr->ibmr.length;
+	r->iova = mr->iova;
 	if (!flags)
 		return -EINVAL;
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
 		ret = check_access((unsigned int)access);
 		if (ret)
 			return ret;
-		new_access = (unsigned int)access &
-			     ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+		r->access = (unsigned int)access &
+			    ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
 	}
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
-		*new_pd = shca_pd_lookup(ibpd, mr->obj.ctx);
-		if (!*new_pd)
+		r->pd = shca_pd_lookup(ibpd, mr->obj.ctx);
+		if (!r->pd)
 			return -EINVAL;
 	}
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
-		ret = check_pages(addr, length, access_needs_write(new_access));
-		if (ret && *new_pd) {
-			shca_obj_put(&(*new_pd)->obj);
-			*new_pd = NULL;
+		r->addr = addr;
+		r->length = length;
+		r->iova = (uintptr_t)addr;
+		ret = check_pages(addr, length, access_needs_write(r->access));
+		if (ret) {
+			if (r->pd)
+				shca_obj_put(&r->pd->obj);
+			r->pd = NULL;
+			return ret;
 		}
-		return ret;
 	}
+	if (r->access & IBV_ACCESS_ZERO_BASED)
+		r->iova = 0;
+	else if ((mr->access & IBV_ACCESS_ZERO_BASED) &&
+		 !(flags & IBV_REREG_MR_CHANGE_TRANSLATION))
+		r->iova = (uintptr_t)mr->ibmr.addr;
 	return 0;
 }
 
 int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 		  void *addr, size_t length, int access)
 {
-	struct shca_pd *new_pd = NULL;
 	struct shca_mr *mr;
+	struct rereg r;
 	int ret;
 
 	mr = shca_mr_lookup(ibmr, NULL);
 	if (!mr)
 		return -ENOENT;
-	ret = rereg_check(mr, flags, ibpd, addr, length, access, &new_pd);
+	ret = rereg_check(mr, flags, ibpd, addr, length, access, &r);
 	if (ret) {
 		shca_obj_put(&mr->obj);
 		return ret;
 	}
 
 	pthread_mutex_lock(&mr_table_lock);
-	if (new_pd) {
-		shca_pd_get(new_pd);
+	if (r.pd) {
+		shca_pd_get(r.pd);
 		shca_pd_put(mr->pd);
-		mr->pd = new_pd;
-		shca_obj_put(&new_pd->obj);
+		mr->pd = r.pd;
+		shca_obj_put(&r.pd->obj);
 	}
-	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
-		mr->access = (unsigned int)access &
-			     ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
-	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
-		mr->iova = (uintptr_t)addr;
-		mr->ibmr.addr = addr;
-		mr->ibmr.length = length;
-	}
+	mr->access = r.access;
+	mr->iova = r.iova;
+	mr->ibmr.addr = r.addr;
+	mr->ibmr.length = r.length;
 	mr_publish(mr);
 	pthread_mutex_unlock(&mr_table_lock);
 	shca_obj_put(&mr->obj);

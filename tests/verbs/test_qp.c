@@ -12,6 +12,7 @@
 #include <fcntl.h>
 
 #include "harness.h"
+#include "asleep.h"
 #include "common.h"
 
 struct env {
@@ -517,19 +518,23 @@ TEST(destroy_releases_references)
 
 struct destroy_arg {
 	struct ibv_qp *qp;
-	volatile int done;
+	pid_t tid;
+	int done;
 };
 
 static void *destroy_thread(void *p)
 {
 	struct destroy_arg *d = p;
 
+	asleep_self(&d->tid);
 	ASSERT_EQ(ibv_destroy_qp(d->qp), 0);
-	d->done = 1;
+	__atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
-/* A QP with an SRQ raises LAST_WQE_REACHED entering ERR (see qp_modify). */
+/* A QP with an SRQ raises LAST_WQE_REACHED entering ERR (see qp_modify);
+ * ibv_destroy_qp sleeps on the QP's condition variable until it is
+ * acknowledged (rdma-core's ibv_cmd_destroy_qp). */
 TEST(destroy_waits_for_event_ack)
 {
 	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
@@ -554,8 +559,8 @@ TEST(destroy_waits_for_event_ack)
 	ASSERT(ev.element.qp == d.qp);
 
 	ASSERT_EQ(pthread_create(&t, NULL, destroy_thread, &d), 0);
-	usleep(100 * 1000);
-	ASSERT_EQ(d.done, 0);	/* still waiting for the ack */
+	/* still waiting for the ack */
+	ASSERT_ASLEEP_IN_COND(&d.tid, &d.done, &d.qp->cond);
 	ibv_ack_async_event(&ev);
 	ASSERT_EQ(pthread_join(t, NULL), 0);
 	ASSERT_EQ(d.done, 1);
