@@ -374,7 +374,8 @@ static struct shca_cq *cq_alloc(struct ibv_context *ctx, int cqe,
 		}
 	}
 	if (cq && cq->shm &&
-	    shca_obj_add(&cq->obj, SHCA_OT_CQ, ctx, &cq->cqx, &cq->cqx.handle)) {
+	    shca_obj_add(&cq->obj, SHCA_OT_CQ, ctx, &cq->cqx,
+			 &cq->cqx.handle)) {
 		shca_cqshm_fini(cq->shm, &cq->ring);
 		shca_arena_free(cq->shm);
 		cq->shm = NULL;
@@ -420,7 +421,7 @@ struct ibv_cq *shca_create_cq(struct ibv_context *ctx, int cqe,
 	int ret;
 
 	if (!shca_ctx_live(ctx))
-		return SHCA_ERR_PTR(EBADF);	/* its uverbs file is closed */
+		return SHCA_ERR_PTR(EBADF);	/* its file is closed */
 	ret = check_cqe(ctx, cqe, comp_vector);
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
@@ -442,7 +443,7 @@ struct ibv_cq_ex *shca_create_cq_ex(struct ibv_context *ctx,
 	int ret;
 
 	if (!shca_ctx_live(ctx))
-		return SHCA_ERR_PTR(EBADF);	/* its uverbs file is closed */
+		return SHCA_ERR_PTR(EBADF);	/* its file is closed */
 	if (attr->wc_flags & ~(uint64_t)IBV_CREATE_CQ_SUP_WC_FLAGS)
 		return SHCA_ERR_PTR(EOPNOTSUPP);
 	if (!attr->cqe)

@@ -248,7 +248,7 @@ int shca_obj_collect(enum shca_otype t, struct ibv_context *ctx,
 			cap = cap ? cap * 2 : 16;
 			nv = realloc(v, (size_t)cap * sizeof(*v));
 			if (!nv)
-				break;	/* the rest stay: leaked, not freed */
+				break;	/* the rest stay, never freed */
 			v = nv;
 		}
 		__atomic_add_fetch(&o->users, 1, __ATOMIC_RELAXED);

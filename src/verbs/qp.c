@@ -1181,7 +1181,7 @@ struct ibv_qp *shca_create_qp_ex(struct ibv_context *ctx,
 	struct shca_qp *qp;
 
 	if (!shca_ctx_live(ctx))
-		return SHCA_ERR_PTR(EBADF);	/* its uverbs file is closed */
+		return SHCA_ERR_PTR(EBADF);	/* its file is closed */
 	qp = qp_create(ctx, attr);
 	return qp ? &qp->ibqp : NULL;
 }

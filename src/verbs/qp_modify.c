@@ -376,7 +376,7 @@ void shca_qp_publish(struct shca_qp *qp)
 	struct shca_arena *a = shca_arena_self();
 
 	m->qp_type = qp->ibqp.qp_type;
-	m->pd = qp->pd->obj.handle;	/* unique in the process (handle.c) */
+	m->pd = qp->pd->obj.handle;	/* unique in the process */
 	m->access = (uint32_t)qp->attr.qp_access_flags;
 	m->qkey = qp->attr.qkey;
 	m->dest_qpn = qp->attr.dest_qp_num;
