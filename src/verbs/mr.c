@@ -104,53 +104,6 @@ static int check_pages(const void *addr, size_t len, bool write)
 }
 
 /*
- * Is [addr, addr + len) mapped, readable, and writable if asked?  Walks
- * /proc/self/maps, which is what pinning the pages would have found out.
- * 0 or -EFAULT.
- */
-int shca_check_range(const void *addr, size_t len, bool write)
-{
-	uintptr_t start = (uintptr_t)addr, end, cur;
-	char line[512];
-	FILE *f;
-	int ret = -EFAULT;
-
-	if (!len)
-		return 0;
-	if (len > UINTPTR_MAX - start)
-		return -EINVAL;
-	end = start + len;
-	cur = start;
-	f = fopen("/proc/self/maps", "re");
-	if (!f)
-		return 0;	/* no procfs: nothing to check against */
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		char perms[8];
-		int c;
-
-		if (!strchr(line, '\n'))	/* a long path: skip the rest */
-			while ((c = fgetc(f)) != EOF && c != '\n')
-				;
-		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3)
-			continue;
-		if (hi <= cur)
-			continue;
-		if (lo > cur)
-			break;		/* a hole */
-		if (perms[0] != 'r' || (write && perms[1] != 'w'))
-			break;
-		cur = hi;
-		if (cur >= end) {
-			ret = 0;
-			break;
-		}
-	}
-	fclose(f);
-	return ret;
-}
-
-/*
  * Publish the MR in the arena's MR table, where peers on this host check
  * their rkeys and the L_Keys of our receive WQEs; mr_table_lock held.
  */
