@@ -913,7 +913,11 @@ TEST(uc_write_bad_rkey_dropped_two_process) { run_two(&uc_bad_rkey); }
 
 /*
  * ibv_post_send refuses it before it leaves, as rxe's provider does
- * (EINVAL, *bad_wr at it, nothing queued).
+ * (EINVAL, *bad_wr at it, nothing queued); ibv_wr_complete refuses it
+ * too (tests/verbs/test_qp.c, wr_builder_errors_post_nothing).  rxe's
+ * WR builder lets it through and the responder NAKs it (REM_INV_REQ_ERR):
+ * the case that expected that, and skipped on every run, is gone; issue
+ * 12 decides where softhca reports this error.
  */
 TEST(misaligned_atomic_post_send_is_einval)
 {
@@ -945,78 +949,6 @@ TEST(misaligned_atomic_post_send_is_einval)
 	ep_destroy(&b);
 }
 
-/*
- * Through ibv_wr_atomic_fetch_add it reaches the responder (rxe's builder
- * does not check it), which NAKs it as an invalid request (IBA o9-21,
- * rxe's RESPST_ERR_MISALIGNED_ATOMIC): REM_INV_REQ_ERR, and the
- * responder's QP goes to ERR with IBV_EVENT_QP_REQ_ERR.
- */
-static void misaligned_req_opts(struct ep_opts *o)
-{
-	o->send_ops_flags = IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
-			    IBV_QP_EX_WITH_SEND;
-}
-
-static void misaligned_prepare(struct ep *b, struct hint *h)
-{
-	uint64_t v = 1000;
-
-	(void)h;
-	ASSERT_EQ(ep_post_recv(b, 0xb1, DST + 4096, 64), 0);
-	memcpy(b->buf + DST, &v, 8);
-	memcpy(b->buf + DST + 8, &v, 8);
-}
-
-static void misaligned_run(struct ep *a, const struct hint *h)
-{
-	struct ibv_qp_ex *x = a->qpx;
-	int ret;
-
-	(void)h;
-	ibv_wr_start(x);
-	x->wr_id = 0xa1;
-	x->wr_flags = IBV_SEND_SIGNALED;
-	ibv_wr_atomic_fetch_add(x, a->peer.rkey, a->peer.addr + DST + 4, 1);
-	ibv_wr_set_sge(x, a->mr->lkey, (uintptr_t)a->buf, 8);
-	x->wr_id = 0xa2;
-	ibv_wr_send(x);
-	ibv_wr_set_sge(x, a->mr->lkey, (uintptr_t)a->buf, 8);
-	ret = ibv_wr_complete(x);
-	if (ret == EINVAL)
-		SKIP("softhca refuses a misaligned atomic at ibv_wr_complete "
-		     "(sq_check_wr in src/verbs/qp.c); rxe sends it and the "
-		     "responder NAKs it (REM_INV_REQ_ERR)");
-	ASSERT_EQ(ret, 0);
-	ep_expect(a->scq, a->qp, 0xa1, IBV_WC_REM_INV_REQ_ERR);
-	ep_expect(a->scq, a->qp, 0xa2, IBV_WC_WR_FLUSH_ERR);
-	ep_wait_qp_state(a->qp, IBV_QPS_ERR);
-}
-
-static void misaligned_check(struct ep *b)
-{
-	struct ibv_async_event ev;
-	uint64_t v;
-
-	ep_wait_async(b->ctx, IBV_EVENT_QP_REQ_ERR, &ev);
-	ASSERT(ev.element.qp == b->qp);
-	ibv_ack_async_event(&ev);
-	ep_wait_qp_state(b->qp, IBV_QPS_ERR);
-	ep_expect(b->rcq, b->qp, 0xb1, IBV_WC_WR_FLUSH_ERR);
-	memcpy(&v, b->buf + DST, 8);
-	ASSERT_U64_EQ(v, 1000);
-	memcpy(&v, b->buf + DST + 8, 8);
-	ASSERT_U64_EQ(v, 1000);
-}
-
-static const struct scenario misaligned = {
-	.type = IBV_QPT_RC,
-	.req_opts = misaligned_req_opts,
-	.prepare = misaligned_prepare,
-	.run = misaligned_run,
-	.check = misaligned_check,
-};
-
-TEST(misaligned_atomic_wr_api_rem_inv_req) { run_same(&misaligned); }
 
 /* ------------------------------------------------------------------ */
 /* REM_OP_ERR: the responder's receive WQE is bad                      */
