@@ -38,6 +38,9 @@
 # only (SOFTHCA_PYVERBS_NET_BUDGET: its bound, default 300 s),
 # SOFTHCA_CHECK_SANITIZERS=0 the sanitizer
 # builds, SOFTHCA_FUZZ_TIME=0 the fuzzing runs (default 30 s in all).
+# CI=true (.ci/run sets it): what the machine lacks (tshark, ::1, an
+# interface address, clang, ...) fails instead of skipping, in the C tests
+# (SKIP_ENV, tests/lib/harness.h), the scripts that check CI, and here.
 set -uo pipefail
 
 [ $# -eq 1 ] || { echo "usage: $0 BUILD_DIR" >&2; exit 2; }
