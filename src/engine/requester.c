@@ -97,6 +97,21 @@ enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
 	return IBV_WC_SUCCESS;
 }
 
+void shca_atomic_result(const struct iovec *iov, int niov, uint64_t orig)
+{
+	const char *src = (const char *)&orig;
+	size_t left = sizeof(orig);
+	int i;
+
+	for (i = 0; i < niov && left; i++) {
+		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
+
+		memcpy(iov[i].iov_base, src, n);
+		src += n;
+		left -= n;
+	}
+}
+
 static uint16_t ip_csum(const void *data, size_t len)
 {
 	const uint16_t *p = data;
@@ -338,6 +353,20 @@ static void qp_count(struct shca_qp *qp, enum shca_stat s)
 		shca_stat_add(&qp->shm->stats, s, 1);
 }
 
+/* The send WQE at the head ends with status st (not SUCCESS). */
+static void fail_head(struct shca_qp *qp, struct shca_send_wqe *w,
+		      enum ibv_wc_status st)
+{
+	struct shca_send_wqe done = *w;
+
+	qp->head_retries = 0;
+	qp->head_rnr_retries = 0;
+	/* the slot is free before the completion is seen */
+	shca_sq_pop(qp);
+	shca_complete_send(qp, &done, st, 0);
+	shca_sq_failed(qp);
+}
+
 /* The QP's send queue; call with qp->exec_lock held. */
 static void execute_locked(struct shca_qp *qp)
 {
@@ -359,15 +388,22 @@ static void execute_locked(struct shca_qp *qp)
 		}
 		if (shca_timer_armed(&qp->retry_timer))
 			return;
+		if (qp->head_ack_wait) {
+			/* the ACK timer of the last try expired: a timeout;
+			 * the first try and retry_cnt retries each get one
+			 * (IBA 9.7.6.1.3), then RETRY_EXC_ERR */
+			qp->head_ack_wait = false;
+			qp_count(qp, SHCA_STAT_LOCAL_ACK_TIMEOUT);
+			if (qp->head_retries++ >= qp->attr.retry_cnt) {
+				qp_count(qp, SHCA_STAT_RETRY_EXCEEDED_ERR);
+				fail_head(qp, w, IBV_WC_RETRY_EXC_ERR);
+				return;
+			}
+		}
 
 		st = prepare(qp, w, &x, iov, grh, &peer);
 		if (st != IBV_WC_SUCCESS) {
-			struct shca_send_wqe done = *w;
-
-			/* the slot is free before the completion is seen */
-			shca_sq_pop(qp);
-			shca_complete_send(qp, &done, st, 0);
-			shca_sq_failed(qp);
+			fail_head(qp, w, st);
 			return;
 		}
 		if (qp->ibqp.qp_type == IBV_QPT_UD &&
@@ -409,22 +445,19 @@ static void execute_locked(struct shca_qp *qp)
 				       1000ull * rnr_timer_us[res.rnr_timer & 31]);
 			return;
 		case SHCA_XFER_NO_RESPONSE:
-			/* what a NIC learns when its ACK timer expires: one
-			 * per try, retry_cnt + 1 before RETRY_EXC_ERR, as on
-			 * the net path */
-			qp_count(qp, SHCA_STAT_LOCAL_ACK_TIMEOUT);
+			/* nothing will answer this try: what a NIC learns
+			 * when its ACK timer expires, so the timeout is
+			 * counted, and the retry count checked, when the
+			 * timer does (above), as on the net path */
 			if (!shca_ack_timeout_ns(qp->attr.timeout)) {
 				/* timeout 0 is infinite: wait for ever,
 				 * checking now and then */
+				qp_count(qp, SHCA_STAT_LOCAL_ACK_TIMEOUT);
 				shca_timer_arm(&qp->retry_timer,
 					       shca_now_ns() + 100000000ull);
 				return;
 			}
-			if (qp->head_retries++ >= qp->attr.retry_cnt) {
-				qp_count(qp, SHCA_STAT_RETRY_EXCEEDED_ERR);
-				res.status = IBV_WC_RETRY_EXC_ERR;
-				break;
-			}
+			qp->head_ack_wait = true;
 			shca_timer_arm(&qp->retry_timer,
 				       shca_now_ns() +
 				       shca_ack_timeout_ns(qp->attr.timeout));
@@ -436,7 +469,7 @@ static void execute_locked(struct shca_qp *qp)
 		if (res.status == IBV_WC_SUCCESS &&
 		    (x.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 		     x.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD))
-			memcpy(iov[0].iov_base, &res.atomic_orig, 8);
+			shca_atomic_result(iov, x.nlocal, res.atomic_orig);
 		qp->head_retries = 0;
 		qp->head_rnr_retries = 0;
 		{

@@ -420,6 +420,21 @@ static void go_back(struct shca_qp *qp, uint32_t idx, uint32_t psn)
 
 static void rc_send_window(struct shca_qp *qp);
 
+/* Is a WQE in [head, idx) an RDMA READ or an atomic (not yet complete:
+ * a WQE leaves the queue when it completes)? */
+static bool rd_atomic_before(struct shca_qp *qp, uint32_t head, uint32_t idx)
+{
+	uint32_t i, h, t;
+
+	for (i = head; i != idx; i++) {
+		struct shca_send_wqe *x = shca_sq_at(qp, i, &h, &t);
+
+		if (x && wqe_needs_resp(x))
+			return true;
+	}
+	return false;
+}
+
 void shca_net_rc_execute(struct shca_qp *qp)
 {
 	rc_send_window(qp);
@@ -448,6 +463,18 @@ static void rc_send_window(struct shca_qp *qp)
 			continue;
 		}
 		if (!w || idx - head >= WINDOW)
+			break;
+		/*
+		 * The fence indicator (ibv_post_send(3), IBV_SEND_FENCE):
+		 * the WQE does not start before every earlier RDMA READ and
+		 * atomic has completed, so that it may send their results
+		 * (rxe waits for every earlier WQE, which is more than the
+		 * verbs ask).  The completer runs the window again when one
+		 * completes.  The same-host path needs nothing: it carries
+		 * out each WQE whole before the next.
+		 */
+		if ((w->wr.send_flags & IBV_SEND_FENCE) &&
+		    rd_atomic_before(qp, head, idx))
 			break;
 		len = shca_wqe_length(w);
 		st = len > SHCA_MAX_MSG_SZ ? IBV_WC_LOC_LEN_ERR :
@@ -677,9 +704,7 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 				return;
 			if (shca_wqe_local_iov(qp, w, true, iov, &niov) ==
 			    IBV_WC_SUCCESS) {
-				uint64_t orig = m->orig;
-
-				memcpy(iov[0].iov_base, &orig, 8);
+				shca_atomic_result(iov, niov, m->orig);
 				complete_head(qp, w, IBV_WC_SUCCESS, 8);
 			} else {
 				complete_head(qp, w, IBV_WC_LOC_PROT_ERR, 0);

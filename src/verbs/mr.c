@@ -59,9 +59,9 @@ static bool access_needs_write(unsigned int access)
 /*
  * The kernel's ib_check_mr_access(), in its order: remote write and remote
  * atomic need local write (IBA o10-36.2.1), unknown bits are EINVAL, ODP
- * and FLUSH are EOPNOTSUPP on a device without them.  MW_BIND, ZERO_BASED
- * and HUGETLB are accepted, as rxe and mlx5 accept them; the optional bits
- * are ignored.
+ * and FLUSH are EOPNOTSUPP on a device without them.  MW_BIND and HUGETLB
+ * are accepted, as rxe and mlx5 accept them; ZERO_BASED is honoured (the
+ * MR's iova is 0, shca_reg_mr); the optional bits are ignored.
  */
 static int check_access(unsigned int access)
 {
@@ -101,53 +101,6 @@ static int check_pages(const void *addr, size_t len, bool write)
 		return shca_check_range(addr, 1, write);
 	}
 	return shca_check_range(addr, len, write);
-}
-
-/*
- * Is [addr, addr + len) mapped, readable, and writable if asked?  Walks
- * /proc/self/maps, which is what pinning the pages would have found out.
- * 0 or -EFAULT.
- */
-int shca_check_range(const void *addr, size_t len, bool write)
-{
-	uintptr_t start = (uintptr_t)addr, end, cur;
-	char line[512];
-	FILE *f;
-	int ret = -EFAULT;
-
-	if (!len)
-		return 0;
-	if (len > UINTPTR_MAX - start)
-		return -EINVAL;
-	end = start + len;
-	cur = start;
-	f = fopen("/proc/self/maps", "re");
-	if (!f)
-		return 0;	/* no procfs: nothing to check against */
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		char perms[8];
-		int c;
-
-		if (!strchr(line, '\n'))	/* a long path: skip the rest */
-			while ((c = fgetc(f)) != EOF && c != '\n')
-				;
-		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3)
-			continue;
-		if (hi <= cur)
-			continue;
-		if (lo > cur)
-			break;		/* a hole */
-		if (perms[0] != 'r' || (write && perms[1] != 'w'))
-			break;
-		cur = hi;
-		if (cur >= end) {
-			ret = 0;
-			break;
-		}
-	}
-	fclose(f);
-	return ret;
 }
 
 /*
@@ -301,6 +254,10 @@ struct ibv_mr *shca_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
 	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+	/* ibv_reg_mr(3): a zero-based MR is addressed by byte offsets from
+	 * its start (as an iova of 0), through its L_Key and R_Key alike */
+	if (access & IBV_ACCESS_ZERO_BASED)
+		iova = 0;
 	if (length > UINT64_MAX - iova)
 		return SHCA_ERR_PTR(EINVAL);	/* iova space wraps */
 	ret = check_pages(addr, length, access_needs_write(access));
@@ -377,6 +334,12 @@ int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 		if (ret)
 			return ret;
 	}
+
+	if (new_access & IBV_ACCESS_ZERO_BASED)
+		new_iova = 0;
+	else if ((mr->access & IBV_ACCESS_ZERO_BASED) &&
+		 !(flags & IBV_REREG_MR_CHANGE_TRANSLATION))
+		new_iova = (uintptr_t)ibmr->addr;
 
 	pthread_mutex_lock(&mr_table_lock);
 	if (flags & IBV_REREG_MR_CHANGE_PD) {

@@ -382,6 +382,8 @@ void shca_qp_publish(struct shca_qp *qp)
 	m->dest_qpn = qp->attr.dest_qp_num;
 	m->min_rnr_timer = qp->attr.min_rnr_timer;
 	m->has_srq = qp->srq != NULL;
+	/* receive WQEs are checked in their queue's PD: an SRQ's own */
+	m->rq_pd = qp->srq ? qp->srq->pd->ibpd.handle : m->pd;
 	m->rq_off = shca_arena_off(a, rq);
 	m->rcq_off = shca_arena_off(a, qp->rcq->shm);
 	__atomic_store_n(&m->state, qp->attr.qp_state, __ATOMIC_RELEASE);
@@ -469,6 +471,7 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 		shca_timer_disarm(&qp->retry_timer);
 		shca_net_qp_stop(qp, true);
 		qp->head_retries = qp->head_rnr_retries = 0;
+		qp->head_ack_wait = false;
 		qp->comm_est_reported = false;
 		__atomic_store_n(&qp->shm->pending, 0, __ATOMIC_RELEASE);
 		/* as mlx4/mlx5: a reset QP's completions leave its CQs */
@@ -653,6 +656,9 @@ int shca_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 	if (!attr || !init)
 		return -EINVAL;
 
+	/* what peers marked, before the state is read: an error completion
+	 * already polled has its state change visible (doorbell.c) */
+	shca_qp_take_marks(qp);
 	memset(&i, 0, sizeof(i));
 	pthread_mutex_lock(&qp->lock);
 	a = qp->attr;

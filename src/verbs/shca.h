@@ -291,6 +291,7 @@ struct shca_qp {
 	struct shca_timer retry_timer;	/* RNR and ACK-timeout retries */
 	uint32_t head_retries;		/* of the WQE at the SQ head */
 	uint32_t head_rnr_retries;
+	bool head_ack_wait;		/* its try is timing out */
 	struct shca_peer *peer;		/* RC/UC: the destination's process */
 	struct shca_net_qp net;		/* the net path (src/net/transport.c) */
 	bool comm_est_reported;
@@ -529,6 +530,7 @@ int shca_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 
 /* doorbell.c: what peers left for this process; the transport's start */
 void shca_doorbell(void);
+void shca_qp_take_marks(struct shca_qp *qp);
 void shca_doorbell_ring(void);
 void shca_qp_cq_overrun(struct shca_cq *cq);
 /* Publish the QP's attributes where peers read them. */
