@@ -140,6 +140,8 @@ scan_log() {
 		if (line ~ /^  skip reason: /) {
 			reason = substr(line, 16); next
 		}
+		if (reason == "" && line ~ /^fuzz_[a-z_]+: skipped: /)
+			reason = line	# from a fuzz target setup in a case
 		if (line ~ /^ok [0-9]+ - .* # SKIP$/) {
 			s++; name = line
 			sub(/^ok [0-9]+ - /, "", name); sub(/ # SKIP$/, "", name)
