@@ -37,6 +37,7 @@
 
 #include "cm_common.h"
 #include "kick.h"
+#include "netenv.h"
 
 #define GRH 40
 
@@ -182,18 +183,6 @@ TEST(loopback_listener_takes_its_address_only)
 /* ------------------------------------------------------------------ */
 /* IPv6 multicast                                                      */
 
-static bool have_ipv6_loopback(void)
-{
-	struct sockaddr_in6 v6 = { .sin6_family = AF_INET6,
-				   .sin6_addr = IN6ADDR_LOOPBACK_INIT };
-	int fd = socket(AF_INET6, SOCK_DGRAM, 0);
-	bool ok = fd >= 0 && !bind(fd, (struct sockaddr *)&v6, sizeof(v6));
-
-	if (fd >= 0)
-		close(fd);
-	return ok;
-}
-
 /* A UD id on softhca_lo (source ::1) joined to group: its join event. */
 static struct rdma_cm_event *join6(struct rdma_event_channel *ch,
 				   struct rdma_cm_id **id,
@@ -239,8 +228,7 @@ TEST(ipv6_multicast_group)
 	struct ibv_wc wc;
 	unsigned int i;
 
-	if (!have_ipv6_loopback())
-		SKIP("no IPv6 loopback address here");
+	netenv_need(NETENV_IP6_LO);
 	ASSERT_EQ(inet_pton(AF_INET6, "ff0e::5:6:7", &group.sin6_addr), 1);
 	rch = rdma_create_event_channel();
 	sch = rdma_create_event_channel();

@@ -198,7 +198,7 @@ run() {
 	done <"$out"
 	# after the last case: its forked side's late output (the output of a
 	# binary that did not finish is shown below)
-	if [ "$rc" = 0 ] || [ "$rc" = 1 ]; then
+	if [ "$rc" = 0 ] || [ "$rc" = 1 ] || [ "$rc" = 77 ]; then
 		late_fail "$name" "after the last case, '${last:-none}'" \
 			"$blk" || n_late=$((n_late + 1))
 	fi
@@ -211,7 +211,7 @@ run() {
 			"(the last case that ended: '${last:-none}'); its output since:"
 		show "$blk"
 		;;
-	0|1)
+	0|1|77)	# 77: cases skipped (one-process ones, here)
 		check "$name: $bin ran to its end (exit $rc, $((SECONDS - t0)) s)" \
 			grep -q '^# .* passed, ' "$out"
 		;;
