@@ -399,6 +399,9 @@ static struct shca_cq *cq_alloc(struct ibv_context *ctx, int cqe,
 		shca_channel_add_cq(cq->chan, cq);
 	pthread_mutex_lock(&cq_list_lock);
 	cq->next = cq_list;
+	if (cq_list)
+		cq_list->pprev = &cq->next;
+	cq->pprev = &cq_list;
 	cq_list = cq;
 	pthread_mutex_unlock(&cq_list_lock);
 	return cq;
@@ -513,7 +516,6 @@ int shca_cq_destroy(struct shca_cq *cq, bool wait_acks)
 	struct ibv_cq *ibcq = ibv_cq_ex_to_cq(&cq->cqx);
 	struct shca_context *sctx = to_sctx(cq->obj.ctx);
 	struct shca_comp_channel *chan = cq->chan;
-	struct shca_cq **pp;
 	int ret;
 
 	ret = shca_obj_claim(&cq->obj, &cq->refs);
@@ -530,11 +532,13 @@ int shca_cq_destroy(struct shca_cq *cq, bool wait_acks)
 	 * leaves its table before its events are forgotten).
 	 */
 	pthread_mutex_lock(&cq_list_lock);
-	for (pp = &cq_list; *pp; pp = &(*pp)->next)
-		if (*pp == cq) {
-			*pp = cq->next;
-			break;
-		}
+	if (cq->pprev) {
+		/* O(1): destroying tens of thousands stays linear */
+		*cq->pprev = cq->next;
+		if (cq->next)
+			cq->next->pprev = cq->pprev;
+		cq->pprev = NULL;
+	}
 	pthread_mutex_unlock(&cq_list_lock);
 
 	/* undelivered events go; delivered ones must be acknowledged */

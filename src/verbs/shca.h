@@ -229,6 +229,7 @@ struct shca_cq {
 	uint32_t async_events_reported;
 	bool is_ex;
 	struct shca_cq *next;		/* the process's CQ list */
+	struct shca_cq **pprev;		/* ... what points at it (O(1) out) */
 	struct shca_cq *chan_next;	/* its channel's CQ list */
 };
 
@@ -251,6 +252,7 @@ struct shca_srq {
 	int refs;			/* QPs using it */
 	uint32_t events_reported;
 	struct shca_srq *next;		/* the process's SRQ list */
+	struct shca_srq **pprev;	/* ... what points at it */
 };
 
 struct shca_send_wqe {

@@ -192,6 +192,9 @@ static struct shca_srq *srq_create(struct ibv_context *ctx, struct shca_pd *pd,
 
 	pthread_mutex_lock(&srq_list_lock);
 	srq->next = srq_list;
+	if (srq_list)
+		srq_list->pprev = &srq->next;
+	srq->pprev = &srq_list;
 	srq_list = srq;
 	pthread_mutex_unlock(&srq_list_lock);
 
@@ -331,7 +334,6 @@ int shca_srq_destroy(struct shca_srq *srq, bool wait_acks)
 {
 	struct ibv_srq *ibsrq = &srq->ibsrq;
 	struct shca_context *sctx = to_sctx(srq->obj.ctx);
-	struct shca_srq **pp;
 	int ret;
 
 	ret = shca_obj_claim(&srq->obj, &srq->refs);
@@ -343,11 +345,13 @@ int shca_srq_destroy(struct shca_srq *srq, bool wait_acks)
 	/* out of the engine's sight (its doorbell walks the list), then
 	 * undelivered events go; delivered ones must be acknowledged */
 	pthread_mutex_lock(&srq_list_lock);
-	for (pp = &srq_list; *pp; pp = &(*pp)->next)
-		if (*pp == srq) {
-			*pp = srq->next;
-			break;
-		}
+	if (srq->pprev) {
+		/* O(1): destroying tens of thousands stays linear */
+		*srq->pprev = srq->next;
+		if (srq->next)
+			srq->next->pprev = srq->pprev;
+		srq->pprev = NULL;
+	}
 	pthread_mutex_unlock(&srq_list_lock);
 	shca_async_forget(sctx, srq);
 	pthread_mutex_lock(&ibsrq->mutex);
