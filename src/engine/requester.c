@@ -4,8 +4,9 @@
  *
  * shca_sq_execute() runs from ibv_post_send (the caller's thread) and from
  * the engine thread when a retry timer fires.  It takes WQEs from the head
- * of the send queue one at a time, checks the local side (L_Keys, lengths,
- * opcode), hands the request to the transport, and completes it:
+ * of the send queue one at a time, checks the local side (opcode against
+ * the QP's transport, L_Keys, lengths), hands the request to the
+ * transport, and completes it:
  *
  *   done        completion (if signaled, or in error), next WQE
  *   RNR         RC: wait the responder's RNR timer, retry; rnr_retry 7 is
@@ -205,6 +206,11 @@ static enum ibv_wc_status prepare(struct shca_qp *qp,
 	int niov;
 
 	memset(x, 0, sizeof(*x));
+	/* an operation the QP's transport does not have (READ on UC, WRITE
+	 * on UD, ...; sq_check_wr posted it): a Local QP Operation Error,
+	 * nothing sent, as mlx5 completes it */
+	if (!shca_wr_legal(qp->ibqp.qp_type, op))
+		return IBV_WC_LOC_QP_OP_ERR;
 	x->qp_type = qp->ibqp.qp_type;
 	x->src_qpn = qp->ibqp.qp_num;
 	x->opcode = op;
