@@ -81,6 +81,13 @@ enum ibv_wc_opcode shca_wr_wc_opcode(enum ibv_wr_opcode opcode)
 	return op ? op->wc_opcode : IBV_WC_SEND;
 }
 
+bool shca_wr_legal(enum ibv_qp_type type, enum ibv_wr_opcode opcode)
+{
+	const struct wr_info *op = wr_info(opcode);
+
+	return op && (op->qp_types & QPT(type));
+}
+
 /* The IBV_QP_EX_WITH_* flags softhca supports on a QP type. */
 static uint64_t send_ops_supported(enum ibv_qp_type type)
 {
@@ -318,14 +325,23 @@ static bool ah_ok(const struct shca_qp *qp, struct ibv_ah *ah)
 			   ah->handle);
 }
 
-/* Can the QP take wr?  0 or -EINVAL (rxe's validate_send_wr and more). */
+/*
+ * Can the QP take wr?  0 or -EINVAL (rxe's validate_send_wr and more).
+ *
+ * An opcode softhca does not carry out at all (memory windows,
+ * invalidation, TSO, unknown values) is refused here.  One it carries out,
+ * but not on this QP's transport (READ or an atomic on UC; READ, WRITE or
+ * an atomic on UD), is posted, as mlx5's provider posts it without looking:
+ * the requester completes it with IBV_WC_LOC_QP_OP_ERR and the QP goes to
+ * SQE (engine/requester.c; docs/conformance.md).
+ */
 static int sq_check_wr(const struct shca_qp *qp, const struct ibv_send_wr *wr)
 {
 	const struct wr_info *op = wr_info(wr->opcode);
 	uint64_t len = 0;
 	int i;
 
-	if (!op || !(op->qp_types & QPT(qp->ibqp.qp_type)))
+	if (!op)
 		return -EINVAL;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->sq.max_sge ||
 	    (wr->num_sge && !wr->sg_list))
@@ -339,7 +355,11 @@ static int sq_check_wr(const struct shca_qp *qp, const struct ibv_send_wr *wr)
 	 * on mlx5 (docs/conformance.md), not an error at the post */
 	if (op->cls == WR_ATOMIC && len < 8)
 		return -EINVAL;
-	if (qp->ibqp.qp_type == IBV_QPT_UD && !ah_ok(qp, wr->wr.ud.ah))
+	/* UD: a live AH of this context; not for an opcode UD does not
+	 * have, whose wr.wr union holds a remote address there, never
+	 * looked at */
+	if (qp->ibqp.qp_type == IBV_QPT_UD &&
+	    (op->qp_types & QPT(IBV_QPT_UD)) && !ah_ok(qp, wr->wr.ud.ah))
 		return -EINVAL;
 	return 0;
 }

@@ -631,6 +631,8 @@ struct shca_send_wqe *shca_sq_first(struct shca_qp *qp, uint32_t *head,
 /* Complete every send WQE with IBV_WC_WR_FLUSH_ERR; sq.lock held. */
 void shca_sq_flush(struct shca_qp *qp);
 enum ibv_wc_opcode shca_wr_wc_opcode(enum ibv_wr_opcode opcode);
+/* Is opcode one of the transport type has (the work-request table)? */
+bool shca_wr_legal(enum ibv_qp_type type, enum ibv_wr_opcode opcode);
 
 /* qp_modify.c: the state machine, and query (check, apply, report) */
 int shca_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);

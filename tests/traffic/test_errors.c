@@ -13,7 +13,8 @@
  *   no receive WQE (RNR)          RNR_RETRY_EXC_ERR  untouched
  *   nobody there                  RETRY_EXC_ERR      -
  *
- *   requester-detected: LOC_PROT_ERR (L_Key, bounds, PD, local write),
+ *   requester-detected: LOC_PROT_ERR (L_Key, bounds, PD, local write;
+ *   a READ's or atomic's when its response arrives, test_key_order.c),
  *   LOC_LEN_ERR (UD over the path MTU); RC goes to ERR, UC and UD to SQE.
  *
  * Most cases are a scenario (responder prepare, requester run, responder
@@ -576,6 +577,11 @@ static void prot_run(struct ep *a, const struct hint *h)
 	wr[1].sg_list = &sge[1];
 	wr[1].num_sge = 1;
 	wr[1].send_flags = IBV_SEND_SIGNALED;
+	/* a READ's or atomic's L_Key fails when its response arrives
+	 * (test_key_order.c): fenced, the SEND waits for that, and is not
+	 * sent before (the net path sends on without a fence) */
+	if (op != IBV_WR_SEND)
+		wr[1].send_flags |= IBV_SEND_FENCE;
 	if (a->type == IBV_QPT_UD) {
 		int i;
 
@@ -617,10 +623,12 @@ static void prot_check(struct ep *b)
 	uint64_t v;
 
 	if (b->type == IBV_QPT_RC) {
-		/* nothing reached the responder */
+		/* nothing reached the responder but the atomic, which a NIC
+		 * carries out before its result meets the local L_Key */
 		check_untouched(b);
 		memcpy(&v, b->buf + DST + 8192, 8);
-		ASSERT_U64_EQ(v, 1000);
+		ASSERT_U64_EQ(v, bad_sge == ATOMIC_NO_LOCAL_WRITE ? 1001 :
+								     1000);
 	} else {
 		struct ibv_wc wc = ep_expect(b->rcq, b->qp, 0xb1,
 					     IBV_WC_SUCCESS);
