@@ -204,8 +204,10 @@ static void run_doorbell(void)
 
 	while (read(doorbell, &v, sizeof(v)) < 0 && errno == EINTR)
 		;
-	if (doorbell_fn)
-		doorbell_fn();
+	void (*fn)(void) = __atomic_load_n(&doorbell_fn, __ATOMIC_ACQUIRE);
+
+	if (fn)
+		fn();
 }
 
 static void *engine_main(void *arg)
@@ -355,7 +357,7 @@ int shca_engine_doorbell_fd(void)
 
 void shca_engine_on_doorbell(void (*fn)(void))
 {
-	doorbell_fn = fn;
+	__atomic_store_n(&doorbell_fn, fn, __ATOMIC_RELEASE);
 }
 
 int shca_engine_watch(int fd, shca_fd_fn fn, void *arg)

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/dma.h"
 #include "../common/slot.h"
 #include "../common/stat.h"
 #include "../engine/requester.h"
@@ -624,10 +625,12 @@ static enum place place_read(struct shca_qp *qp, struct shca_send_wqe *w,
 	n = slice(iov, niov, off, want, dst, MAX_IOV);
 	if (n < 0)
 		return PLACE_DROP;
+	SHCA_DMA_BEGIN();
 	for (i = 0; i < n; i++) {
 		memcpy(dst[i].iov_base, src, dst[i].iov_len);
 		src += dst[i].iov_len;
 	}
+	SHCA_DMA_END();
 	return PLACED;
 }
 

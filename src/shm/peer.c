@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <sys/uio.h>
 
+#include "../common/dma.h"
 #include "../common/log.h"
 #include "../common/slot.h"
 #include "../common/stat.h"
@@ -558,9 +559,12 @@ static void copy_iov(const struct iovec *dst, int nd, const struct iovec *src,
 	while ((int)di < nd && (int)si < ns) {
 		size_t n = MIN(dst[di].iov_len - doff, src[si].iov_len - soff);
 
-		if (n)
+		if (n) {
+			SHCA_DMA_BEGIN();
 			memmove((char *)dst[di].iov_base + doff,
 				(const char *)src[si].iov_base + soff, n);
+			SHCA_DMA_END();
+		}
 		doff += n;
 		soff += n;
 		if (doff == dst[di].iov_len) {

@@ -368,6 +368,14 @@ static int check_destination(struct shca_qp *qp, const struct ibv_qp_attr *a,
 	return 0;
 }
 
+/* field = val, unless it holds val already (only this process writes) */
+#define PUBLISH(field, val)                                               \
+	do {                                                              \
+		__typeof__(field) v_ = (__typeof__(field))(val);          \
+		if ((field) != v_)                                        \
+			__atomic_store_n(&(field), v_, __ATOMIC_RELAXED); \
+	} while (0)
+
 /* What peers read of this QP (arena.h); qp->lock held. */
 void shca_qp_publish(struct shca_qp *qp)
 {
@@ -375,17 +383,19 @@ void shca_qp_publish(struct shca_qp *qp)
 	struct shca_rq_shm *rq = qp->srq ? qp->srq->rq.shm : qp->rq.shm;
 	struct shca_arena *a = shca_arena_self();
 
-	m->qp_type = qp->ibqp.qp_type;
-	m->pd = qp->pd->obj.handle;	/* unique in the process */
-	m->access = (uint32_t)qp->attr.qp_access_flags;
-	m->qkey = qp->attr.qkey;
-	m->dest_qpn = qp->attr.dest_qp_num;
-	m->min_rnr_timer = qp->attr.min_rnr_timer;
-	m->has_srq = qp->srq != NULL;
+	/* peers read these at any time: only what changed is written
+	 * (moving to ERR, the common case, writes nothing but the state) */
+	PUBLISH(m->qp_type, qp->ibqp.qp_type);
+	PUBLISH(m->pd, qp->pd->obj.handle);	/* unique in the process */
+	PUBLISH(m->access, (uint32_t)qp->attr.qp_access_flags);
+	PUBLISH(m->qkey, qp->attr.qkey);
+	PUBLISH(m->dest_qpn, qp->attr.dest_qp_num);
+	PUBLISH(m->min_rnr_timer, qp->attr.min_rnr_timer);
+	PUBLISH(m->has_srq, qp->srq != NULL);
 	/* receive WQEs are checked in their queue's PD: an SRQ's own */
-	m->rq_pd = qp->srq ? qp->srq->pd->obj.handle : m->pd;
-	m->rq_off = shca_arena_off(a, rq);
-	m->rcq_off = shca_arena_off(a, qp->rcq->shm);
+	PUBLISH(m->rq_pd, qp->srq ? qp->srq->pd->obj.handle : m->pd);
+	PUBLISH(m->rq_off, shca_arena_off(a, rq));
+	PUBLISH(m->rcq_off, shca_arena_off(a, qp->rcq->shm));
 	__atomic_store_n(&m->state, qp->attr.qp_state, __ATOMIC_RELEASE);
 }
 
