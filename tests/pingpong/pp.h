@@ -93,6 +93,8 @@ struct pp_ctx {
 	uint32_t grh;		/* PP_GRH for UD, else 0 */
 	uint32_t nslots;
 	bool cq_armed;
+	int tcp_fd;		/* the exchange: watched for the peer's end */
+	bool tcp_data;		/* the peer wrote on it (it is done) */
 	uint64_t nevents;
 	enum ibv_mtu mtu;
 	struct pp_dest self, peer;

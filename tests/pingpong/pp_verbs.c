@@ -8,9 +8,11 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -397,12 +399,61 @@ static int poll_once(struct pp_ctx *c, struct pp_wc *w)
 }
 
 /*
+ * Did the peer end (its side of the TCP exchange closed)?  A side that
+ * failed ends at once, and its peer, which waits for a message that will
+ * not come, says so and ends too instead of waiting for its timeout.
+ * What the peer writes (it is done) stops the watch.
+ */
+static bool peer_ended(struct pp_ctx *c, short revents)
+{
+	char b;
+	ssize_t n;
+
+	if (!revents)
+		return false;
+	n = recv(c->tcp_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n > 0) {
+		c->tcp_data = true;
+		return false;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return false;
+	pp_fail("the peer ended (it closed the TCP exchange) while this "
+		"side waited for a completion");
+	return true;
+}
+
+/* Wait until the channel or the exchange is readable; -1: the peer ended */
+static int wait_channel(struct pp_ctx *c)
+{
+	for (;;) {
+		struct pollfd p[2] = {
+			{ .fd = c->channel->fd, .events = POLLIN },
+			{ .fd = c->tcp_data ? -1 : c->tcp_fd, .events = POLLIN },
+		};
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return err("poll", errno);
+		}
+		if (peer_ended(c, p[1].revents))
+			return -1;
+		if (p[0].revents)
+			return 0;
+	}
+}
+
+/*
  * The next completion: polled; with -e, when the CQ is empty, armed and
  * polled again (what arrived in between is not missed), then waited for
- * on the channel.
+ * on the channel.  Either way the TCP exchange is watched for the peer's
+ * end (without -e, every 4096 empty polls).
  */
 int pp_poll(struct pp_ctx *c, struct pp_wc *w)
 {
+	unsigned int empty = 0;
+
 	for (;;) {
 		struct ibv_cq *ev_cq;
 		void *ev_ctx;
@@ -410,8 +461,15 @@ int pp_poll(struct pp_ctx *c, struct pp_wc *w)
 
 		if (n)
 			return n < 0 ? -1 : 0;
-		if (!c->o->events)
+		if (!c->o->events) {
+			struct pollfd p = { .fd = c->tcp_fd, .events = POLLIN };
+
+			if (++empty % 4096 || c->tcp_data || c->tcp_fd < 0)
+				continue;
+			if (poll(&p, 1, 0) > 0 && peer_ended(c, p.revents))
+				return -1;
 			continue;
+		}
 		if (!c->cq_armed) {
 			e = ibv_req_notify_cq(c->cq, 0);
 			if (e)
@@ -419,6 +477,8 @@ int pp_poll(struct pp_ctx *c, struct pp_wc *w)
 			c->cq_armed = true;
 			continue;
 		}
+		if (c->tcp_fd >= 0 && wait_channel(c))
+			return -1;
 		if (ibv_get_cq_event(c->channel, &ev_cq, &ev_ctx))
 			return err("ibv_get_cq_event", errno);
 		if (ev_cq != c->cq) {

@@ -494,7 +494,7 @@ static void print_stat(void)
 int main(int argc, char **argv)
 {
 	struct pp_opts o;
-	struct pp_ctx c = { 0 };
+	struct pp_ctx c = { .tcp_fd = -1 };
 	struct loop l = { .c = &c };
 	uint64_t peer_checked = 0, dummy;
 	char g1[64], g2[64];
@@ -517,6 +517,7 @@ int main(int argc, char **argv)
 		goto out;
 	at_what = o.server ? "the server (TCP)" : "a client (TCP)";
 	fd = tcp_open(&o);
+	c.tcp_fd = fd;
 	if (fd < 0 || exchange(fd, &c) || pp_connect(&c))
 		goto out;
 	for (i = 0; i < o.nqp; i++) {
