@@ -103,9 +103,12 @@ for a in $ADDRS; do
 			 "ib_send_lat -c UD"; do
 			port=$(free_port)
 			name="$(echo "$t" | tr ' ' '_')-$a"
+			# -F: a report even when perftest's sampling of
+			# the CPU clock is disturbed by the load (else it
+			# exits 1, "Can't produce a report")
 			# shellcheck disable=SC2086
-			pair "$name" 60 $t -R -d "$dev" -p "$port" -- \
-				$t -R -d "$dev" -p "$port" "$a"
+			pair "$name" 60 $t -F -R -d "$dev" -p "$port" -- \
+				$t -F -R -d "$dev" -p "$port" "$a"
 		done
 	fi
 done

@@ -239,7 +239,10 @@ pp ud-ipv6 ibv_ud_pingpong -6 -s 1024 -n 200 -c
 # pt NAME PROG ARGS...: server in a, client in b toward a, once the server
 # listens; both exit 0 and the client prints a result line.  -x: the veth
 # IPv4 GID (perftest finds no RoCE v2 GID type in sysfs, which softhca has
-# no entries in).  RDMA_CM=1: -z, perftest's exchange over an rdma_cm
+# no entries in).  -F: a result even when perftest's sampling of the CPU
+# clock is disturbed by a loaded machine (without it perftest exits 1,
+# "Can't produce a report": a timing check of its own, nothing of
+# softhca's).  RDMA_CM=1: -z, perftest's exchange over an rdma_cm
 # connection (one rdma_listen, which the client waits for).  Not -R here:
 # perftest 4.5's -R client connects its test QPs right after its last
 # handshake with the server, which only then calls rdma_listen again on
@@ -248,7 +251,7 @@ pp ud-ipv6 ibv_ud_pingpong -6 -s 1024 -n 200 -c
 # hide that, which would hide a lost listener of softhca's too.  A
 # family: the connection type (-c), with or without -z.
 pt() {
-	local name=$1 prog=$2 xa=(-x "$GA4") xb=(-x "$GB4") fam=RC a secs=30
+	local name=$1 prog=$2 xa=(-F -x "$GA4") xb=(-F -x "$GB4") fam=RC a secs=30
 	shift 2
 	for a in "$@"; do
 		case $a in -c) fam=next ;; *) [ "$fam" = next ] && fam=$a ;; esac

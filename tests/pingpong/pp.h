@@ -26,14 +26,15 @@
 #include <infiniband/verbs.h>
 
 #define PP_MAX_QP	16
-#define PP_SENTINEL	0xa5	/* what every receive slot holds when posted */
+#define PP_SENTINEL	0xa5	/* a receive slot's bytes when posted */
 #define PP_FRONT	64	/* guard before the receive SGE */
-#define PP_SLACK	64	/* the receive SGE is longer than the message */
+#define PP_SLACK	64	/* the SGE is longer than the message */
 #define PP_BACK		64	/* guard after the receive SGE */
 #define PP_GRH		40
 #define PP_QKEY		0x11111111u
 #define PP_MAX_SIZE	(1u << 30)
-#define PP_SEND_TAG	((uint64_t)1 << 63)	/* a send's wr_id: tag | iteration */
+/* a send's wr_id: PP_SEND_TAG | iteration; a receive's: its slot */
+#define PP_SEND_TAG	((uint64_t)1 << 63)
 
 enum pp_type { PP_RC, PP_UC, PP_UD, PP_SRQ };
 
@@ -51,8 +52,8 @@ struct pp_opts {
 	bool events;		/* -e */
 	bool new_send;		/* -N */
 	bool timestamps;	/* -t */
-	bool stat;		/* -S: softhca stat of this process at the end */
-	const char *server;	/* the server's address; NULL: be the server */
+	bool stat;		/* -S: softhca stat of itself at the end */
+	const char *server;	/* the server's address; NULL: serve */
 };
 
 /* What one side tells the other (network byte order on the wire). */
@@ -93,7 +94,7 @@ struct pp_ctx {
 	uint32_t grh;		/* PP_GRH for UD, else 0 */
 	uint32_t nslots;
 	bool cq_armed;
-	int tcp_fd;		/* the exchange: watched for the peer's end */
+	int tcp_fd;		/* the exchange (the peer ending) */
 	bool tcp_data;		/* the peer wrote on it (it is done) */
 	uint64_t nevents;
 	enum ibv_mtu mtu;

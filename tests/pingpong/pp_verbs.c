@@ -427,9 +427,10 @@ static bool peer_ended(struct pp_ctx *c, short revents)
 static int wait_channel(struct pp_ctx *c)
 {
 	for (;;) {
+		int tfd = c->tcp_data ? -1 : c->tcp_fd;
 		struct pollfd p[2] = {
 			{ .fd = c->channel->fd, .events = POLLIN },
-			{ .fd = c->tcp_data ? -1 : c->tcp_fd, .events = POLLIN },
+			{ .fd = tfd, .events = POLLIN },
 		};
 
 		if (poll(p, 2, -1) < 0) {

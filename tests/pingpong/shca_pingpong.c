@@ -245,8 +245,9 @@ static int tcp_open(const struct pp_opts *o)
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
-		pp_fail("%s port %s: %s", o->server ? "connect to" : "listen on",
-			o->tcp_port, strerror(e));
+		pp_fail("%s port %s: %s",
+			o->server ? "connect to" : "listen on", o->tcp_port,
+			strerror(e));
 		return -1;
 	}
 	if (o->server)
