@@ -12,14 +12,35 @@
 #    Then the gated tests again on the net path (scripts/pyverbs.sh --net:
 #    SOFTHCA_NET=1, every QP pair over TCP/UDP on this host), bounded.
 #
-# Last line: "check: N passed, N failed, N skipped"; exit status 1 if
-# anything failed.
+# Last line, and exit status 1 if anything failed:
+#
+#   check: N passed, N failed, N skipped (C cases: P passed, F failed,
+#   S skipped; parts of scripts skipped: K)
+#
+# (one line).  N counts the tests as ctest reports them, one per C test
+# binary or script, in every ctest run (the plain one, then the ASan+UBSan
+# and TSan ones), plus each libFuzzer target and each gated pyverbs test
+# (twice: plain and net path).  A C binary whose cases passed or skipped,
+# with one skip at least, exits 77 and counts as skipped; its passes show
+# in the C cases: P, F and S count every TEST case of the C binaries, read
+# from the TAP lines ("1..N", "ok 3 - name", "not ok 4 - name", "ok 5 -
+# name # SKIP") of ctest's full log (BUILD/Testing/Temporary/LastTest.log)
+# and summed over the ctest runs (a case counts once per run); F includes
+# the cases a killed binary never ran.  K counts the "SKIP: why" lines of
+# shell tests that passed (a part they could not run).  Before the last
+# line the summary lists every skip with its reason (C cases, whole tests,
+# parts of scripts) and every failure (tests, their failed cases, and
+# tests whose output holds a sanitizer report although they passed: UBSan
+# recovers and exits 0).
 # Environment: CTEST_PARALLEL_LEVEL (default nproc), CTEST_ARGS (extra ctest
 # arguments, e.g. "-L verbs" or "-R external"), SOFTHCA_CHECK_PYVERBS=0 to
 # leave out the pyverbs suite, SOFTHCA_CHECK_PYVERBS_NET=0 its net-path run
 # only (SOFTHCA_PYVERBS_NET_BUDGET: its bound, default 300 s),
 # SOFTHCA_CHECK_SANITIZERS=0 the sanitizer
 # builds, SOFTHCA_FUZZ_TIME=0 the fuzzing runs (default 30 s in all).
+# CI=true (.ci/run sets it): what the machine lacks (tshark, ::1, an
+# interface address, clang, ...) fails instead of skipping, in the C tests
+# (SKIP_ENV, tests/lib/harness.h), the scripts that check CI, and here.
 set -uo pipefail
 
 [ $# -eq 1 ] || { echo "usage: $0 BUILD_DIR" >&2; exit 2; }
@@ -30,7 +51,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/softhca-check.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 passed=0 failed=0 skipped=0
-failed_names=()
+c_passed=0 c_failed=0 c_skipped=0 s_parts=0
+failed_names=() skip_list=()
+declare -A status_of=()		# "LABEL TEST" -> ctest's status word
 start=$(date +%s)
 
 # count_ctest LOG LABEL: add ctest's per-test status lines to the counts.
@@ -41,6 +64,7 @@ count_ctest() {
 	local log=$1 label=$2 status=$3 name st n=0 nfail=0
 	while IFS=$'\t' read -r name st; do
 		n=$((n + 1))
+		status_of["$label $name"]=$st
 		case "$st" in
 		Passed) passed=$((passed + 1)) ;;
 		*Skipped*) skipped=$((skipped + 1)) ;;
@@ -59,13 +83,135 @@ count_ctest() {
 	fi
 }
 
+# scan_log LASTTEST: one tab-separated record per finding in ctest's full
+# log, where each test's whole output sits between "Output:" (and a line
+# of dashes) and "<end of output>", under "N/M Test: NAME":
+#   cases TEST P F S NOTRUN   a harness binary (its plan "1..N" first)
+#   skip  TEST CASE REASON    a skipped case ("  skip reason: " before it)
+#   fail  TEST CASE           a failed case
+#   part  TEST REASON         a "SKIP: " line of a script (not a harness)
+#   whole TEST REASON         why a script would be skipped as a whole
+#   san   TEST LINE           the first sanitizer report in the output
+scan_log() {
+	awk '
+	function clean(t) { gsub(/\t/, " ", t); return t }
+	function flush(  i) {
+		if (harness) {
+			nr = plan - p - f - s
+			if (nr < 0)
+				nr = 0
+			printf "cases\t%s\t%d\t%d\t%d\t%d\n", test, p, f, s, nr
+		} else {
+			for (i = 1; i <= nparts; i++)
+				printf "part\t%s\t%s\n", test, parts[i]
+			why = nparts ? parts[1] : (fuzzskip != "" ? fuzzskip : last)
+			printf "whole\t%s\t%s\n", test, why
+		}
+		if (san != "")
+			printf "san\t%s\t%s\n", test, san
+	}
+	/^[0-9]+\/[0-9]+ Test: / && !inout {
+		test = $0; sub(/^[0-9]+\/[0-9]+ Test: /, "", test); next
+	}
+	/^Output:$/ && !inout {
+		inout = 1; dashes = 1; harness = 0; plan = 0
+		p = f = s = nparts = 0; reason = last = san = fuzzskip = ""
+		next
+	}
+	!inout { next }
+	dashes { dashes = 0; if ($0 ~ /^-+$/) next }
+	/^<end of output>$/ { flush(); inout = 0; next }
+	{
+		line = clean($0)
+		if (line != "")
+			last = line
+		if (san == "" && line ~ /ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|: runtime error: /)
+			san = line
+		if (!harness && plan == 0 && line ~ /^1\.\.[0-9]+$/) {
+			harness = 1; plan = substr(line, 4) + 0; next
+		}
+		if (!harness) {
+			if (line ~ /^SKIP: /)
+				parts[++nparts] = substr(line, 7)
+			else if (fuzzskip == "" && line ~ /^fuzz_[a-z_]+: skipped: /)
+				fuzzskip = line
+			next
+		}
+		if (line ~ /^  skip reason: /) {
+			reason = substr(line, 16); next
+		}
+		if (reason == "" && line ~ /^fuzz_[a-z_]+: skipped: /)
+			reason = line	# from a fuzz target setup in a case
+		if (line ~ /^ok [0-9]+ - .* # SKIP$/) {
+			s++; name = line
+			sub(/^ok [0-9]+ - /, "", name); sub(/ # SKIP$/, "", name)
+			printf "skip\t%s\t%s\t%s\n", test, name,
+				reason != "" ? reason : "(no reason given)"
+			reason = ""
+		} else if (line ~ /^ok [0-9]+ - /) {
+			p++; reason = ""
+		} else if (line ~ /^not ok [0-9]+ - /) {
+			f++; name = line
+			sub(/^not ok [0-9]+ - /, "", name)
+			printf "fail\t%s\t%s\n", test, name
+			reason = ""
+		}
+	}' "$1"
+}
+
+# count_cases LASTTEST LABEL: add a ctest run's C cases, skips and
+# sanitizer reports (scan_log) to the counts and lists; count_ctest first.
+count_cases() {
+	local log=$1 label=$2 kind t a b c d st
+	if [ ! -s "$log" ]; then
+		failed=$((failed + 1))
+		failed_names+=("$label: no ctest log $log to count the C cases")
+		return
+	fi
+	while IFS=$'\t' read -r kind t a b c d; do
+		st=${status_of["$label $t"]:-}
+		case $kind in
+		cases)
+			c_passed=$((c_passed + a))
+			c_failed=$((c_failed + b + d))
+			c_skipped=$((c_skipped + c))
+			[ "$d" -eq 0 ] ||
+				failed_names+=("$label $t: $d cases did not run")
+			;;
+		skip) skip_list+=("$label $t: $a: $b") ;;
+		fail) failed_names+=("$label $t: case $a") ;;
+		part)
+			if [ "$st" = Passed ]; then
+				s_parts=$((s_parts + 1))
+				skip_list+=("$label $t (a part): $a")
+			fi
+			;;
+		whole) [[ $st != *Skipped* ]] || skip_list+=("$label $t: $a") ;;
+		san)	# counted as passed or skipped: a failure instead
+			if [ "$st" = Passed ]; then
+				passed=$((passed - 1))
+			elif [[ $st == *Skipped* ]]; then
+				skipped=$((skipped - 1))
+			else
+				continue
+			fi
+			failed=$((failed + 1))
+			failed_names+=("$label $t: sanitizer report: $a")
+			;;
+		esac
+	done < <(scan_log "$log")
+}
+
 # --- 1. ctest -----------------------------------------------------------
 echo "=== ctest ($build, $jobs at a time)"
+rm -f "$build/Testing/Temporary/LastTest.log"
 # shellcheck disable=SC2086
 (cd "$build" && ctest --output-on-failure -j "$jobs" ${CTEST_ARGS:-}) \
 	2>&1 | tee "$tmp/ctest.log"
 count_ctest "$tmp/ctest.log" ctest "${PIPESTATUS[0]}"
-echo "=== ctest: $passed passed, $failed failed, $skipped skipped"
+count_cases "$build/Testing/Temporary/LastTest.log" ctest
+echo "=== ctest: $passed passed, $failed failed, $skipped skipped" \
+	"(C cases: $c_passed passed, $c_failed failed, $c_skipped skipped)"
 
 # --- 1b. the C tests again under the sanitizers -------------------------
 # ASan+UBSan (leaks included) and TSan (the shared rings, the engine
@@ -84,34 +230,56 @@ if [ "${SOFTHCA_CHECK_SANITIZERS:-1}" != 0 ]; then
 			failed_names+=("sanitizer build $san")
 			continue
 		fi
+		rm -f "$dir/Testing/Temporary/LastTest.log"
 		(cd "$dir" && ctest --output-on-failure -j "$jobs" \
 			-L 'verbs|traffic|cm') 2>&1 | tee "$tmp/ctest-san.log"
 		count_ctest "$tmp/ctest-san.log" "$san" "${PIPESTATUS[0]}"
+		count_cases "$dir/Testing/Temporary/LastTest.log" "$san"
 	done
 fi
 
 # --- 1c. the fuzz targets under libFuzzer, for a bounded time ------------
 # fuzz_wire (the wire parser), fuzz_net_rx (the net path's receive side)
 # and fuzz_net_hs (the connection handshake): SOFTHCA_FUZZ_TIME seconds in
-# all (default 30, a third each; 0 leaves them out).
+# all (default 30, a third each; 0 leaves them out), each a test of its
+# own.  A target that cannot run here prints "TARGET: skipped: why" and
+# exits 77 (tests/fuzz/fuzz.h): a skip, but a failure under CI (CI=true),
+# as is a missing clang, which scripts/install-deps.sh installs.
 fuzz_time=${SOFTHCA_FUZZ_TIME:-30}
+ci=${CI:-}
+[ "$ci" = 0 ] || [ "$ci" = false ] && ci=
 if [ "$fuzz_time" != 0 ]; then
 	fuzz_each=$(((fuzz_time + 2) / 3))
 	echo
 	echo "=== libFuzzer: fuzz_wire, fuzz_net_rx, fuzz_net_hs" \
 		"(${fuzz_each} s each)"
 	if ! command -v clang >/dev/null 2>&1; then
-		echo "  skipped: clang is not installed (scripts/install-deps.sh)"
-		skipped=$((skipped + 1))
-	elif make -C "$src" --no-print-directory fuzz \
-		FUZZ_TIME="$fuzz_each" FUZZ_BUILD="$build/fuzz" \
-		>"$tmp/fuzz.log" 2>&1; then
-		grep -E '^#[0-9]+[[:space:]]+DONE' "$tmp/fuzz.log"
-		passed=$((passed + 1))
+		why="clang is not installed (scripts/install-deps.sh)"
+		echo "  skipped: $why"
+		if [ -n "$ci" ]; then
+			failed=$((failed + 1))
+			failed_names+=("libFuzzer: CI=true and $why")
+		else
+			skipped=$((skipped + 1))
+			skip_list+=("libFuzzer: $why")
+		fi
 	else
-		tail -40 "$tmp/fuzz.log"
-		failed=$((failed + 1))
-		failed_names+=("libFuzzer (see above; crash-* in $build/fuzz)")
+		for t in fuzz_wire fuzz_net_rx fuzz_net_hs; do
+			if make -C "$src" --no-print-directory fuzz \
+				FUZZ_TARGETS="$t" FUZZ_TIME="$fuzz_each" \
+				FUZZ_BUILD="$build/fuzz" >"$tmp/fuzz.log" 2>&1; then
+				grep -E '^#[0-9]+[[:space:]]+DONE' "$tmp/fuzz.log"
+				passed=$((passed + 1))
+			elif why=$(grep -m1 "^$t: skipped: " "$tmp/fuzz.log"); then
+				echo "  $why"
+				skipped=$((skipped + 1))
+				skip_list+=("libFuzzer $why")
+			else
+				tail -40 "$tmp/fuzz.log"
+				failed=$((failed + 1))
+				failed_names+=("libFuzzer $t (see above; crash-* in $build/fuzz)")
+			fi
+		done
 	fi
 fi
 
@@ -183,9 +351,14 @@ fi
 # --- summary --------------------------------------------------------------
 echo
 echo "=== summary ($(($(date +%s) - start)) s)"
+for n in "${skip_list[@]}"; do
+	echo "  SKIP: $n"
+done
 for n in "${failed_names[@]}"; do
 	echo "  FAILED: $n"
 done
 [ -n "${info:-}" ] && echo "  ($info)"
-echo "check: $passed passed, $failed failed, $skipped skipped"
+echo "check: $passed passed, $failed failed, $skipped skipped" \
+	"(C cases: $c_passed passed, $c_failed failed, $c_skipped skipped;" \
+	"parts of scripts skipped: $s_parts)"
 [ "$failed" -eq 0 ]

@@ -17,23 +17,28 @@ its own stdout/stderr (tests print) go to a log kept for the report.
 
 Two verdicts:
   gate          the tests listed by the gate file (tests/external/
-                pyverbs-gate.conf) must pass, or skip for a reason the file
-                accepts.  This is what `make check` enforces.
+                pyverbs-gate.conf, read by pyverbs_gate.py) must pass, or
+                skip for a reason the file accepts for them, at least as
+                many per module as it records, and none of its modules may
+                be missing.  With --net-evidence (pyverbs.sh --net), each
+                gated traffic test must also show in the SOFTHCA_PCAP traces
+                that its QPs used the net path (pyverbs_net.py).  This is
+                what `make check` enforces.
   informational every other test runs too; its counts are printed and do not
                 change the exit status.
 """
 import argparse
 import concurrent.futures
-import fnmatch
 import json
 import os
-import re
 import select
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+from pyverbs_gate import Gate, GateError, verdict
 
 OUTCOMES = ('passed', 'failed', 'errors', 'skipped', 'notrun')
 
@@ -185,6 +190,10 @@ def child_main(args):
                     else 'errors'
                 self.outcome = (kind, self._exc_info_to_string(err, test))
 
+    net = None
+    if args.net_evidence:
+        from pyverbs_net import NetWatch
+        net = NetWatch(args)
     for tid in wanted:
         if args.deadline and time.time() > args.deadline:
             emit(event='done', id=tid, outcome='notrun',
@@ -204,6 +213,8 @@ def child_main(args):
         # records the timeout and restarts the child after this test.
         faulthandler.dump_traceback_later(args.test_timeout, exit=True)
         try:
+            if net:
+                net.before(suite)
             suite.run(result)
         finally:
             faulthandler.cancel_dump_traceback_later()
@@ -214,7 +225,8 @@ def child_main(args):
                 and not result.skipped:
             result.outcome = ('errors', 'test did not run')
         emit(event='done', id=tid, outcome=result.outcome[0],
-             text=result.outcome[1], secs=round(time.monotonic() - t0, 2))
+             text=result.outcome[1], secs=round(time.monotonic() - t0, 2),
+             net=net.after() if net else None)
     emit(event='end')
     return 0
 
@@ -222,43 +234,12 @@ def child_main(args):
 # ---------------------------------------------------------------------------
 # Parent: plan, run children, count, report.
 
-class Gate:
-    """The gate file: which tests `make check` requires to pass."""
-
-    def __init__(self, path):
-        self.modules, self.excludes, self.skip_ok = [], [], []
-        if not path:
-            return
-        with open(path) as f:
-            for n, line in enumerate(f, 1):
-                line = line.split('#', 1)[0].strip()
-                if not line:
-                    continue
-                word, _, rest = line.partition(' ')
-                rest = rest.strip()
-                if word == 'gate':
-                    self.modules.append(rest)
-                elif word == 'exclude':
-                    self.excludes.append(rest)
-                elif word == 'skip-ok':
-                    self.skip_ok.append(re.compile(rest))
-                else:
-                    sys.exit(f'{path}:{n}: unknown directive {word!r}')
-
-    def gated(self, tid):
-        mod = tid.split('.', 1)[0]
-        return mod in self.modules and \
-            not any(fnmatch.fnmatchcase(tid, p) for p in self.excludes)
-
-    def skip_accepted(self, reason):
-        return any(r.search(reason) for r in self.skip_ok)
-
-
 class Runner:
     def __init__(self, args):
         self.args = args
         self.results = {}        # id -> (outcome, text, secs)
         self.logs = {}           # module -> child output (str)
+        self.net = {}            # id -> net-path evidence (--net-evidence)
         self.import_error = None
 
     def child_cmd(self, extra):
@@ -270,6 +251,8 @@ class Runner:
             cmd += ['--dev', a.dev]
         if a.port:
             cmd += ['--port', str(a.port)]
+        if a.net_evidence:
+            cmd += ['--net-evidence', a.net_evidence, '--softhca', a.softhca]
         return cmd + extra
 
     def spawn(self, extra, stdin_text, holder):
@@ -350,6 +333,8 @@ class Runner:
                 elif ev == 'done':
                     self.results[rec['id']] = (rec['outcome'], rec['text'],
                                                rec.get('secs', 0))
+                    if rec.get('net') is not None:
+                        self.net[rec['id']] = rec['net']
                     done.add(rec['id'])
                     current = None
                     if self.args.verbose:
@@ -357,7 +342,8 @@ class Runner:
                                      f'({rec.get("secs", 0)} s)'
                                      + (f': {first_line(rec["text"])}'
                                         if rec['outcome'] == 'skipped'
-                                        else ''))
+                                        else '')
+                                     + net_brief(rec.get('net')))
                 elif ev == 'import_error':
                     self.import_error = rec['text']
             out.append(h['output'])
@@ -391,6 +377,19 @@ class Runner:
         return lines
 
 
+def net_brief(ev):
+    """' [net: ...]': a test's net-path evidence in a few words (-v)."""
+    if not ev:
+        return ''
+    got = [q for q in ev['qps'] if q['rcvd_pkts'] or q['sent_pkts']]
+    return (f' [net: {len(got)} QPs sent '
+            f'{sum(q["sent_pkts"] for q in got)} and received '
+            f'{sum(q["rcvd_pkts"] for q in got)} packets, '
+            f'{ev["nframes"]} frames traced'
+            + (f'; {len(ev["errors"])} errors' if ev['errors'] else '')
+            + ']')
+
+
 def first_line(text):
     return (text or '').strip().splitlines()[0] if (text or '').strip() else ''
 
@@ -414,16 +413,27 @@ def fmt(c):
 
 
 def parent_main(args):
-    gate = Gate(args.gate)
-    modules = args.modules
-    if not modules:
-        modules = sorted(f[:-3] for f in os.listdir(args.tests_dir)
-                         if f.startswith('test_') and f.endswith('.py'))
+    try:
+        gate = Gate(args.gate)
+    except (OSError, GateError) as ex:
+        print(f'pyverbs: gate file: {ex}')
+        write_summary(args, dict.fromkeys(OUTCOMES, 0) | {'failed': 1},
+                      None, 'bad gate file')
+        return 1
+    in_suite = sorted(f[:-3] for f in os.listdir(args.tests_dir)
+                      if f.startswith('test_') and f.endswith('.py'))
+    modules = args.modules or in_suite
+    # the gated modules this run covers; one the suite lacks fails the gate
+    selected = [m for m in gate.modules if m in modules or not args.modules]
     if args.gate_only:
         modules = [m for m in modules if m in gate.modules]
+    missing = [m for m in modules if m not in in_suite]
+    modules = [m for m in modules if m in in_suite]
+    missing += [m for m in selected if m not in in_suite + missing]
 
     runner = Runner(args)
-    ids, missing = runner.list_tests(modules)
+    ids, unlisted = runner.list_tests(modules)
+    missing += [m for m in unlisted if m not in missing]
     if runner.import_error:
         print('pyverbs: the suite does not import with this libibverbs:')
         print(tail(runner.import_error, 30))
@@ -431,7 +441,9 @@ def parent_main(args):
                       None, 'import error')
         return 1
     for m in missing:
-        print(f'pyverbs: no module {m} in the suite')
+        print(f'pyverbs: no module {m} in the suite'
+              + (' (a gated module: the gate fails)' if m in gate.modules
+                 else ''))
     if args.gate_only:
         ids = [t for t in ids if gate.gated(t)]
 
@@ -487,19 +499,15 @@ def parent_main(args):
     for t in ids:
         res.setdefault(t, ('errors', 'not run', 0))
 
-    # Gate verdict: failures, errors and unaccepted skips.
-    bad = []
-    for t in gated:
-        outcome, text, _ = res[t]
-        if outcome in ('failed', 'errors'):
-            bad.append((t, outcome, text))
-        elif outcome == 'skipped' and not gate.skip_accepted(text):
-            bad.append((t, 'skip not accepted', text))
+    # Gate verdict: failures, errors, unaccepted skips, missing modules,
+    # passed counts below the gate file's, and under --net-evidence tests
+    # whose traffic the traces do not show.
+    bad, facts = verdict(gate, selected, gated, res,
+                         [m for m in missing if m in gate.modules],
+                         runner.net if args.net_evidence else None)
     gc = count(res, gated)
-    gate_summary = {'passed': gc['passed'],
-                    'failed': len(bad),
-                    'skipped': sum(1 for t in gated if res[t][0] == 'skipped'
-                                   and gate.skip_accepted(res[t][1]))}
+    gate_summary = {'passed': gc['passed'], 'failed': len(bad),
+                    'skipped': facts['skipped']}
 
     # Skip reasons, grouped: what the suite could not exercise, and why.
     if args.skip_reasons:
@@ -525,14 +533,24 @@ def parent_main(args):
     if other and gate.modules:
         print(f'pyverbs: informational (not gating, {len(other)} tests): '
               f'{fmt(oc)}')
-    if gated:
+    if args.net_evidence and gated:
+        print(f'pyverbs: net path: {sum(facts["traffic"].values())} traffic '
+              'tests (their QPs moved packets), '
+              + ', '.join(f'{m} {n}' for m, n in facts['traffic'].items())
+              + f'; {facts["frames"]} frames in the traces')
+    for pat, _, where, uses in gate.skip_ok:
+        if not uses and any(t.split('.', 1)[0] == pat.split('.', 1)[0]
+                            for t in gated):
+            print(f'pyverbs: note: {where}: skip-ok {pat} accepted no skip '
+                  'in this run')
+    if gated or selected:
         print(f'pyverbs: gate ({len(gated)} tests): {gate_summary["passed"]} '
               f'passed, {gate_summary["failed"]} failed, '
               f'{gate_summary["skipped"]} skipped')
     write_summary(args, gate_summary, tc, 'ok' if not bad else 'gate failed')
     if not gate.modules:          # no gate: every test counts
-        return 1 if tc['failed'] or tc['errors'] else 0
-    return 1 if bad else 0
+        return 1 if tc['failed'] or tc['errors'] or missing else 0
+    return 1 if bad or missing else 0     # missing: also a module named
 
 
 def write_summary(args, gate, whole, status):
@@ -570,6 +588,13 @@ def main():
         os.environ.get('SOFTHCA_PYVERBS_BUDGET', 600)),
         help='seconds after which the informational run starts no more '
              'modules (default 600)')
+    ap.add_argument('--net-evidence', metavar='DIR',
+                    help='the net-path run (SOFTHCA_NET=1, SOFTHCA_PCAP='
+                         'DIR/%%p.pcap): every gated traffic test must show '
+                         'its packets in the traces (scripts/pyverbs_net.py)')
+    ap.add_argument('--softhca', default='softhca',
+                    help='the softhca tool (its stat command), for '
+                         '--net-evidence')
     ap.add_argument('--summary', help='write key=value counts to this file')
     ap.add_argument('--skip-reasons', action='store_true',
                     help='print the skip reasons, grouped')

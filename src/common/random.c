@@ -41,12 +41,28 @@ void shca_random(void *buf, size_t len)
 	}
 }
 
+/*
+ * 32 random bits, from a per-thread pool of 64 filled by one getrandom()
+ * (a registration takes one: a system call per MR halved its rate).  A
+ * child after fork() gets the forking thread's pool: fork_gen tells it to
+ * draw a fresh one, so parent and child never hand out the same bits.
+ */
+#define POOL	64
+static uint32_t fork_gen;
+static __thread uint32_t pool[POOL];
+static __thread uint32_t pool_left;
+static __thread uint32_t pool_gen;
+
 uint32_t shca_random_u32(void)
 {
-	uint32_t v;
+	uint32_t gen = __atomic_load_n(&fork_gen, __ATOMIC_RELAXED);
 
-	shca_random(&v, sizeof(v));
-	return v;
+	if (!pool_left || pool_gen != gen) {
+		shca_random(pool, sizeof(pool));
+		pool_left = POOL;
+		pool_gen = gen;
+	}
+	return pool[--pool_left];
 }
 
 static pid_t cached_pid;
@@ -54,6 +70,7 @@ static pid_t cached_pid;
 static void pid_refresh(void)
 {
 	__atomic_store_n(&cached_pid, getpid(), __ATOMIC_RELAXED);
+	__atomic_add_fetch(&fork_gen, 1, __ATOMIC_RELAXED);
 }
 
 __attribute__((constructor)) static void pid_init(void)

@@ -4,8 +4,10 @@
  *
  * shca_sq_execute() runs from ibv_post_send (the caller's thread) and from
  * the engine thread when a retry timer fires.  It takes WQEs from the head
- * of the send queue one at a time, checks the local side (L_Keys, lengths,
- * opcode), hands the request to the transport, and completes it:
+ * of the send queue one at a time, checks the local side (opcode against
+ * the QP's transport, lengths, the L_Keys of a gather list), hands the
+ * request to the transport, and completes it (a READ's or an atomic's
+ * L_Keys are checked when the response is placed, as a NIC does):
  *
  *   done        completion (if signaled, or in error), next WQE
  *   RNR         RC: wait the responder's RNR timer, retry; rnr_retry 7 is
@@ -97,6 +99,21 @@ enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
 	return IBV_WC_SUCCESS;
 }
 
+void shca_atomic_result(const struct iovec *iov, int niov, uint64_t orig)
+{
+	const char *src = (const char *)&orig;
+	size_t left = sizeof(orig);
+	int i;
+
+	for (i = 0; i < niov && left; i++) {
+		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
+
+		memcpy(iov[i].iov_base, src, n);
+		src += n;
+		left -= n;
+	}
+}
+
 static uint16_t ip_csum(const void *data, size_t len)
 {
 	const uint16_t *p = data;
@@ -175,21 +192,42 @@ void shca_complete_send(struct shca_qp *qp, const struct shca_send_wqe *w,
 	shca_cq_push(qp->scq, &wc, false);
 }
 
-/* Fill the transport request for WQE w; IBV_WC_SUCCESS or the local
- * error to complete it with. */
+static bool is_atomic(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/*
+ * Fill the transport request for WQE w; IBV_WC_SUCCESS or the local
+ * error to complete it with at once.
+ *
+ * *late is the local error found that only the response would meet: the
+ * L_Keys of a READ's or an atomic's local buffer are those of the
+ * response's target, which a NIC checks when the response arrives, after
+ * the responder has carried the request out (mlx5: with both keys bad the
+ * status is REM_ACCESS_ERR; with only the local one bad the READ was
+ * served and the atomic changed the remote word, then LOC_PROT_ERR).  A
+ * READ with a bad local key goes out with no local buffer (nothing is
+ * placed); an atomic's buffer is looked up when its result is placed.
+ */
 static enum ibv_wc_status prepare(struct shca_qp *qp,
 				  const struct shca_send_wqe *w,
 				  struct shca_xfer *x, struct iovec *iov,
-				  uint8_t *grh, struct shca_peer **peer)
+				  uint8_t *grh, struct shca_peer **peer,
+				  enum ibv_wc_status *late)
 {
 	enum ibv_wr_opcode op = w->wr.opcode;
-	bool local_write = op == IBV_WR_RDMA_READ ||
-			   op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-			   op == IBV_WR_ATOMIC_FETCH_AND_ADD;
 	enum ibv_wc_status st;
-	int niov;
+	int niov = 0;
 
 	memset(x, 0, sizeof(*x));
+	*late = IBV_WC_SUCCESS;
+	/* an operation the QP's transport does not have (READ on UC, WRITE
+	 * on UD, ...; sq_check_wr posted it): a Local QP Operation Error,
+	 * nothing sent, as mlx5 completes it */
+	if (!shca_wr_legal(qp->ibqp.qp_type, op))
+		return IBV_WC_LOC_QP_OP_ERR;
 	x->qp_type = qp->ibqp.qp_type;
 	x->src_qpn = qp->ibqp.qp_num;
 	x->opcode = op;
@@ -198,9 +236,16 @@ static enum ibv_wc_status prepare(struct shca_qp *qp,
 	x->length = shca_wqe_length(w);
 	if (x->length > SHCA_MAX_MSG_SZ)
 		return IBV_WC_LOC_LEN_ERR;
-	st = shca_wqe_local_iov(qp, w, local_write, iov, &niov);
-	if (st != IBV_WC_SUCCESS)
-		return st;
+	if (op == IBV_WR_RDMA_READ) {
+		*late = shca_wqe_local_iov(qp, w, true, iov, &niov);
+		if (*late != IBV_WC_SUCCESS)
+			niov = 0;
+	} else if (!is_atomic(op)) {
+		/* the gather list: read before anything is sent */
+		st = shca_wqe_local_iov(qp, w, false, iov, &niov);
+		if (st != IBV_WC_SUCCESS)
+			return st;
+	}
 	x->local = iov;
 	x->nlocal = niov;
 
@@ -338,6 +383,20 @@ static void qp_count(struct shca_qp *qp, enum shca_stat s)
 		shca_stat_add(&qp->shm->stats, s, 1);
 }
 
+/* The send WQE at the head ends with status st (not SUCCESS). */
+static void fail_head(struct shca_qp *qp, struct shca_send_wqe *w,
+		      enum ibv_wc_status st)
+{
+	struct shca_send_wqe done = *w;
+
+	qp->head_retries = 0;
+	qp->head_rnr_retries = 0;
+	/* the slot is free before the completion is seen */
+	shca_sq_pop(qp);
+	shca_complete_send(qp, &done, st, 0);
+	shca_sq_failed(qp);
+}
+
 /* The QP's send queue; call with qp->exec_lock held. */
 static void execute_locked(struct shca_qp *qp)
 {
@@ -348,7 +407,7 @@ static void execute_locked(struct shca_qp *qp)
 		struct shca_send_wqe *w = shca_sq_head(qp);
 		struct shca_xfer_result res;
 		struct shca_peer *peer = NULL;
-		enum ibv_wc_status st;
+		enum ibv_wc_status st, late;
 		struct shca_xfer x;
 
 		if (!w)
@@ -359,15 +418,22 @@ static void execute_locked(struct shca_qp *qp)
 		}
 		if (shca_timer_armed(&qp->retry_timer))
 			return;
+		if (qp->head_ack_wait) {
+			/* the ACK timer of the last try expired: a timeout;
+			 * the first try and retry_cnt retries each get one
+			 * (IBA 9.7.6.1.3), then RETRY_EXC_ERR */
+			qp->head_ack_wait = false;
+			qp_count(qp, SHCA_STAT_LOCAL_ACK_TIMEOUT);
+			if (qp->head_retries++ >= qp->attr.retry_cnt) {
+				qp_count(qp, SHCA_STAT_RETRY_EXCEEDED_ERR);
+				fail_head(qp, w, IBV_WC_RETRY_EXC_ERR);
+				return;
+			}
+		}
 
-		st = prepare(qp, w, &x, iov, grh, &peer);
+		st = prepare(qp, w, &x, iov, grh, &peer, &late);
 		if (st != IBV_WC_SUCCESS) {
-			struct shca_send_wqe done = *w;
-
-			/* the slot is free before the completion is seen */
-			shca_sq_pop(qp);
-			shca_complete_send(qp, &done, st, 0);
-			shca_sq_failed(qp);
+			fail_head(qp, w, st);
 			return;
 		}
 		if (qp->ibqp.qp_type == IBV_QPT_UD &&
@@ -409,22 +475,19 @@ static void execute_locked(struct shca_qp *qp)
 				       1000ull * rnr_timer_us[res.rnr_timer & 31]);
 			return;
 		case SHCA_XFER_NO_RESPONSE:
-			/* what a NIC learns when its ACK timer expires: one
-			 * per try, retry_cnt + 1 before RETRY_EXC_ERR, as on
-			 * the net path */
-			qp_count(qp, SHCA_STAT_LOCAL_ACK_TIMEOUT);
+			/* nothing will answer this try: what a NIC learns
+			 * when its ACK timer expires, so the timeout is
+			 * counted, and the retry count checked, when the
+			 * timer does (above), as on the net path */
 			if (!shca_ack_timeout_ns(qp->attr.timeout)) {
 				/* timeout 0 is infinite: wait for ever,
 				 * checking now and then */
+				qp_count(qp, SHCA_STAT_LOCAL_ACK_TIMEOUT);
 				shca_timer_arm(&qp->retry_timer,
 					       shca_now_ns() + 100000000ull);
 				return;
 			}
-			if (qp->head_retries++ >= qp->attr.retry_cnt) {
-				qp_count(qp, SHCA_STAT_RETRY_EXCEEDED_ERR);
-				res.status = IBV_WC_RETRY_EXC_ERR;
-				break;
-			}
+			qp->head_ack_wait = true;
 			shca_timer_arm(&qp->retry_timer,
 				       shca_now_ns() +
 				       shca_ack_timeout_ns(qp->attr.timeout));
@@ -433,10 +496,19 @@ static void execute_locked(struct shca_qp *qp)
 			break;
 		}
 
-		if (res.status == IBV_WC_SUCCESS &&
-		    (x.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-		     x.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD))
-			memcpy(iov[0].iov_base, &res.atomic_orig, 8);
+		/* the response at the requester: its target's L_Keys now
+		 * (prepare), a remote error reported first */
+		if (res.status == IBV_WC_SUCCESS)
+			res.status = late;
+		if (res.status == IBV_WC_SUCCESS && is_atomic(x.opcode)) {
+			int niov;
+
+			res.status = shca_wqe_local_iov(qp, w, true, iov,
+							&niov);
+			if (res.status == IBV_WC_SUCCESS)
+				shca_atomic_result(iov, niov,
+						   res.atomic_orig);
+		}
 		qp->head_retries = 0;
 		qp->head_rnr_retries = 0;
 		{

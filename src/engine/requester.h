@@ -27,6 +27,10 @@ enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
 				      bool write, struct iovec *iov,
 				      int *niov);
 
+/* An atomic's 8-byte result into its local buffer, scattered over its
+ * SGEs in order (their lengths add up to 8: checked at the try). */
+void shca_atomic_result(const struct iovec *iov, int niov, uint64_t orig);
+
 /* The 40-byte GRH a UD receive buffer starts with. */
 void shca_build_grh(uint8_t *grh, const union ibv_gid *sgid,
 		    const struct ibv_global_route *dst, uint64_t payload);

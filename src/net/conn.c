@@ -1036,9 +1036,18 @@ __attribute__((destructor)) static void conn_exit_flush(void)
 		poll(NULL, 0, 1);
 	pthread_mutex_lock(&conns_lock);
 	for (c = conns; c; c = c->next) {
-		struct delayed *d;
+		struct delayed *d, *older = NULL;
 
 		pthread_mutex_lock(&c->lock);
+		/* the list holds the latest first: they go out in the order
+		 * they were sent, as their timers would have sent them (all
+		 * are held delay_ms) */
+		while ((d = c->delayed)) {
+			c->delayed = d->next;
+			d->next = older;
+			older = d;
+		}
+		c->delayed = older;
 		for (d = c->delayed; d && c->state == CONN_UP; d = d->next)
 			if (d->k) {
 				enqueue_locked(c, d->k);

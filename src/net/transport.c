@@ -420,6 +420,21 @@ static void go_back(struct shca_qp *qp, uint32_t idx, uint32_t psn)
 
 static void rc_send_window(struct shca_qp *qp);
 
+/* Is a WQE in [head, idx) an RDMA READ or an atomic (not yet complete:
+ * a WQE leaves the queue when it completes)? */
+static bool rd_atomic_before(struct shca_qp *qp, uint32_t head, uint32_t idx)
+{
+	uint32_t i, h, t;
+
+	for (i = head; i != idx; i++) {
+		struct shca_send_wqe *x = shca_sq_at(qp, i, &h, &t);
+
+		if (x && wqe_needs_resp(x))
+			return true;
+	}
+	return false;
+}
+
 void shca_net_rc_execute(struct shca_qp *qp)
 {
 	rc_send_window(qp);
@@ -449,9 +464,30 @@ static void rc_send_window(struct shca_qp *qp)
 		}
 		if (!w || idx - head >= WINDOW)
 			break;
+		/*
+		 * The fence indicator (ibv_post_send(3), IBV_SEND_FENCE):
+		 * the WQE does not start before every earlier RDMA READ and
+		 * atomic has completed, so that it may send their results
+		 * (rxe waits for every earlier WQE, which is more than the
+		 * verbs ask).  The completer runs the window again when one
+		 * completes.  The same-host path needs nothing: it carries
+		 * out each WQE whole before the next.
+		 */
+		if ((w->wr.send_flags & IBV_SEND_FENCE) &&
+		    rd_atomic_before(qp, head, idx))
+			break;
+		/*
+		 * The local side: lengths, and the L_Keys of a gather list.
+		 * A READ's or an atomic's L_Keys are those of the response's
+		 * target: checked when it arrives (place_read, the atomic
+		 * ACK), after the responder has carried the request out, as
+		 * a NIC does (requester.c, prepare).
+		 */
 		len = shca_wqe_length(w);
+		niov = 0;
 		st = len > SHCA_MAX_MSG_SZ ? IBV_WC_LOC_LEN_ERR :
-		     shca_wqe_local_iov(qp, w, wqe_needs_resp(w), iov, &niov);
+		     wqe_needs_resp(w) ? IBV_WC_SUCCESS :
+		     shca_wqe_local_iov(qp, w, false, iov, &niov);
 		if (st == IBV_WC_SUCCESS && w->wr.opcode != IBV_WR_RDMA_READ &&
 		    wqe_needs_resp(w) && len != 8)
 			st = IBV_WC_LOC_LEN_ERR;
@@ -560,9 +596,20 @@ static enum ibv_wc_status nak_status(unsigned int code)
 	}
 }
 
-/* Place a READ response's payload (packet k) in the WQE's buffers. */
-static bool place_read(struct shca_qp *qp, struct shca_send_wqe *w,
-		       const struct shca_wire_msg *m, uint32_t k)
+enum place {
+	PLACED,
+	PLACE_DROP,		/* not the response expected: dropped */
+	PLACE_LOC_PROT,		/* the WQE's L_Keys do not cover its buffer */
+};
+
+/*
+ * Place a READ response's payload (packet k) in the WQE's buffers, whose
+ * L_Keys are checked now, when the response arrives, as a NIC scatters
+ * it: with one that does not cover its SGE nothing of the response is
+ * placed and the WQE completes with LOC_PROT_ERR.
+ */
+static enum place place_read(struct shca_qp *qp, struct shca_send_wqe *w,
+			     const struct shca_wire_msg *m, uint32_t k)
 {
 	uint64_t len = shca_wqe_length(w), off = (uint64_t)k * path_mtu(qp);
 	uint64_t want = MIN((uint64_t)path_mtu(qp), len - MIN(len, off));
@@ -571,17 +618,17 @@ static bool place_read(struct shca_qp *qp, struct shca_send_wqe *w,
 	int niov, n, i;
 
 	if (m->payload_len != want)
-		return false;
+		return PLACE_DROP;
 	if (shca_wqe_local_iov(qp, w, true, iov, &niov) != IBV_WC_SUCCESS)
-		return false;
+		return PLACE_LOC_PROT;
 	n = slice(iov, niov, off, want, dst, MAX_IOV);
 	if (n < 0)
-		return false;
+		return PLACE_DROP;
 	for (i = 0; i < n; i++) {
 		memcpy(dst[i].iov_base, src, dst[i].iov_len);
 		src += dst[i].iov_len;
 	}
-	return true;
+	return PLACED;
 }
 
 /* An ACK, NAK or response for QP qp (exec_lock held). */
@@ -677,9 +724,7 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 				return;
 			if (shca_wqe_local_iov(qp, w, true, iov, &niov) ==
 			    IBV_WC_SUCCESS) {
-				uint64_t orig = m->orig;
-
-				memcpy(iov[0].iov_base, &orig, 8);
+				shca_atomic_result(iov, niov, m->orig);
 				complete_head(qp, w, IBV_WC_SUCCESS, 8);
 			} else {
 				complete_head(qp, w, IBV_WC_LOC_PROT_ERR, 0);
@@ -690,13 +735,19 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 			uint32_t k = w->nrecv;
 			bool first = k == 0, last = k + 1 == w->npsn;
 			uint32_t mask = m->op->mask;
+			enum place pl = PLACE_DROP;
 
 			/* the response's position must match ours (a READ
 			 * asked again from response k starts with a FIRST
 			 * there) */
-			if ((first && !(mask & SHCA_OPM_FIRST)) ||
-			    !!(mask & SHCA_OPM_LAST) != last ||
-			    !place_read(qp, w, m, k)) {
+			if ((!first || (mask & SHCA_OPM_FIRST)) &&
+			    !!(mask & SHCA_OPM_LAST) == last)
+				pl = place_read(qp, w, m, k);
+			if (pl == PLACE_LOC_PROT) {
+				complete_head(qp, w, IBV_WC_LOC_PROT_ERR, 0);
+				return;
+			}
+			if (pl != PLACED) {
 				count(qp, SHCA_STAT_DROPPED_PKTS);
 				return;
 			}

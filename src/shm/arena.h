@@ -40,8 +40,9 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	3	/* 2: counters (stats); 3: MR key
-					 * index, 32-bit random keys */
+#define SHCA_ARENA_VERSION	4	/* 2: counters (stats); 3: MR key
+					 * index, 32-bit random keys; 4: the
+					 * receive queue's PD (rq_pd) */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
@@ -163,6 +164,9 @@ struct shca_qp_shm {
 	uint32_t min_rnr_timer;
 	uint32_t has_srq;
 	uint32_t pending;	/* SHCA_QP_PEND_* set by peers (atomic or) */
+	uint32_t rq_pd;		/* PD handle of the receive WQEs' MRs: the
+				 * SRQ's, or pd (IBA 10.2.9.1) */
+	uint32_t pad;
 	uint64_t rq_off;	/* shca_rq_shm of the RQ or of the SRQ */
 	uint64_t rcq_off;	/* shca_cq_shm of the receive CQ */
 	char dev[16];		/* the device's interface name (IF_NAMESIZE),

@@ -584,10 +584,48 @@ static size_t iov_total(const struct iovec *v, int n)
 	return t;
 }
 
+/* Drop the first n bytes of the iovec list v[*i .. cnt) (in place). */
+static void iov_advance(struct iovec *v, int cnt, int *i, size_t n)
+{
+	while (*i < cnt && n >= v[*i].iov_len) {
+		n -= v[*i].iov_len;
+		(*i)++;
+	}
+	if (*i < cnt && n) {
+		v[*i].iov_base = (char *)v[*i].iov_base + n;
+		v[*i].iov_len -= n;
+	}
+}
+
+/* One process_vm_readv/writev: the bytes moved, or -errno. */
+static ssize_t vm_rw(struct shca_peer *p, const struct iovec *local, int nl,
+		     const struct iovec *remote, int nr, bool write)
+{
+	ssize_t n = write ? process_vm_writev(p->pid, local, (unsigned long)nl,
+					      remote, (unsigned long)nr, 0) :
+			    process_vm_readv(p->pid, local, (unsigned long)nl,
+					     remote, (unsigned long)nr, 0);
+
+	if (n >= 0)
+		return n;
+	if (errno == ESRCH)
+		shca_peer_set_dead(p);
+	return -errno;
+}
+
+/*
+ * A call moves at most MAX_RW_COUNT bytes (INT_MAX rounded down to a page,
+ * 2 GiB - 4 KiB: the kernel trims the iovecs, as for read(2)), so a
+ * message of max_msg_sz (2 GiB) takes two.  A partial transfer goes on
+ * where it stopped; one that moves nothing means a remote page is not
+ * there.
+ */
 static int peer_xfer(struct shca_peer *p, const struct iovec *local, int nl,
 		     const struct iovec *remote, int nr, bool write)
 {
-	size_t want = iov_total(local, nl);
+	size_t want = iov_total(local, nl), done;
+	struct iovec *l, *r;
+	int li = 0, ri = 0, ret = 0;
 	ssize_t n;
 
 	if (p->self) {
@@ -601,17 +639,29 @@ static int peer_xfer(struct shca_peer *p, const struct iovec *local, int nl,
 		return 0;
 	if (nl > 1024 || nr > 1024)
 		return -EINVAL;
-	n = write ? process_vm_writev(p->pid, local, (unsigned long)nl, remote,
-				      (unsigned long)nr, 0) :
-		    process_vm_readv(p->pid, local, (unsigned long)nl, remote,
-				     (unsigned long)nr, 0);
-	if (n < 0) {
-		if (errno == ESRCH)
-			shca_peer_set_dead(p);
-		return -errno;
+	n = vm_rw(p, local, nl, remote, nr, write);
+	if (n < 0 || (size_t)n == want)
+		return n < 0 ? (int)n : 0;
+	if (!n)
+		return -EFAULT;
+	/* the rest, from copies of the lists */
+	l = malloc(sizeof(*l) * (size_t)(nl + nr));
+	if (!l)
+		return -ENOMEM;
+	r = l + nl;
+	memcpy(l, local, sizeof(*l) * (size_t)nl);
+	memcpy(r, remote, sizeof(*r) * (size_t)nr);
+	for (done = (size_t)n; done < want; done += (size_t)n) {
+		iov_advance(l, nl, &li, (size_t)n);
+		iov_advance(r, nr, &ri, (size_t)n);
+		n = vm_rw(p, l + li, nl - li, r + ri, nr - ri, write);
+		if (n <= 0) {
+			ret = n < 0 ? (int)n : -EFAULT;
+			break;
+		}
 	}
-	/* a partial transfer means a remote page is not there */
-	return (size_t)n == want ? 0 : -EFAULT;
+	free(l);
+	return ret;
 }
 
 int shca_peer_write(struct shca_peer *p, const struct iovec *local, int nl,

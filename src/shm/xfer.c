@@ -168,7 +168,8 @@ static void resp_wc(struct ibv_wc *wc, const struct shca_xfer *x,
 	}
 }
 
-/* RC: the requester's status and the responder's fate for an error. */
+/* RC: the requester's status and the responder's fate for an error
+ * (pend 0: the QP was marked already, fail_wqe). */
 static void fail_rc(struct shca_xfer_result *res, struct shca_peer *p,
 		    struct shca_qp_shm *q, enum ibv_wc_status status,
 		    uint32_t pend)
@@ -180,12 +181,14 @@ static void fail_rc(struct shca_xfer_result *res, struct shca_peer *p,
 	}
 	res->outcome = SHCA_XFER_DONE;
 	res->status = status;
-	qp_pending(p, q, pend);
+	if (pend)
+		qp_pending(p, q, pend);
 }
 
 /*
  * Build the responder's scatter list for len bytes from a receive WQE:
- * every SGE needs its L_Key, the QP's PD and local write.  skip bytes at
+ * every SGE needs its L_Key, the receive queue's PD (an SRQ's own, not
+ * the QP's) and local write.  skip bytes at
  * the start go to `head` instead (the UD GRH).
  */
 static int build_scatter(struct shca_peer *p, struct shca_qp_shm *q,
@@ -202,7 +205,7 @@ static int build_scatter(struct shca_peer *p, struct shca_qp_shm *q,
 
 		if (!take)
 			continue;
-		if (lookup_mr(p, q->pd, s->lkey, IBV_ACCESS_LOCAL_WRITE,
+		if (lookup_mr(p, q->rq_pd, s->lkey, IBV_ACCESS_LOCAL_WRITE,
 			      s->addr, take, &va))
 			return -EACCES;
 		if (n == MAX_IOV)
@@ -269,15 +272,30 @@ static void take_wqe(struct shca_peer *p, const struct shca_qp_shm *q,
 	check_srq_limit(p, q, rq);
 }
 
-/* The responder's side of an error it detected: the WQE completes so. */
-static void resp_fail(struct shca_peer *p, struct shca_qp_shm *q,
-		      const struct shca_xfer *x, uint64_t wr_id,
-		      enum ibv_wc_status status)
+/*
+ * The responder's side of an error it detected on the WQE at rq's head
+ * (rq->lock held): the WQE completes with status, and the QP is marked
+ * with pend (SHCA_QP_PEND_*, 0: none) *before* its completion can be
+ * seen, so that an application that polls the completion and then asks
+ * the QP's state finds it in error (ibv_query_qp takes the marks,
+ * doorbell.c).  The lock is dropped after the completion: the owner's
+ * flush of the receive queue, under the same lock, comes after it.
+ */
+static void fail_wqe(struct shca_peer *p, struct shca_qp_shm *q,
+		     struct shca_rq_shm *rq, const struct shca_xfer *x,
+		     uint64_t wr_id, enum ibv_wc_status status, uint32_t pend)
 {
 	struct ibv_wc wc;
 
+	shca_rqshm_pop(rq);
+	if (pend)
+		__atomic_or_fetch(&q->pending, pend, __ATOMIC_ACQ_REL);
 	resp_wc(&wc, x, q, wr_id, status, 0);
 	resp_complete(p, q, &wc, true);
+	shca_plock_unlock(&rq->lock);
+	check_srq_limit(p, q, rq);
+	if (pend)
+		shca_peer_doorbell(p);
 }
 
 /*
@@ -291,7 +309,7 @@ static void resp_fail(struct shca_peer *p, struct shca_qp_shm *q,
  *                                  remote access; UC: dropped
  *   message longer than the WQE    WQE done with LOC_LEN_ERR; RC: NAK
  *                                  invalid request, QP to error; UC: QP
- *                                  to error; UD: the QP goes on
+ *                                  to error; UD: dropped, the WQE stays
  *   bad L_Key in the WQE           WQE done with LOC_PROT_ERR, QP to
  *                                  error; RC: NAK remote operational
  *   receive CQ overrun             completion lost, QP to error; RC: no
@@ -353,35 +371,37 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 				shca_plock_unlock(&rq->lock);
 				return;
 			}
-			take_wqe(p, q, rq);
-			resp_fail(p, q, x, wr_id, IBV_WC_LOC_ACCESS_ERR);
-			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
-				SHCA_QP_PEND_ACCESS_ERR);
+			fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_ACCESS_ERR,
+				 SHCA_QP_PEND_ACCESS_ERR);
+			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR, 0);
 			return;
 		}
 		place_range(x, va, iov, &niov);
 	} else {
 		need = x->length + (x->grh ? SHCA_GRH_LEN : 0);
+		if (need > wqe_capacity(w) && !rc && !uc) {
+			/* UD: a datagram longer than the receive buffer is
+			 * dropped, and the WQE stays for the next one (as
+			 * IBA's UD receive rules and hfi1/qib, which reuse
+			 * the WQE); counted as a length error */
+			shca_plock_unlock(&rq->lock);
+			shca_stat_add(&q->stats, SHCA_STAT_LENGTH_ERR, 1);
+			return;
+		}
 		if (need > wqe_capacity(w)) {
 			/* IBA 10.7.2.1: receive buffer too small */
-			take_wqe(p, q, rq);
-			resp_fail(p, q, x, wr_id, IBV_WC_LOC_LEN_ERR);
+			fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_LEN_ERR,
+				 SHCA_QP_PEND_ERR);
 			if (rc)
-				fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR,
-					SHCA_QP_PEND_ERR);
-			else if (uc)
-				qp_pending(p, q, SHCA_QP_PEND_ERR);
+				fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, 0);
 			return;
 		}
 		ret = build_scatter(p, q, w, need, iov, &niov);
 		if (ret) {
-			take_wqe(p, q, rq);
-			resp_fail(p, q, x, wr_id, IBV_WC_LOC_PROT_ERR);
+			fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_PROT_ERR,
+				 SHCA_QP_PEND_ERR);
 			if (rc)
-				fail_rc(res, p, q, IBV_WC_REM_OP_ERR,
-					SHCA_QP_PEND_ERR);
-			else
-				qp_pending(p, q, SHCA_QP_PEND_ERR);
+				fail_rc(res, p, q, IBV_WC_REM_OP_ERR, 0);
 			return;
 		}
 	}
@@ -417,15 +437,14 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 		res->outcome = rc ? SHCA_XFER_NO_RESPONSE : SHCA_XFER_DONE;
 		return;
 	}
-	take_wqe(p, q, rq);
 	if (ret) {
-		resp_fail(p, q, x, wr_id, IBV_WC_LOC_PROT_ERR);
+		fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_PROT_ERR,
+			 SHCA_QP_PEND_ERR);
 		if (rc)
-			fail_rc(res, p, q, IBV_WC_REM_OP_ERR, SHCA_QP_PEND_ERR);
-		else
-			qp_pending(p, q, SHCA_QP_PEND_ERR);
+			fail_rc(res, p, q, IBV_WC_REM_OP_ERR, 0);
 		return;
 	}
+	take_wqe(p, q, rq);
 	resp_wc(&wc, x, q, wr_id, IBV_WC_SUCCESS,
 		(uint32_t)(is_send ? x->length + (x->grh ? SHCA_GRH_LEN : 0) :
 				     x->length));

@@ -22,8 +22,6 @@
 #include "../common/slot.h"
 #include "../shm/host.h"
 
-static uint32_t next_ah_handle = 1;
-
 static bool gid_is_zero(const union ibv_gid *gid)
 {
 	static const union ibv_gid zero;
@@ -50,39 +48,54 @@ int shca_check_ah_attr(struct ibv_context *ctx,
 /* ------------------------------------------------------------------ */
 /* Address handles                                                     */
 
+/*
+ * A PD the handle does not name (destroyed, garbled): EINVAL, as the
+ * kernel's CREATE_AH answers a failed PD lookup.
+ */
 struct ibv_ah *shca_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
 	struct shca_context *sctx;
+	struct shca_pd *spd;
 	struct shca_ah *ah;
 	int ret;
 
 	if (!pd || !attr)
 		return SHCA_ERR_PTR(EINVAL);
-	sctx = to_sctx(pd->context);
+	spd = shca_pd_lookup(pd, NULL);
+	if (!spd)
+		return SHCA_ERR_PTR(EINVAL);
+	sctx = to_sctx(spd->obj.ctx);
 	ret = shca_check_ah_attr(pd->context, attr);
 	if (ret)
-		return SHCA_ERR_PTR(-ret);
+		goto err_pd;
 
+	ret = -ENOMEM;
 	pthread_mutex_lock(&sctx->lock);
 	if (sctx->nah >= SHCA_MAX_AH) {
 		pthread_mutex_unlock(&sctx->lock);
-		return SHCA_ERR_PTR(ENOMEM);
+		goto err_pd;
 	}
 	sctx->nah++;
 	pthread_mutex_unlock(&sctx->lock);
 
 	ah = calloc(1, sizeof(*ah));
+	if (ah) {
+		ret = shca_obj_add(&ah->obj, SHCA_OT_AH, pd->context, &ah->ibah,
+				   &ah->ibah.handle);
+		if (ret) {
+			free(ah);
+			ah = NULL;
+		}
+	}
 	if (!ah) {
 		pthread_mutex_lock(&sctx->lock);
 		sctx->nah--;
 		pthread_mutex_unlock(&sctx->lock);
-		return SHCA_ERR_PTR(ENOMEM);
+		goto err_pd;
 	}
 	ah->ibah.context = pd->context;
 	ah->ibah.pd = pd;
-	ah->ibah.handle = __atomic_fetch_add(&next_ah_handle, 1,
-					     __ATOMIC_RELAXED);
-	ah->pd = to_spd(pd);
+	ah->pd = spd;
 	ah->attr = *attr;
 	/* the same-host path: a unicast destination on this host (unless
 	 * SOFTHCA_NET=1), and this host's members of a multicast group */
@@ -90,20 +103,40 @@ struct ibv_ah *shca_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 		     shca_gid_is_local(&attr->grh.dgid)) ||
 		    attr->grh.dgid.raw[0] == 0xff;
 	shca_pd_get(ah->pd);
+	shca_obj_put(&spd->obj);
 	return &ah->ibah;
+
+err_pd:
+	shca_obj_put(&spd->obj);
+	return SHCA_ERR_PTR(-ret);
 }
 
-int shca_destroy_ah(struct ibv_ah *ibah)
+/* ah holds a use (shca_ah_lookup), which this consumes. */
+int shca_ah_destroy(struct shca_ah *ah)
 {
-	struct shca_ah *ah = to_sah(ibah);
-	struct shca_context *sctx = to_sctx(ibah->context);
+	struct shca_context *sctx = to_sctx(ah->obj.ctx);
+	int ret = shca_obj_claim(&ah->obj, NULL);
 
+	if (ret) {
+		shca_obj_put(&ah->obj);
+		return ret;
+	}
 	shca_pd_put(ah->pd);
 	pthread_mutex_lock(&sctx->lock);
 	sctx->nah--;
 	pthread_mutex_unlock(&sctx->lock);
-	free(ah);
+	shca_obj_retire(&ah->obj, ah, sizeof(*ah));
 	return 0;
+}
+
+/* A handle that names no AH: ENOENT, as the kernel's object lookup. */
+int shca_destroy_ah(struct ibv_ah *ibah)
+{
+	struct shca_ah *ah = shca_ah_lookup(ibah, NULL);
+
+	if (!ah)
+		return -ENOENT;
+	return shca_ah_destroy(ah);
 }
 
 /* ------------------------------------------------------------------ */
@@ -243,6 +276,10 @@ int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
 {
 	struct iphdr ip4;
 
+	if (!shca_ctx_live(context)) {
+		errno = EBADF;		/* a closed context */
+		return -1;
+	}
 	memset(ah_attr, 0, sizeof(*ah_attr));
 	ah_attr->grh.flow_label = be32toh(grh->version_tclass_flow) & 0xfffff;
 	ah_attr->dlid = wc->slid;
@@ -267,7 +304,13 @@ struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
 				     struct ibv_grh *grh, uint8_t port_num)
 {
 	struct ibv_ah_attr attr;
+	struct shca_pd *spd;
 
+	/* the context of a PD that is live (what create_ah will check) */
+	spd = shca_pd_lookup(pd, NULL);
+	if (!spd)
+		return SHCA_ERR_PTR(EINVAL);
+	shca_obj_put(&spd->obj);
 	if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr))
 		return NULL;
 	return shca_create_ah(pd, &attr);
@@ -358,10 +401,10 @@ static void group_leave(const union ibv_gid *gid)
 	}
 }
 
-int shca_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
-		      uint16_t lid)
+static int attach_mcast(struct shca_qp *qp, const union ibv_gid *gid,
+			uint16_t lid)
 {
-	struct shca_qp *qp = to_sqp(ibqp);
+	struct ibv_qp *ibqp = &qp->ibqp;
 	struct shca_mcast *m, **pp;
 	int ret = 0;
 
@@ -404,10 +447,10 @@ out:
 	return ret;
 }
 
-int shca_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
-		      uint16_t lid)
+static int detach_mcast(struct shca_qp *qp, const union ibv_gid *gid,
+			uint16_t lid)
 {
-	struct shca_qp *qp = to_sqp(ibqp);
+	struct ibv_qp *ibqp = &qp->ibqp;
 	struct shca_mcast *m, **pp;
 	int ret = -EINVAL;
 
@@ -432,6 +475,34 @@ int shca_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 		break;
 	}
 	pthread_mutex_unlock(&qp->lock);
+	return ret;
+}
+
+/* A QP the handle does not name: EINVAL, as the kernel's ATTACH_MCAST. */
+int shca_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
+		      uint16_t lid)
+{
+	struct shca_qp *qp = shca_qp_lookup_obj(ibqp, NULL);
+	int ret;
+
+	if (!qp)
+		return -EINVAL;
+	ret = attach_mcast(qp, gid, lid);
+	shca_obj_put(&qp->obj);
+	return ret;
+}
+
+/* A QP the handle does not name: EINVAL, as the kernel's DETACH_MCAST. */
+int shca_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
+		      uint16_t lid)
+{
+	struct shca_qp *qp = shca_qp_lookup_obj(ibqp, NULL);
+	int ret;
+
+	if (!qp)
+		return -EINVAL;
+	ret = detach_mcast(qp, gid, lid);
+	shca_obj_put(&qp->obj);
 	return ret;
 }
 

@@ -138,14 +138,14 @@ int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 {
 	(void)qp;
 	(void)ece;
-	return EOPNOTSUPP;
+	return shca_ret_errno(-EOPNOTSUPP);
 }
 
 int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 {
 	(void)qp;
 	(void)ece;
-	return EOPNOTSUPP;
+	return shca_ret_errno(-EOPNOTSUPP);
 }
 
 /*

@@ -86,10 +86,12 @@ int shca_query_device_ex(struct ibv_context *ctx,
 {
 	struct ibv_device_attr_ex full;
 
+	if (!shca_ctx_live(ctx))
+		return shca_ret_errno(-EBADF);	/* a closed context */
 	if (input && input->comp_mask)
-		return EINVAL;
+		return shca_ret_errno(-EINVAL);
 	if (attr_size < sizeof(attr->orig_attr))
-		return EINVAL;
+		return shca_ret_errno(-EINVAL);
 	memset(&full, 0, sizeof(full));
 	fill_device_attr(to_sctx(ctx)->dev, &full.orig_attr);
 	full.comp_mask = 0;
@@ -113,11 +115,14 @@ bool shca_port_valid(struct ibv_context *ctx, unsigned int port)
 int shca_query_port(struct ibv_context *ctx, uint8_t port,
 		    struct ibv_port_attr *attr, size_t attr_len)
 {
-	struct shca_device *dev = to_sctx(ctx)->dev;
+	struct shca_device *dev;
 	struct ibv_port_attr a;
 
+	if (!shca_ctx_live(ctx))
+		return shca_ret_errno(-EBADF);	/* a closed context */
 	if (!shca_port_valid(ctx, port))
-		return EINVAL;
+		return shca_ret_errno(-EINVAL);
+	dev = to_sctx(ctx)->dev;
 	memset(&a, 0, sizeof(a));
 	/* the interface's link: state, and phys_state below */
 	shca_device_port_state(dev, &a.state, &a.phys_state);
@@ -174,10 +179,13 @@ int shca_latest_ibv_query_port(struct ibv_context *context, uint8_t port_num,
 static int query_gid_entry(struct ibv_context *ctx, uint32_t port,
 			   uint32_t index, struct ibv_gid_entry *entry)
 {
-	struct shca_device *dev = to_sctx(ctx)->dev;
+	struct shca_device *dev;
 	union ibv_gid gid;
 	static const union ibv_gid zero;
 
+	if (!shca_ctx_live(ctx))
+		return EBADF;		/* a closed context */
+	dev = to_sctx(ctx)->dev;
 	if (!shca_port_valid(ctx, port) || index > INT32_MAX)
 		return EINVAL;
 	if (shca_device_gid(dev, (int)index, &gid))
@@ -212,12 +220,12 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 	int ret;
 
 	if (entry_size > SHCA_IOCTL_ATTR_MAX)
-		return EINVAL;
+		return shca_ret_errno(-EINVAL);
 	if (flags || entry_size < sizeof(e))
-		return EINVAL;
+		return shca_ret_errno(-EINVAL);
 	ret = query_gid_entry(context, port_num, gid_index, &e);
 	if (ret)
-		return ret;
+		return shca_ret_errno(ret);
 	memset(entry, 0, entry_size);
 	memcpy(entry, &e, sizeof(e));
 	return 0;
@@ -235,23 +243,24 @@ ssize_t _ibv_query_gid_table(struct ibv_context *context,
 			     size_t max_entries, uint32_t flags,
 			     size_t entry_size)
 {
-	struct shca_device *dev = to_sctx(context)->dev;
 	struct ibv_gid_entry found[SHCA_NETIF_MAX_ADDRS];
 	size_t n = 0, i, copy;
 	unsigned int index, len;
 
+	if (!shca_ctx_live(context))
+		return -shca_ret_errno(-EBADF);	/* a closed context */
 	if (entry_size && max_entries > SHCA_IOCTL_ATTR_MAX / entry_size)
-		return -EINVAL;
+		return -shca_ret_errno(-EINVAL);
 	if (flags || !entry_size || !max_entries)
-		return -EINVAL;
-	len = shca_device_gid_tbl_len(dev);
+		return -shca_ret_errno(-EINVAL);
+	len = shca_device_gid_tbl_len(to_sctx(context)->dev);
 	for (index = 0; index < len; index++) {
 		struct ibv_gid_entry e;
 
 		if (query_gid_entry(context, SHCA_PORT_NUM, index, &e))
 			continue;
 		if (n == max_entries || n == ARRAY_SIZE(found))
-			return -EINVAL;
+			return -shca_ret_errno(-EINVAL);
 		found[n++] = e;
 	}
 	copy = MIN(entry_size, sizeof(found[0]));
@@ -318,6 +327,10 @@ SHCA_DEFAULT_VERSION(ibv_query_pkey)
 int shca_latest_ibv_query_pkey(struct ibv_context *context, uint8_t port_num,
 			       int index, __be16 *pkey)
 {
+	if (!shca_ctx_live(context)) {
+		errno = EBADF;		/* a closed context */
+		return -1;
+	}
 	if (!shca_port_valid(context, port_num) || index < 0 ||
 	    index >= SHCA_MAX_PKEYS) {
 		errno = ENOENT;
@@ -346,9 +359,10 @@ static int query_rt_values(struct ibv_context *context,
 {
 	struct timespec ts;
 
-	(void)context;
+	if (!shca_ctx_live(context))
+		return shca_ret_errno(-EBADF);	/* a closed context */
 	if (values->comp_mask & ~(uint32_t)IBV_VALUES_MASK_RAW_CLOCK)
-		return EINVAL;
+		return shca_ret_errno(-EINVAL);
 	if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		/* raw clock in hca_core_clock ticks (1 GHz): nanoseconds */
@@ -425,11 +439,17 @@ struct ibv_context *shca_latest_ibv_open_device(struct ibv_device *device)
 	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
 	sctx->vctx.sz = sizeof(struct verbs_context);
 	shca_context_fill_ops(sctx);
+	ret = shca_ctx_register(ctx);
+	if (ret)
+		goto err_fd;
 	/* port events from now on, and the port's state kept current */
 	shca_device_link_attach(sctx);
 	shca_dbg("opened %s", device->name);
 	return ctx;
 
+err_fd:
+	close(ctx->cmd_fd);
+	pthread_mutex_destroy(&ctx->mutex);
 err_async:
 	shca_event_queue_destroy(&sctx->async);
 err_free:
@@ -438,16 +458,82 @@ err_free:
 	return NULL;
 }
 
+/* Destroy an object found by shca_obj_collect (its use consumed). */
+static int destroy_left(enum shca_otype t, struct shca_obj *o)
+{
+	switch (t) {
+	case SHCA_OT_QP:
+		return shca_qp_destroy(container_of(o, struct shca_qp, obj),
+				       false);
+	case SHCA_OT_AH:
+		return shca_ah_destroy(container_of(o, struct shca_ah, obj));
+	case SHCA_OT_MR:
+		return shca_mr_destroy(container_of(o, struct shca_mr, obj));
+	case SHCA_OT_SRQ:
+		return shca_srq_destroy(container_of(o, struct shca_srq, obj),
+					false);
+	case SHCA_OT_CQ:
+		return shca_cq_destroy(container_of(o, struct shca_cq, obj),
+				       false);
+	case SHCA_OT_PD:
+		return shca_pd_destroy(container_of(o, struct shca_pd, obj));
+	default:
+		shca_obj_put(o);
+		return -EINVAL;
+	}
+}
+
+/*
+ * What the client left in a context that closes goes with it, as the
+ * kernel's uverbs cleanup frees a closed file's objects: users before
+ * what they use.  An object another thread is working on stays (leaked,
+ * never freed under it).  Completion channels are the client's files,
+ * as with rdma-core: they stay, and ibv_destroy_comp_channel frees them.
+ */
+static void close_children(struct ibv_context *ctx)
+{
+	static const enum shca_otype order[] = {
+		SHCA_OT_QP, SHCA_OT_AH, SHCA_OT_MR,
+		SHCA_OT_SRQ, SHCA_OT_CQ, SHCA_OT_PD,
+	};
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(order); i++) {
+		struct shca_obj **v;
+		int n, j, left = 0;
+
+		n = shca_obj_collect(order[i], ctx, &v);
+		for (j = 0; j < n; j++)
+			if (destroy_left(order[i], v[j]))
+				left++;
+		free(v);
+		if (left)
+			shca_warn("%s: %d objects (type %d) busy at close, "
+				  "left", ctx->device->name, left,
+				  (int)order[i]);
+	}
+}
+
+/*
+ * rdma-core returns 0 always; a context that is not open (closed
+ * already) is -1 with errno EBADF, never freed twice.  Its memory waits
+ * in the quarantine (handle.c), so that the objects' context pointers
+ * still lead to ops that refuse them.
+ */
 SHCA_DEFAULT_VERSION(ibv_close_device)
 int shca_latest_ibv_close_device(struct ibv_context *context)
 {
 	struct shca_context *sctx = to_sctx(context);
 
+	if (!shca_ctx_unregister(context)) {
+		errno = EBADF;
+		return -1;
+	}
+	close_children(context);
 	shca_device_link_detach(sctx);
 	close(context->cmd_fd);
 	shca_event_queue_destroy(&sctx->async);
-	pthread_mutex_destroy(&context->mutex);
 	pthread_mutex_destroy(&sctx->lock);
-	free(sctx);
+	shca_quarantine(sctx, sizeof(*sctx));
 	return 0;
 }

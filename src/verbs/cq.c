@@ -114,12 +114,24 @@ void shca_cq_doorbell(void)
 /* ------------------------------------------------------------------ */
 /* ibv_poll_cq and notification                                        */
 
+/* The data path's liveness check (shca_obj_ok): no lock, no lookup. */
+static bool cq_ok(struct shca_cq *cq, const struct ibv_cq *ibcq)
+{
+	return shca_obj_ok(&cq->obj, SHCA_OT_CQ, ibcq->context, ibcq->handle);
+}
+
+/* A CQ that is not live: -EINVAL, as ibv_cmd_poll_cq returns the
+ * kernel's answer to an unknown handle. */
 int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 {
 	struct shca_cq *cq = to_scq(ibcq);
 	struct shca_cqe *e;
 	int n = 0;
 
+	if (!cq_ok(cq, ibcq)) {
+		errno = EINVAL;
+		return -EINVAL;
+	}
 	pthread_mutex_lock(&cq->lock);
 	while (n < num && (e = shca_cqshm_peek(cq->shm))) {
 		wc[n++] = e->wc;
@@ -139,9 +151,14 @@ void shca_cq_clean(struct shca_cq *cq, uint32_t qpn)
 	pthread_mutex_unlock(&cq->lock);
 }
 
+/* A CQ that is not live: EINVAL, as the kernel's REQ_NOTIFY_CQ. */
 int shca_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
-	shca_cqshm_arm(to_scq(ibcq)->shm, solicited_only);
+	struct shca_cq *cq = to_scq(ibcq);
+
+	if (!cq_ok(cq, ibcq))
+		return shca_ret_errno(-EINVAL);
+	shca_cqshm_arm(cq->shm, solicited_only);
 	return 0;
 }
 
@@ -163,8 +180,10 @@ static int cqx_start_poll(struct ibv_cq_ex *ibcq,
 	struct shca_cq *cq = cqx_to_scq(ibcq);
 	struct shca_cqe *e;
 
+	if (!cq_ok(cq, ibv_cq_ex_to_cq(ibcq)))
+		return shca_ret_errno(-EINVAL);
 	if (attr->comp_mask)
-		return EINVAL;
+		return shca_ret_errno(-EINVAL);
 	if (!cq->single_threaded)
 		pthread_mutex_lock(&cq->lock);
 	e = shca_cqshm_peek(cq->shm);
@@ -318,12 +337,28 @@ static struct shca_cq *cq_alloc(struct ibv_context *ctx, int cqe,
 {
 	struct shca_context *sctx = to_sctx(ctx);
 	struct shca_cq *cq;
+	bool chan_ok;
 
+	/*
+	 * A channel the context does not have: EBADF, as the kernel's
+	 * lookup of the channel's file.  Found and counted as used in one
+	 * step under the context mutex, which its destroy takes.
+	 */
+	if (channel) {
+		pthread_mutex_lock(&ctx->mutex);
+		chan_ok = shca_channel_valid(channel, ctx);
+		if (chan_ok)
+			channel->refcnt++;
+		pthread_mutex_unlock(&ctx->mutex);
+		if (!chan_ok) {
+			errno = EBADF;
+			return NULL;
+		}
+	}
 	pthread_mutex_lock(&sctx->lock);
 	if (sctx->ncq >= SHCA_MAX_CQ) {
 		pthread_mutex_unlock(&sctx->lock);
-		errno = ENOMEM;
-		return NULL;
+		goto err_chan;
 	}
 	sctx->ncq++;
 	pthread_mutex_unlock(&sctx->lock);
@@ -338,27 +373,47 @@ static struct shca_cq *cq_alloc(struct ibv_context *ctx, int cqe,
 			cq->shm = NULL;
 		}
 	}
+	if (cq && cq->shm &&
+	    shca_obj_add(&cq->obj, SHCA_OT_CQ, ctx, &cq->cqx,
+			 &cq->cqx.handle)) {
+		shca_cqshm_fini(cq->shm, &cq->ring);
+		shca_arena_free(cq->shm);
+		cq->shm = NULL;
+	}
 	if (!cq || !cq->shm) {
 		if (cq)
 			free(cq);
 		pthread_mutex_lock(&sctx->lock);
 		sctx->ncq--;
 		pthread_mutex_unlock(&sctx->lock);
-		errno = ENOMEM;
-		return NULL;
+		goto err_chan;
 	}
 	pthread_mutex_init(&cq->lock, NULL);
-	verbs_init_cq(ibv_cq_ex_to_cq(&cq->cqx), ctx, channel, cq_context);
+	/* the channel is counted already */
+	verbs_init_cq(ibv_cq_ex_to_cq(&cq->cqx), ctx, NULL, cq_context);
+	cq->cqx.channel = channel;
 	cq->cqx.cqe = (int)cq->shm->cqe;
-	cq->cqx.handle = (uint32_t)shca_arena_off(shca_arena_self(), cq->shm);
 	cqx_set_ops(&cq->cqx);
+	cq->chan = channel ? to_schan(channel) : NULL;
 	if (channel)
-		shca_channel_add_cq(to_schan(channel), cq);
+		shca_channel_add_cq(cq->chan, cq);
 	pthread_mutex_lock(&cq_list_lock);
 	cq->next = cq_list;
+	if (cq_list)
+		cq_list->pprev = &cq->next;
+	cq->pprev = &cq_list;
 	cq_list = cq;
 	pthread_mutex_unlock(&cq_list_lock);
 	return cq;
+
+err_chan:
+	if (channel) {
+		pthread_mutex_lock(&ctx->mutex);
+		channel->refcnt--;
+		pthread_mutex_unlock(&ctx->mutex);
+	}
+	errno = ENOMEM;
+	return NULL;
 }
 
 struct ibv_cq *shca_create_cq(struct ibv_context *ctx, int cqe,
@@ -368,6 +423,8 @@ struct ibv_cq *shca_create_cq(struct ibv_context *ctx, int cqe,
 	struct shca_cq *cq;
 	int ret;
 
+	if (!shca_ctx_live(ctx))
+		return SHCA_ERR_PTR(EBADF);	/* its file is closed */
 	ret = check_cqe(ctx, cqe, comp_vector);
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
@@ -388,6 +445,8 @@ struct ibv_cq_ex *shca_create_cq_ex(struct ibv_context *ctx,
 	struct shca_cq *cq;
 	int ret;
 
+	if (!shca_ctx_live(ctx))
+		return SHCA_ERR_PTR(EBADF);	/* its file is closed */
 	if (attr->wc_flags & ~(uint64_t)IBV_CREATE_CQ_SUP_WC_FLAGS)
 		return SHCA_ERR_PTR(EOPNOTSUPP);
 	if (!attr->cqe)
@@ -424,36 +483,46 @@ struct ibv_cq_ex *shca_create_cq_ex(struct ibv_context *ctx,
 /*
  * New size: at least cqe entries.  As rxe's rxe_cq_chk_attr(): cqe below 1,
  * above max_cqe, or below the number of completions the CQ holds now is
- * EINVAL.
+ * EINVAL; so is a CQ the handle does not name (the kernel's RESIZE_CQ).
  */
 int shca_resize_cq(struct ibv_cq *ibcq, int cqe)
 {
-	struct shca_cq *cq = to_scq(ibcq);
-	int ret;
+	struct shca_cq *cq = shca_cq_lookup(ibcq, NULL);
+	int ret = -EINVAL;
 
+	if (!cq)
+		return -EINVAL;
 	if (cqe < 1 || cqe > SHCA_MAX_CQE)
-		return -EINVAL;
+		goto out;
 	pthread_mutex_lock(&cq->lock);
-	if (shca_cqshm_count(cq->shm) > (uint32_t)cqe) {
-		pthread_mutex_unlock(&cq->lock);
-		return -EINVAL;
+	if (shca_cqshm_count(cq->shm) <= (uint32_t)cqe) {
+		ret = shca_cqshm_resize(cq->shm, (uint32_t)cqe, &cq->ring);
+		if (!ret)
+			cq->cqx.cqe = (int)cq->shm->cqe;
 	}
-	ret = shca_cqshm_resize(cq->shm, (uint32_t)cqe, &cq->ring);
-	if (!ret)
-		cq->cqx.cqe = (int)cq->shm->cqe;
 	pthread_mutex_unlock(&cq->lock);
+out:
+	shca_obj_put(&cq->obj);
 	return ret;
 }
 
-int shca_destroy_cq(struct ibv_cq *ibcq)
+/*
+ * cq holds a use (shca_cq_lookup), which this consumes.  wait_acks: wait
+ * until the events handed out are acknowledged, as ibv_destroy_cq does;
+ * not when the context closes (the kernel frees what is left).
+ */
+int shca_cq_destroy(struct shca_cq *cq, bool wait_acks)
 {
-	struct shca_cq *cq = to_scq(ibcq);
-	struct shca_context *sctx = to_sctx(ibcq->context);
-	struct ibv_comp_channel *channel = ibcq->channel;
-	struct shca_cq **pp;
+	struct ibv_cq *ibcq = ibv_cq_ex_to_cq(&cq->cqx);
+	struct shca_context *sctx = to_sctx(cq->obj.ctx);
+	struct shca_comp_channel *chan = cq->chan;
+	int ret;
 
-	if (__atomic_load_n(&cq->refs, __ATOMIC_ACQUIRE))
-		return -EBUSY;
+	ret = shca_obj_claim(&cq->obj, &cq->refs);
+	if (ret) {
+		shca_obj_put(&cq->obj);
+		return ret;
+	}
 
 	/*
 	 * Out of the engine's sight first: its doorbell (shca_cq_doorbell,
@@ -463,27 +532,30 @@ int shca_destroy_cq(struct ibv_cq *ibcq)
 	 * leaves its table before its events are forgotten).
 	 */
 	pthread_mutex_lock(&cq_list_lock);
-	for (pp = &cq_list; *pp; pp = &(*pp)->next)
-		if (*pp == cq) {
-			*pp = cq->next;
-			break;
-		}
+	if (cq->pprev) {
+		/* O(1): destroying tens of thousands stays linear */
+		*cq->pprev = cq->next;
+		if (cq->next)
+			cq->next->pprev = cq->pprev;
+		cq->pprev = NULL;
+	}
 	pthread_mutex_unlock(&cq_list_lock);
 
 	/* undelivered events go; delivered ones must be acknowledged */
-	if (channel)
-		shca_channel_forget_cq(to_schan(channel), cq);
+	if (chan)
+		shca_channel_forget_cq(chan, cq);
 	shca_async_forget(sctx, cq);
 	pthread_mutex_lock(&ibcq->mutex);
-	while (ibcq->comp_events_completed != cq->comp_events_reported ||
-	       ibcq->async_events_completed != cq->async_events_reported)
+	while (wait_acks &&
+	       (ibcq->comp_events_completed != cq->comp_events_reported ||
+		ibcq->async_events_completed != cq->async_events_reported))
 		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
 	pthread_mutex_unlock(&ibcq->mutex);
 
-	if (channel) {
-		pthread_mutex_lock(&ibcq->context->mutex);
-		channel->refcnt--;
-		pthread_mutex_unlock(&ibcq->context->mutex);
+	if (chan) {
+		pthread_mutex_lock(&cq->obj.ctx->mutex);
+		chan->ch.refcnt--;
+		pthread_mutex_unlock(&cq->obj.ctx->mutex);
 	}
 	pthread_mutex_lock(&sctx->lock);
 	sctx->ncq--;
@@ -491,8 +563,18 @@ int shca_destroy_cq(struct ibv_cq *ibcq)
 	pthread_mutex_destroy(&cq->lock);
 	shca_cqshm_fini(cq->shm, &cq->ring);
 	shca_arena_free(cq->shm);
-	free(cq);
+	shca_obj_retire(&cq->obj, cq, sizeof(*cq));
 	return 0;
+}
+
+/* A handle that names no CQ: ENOENT, as the kernel's object lookup. */
+int shca_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct shca_cq *cq = shca_cq_lookup(ibcq, NULL);
+
+	if (!cq)
+		return -ENOENT;
+	return shca_cq_destroy(cq, true);
 }
 
 /* ------------------------------------------------------------------ */

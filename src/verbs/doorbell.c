@@ -19,15 +19,16 @@
 
 /*
  * A QP's marks (SHCA_QP_PEND_*).  COMM_EST stays set in the arena (peers
- * then stop setting it) and is reported once; the others are taken.
+ * then stop setting it) and is reported once; the others are taken.  The
+ * engine does it at the doorbell, ibv_query_qp before it reads the state
+ * (a peer marks the QP before the error completion it causes is seen).
  */
-static void qp_doorbell(struct shca_qp *qp, void *arg)
+void shca_qp_take_marks(struct shca_qp *qp)
 {
 	struct shca_context *sctx = to_sctx(qp->ibqp.context);
 	bool comm_est = false;
 	uint32_t bits;
 
-	(void)arg;
 	bits = __atomic_fetch_and(&qp->shm->pending, SHCA_QP_PEND_COMM_EST,
 				  __ATOMIC_ACQ_REL);
 	if (bits & SHCA_QP_PEND_COMM_EST) {
@@ -56,6 +57,12 @@ static void qp_doorbell(struct shca_qp *qp, void *arg)
 		shca_async_event(sctx, IBV_EVENT_QP_REQ_ERR, qp);
 	else if (bits & SHCA_QP_PEND_FATAL)
 		shca_async_event(sctx, IBV_EVENT_QP_FATAL, qp);
+}
+
+static void qp_doorbell(struct shca_qp *qp, void *arg)
+{
+	(void)arg;
+	shca_qp_take_marks(qp);
 }
 
 void shca_doorbell(void)

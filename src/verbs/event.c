@@ -186,6 +186,13 @@ static void queue_remove_obj(struct shca_event_queue *q, void *obj)
 /* ------------------------------------------------------------------ */
 /* Asynchronous events                                                 */
 
+/* Not destroyed yet (a destroy waiting for acks still counts). */
+static bool obj_alive(const struct shca_obj *o, enum shca_otype t)
+{
+	return __atomic_load_n(&o->magic, __ATOMIC_ACQUIRE) ==
+	       SHCA_OBJ_MAGIC + (uint32_t)t;
+}
+
 static bool event_is_cq(enum ibv_event_type t)
 {
 	return t == IBV_EVENT_CQ_ERR;
@@ -270,6 +277,10 @@ int shca_latest_ibv_get_async_event(struct ibv_context *context,
 	struct ibv_async_event ev;
 	int ret;
 
+	if (!shca_ctx_live(context)) {
+		errno = EBADF;		/* its async fd is closed */
+		return -1;
+	}
 	ret = queue_pop(&to_sctx(context)->async, deliver_async, &ev);
 	if (ret) {
 		errno = -ret;
@@ -279,6 +290,11 @@ int shca_latest_ibv_get_async_event(struct ibv_context *context,
 	return 0;
 }
 
+/*
+ * An ack for an object that is gone (a context closed under it, or an
+ * event acknowledged twice after the destroy) counts nowhere: the
+ * object's quarantined header says it is dead.
+ */
 SHCA_DEFAULT_VERSION(ibv_ack_async_event)
 void shca_latest_ibv_ack_async_event(struct ibv_async_event *event)
 {
@@ -286,6 +302,8 @@ void shca_latest_ibv_ack_async_event(struct ibv_async_event *event)
 	case IBV_EVENT_CQ_ERR: {
 		struct ibv_cq *cq = event->element.cq;
 
+		if (!obj_alive(&to_scq(cq)->obj, SHCA_OT_CQ))
+			return;
 		pthread_mutex_lock(&cq->mutex);
 		cq->async_events_completed++;
 		pthread_cond_signal(&cq->cond);
@@ -302,6 +320,8 @@ void shca_latest_ibv_ack_async_event(struct ibv_async_event *event)
 	case IBV_EVENT_QP_LAST_WQE_REACHED: {
 		struct ibv_qp *qp = event->element.qp;
 
+		if (!obj_alive(&to_sqp(qp)->obj, SHCA_OT_QP))
+			return;
 		pthread_mutex_lock(&qp->mutex);
 		qp->events_completed++;
 		pthread_cond_signal(&qp->cond);
@@ -312,6 +332,8 @@ void shca_latest_ibv_ack_async_event(struct ibv_async_event *event)
 	case IBV_EVENT_SRQ_LIMIT_REACHED: {
 		struct ibv_srq *srq = event->element.srq;
 
+		if (!obj_alive(&to_ssrq(srq)->obj, SHCA_OT_SRQ))
+			return;
 		pthread_mutex_lock(&srq->mutex);
 		srq->events_completed++;
 		pthread_cond_signal(&srq->cond);
@@ -337,13 +359,31 @@ void shca_latest_ibv_ack_async_event(struct ibv_async_event *event)
 
 /*
  * The process's channel table: what a peer names (index and generation)
- * when it asks for a channel's eventfd.
+ * when it asks for a channel's eventfd.  The live channels are also on a
+ * list, which tells a channel from a destroyed one or a stranger without
+ * reading it.
  */
 #define MAX_CHANNELS 4096
+#define SHCA_CHAN_MAGIC	0x5ca0c4a7u
+#define SHCA_CHAN_DEAD	0xdeadc4a7u
 
 static pthread_mutex_t chan_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shca_comp_channel *chan_table[MAX_CHANNELS];
 static uint32_t chan_gen;
+static struct shca_comp_channel *chan_live;
+
+/* Is ch a live channel of ctx (NULL: of any context)? */
+bool shca_channel_valid(struct ibv_comp_channel *ch, struct ibv_context *ctx)
+{
+	struct shca_comp_channel *c;
+	bool found = false;
+
+	pthread_mutex_lock(&chan_lock);
+	for (c = chan_live; c && !found; c = c->live_next)
+		found = &c->ch == ch;
+	pthread_mutex_unlock(&chan_lock);
+	return found && (!ctx || ch->context == ctx);
+}
 
 /* A duplicate of channel idx's eventfd if it still has generation gen,
  * or -1: for a peer that asked (shm/peer.c). */
@@ -382,12 +422,16 @@ static void channel_collect(struct shca_event_queue *q)
 	}
 }
 
+/* A context that is not open: EBADF (its uverbs file is closed). */
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
 {
-	struct shca_comp_channel *ch = calloc(1, sizeof(*ch));
+	struct shca_comp_channel *ch;
 	uint32_t i;
 	int ret;
 
+	if (!shca_ctx_live(context))
+		return SHCA_ERR_PTR(EBADF);
+	ch = calloc(1, sizeof(*ch));
 	if (!ch)
 		return SHCA_ERR_PTR(ENOMEM);
 	ret = shca_event_queue_init(&ch->q);
@@ -411,6 +455,9 @@ struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
 	} else {
 		ch->idx = UINT32_MAX;	/* peers go through the doorbell */
 	}
+	ch->magic = SHCA_CHAN_MAGIC;
+	ch->live_next = chan_live;
+	chan_live = ch;
 	pthread_mutex_unlock(&chan_lock);
 	return &ch->ch;
 }
@@ -432,35 +479,55 @@ void shca_channel_add_cq(struct shca_comp_channel *ch, struct shca_cq *cq)
 /*
  * EBUSY while CQs use the channel, as rdma-core answers; the check and the
  * teardown under the context mutex, which CQ creation takes to count a
- * new user.
+ * new user.  A channel that is not live is EBADF, as closing its file
+ * again would be.  Its context may be closed already (the channel is the
+ * client's file, as with rdma-core): it has no CQ left then.
  */
 int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 {
-	struct shca_comp_channel *ch = to_schan(channel);
-	struct ibv_context *context = channel->context;
+	struct shca_comp_channel *ch = to_schan(channel), **pp;
+	struct ibv_context *context = NULL;
+	int ret = 0;
 
-	pthread_mutex_lock(&context->mutex);
-	if (channel->refcnt) {
-		pthread_mutex_unlock(&context->mutex);
-		return EBUSY;
-	}
 	pthread_mutex_lock(&chan_lock);
-	if (ch->idx < MAX_CHANNELS)
-		chan_table[ch->idx] = NULL;
+	for (pp = &chan_live; *pp && *pp != ch; pp = &(*pp)->live_next)
+		;
+	if (*pp && shca_ctx_live(channel->context))
+		context = channel->context;
 	pthread_mutex_unlock(&chan_lock);
+	if (!*pp)
+		return shca_ret_errno(-EBADF);
+
+	if (context)
+		pthread_mutex_lock(&context->mutex);
+	pthread_mutex_lock(&chan_lock);
+	for (pp = &chan_live; *pp && *pp != ch; pp = &(*pp)->live_next)
+		;
+	if (!*pp)
+		ret = -EBADF;		/* another thread destroyed it */
+	else if (channel->refcnt)
+		ret = -EBUSY;
+	if (!ret) {
+		*pp = ch->live_next;
+		if (ch->idx < MAX_CHANNELS)
+			chan_table[ch->idx] = NULL;
+		ch->magic = SHCA_CHAN_DEAD;
+	}
+	pthread_mutex_unlock(&chan_lock);
+	if (context)
+		pthread_mutex_unlock(&context->mutex);
+	if (ret)
+		return shca_ret_errno(ret);
 	shca_event_queue_destroy(&ch->q);
-	free(ch);
-	pthread_mutex_unlock(&context->mutex);
+	shca_quarantine(ch, sizeof(*ch));
 	return 0;
 }
 
 /* The CQ's armed notification fired: queue it on its channel. */
 void shca_cq_comp_event(struct shca_cq *cq)
 {
-	struct ibv_comp_channel *channel = cq->cqx.channel;
-
-	if (channel)
-		queue_push(&to_schan(channel)->q, 0, cq);
+	if (cq->chan)
+		queue_push(&cq->chan->q, 0, cq);
 }
 
 /* A CQ goes: its undelivered events and its place in the channel. */
@@ -493,10 +560,17 @@ SHCA_DEFAULT_VERSION(ibv_get_cq_event)
 int shca_latest_ibv_get_cq_event(struct ibv_comp_channel *channel,
 				  struct ibv_cq **cq, void **cq_context)
 {
+	struct shca_comp_channel *ch = to_schan(channel);
 	struct shca_cq *scq = NULL;
 	int ret;
 
-	ret = queue_pop(&to_schan(channel)->q, deliver_comp, &scq);
+	/* a destroyed channel (quarantined): EBADF, as a read of a closed
+	 * file would give */
+	if (__atomic_load_n(&ch->magic, __ATOMIC_ACQUIRE) != SHCA_CHAN_MAGIC) {
+		errno = EBADF;
+		return -1;
+	}
+	ret = queue_pop(&ch->q, deliver_comp, &scq);
 	if (ret) {
 		errno = -ret;
 		return -1;
@@ -509,6 +583,8 @@ int shca_latest_ibv_get_cq_event(struct ibv_comp_channel *channel,
 SHCA_DEFAULT_VERSION(ibv_ack_cq_events)
 void shca_latest_ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 {
+	if (!obj_alive(&to_scq(cq)->obj, SHCA_OT_CQ))
+		return;	/* destroyed with its context: nothing waits */
 	pthread_mutex_lock(&cq->mutex);
 	cq->comp_events_completed += nevents;
 	pthread_cond_signal(&cq->cond);

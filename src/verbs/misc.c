@@ -208,7 +208,7 @@ int ibv_fork_init(void)
 	if (__atomic_load_n(&fork_init_called, __ATOMIC_ACQUIRE))
 		return 0;
 	if (__atomic_load_n(&fork_too_late, __ATOMIC_ACQUIRE))
-		return EINVAL;
+		return shca_ret_errno(-EINVAL);
 	__atomic_store_n(&fork_init_called, true, __ATOMIC_RELEASE);
 	return 0;
 }

@@ -59,9 +59,9 @@ static bool access_needs_write(unsigned int access)
 /*
  * The kernel's ib_check_mr_access(), in its order: remote write and remote
  * atomic need local write (IBA o10-36.2.1), unknown bits are EINVAL, ODP
- * and FLUSH are EOPNOTSUPP on a device without them.  MW_BIND, ZERO_BASED
- * and HUGETLB are accepted, as rxe and mlx5 accept them; the optional bits
- * are ignored.
+ * and FLUSH are EOPNOTSUPP on a device without them.  MW_BIND and HUGETLB
+ * are accepted, as rxe and mlx5 accept them; ZERO_BASED is honoured (the
+ * MR's iova is 0, shca_reg_mr); the optional bits are ignored.
  */
 static int check_access(unsigned int access)
 {
@@ -104,53 +104,6 @@ static int check_pages(const void *addr, size_t len, bool write)
 }
 
 /*
- * Is [addr, addr + len) mapped, readable, and writable if asked?  Walks
- * /proc/self/maps, which is what pinning the pages would have found out.
- * 0 or -EFAULT.
- */
-int shca_check_range(const void *addr, size_t len, bool write)
-{
-	uintptr_t start = (uintptr_t)addr, end, cur;
-	char line[512];
-	FILE *f;
-	int ret = -EFAULT;
-
-	if (!len)
-		return 0;
-	if (len > UINTPTR_MAX - start)
-		return -EINVAL;
-	end = start + len;
-	cur = start;
-	f = fopen("/proc/self/maps", "re");
-	if (!f)
-		return 0;	/* no procfs: nothing to check against */
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		char perms[8];
-		int c;
-
-		if (!strchr(line, '\n'))	/* a long path: skip the rest */
-			while ((c = fgetc(f)) != EOF && c != '\n')
-				;
-		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3)
-			continue;
-		if (hi <= cur)
-			continue;
-		if (lo > cur)
-			break;		/* a hole */
-		if (perms[0] != 'r' || (write && perms[1] != 'w'))
-			break;
-		cur = hi;
-		if (cur >= end) {
-			ret = 0;
-			break;
-		}
-	}
-	fclose(f);
-	return ret;
-}
-
-/*
  * Publish the MR in the arena's MR table, where peers on this host check
  * their rkeys and the L_Keys of our receive WQEs; mr_table_lock held.
  */
@@ -165,7 +118,7 @@ static void mr_publish(struct shca_mr *mr)
 	memset(&e, 0, sizeof(e));
 	e.key = mr->ibmr.lkey;
 	e.access = mr->access;
-	e.pd = mr->pd->ibpd.handle;
+	e.pd = mr->pd->obj.handle;	/* unique in the process (handle.c) */
 	e.iova = mr->iova;
 	e.addr = (uintptr_t)mr->ibmr.addr;
 	e.length = mr->ibmr.length;
@@ -286,30 +239,53 @@ struct shca_mr *shca_lookup_mr(struct shca_pd *pd, uint32_t key,
 	return mr;
 }
 
+/*
+ * The checks of ib_uverbs_reg_mr(), in its order: the PD after the
+ * arguments, a PD the handle does not name (destroyed, of another
+ * context) EINVAL as its uobj_get_obj_read() failure; then the pages.
+ */
+static int reg_check(struct ibv_pd *ibpd, void *addr, size_t length,
+		     uint64_t *iova, unsigned int *access, struct shca_pd **pd)
+{
+	int ret;
+
+	/* address and iova at the same offset within a page */
+	if (((uintptr_t)addr ^ *iova) & (page_size() - 1))
+		return -EINVAL;
+	ret = check_access(*access);
+	if (ret)
+		return ret;
+	*access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+	/* ibv_reg_mr(3): a zero-based MR is addressed by byte offsets from
+	 * its start (as an iova of 0), through its L_Key and R_Key alike */
+	if (*access & IBV_ACCESS_ZERO_BASED)
+		*iova = 0;
+	if (length > UINT64_MAX - *iova)
+		return -EINVAL;	/* iova space wraps */
+	*pd = shca_pd_lookup(ibpd, NULL);
+	if (!*pd)
+		return -EINVAL;
+	ret = check_pages(addr, length, access_needs_write(*access));
+	if (ret)
+		shca_obj_put(&(*pd)->obj);
+	return ret;
+}
+
 struct ibv_mr *shca_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 			   uint64_t iova, unsigned int access)
 {
-	struct shca_pd *pd = to_spd(ibpd);
+	struct shca_pd *pd;
 	struct shca_mr *mr;
 	int ret;
 
-	/* the checks of ib_uverbs_reg_mr(), in its order */
-	/* address and iova at the same offset within a page */
-	if (((uintptr_t)addr ^ iova) & (page_size() - 1))
-		return SHCA_ERR_PTR(EINVAL);
-	ret = check_access(access);
-	if (ret)
-		return SHCA_ERR_PTR(-ret);
-	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
-	if (length > UINT64_MAX - iova)
-		return SHCA_ERR_PTR(EINVAL);	/* iova space wraps */
-	ret = check_pages(addr, length, access_needs_write(access));
+	ret = reg_check(ibpd, addr, length, &iova, &access, &pd);
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
 
+	ret = -ENOMEM;
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
-		return SHCA_ERR_PTR(ENOMEM);
+		goto err_pd;
 	mr->pd = pd;
 	mr->iova = iova;
 	mr->access = access;
@@ -318,23 +294,48 @@ struct ibv_mr *shca_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	mr->ibmr.addr = addr;
 	mr->ibmr.length = length;
 	ret = table_insert(mr);
+	if (ret)
+		goto err_free;
+	ret = shca_obj_add(&mr->obj, SHCA_OT_MR, ibpd->context, &mr->ibmr,
+			   &mr->ibmr.handle);
 	if (ret) {
-		free(mr);
-		return SHCA_ERR_PTR(-ret);
+		table_remove(mr);
+		goto err_free;
 	}
-	mr->ibmr.handle = mr->index;
-	shca_pd_get(pd);
+	shca_pd_get(pd);	/* while the PD's use keeps it */
+	shca_obj_put(&pd->obj);
 	return &mr->ibmr;
+
+err_free:
+	free(mr);
+err_pd:
+	shca_obj_put(&pd->obj);
+	return SHCA_ERR_PTR(-ret);
 }
 
-int shca_dereg_mr(struct ibv_mr *ibmr)
+/* mr holds a use (shca_mr_lookup), which this consumes. */
+int shca_mr_destroy(struct shca_mr *mr)
 {
-	struct shca_mr *mr = to_smr(ibmr);
+	int ret = shca_obj_claim(&mr->obj, NULL);
 
+	if (ret) {
+		shca_obj_put(&mr->obj);
+		return ret;
+	}
 	table_remove(mr);
 	shca_pd_put(mr->pd);
-	free(mr);
+	shca_obj_retire(&mr->obj, mr, sizeof(*mr));
 	return 0;
+}
+
+/* A handle that names no MR: ENOENT, as the kernel's object lookup. */
+int shca_dereg_mr(struct ibv_mr *ibmr)
+{
+	struct shca_mr *mr = shca_mr_lookup(ibmr, NULL);
+
+	if (!mr)
+		return -ENOENT;
+	return shca_mr_destroy(mr);
 }
 
 /*
@@ -344,52 +345,94 @@ int shca_dereg_mr(struct ibv_mr *ibmr)
  * access as for registration) and of mlx5's rereg: a new range is
  * checked as registration pins it, with the new access or the old one; an
  * access change alone re-checks nothing, as the device keeps its pages.
- * The keys stay the same, as rxe does.
+ * The keys stay the same, as rxe does.  An MR the handle does not name is
+ * ENOENT (the kernel looks it up for writing), a new PD it does not name
+ * EINVAL.
  */
-int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
-		  void *addr, size_t length, int access)
+/* What a rereg makes of the MR, all checked before anything changes. */
+struct rereg {
+	struct shca_pd *pd;		/* with a use, or NULL: unchanged */
+	unsigned int access;
+	void *addr;
+	size_t length;
+	uint64_t iova;
+};
+
+static int rereg_check(struct shca_mr *mr, int flags, struct ibv_pd *ibpd,
+		       void *addr, size_t length, int access,
+		       struct rereg *r)
 {
-	struct shca_mr *mr = to_smr(ibmr);
-	unsigned int new_access = mr->access;
-	void *new_addr = ibmr->addr;
-	size_t new_len = ibmr->length;
-	uint64_t new_iova = mr->iova;
 	int ret;
 
+	r->pd = NULL;
+	r->access = mr->access;
+	r->addr = mr->ibmr.addr;
+	r->length = mr->ibmr.length;
+	r->iova = mr->iova;
 	if (!flags)
 		return -EINVAL;
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
 		ret = check_access((unsigned int)access);
 		if (ret)
 			return ret;
-		new_access = (unsigned int)access &
-			     ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+		r->access = (unsigned int)access &
+			    ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
 	}
-	if ((flags & IBV_REREG_MR_CHANGE_PD) &&
-	    (!ibpd || ibpd->context != ibmr->context))
-		return -EINVAL;
+	if (flags & IBV_REREG_MR_CHANGE_PD) {
+		r->pd = shca_pd_lookup(ibpd, mr->obj.ctx);
+		if (!r->pd)
+			return -EINVAL;
+	}
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
-		new_addr = addr;
-		new_len = length;
-		new_iova = (uintptr_t)addr;
-		ret = check_pages(new_addr, new_len,
-				  access_needs_write(new_access));
-		if (ret)
+		r->addr = addr;
+		r->length = length;
+		r->iova = (uintptr_t)addr;
+		ret = check_pages(addr, length, access_needs_write(r->access));
+		if (ret) {
+			if (r->pd)
+				shca_obj_put(&r->pd->obj);
+			r->pd = NULL;
 			return ret;
+		}
+	}
+	if (r->access & IBV_ACCESS_ZERO_BASED)
+		r->iova = 0;
+	else if ((mr->access & IBV_ACCESS_ZERO_BASED) &&
+		 !(flags & IBV_REREG_MR_CHANGE_TRANSLATION))
+		r->iova = (uintptr_t)mr->ibmr.addr;
+	return 0;
+}
+
+int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
+		  void *addr, size_t length, int access)
+{
+	struct shca_mr *mr;
+	struct rereg r;
+	int ret;
+
+	mr = shca_mr_lookup(ibmr, NULL);
+	if (!mr)
+		return -ENOENT;
+	ret = rereg_check(mr, flags, ibpd, addr, length, access, &r);
+	if (ret) {
+		shca_obj_put(&mr->obj);
+		return ret;
 	}
 
 	pthread_mutex_lock(&mr_table_lock);
-	if (flags & IBV_REREG_MR_CHANGE_PD) {
-		shca_pd_get(to_spd(ibpd));
+	if (r.pd) {
+		shca_pd_get(r.pd);
 		shca_pd_put(mr->pd);
-		mr->pd = to_spd(ibpd);
+		mr->pd = r.pd;
+		shca_obj_put(&r.pd->obj);
 	}
-	mr->access = new_access;
-	mr->iova = new_iova;
-	ibmr->addr = new_addr;
-	ibmr->length = new_len;
+	mr->access = r.access;
+	mr->iova = r.iova;
+	mr->ibmr.addr = r.addr;
+	mr->ibmr.length = r.length;
 	mr_publish(mr);
 	pthread_mutex_unlock(&mr_table_lock);
+	shca_obj_put(&mr->obj);
 	return 0;
 }
 

@@ -2,14 +2,13 @@
 /*
  * Protection domains.  A PD counts the objects created in it (MRs, QPs,
  * SRQs, AHs); deallocating a PD that still has any fails with EBUSY, as the
- * kernel's uverbs reports it.
+ * kernel's uverbs reports it.  Its handle (handle.c) is unique in the
+ * process, so the arena's MR and QP entries name a PD by it.
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "shca.h"
-
-static uint32_t next_pd_handle = 1;
 
 void shca_pd_get(struct shca_pd *pd)
 {
@@ -21,11 +20,16 @@ void shca_pd_put(struct shca_pd *pd)
 	__atomic_sub_fetch(&pd->refs, 1, __ATOMIC_RELAXED);
 }
 
+/* A context that is not open: its uverbs file would be closed. */
 struct ibv_pd *shca_alloc_pd(struct ibv_context *ctx)
 {
-	struct shca_context *sctx = to_sctx(ctx);
+	struct shca_context *sctx;
 	struct shca_pd *pd;
+	int ret;
 
+	if (!shca_ctx_live(ctx))
+		return SHCA_ERR_PTR(EBADF);
+	sctx = to_sctx(ctx);
 	pthread_mutex_lock(&sctx->lock);
 	if (sctx->npd >= SHCA_MAX_PD) {
 		pthread_mutex_unlock(&sctx->lock);
@@ -35,30 +39,45 @@ struct ibv_pd *shca_alloc_pd(struct ibv_context *ctx)
 	pthread_mutex_unlock(&sctx->lock);
 
 	pd = calloc(1, sizeof(*pd));
-	if (!pd) {
+	ret = pd ? shca_obj_add(&pd->obj, SHCA_OT_PD, ctx, &pd->ibpd,
+				&pd->ibpd.handle) : -ENOMEM;
+	if (ret) {
+		free(pd);
 		pthread_mutex_lock(&sctx->lock);
 		sctx->npd--;
 		pthread_mutex_unlock(&sctx->lock);
-		return SHCA_ERR_PTR(ENOMEM);
+		return SHCA_ERR_PTR(-ret);
 	}
 	pd->ibpd.context = ctx;
-	pd->ibpd.handle = __atomic_fetch_add(&next_pd_handle, 1,
-					     __ATOMIC_RELAXED);
 	return &pd->ibpd;
 }
 
-int shca_dealloc_pd(struct ibv_pd *ibpd)
+/* pd holds a use (shca_pd_lookup), which this consumes. */
+int shca_pd_destroy(struct shca_pd *pd)
 {
-	struct shca_pd *pd = to_spd(ibpd);
-	struct shca_context *sctx = to_sctx(ibpd->context);
+	struct shca_context *sctx = to_sctx(pd->obj.ctx);
+	int ret;
 
-	if (__atomic_load_n(&pd->refs, __ATOMIC_ACQUIRE))
-		return -EBUSY;
+	ret = shca_obj_claim(&pd->obj, &pd->refs);
+	if (ret) {
+		shca_obj_put(&pd->obj);
+		return ret;
+	}
 	pthread_mutex_lock(&sctx->lock);
 	sctx->npd--;
 	pthread_mutex_unlock(&sctx->lock);
-	free(pd);
+	shca_obj_retire(&pd->obj, pd, sizeof(*pd));
 	return 0;
+}
+
+/* A handle that names no PD: ENOENT, as the kernel's object lookup. */
+int shca_dealloc_pd(struct ibv_pd *ibpd)
+{
+	struct shca_pd *pd = shca_pd_lookup(ibpd, NULL);
+
+	if (!pd)
+		return -ENOENT;
+	return shca_pd_destroy(pd);
 }
 
 SHCA_DEFAULT_VERSION(ibv_alloc_pd)

@@ -81,6 +81,13 @@ enum ibv_wc_opcode shca_wr_wc_opcode(enum ibv_wr_opcode opcode)
 	return op ? op->wc_opcode : IBV_WC_SEND;
 }
 
+bool shca_wr_legal(enum ibv_qp_type type, enum ibv_wr_opcode opcode)
+{
+	const struct wr_info *op = wr_info(opcode);
+
+	return op && (op->qp_types & QPT(type));
+}
+
 /* The IBV_QP_EX_WITH_* flags softhca supports on a QP type. */
 static uint64_t send_ops_supported(enum ibv_qp_type type)
 {
@@ -303,14 +310,38 @@ static bool wr_is_inline(const struct ibv_send_wr *wr,
 	return (wr->send_flags & IBV_SEND_INLINE) && op->cls == WR_SEND;
 }
 
-/* Can the QP take wr?  0 or -EINVAL (rxe's validate_send_wr and more). */
+/* The data path's liveness check (shca_obj_ok): no lock, no lookup. */
+static bool qp_ok(const struct shca_qp *qp)
+{
+	return shca_obj_ok(&qp->obj, SHCA_OT_QP, qp->ibqp.context,
+			   qp->ibqp.handle);
+}
+
+/* A UD WR's AH: live, and of the QP's context. */
+static bool ah_ok(const struct shca_qp *qp, struct ibv_ah *ah)
+{
+	return ah && ah->context == qp->ibqp.context &&
+	       shca_obj_ok(&to_sah(ah)->obj, SHCA_OT_AH, ah->context,
+			   ah->handle);
+}
+
+/*
+ * Can the QP take wr?  0 or -EINVAL (rxe's validate_send_wr and more).
+ *
+ * An opcode softhca does not carry out at all (memory windows,
+ * invalidation, TSO, unknown values) is refused here.  One it carries out,
+ * but not on this QP's transport (READ or an atomic on UC; READ, WRITE or
+ * an atomic on UD), is posted, as mlx5's provider posts it without looking:
+ * the requester completes it with IBV_WC_LOC_QP_OP_ERR and the QP goes to
+ * SQE (engine/requester.c; docs/conformance.md).
+ */
 static int sq_check_wr(const struct shca_qp *qp, const struct ibv_send_wr *wr)
 {
 	const struct wr_info *op = wr_info(wr->opcode);
 	uint64_t len = 0;
 	int i;
 
-	if (!op || !(op->qp_types & QPT(qp->ibqp.qp_type)))
+	if (!op)
 		return -EINVAL;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->sq.max_sge ||
 	    (wr->num_sge && !wr->sg_list))
@@ -319,12 +350,16 @@ static int sq_check_wr(const struct shca_qp *qp, const struct ibv_send_wr *wr)
 		len += wr->sg_list[i].length;
 	if (wr_is_inline(wr, op) && len > qp->sq.max_inline)
 		return -EINVAL;
-	/* atomics work on 8 naturally aligned bytes (as rxe checks) */
-	if (op->cls == WR_ATOMIC &&
-	    (len < 8 || (wr->wr.atomic.remote_addr & 7)))
+	/* atomics take 8 bytes; a misaligned remote address is the
+	 * responder's to refuse (an invalid request NAK, IBA o9-21), as
+	 * on mlx5 (docs/conformance.md), not an error at the post */
+	if (op->cls == WR_ATOMIC && len < 8)
 		return -EINVAL;
+	/* UD: a live AH of this context; not for an opcode UD does not
+	 * have, whose wr.wr union holds a remote address there, never
+	 * looked at */
 	if (qp->ibqp.qp_type == IBV_QPT_UD &&
-	    (!wr->wr.ud.ah || wr->wr.ud.ah->context != qp->ibqp.context))
+	    (op->qp_types & QPT(IBV_QPT_UD)) && !ah_ok(qp, wr->wr.ud.ah))
 		return -EINVAL;
 	return 0;
 }
@@ -426,13 +461,20 @@ out:
 	return ret;
 }
 
+/* A QP that is not live (destroyed, its handle changed): EINVAL. */
 int shca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		   struct ibv_send_wr **bad)
 {
+	struct shca_qp *qp = to_sqp(ibqp);
+
 	if (!bad)
-		return EINVAL;
+		return shca_ret_errno(-EINVAL);
 	*bad = NULL;
-	return shca_ret_errno(sq_post(to_sqp(ibqp), wr, bad, false));
+	if (!qp_ok(qp)) {
+		*bad = wr;
+		return shca_ret_errno(-EINVAL);
+	}
+	return shca_ret_errno(sq_post(qp, wr, bad, false));
 }
 
 /*
@@ -449,11 +491,11 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	int ret = 0, cs;
 
 	if (!bad)
-		return EINVAL;
+		return shca_ret_errno(-EINVAL);
 	*bad = NULL;
-	if (qp->srq) {
+	if (!qp_ok(qp) || qp->srq) {
 		*bad = wr;
-		return EINVAL;
+		return shca_ret_errno(-EINVAL);
 	}
 	/* a flush completes to the CQ: its channel's eventfd, written
 	 * under rq->lock, must not be a cancellation point */
@@ -521,15 +563,33 @@ static void batch_fail(struct shca_wr_batch *b, int err)
 }
 
 /* Start a WR with the qp_ex's wr_id and wr_flags. */
+/*
+ * The batch of a live QP, or NULL: every builder call on a QP that is not
+ * live does nothing, and wr_complete reports EINVAL.
+ */
+static struct shca_wr_batch *qpx_batch(struct ibv_qp_ex *qpx)
+{
+	struct shca_qp *qp = qpx_to_sqp(qpx);
+
+	return qp_ok(qp) ? qp->batch : NULL;
+}
+
 static struct batch_wr *batch_new(struct ibv_qp_ex *qpx,
 				  enum ibv_wr_opcode opcode)
 {
 	struct shca_qp *qp = qpx_to_sqp(qpx);
-	struct shca_wr_batch *b = qp->batch;
+	struct shca_wr_batch *b = qpx_batch(qpx);
 	struct batch_wr *e;
 
-	if (!b->active || b->err)
+	if (!b || !b->active || b->err)
 		return NULL;
+	if (!(wr_info(opcode) && (wr_info(opcode)->ops_flag &
+				  qp->send_ops_flags))) {
+		/* an operation the QP was not created with (its
+		 * send_ops_flags): mlx5 has no builder for it at all */
+		b->err = EINVAL;
+		return NULL;
+	}
 	if (b->n >= qp->sq.max_wr) {
 		b->err = ENOMEM;	/* cannot fit the send queue */
 		return NULL;
@@ -556,9 +616,9 @@ static struct batch_wr *batch_new(struct ibv_qp_ex *qpx,
 /* The WR a setter applies to: the last one started. */
 static struct batch_wr *batch_cur(struct ibv_qp_ex *qpx)
 {
-	struct shca_wr_batch *b = qpx_to_sqp(qpx)->batch;
+	struct shca_wr_batch *b = qpx_batch(qpx);
 
-	if (!b->active || b->err)
+	if (!b || !b->active || b->err)
 		return NULL;
 	if (!b->n) {
 		b->err = EINVAL;	/* a setter before any builder */
@@ -569,8 +629,10 @@ static struct batch_wr *batch_cur(struct ibv_qp_ex *qpx)
 
 static void qpx_wr_start(struct ibv_qp_ex *qpx)
 {
-	struct shca_wr_batch *b = qpx_to_sqp(qpx)->batch;
+	struct shca_wr_batch *b = qpx_batch(qpx);
 
+	if (!b)
+		return;
 	pthread_mutex_lock(&b->lock);
 	b->active = true;
 	b->err = 0;
@@ -580,13 +642,13 @@ static void qpx_wr_start(struct ibv_qp_ex *qpx)
 static int qpx_wr_complete(struct ibv_qp_ex *qpx)
 {
 	struct shca_qp *qp = qpx_to_sqp(qpx);
-	struct shca_wr_batch *b = qp->batch;
+	struct shca_wr_batch *b = qpx_batch(qpx);
 	struct ibv_send_wr *bad;
 	uint32_t i;
 	int ret;
 
-	if (!b->active)
-		return EINVAL;
+	if (!b || !b->active)
+		return shca_ret_errno(-EINVAL);
 	for (i = 0; i < b->n; i++) {
 		struct batch_wr *e = batch_ent(b, i);
 
@@ -605,20 +667,19 @@ static int qpx_wr_complete(struct ibv_qp_ex *qpx)
 	}
 	ret = b->err;
 	if (!ret)
-		ret = shca_ret_errno(sq_post(qp, b->n ? &batch_ent(b, 0)->wr :
-						       NULL,
-					     &bad, true));
+		ret = sq_post(qp, b->n ? &batch_ent(b, 0)->wr : NULL, &bad,
+			      true);
 	b->active = false;
 	b->n = 0;
 	pthread_mutex_unlock(&b->lock);
-	return ret;
+	return shca_ret_errno(ret);
 }
 
 static void qpx_wr_abort(struct ibv_qp_ex *qpx)
 {
-	struct shca_wr_batch *b = qpx_to_sqp(qpx)->batch;
+	struct shca_wr_batch *b = qpx_batch(qpx);
 
-	if (!b->active)
+	if (!b || !b->active)
 		return;
 	b->active = false;
 	b->n = 0;
@@ -773,7 +834,10 @@ static void qpx_wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr,
 /* What softhca lacks: wr_complete then fails with EOPNOTSUPP. */
 static void qpx_unsupported(struct ibv_qp_ex *qpx)
 {
-	batch_fail(qpx_to_sqp(qpx)->batch, EOPNOTSUPP);
+	struct shca_wr_batch *b = qpx_batch(qpx);
+
+	if (b)
+		batch_fail(b, EOPNOTSUPP);
 }
 
 static void qpx_wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw,
@@ -863,21 +927,65 @@ static void batch_destroy(struct shca_wr_batch *b)
 	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |          \
 	 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
 
-static bool cq_ok(struct ibv_context *ctx, struct ibv_cq *cq)
+/* The objects a new QP uses, each found live with a use taken. */
+struct qp_parents {
+	struct shca_pd *pd;
+	struct shca_cq *scq, *rcq;
+	struct shca_srq *srq;
+};
+
+static void parents_put(struct qp_parents *p)
 {
-	return cq && cq->context == ctx;
+	if (p->srq)
+		shca_obj_put(&p->srq->obj);
+	if (p->rcq)
+		shca_obj_put(&p->rcq->obj);
+	if (p->scq)
+		shca_obj_put(&p->scq->obj);
+	if (p->pd)
+		shca_obj_put(&p->pd->obj);
+	memset(p, 0, sizeof(*p));
+}
+
+/*
+ * The PD, CQs and SRQ, of ctx: a missing one is EINVAL; one the handle
+ * does not name in ctx (destroyed, garbled, of another context) is
+ * ENOENT, as the kernel's lookup of the create command's attributes.
+ */
+static int parents_get(struct ibv_context *ctx,
+		       const struct ibv_qp_init_attr_ex *a,
+		       struct qp_parents *p)
+{
+	memset(p, 0, sizeof(*p));
+	if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd ||
+	    !a->send_cq || !a->recv_cq)
+		return -EINVAL;
+	p->pd = shca_pd_lookup(a->pd, ctx);
+	p->scq = shca_cq_lookup(a->send_cq, ctx);
+	p->rcq = shca_cq_lookup(a->recv_cq, ctx);
+	if (a->srq)
+		p->srq = shca_srq_lookup(a->srq, ctx);
+	if (!p->pd || !p->scq || !p->rcq || (a->srq && !p->srq)) {
+		parents_put(p);
+		return -ENOENT;
+	}
+	return 0;
 }
 
 /*
  * In the order rdma-core and the kernel check: the provider's own checks
- * (comp_mask, create flags, send ops), the QP type, the PD, then rxe's
- * rxe_qp_chk_init (CQs, capabilities).
+ * (comp_mask, create flags, send ops), the QP type, the PD, CQs and SRQ
+ * (parents_get: with their uses, which the caller puts back), then rxe's
+ * rxe_qp_chk_init (capabilities).
  */
 static int qp_check_init(struct ibv_context *ctx,
-			 const struct ibv_qp_init_attr_ex *a)
+			 const struct ibv_qp_init_attr_ex *a,
+			 struct qp_parents *p)
 {
 	const struct ibv_qp_cap *cap = &a->cap;
+	int ret;
 
+	memset(p, 0, sizeof(*p));
 	if (a->comp_mask & ~(uint32_t)QP_INIT_ATTR_KNOWN)
 		return -EINVAL;
 	if (a->comp_mask & ~(uint32_t)QP_INIT_ATTR_SUPPORTED)
@@ -901,20 +1009,17 @@ static int qp_check_init(struct ibv_context *ctx,
 	if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
 	    (a->send_ops_flags & ~send_ops_supported(a->qp_type)))
 		return -EOPNOTSUPP;
-	if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd ||
-	    a->pd->context != ctx)
-		return -EINVAL;
-	if (!cq_ok(ctx, a->send_cq) || !cq_ok(ctx, a->recv_cq))
-		return -EINVAL;
-	if (a->srq && a->srq->context != ctx)
-		return -EINVAL;
+	ret = parents_get(ctx, a, p);
+	if (ret)
+		return ret;
 	if (cap->max_send_wr > SHCA_MAX_QP_WR ||
 	    cap->max_send_sge > SHCA_MAX_SGE ||
-	    cap->max_inline_data > SHCA_MAX_INLINE)
+	    cap->max_inline_data > SHCA_MAX_INLINE ||
+	    (!a->srq && (cap->max_recv_wr > SHCA_MAX_QP_WR ||
+			 cap->max_recv_sge > SHCA_MAX_SGE))) {
+		parents_put(p);
 		return -EINVAL;
-	if (!a->srq && (cap->max_recv_wr > SHCA_MAX_QP_WR ||
-			cap->max_recv_sge > SHCA_MAX_SGE))
-		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -936,7 +1041,8 @@ static void qp_put_refs(struct shca_qp *qp)
 	shca_pd_put(qp->pd);
 }
 
-static void qp_free(struct shca_qp *qp)
+/* What a QP holds besides its own memory. */
+static void qp_release(struct shca_qp *qp)
 {
 	if (qp->shm)
 		shca_arena_free(qp->shm);
@@ -944,7 +1050,6 @@ static void qp_free(struct shca_qp *qp)
 	shca_rq_destroy(&qp->rq);
 	if (qp->sq.buf)
 		sq_destroy(&qp->sq);
-	free(qp);
 }
 
 static struct shca_qp *qp_create(struct ibv_context *ctx,
@@ -952,24 +1057,28 @@ static struct shca_qp *qp_create(struct ibv_context *ctx,
 {
 	struct shca_context *sctx = to_sctx(ctx);
 	const struct shca_slot *slot;
+	struct qp_parents par;
 	struct shca_qp *qp;
 	int ret;
 
-	ret = qp_check_init(ctx, a);
+	ret = qp_check_init(ctx, a, &par);
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
 	/* a QP is addressable: this process takes its slot and listens */
 	ret = shca_transport_init();
 	if (ret)
-		return SHCA_ERR_PTR(-ret);
+		goto err_parents;
 	slot = shca_slot_get();
-	if (!slot)
-		return NULL;	/* errno from shca_slot_get */
+	if (!slot) {
+		ret = -errno;	/* shca_slot_get's */
+		goto err_parents;
+	}
 
+	ret = -ENOMEM;
 	pthread_mutex_lock(&sctx->lock);
 	if (sctx->nqp >= SHCA_MAX_QP) {
 		pthread_mutex_unlock(&sctx->lock);
-		return SHCA_ERR_PTR(ENOMEM);
+		goto err_parents;
 	}
 	sctx->nqp++;
 	pthread_mutex_unlock(&sctx->lock);
@@ -1023,10 +1132,10 @@ static struct shca_qp *qp_create(struct ibv_context *ctx,
 		pthread_mutex_init(&qp->exec_lock, &ma);
 		pthread_mutexattr_destroy(&ma);
 	}
-	qp->pd = to_spd(a->pd);
-	qp->scq = to_scq(a->send_cq);
-	qp->rcq = to_scq(a->recv_cq);
-	qp->srq = a->srq ? to_ssrq(a->srq) : NULL;
+	qp->pd = par.pd;
+	qp->scq = par.scq;
+	qp->rcq = par.rcq;
+	qp->srq = par.srq;
 	qp->sq_sig_all = a->sq_sig_all;
 	qp->cap.max_send_wr = qp->sq.max_wr;
 	qp->cap.max_send_sge = qp->sq.max_sge;
@@ -1035,33 +1144,48 @@ static struct shca_qp *qp_create(struct ibv_context *ctx,
 	qp->cap.max_recv_sge = qp->rq.max_sge;
 	shca_qp_reset_attr(qp);
 
-	ret = qp_table_insert(qp, slot->slot);
+	ret = shca_obj_add(&qp->obj, SHCA_OT_QP, ctx, &qp->ibqp,
+			   &qp->ibqp.handle);
 	if (ret)
 		goto err_free;
-	qp->ibqp.handle = qp->ibqp.qp_num;
+	ret = qp_table_insert(qp, slot->slot);
+	if (ret)
+		goto err_handle;
 	shca_qp_publish(qp);
 	qp_get_refs(qp);
+	parents_put(&par);
 
 	a->cap = qp->cap;	/* report what was created */
 	shca_dbg("QP 0x%06x (type %d) created", qp->ibqp.qp_num,
 		 (int)a->qp_type);
 	return qp;
 
+err_handle:
+	/* never handed out: the memory goes with the handle */
+	qp_release(qp);
+	shca_obj_retire(&qp->obj, qp, sizeof(*qp));
+	goto err_count;
 err_free:
-	qp_free(qp);
+	qp_release(qp);
+	free(qp);
 err_count:
 	pthread_mutex_lock(&sctx->lock);
 	sctx->nqp--;
 	pthread_mutex_unlock(&sctx->lock);
+err_parents:
+	parents_put(&par);
 	return SHCA_ERR_PTR(-ret);
 }
 
+/* The QP's context is its PD's: a PD that is not live is ENOENT. */
 struct ibv_qp *shca_create_qp(struct ibv_pd *pd,
 			      struct ibv_qp_init_attr *attr)
 {
 	struct ibv_qp_init_attr_ex ex;
 	struct shca_qp *qp;
 
+	if (!pd || !attr)
+		return SHCA_ERR_PTR(EINVAL);
 	memset(&ex, 0, sizeof(ex));
 	ex.qp_context = attr->qp_context;
 	ex.send_cq = attr->send_cq;
@@ -1082,23 +1206,40 @@ struct ibv_qp *shca_create_qp(struct ibv_pd *pd,
 struct ibv_qp *shca_create_qp_ex(struct ibv_context *ctx,
 				 struct ibv_qp_init_attr_ex *attr)
 {
-	struct shca_qp *qp = qp_create(ctx, attr);
+	struct shca_qp *qp;
 
+	if (!shca_ctx_live(ctx))
+		return SHCA_ERR_PTR(EBADF);	/* its file is closed */
+	qp = qp_create(ctx, attr);
 	return qp ? &qp->ibqp : NULL;
 }
 
-int shca_destroy_qp(struct ibv_qp *ibqp)
+/*
+ * qp holds a use (shca_qp_lookup_obj), which this consumes.  EBUSY while
+ * another verb works on it, or while it is attached to a multicast group
+ * (IBA o10-2.2.3).  wait_acks: see shca_cq_destroy.
+ */
+int shca_qp_destroy(struct shca_qp *qp, bool wait_acks)
 {
-	struct shca_qp *qp = to_sqp(ibqp);
-	struct shca_context *sctx = to_sctx(ibqp->context);
+	struct ibv_qp *ibqp = &qp->ibqp;
+	struct shca_context *sctx = to_sctx(qp->obj.ctx);
 	bool attached;
+	int ret;
 
-	/* IBA o10-2.2.3: not while attached to a multicast group */
+	ret = shca_obj_claim(&qp->obj, NULL);
+	if (ret) {
+		shca_obj_put(&qp->obj);
+		return ret;
+	}
+	/* attach_mcast holds a use: no attachment comes after the claim */
 	pthread_mutex_lock(&qp->lock);
 	attached = qp->mcast != NULL;
 	pthread_mutex_unlock(&qp->lock);
-	if (attached)
+	if (attached) {
+		shca_obj_unclaim(&qp->obj);
+		shca_obj_put(&qp->obj);
 		return -EBUSY;
+	}
 
 	qp_table_remove(qp);
 	/* the net path's receive side (engine thread) found it by number:
@@ -1116,7 +1257,7 @@ int shca_destroy_qp(struct ibv_qp *ibqp)
 	/* undelivered events go; delivered ones must be acknowledged */
 	shca_async_forget(sctx, qp);
 	pthread_mutex_lock(&ibqp->mutex);
-	while (ibqp->events_completed != qp->events_reported)
+	while (wait_acks && ibqp->events_completed != qp->events_reported)
 		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
 	pthread_mutex_unlock(&ibqp->mutex);
 
@@ -1131,15 +1272,24 @@ int shca_destroy_qp(struct ibv_qp *ibqp)
 	 * still drops them (qp_modify.c).
 	 */
 	qp_put_refs(qp);
-	pthread_cond_destroy(&ibqp->cond);
-	pthread_mutex_destroy(&ibqp->mutex);
 	pthread_mutex_destroy(&qp->lock);
 	pthread_mutex_destroy(&qp->exec_lock);
-	qp_free(qp);
+	qp_release(qp);
 	pthread_mutex_lock(&sctx->lock);
 	sctx->nqp--;
 	pthread_mutex_unlock(&sctx->lock);
+	shca_obj_retire(&qp->obj, qp, sizeof(*qp));
 	return 0;
+}
+
+/* A handle that names no QP: ENOENT, as the kernel's object lookup. */
+int shca_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct shca_qp *qp = shca_qp_lookup_obj(ibqp, NULL);
+
+	if (!qp)
+		return -ENOENT;
+	return shca_qp_destroy(qp, true);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1163,5 +1313,5 @@ struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 {
 	struct shca_qp *sqp = to_sqp(qp);
 
-	return sqp->has_qpx ? &sqp->qpx : NULL;
+	return qp_ok(sqp) && sqp->has_qpx ? &sqp->qpx : NULL;
 }

@@ -376,12 +376,14 @@ void shca_qp_publish(struct shca_qp *qp)
 	struct shca_arena *a = shca_arena_self();
 
 	m->qp_type = qp->ibqp.qp_type;
-	m->pd = qp->pd->ibpd.handle;
+	m->pd = qp->pd->obj.handle;	/* unique in the process */
 	m->access = (uint32_t)qp->attr.qp_access_flags;
 	m->qkey = qp->attr.qkey;
 	m->dest_qpn = qp->attr.dest_qp_num;
 	m->min_rnr_timer = qp->attr.min_rnr_timer;
 	m->has_srq = qp->srq != NULL;
+	/* receive WQEs are checked in their queue's PD: an SRQ's own */
+	m->rq_pd = qp->srq ? qp->srq->pd->obj.handle : m->pd;
 	m->rq_off = shca_arena_off(a, rq);
 	m->rcq_off = shca_arena_off(a, qp->rcq->shm);
 	__atomic_store_n(&m->state, qp->attr.qp_state, __ATOMIC_RELEASE);
@@ -469,6 +471,7 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 		shca_timer_disarm(&qp->retry_timer);
 		shca_net_qp_stop(qp, true);
 		qp->head_retries = qp->head_rnr_retries = 0;
+		qp->head_ack_wait = false;
 		qp->comm_est_reported = false;
 		__atomic_store_n(&qp->shm->pending, 0, __ATOMIC_RELEASE);
 		/* as mlx4/mlx5: a reset QP's completions leave its CQs */
@@ -548,17 +551,14 @@ static void sync_before_error(struct shca_qp *qp)
 		shca_engine_sync();
 }
 
-int shca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+static int modify_qp(struct shca_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
-	struct shca_qp *qp = to_sqp(ibqp);
+	struct ibv_qp *ibqp = &qp->ibqp;
 	enum ibv_qp_state cur, next;
 	struct ibv_qp_attr a;
 	unsigned int todo = 0;
 	bool use_net = false;
 	int ret;
-
-	if ((unsigned int)mask & ~(unsigned int)QP_ATTR_STANDARD)
-		return -EOPNOTSUPP;
 
 	if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR)
 		sync_before_error(qp);
@@ -602,6 +602,23 @@ int shca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	return 0;
 }
 
+/* A QP the handle does not name: EINVAL, as the kernel's MODIFY_QP. */
+int shca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+{
+	struct shca_qp *qp;
+	int ret;
+
+	/* rdma-core's check, before the command */
+	if ((unsigned int)mask & ~(unsigned int)QP_ATTR_STANDARD)
+		return -EOPNOTSUPP;
+	qp = shca_qp_lookup_obj(ibqp, NULL);
+	if (!qp)
+		return -EINVAL;
+	ret = modify_qp(qp, attr, mask);
+	shca_obj_put(&qp->obj);
+	return ret;
+}
+
 void shca_qp_to_error(struct shca_qp *qp)
 {
 	enum ibv_qp_state cur;
@@ -639,20 +656,28 @@ void shca_qp_flush(struct shca_qp *qp)
 
 /*
  * The mask is a hint: everything is filled in.  As rdma-core's
- * ibv_cmd_query_qp, bits from IBV_QP_RATE_LIMIT on are EOPNOTSUPP.
+ * ibv_cmd_query_qp, bits from IBV_QP_RATE_LIMIT on are EOPNOTSUPP (before
+ * the command); a QP the handle does not name is EINVAL, as the kernel's
+ * QUERY_QP.
  */
 int shca_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 		  struct ibv_qp_init_attr *init)
 {
-	struct shca_qp *qp = to_sqp(ibqp);
 	struct ibv_qp_init_attr i;
 	struct ibv_qp_attr a;
+	struct shca_qp *qp;
 
 	if ((unsigned int)mask & ~(unsigned int)(IBV_QP_RATE_LIMIT - 1))
 		return -EOPNOTSUPP;
 	if (!attr || !init)
 		return -EINVAL;
+	qp = shca_qp_lookup_obj(ibqp, NULL);
+	if (!qp)
+		return -EINVAL;
 
+	/* what peers marked, before the state is read: an error completion
+	 * already polled has its state change visible (doorbell.c) */
+	shca_qp_take_marks(qp);
 	memset(&i, 0, sizeof(i));
 	pthread_mutex_lock(&qp->lock);
 	a = qp->attr;
@@ -667,6 +692,7 @@ int shca_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 	i.qp_type = ibqp->qp_type;
 	i.sq_sig_all = qp->sq_sig_all;
 	pthread_mutex_unlock(&qp->lock);
+	shca_obj_put(&qp->obj);
 
 	*attr = a;
 	*init = i;

@@ -15,6 +15,7 @@
 #ifndef SOFTHCA_VERBS_SHCA_H
 #define SOFTHCA_VERBS_SHCA_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -56,6 +57,77 @@
 #define SHCA_NUM_COMP_VECTORS	1
 #define SHCA_PAGE_SIZE_CAP	0xfffff000ull	/* 4 KiB .. 2 GiB pages */
 #define SHCA_CORE_CLOCK_KHZ	1000000		/* completion ts in ns */
+
+/* ------------------------------------------------------------------ */
+/* Handles and liveness (handle.c, docs/conformance.md)                */
+
+enum shca_otype {
+	SHCA_OT_PD,
+	SHCA_OT_MR,
+	SHCA_OT_CQ,
+	SHCA_OT_SRQ,
+	SHCA_OT_QP,
+	SHCA_OT_AH,
+	SHCA_OT_NUM
+};
+
+#define SHCA_OBJ_MAGIC	0x5ca0b100u	/* + type while live */
+#define SHCA_OBJ_DEAD	0xdeadb100u
+
+/*
+ * The header of every object with a handle, right after its public
+ * struct: what the handle named when it was handed out (the public
+ * fields are the client's to garble), and the verbs at work on it.
+ */
+struct shca_obj {
+	uint32_t magic;			/* SHCA_OBJ_MAGIC + type, or DEAD */
+	uint32_t handle;
+	struct ibv_context *ctx;	/* created in */
+	const void *pub;		/* the public struct handed out */
+	int users;			/* shca_obj_get()s not yet put */
+	enum shca_otype type;
+	bool dying;			/* claimed by a destroy */
+};
+
+/* Insert o (its public struct pub) in its type's table: the handle. */
+int shca_obj_add(struct shca_obj *o, enum shca_otype t,
+		 struct ibv_context *ctx, const void *pub, uint32_t *handle);
+/*
+ * The live object that (handle, ctx) names, if its public struct is pub
+ * and, when want is not NULL, ctx is want; with a use taken (put it with
+ * shca_obj_put).  NULL if there is none: the caller's errno.
+ */
+struct shca_obj *shca_obj_get(enum shca_otype t, const void *pub,
+			      struct ibv_context *ctx, uint32_t handle,
+			      struct ibv_context *want);
+void shca_obj_put(struct shca_obj *o);
+/* A destroy holding the only use, with *refs (if given) 0, makes the
+ * object unfindable: 0, or -EBUSY. */
+int shca_obj_claim(struct shca_obj *o, const int *refs);
+void shca_obj_unclaim(struct shca_obj *o);
+/* The object is gone: its handle is freed, it is marked dead, poisoned
+ * past the header, and mem (size bytes, o inside) freed later. */
+void shca_obj_retire(struct shca_obj *o, void *mem, size_t size);
+void shca_quarantine(void *mem, size_t size);
+/* The live objects of ctx, each with a use taken: a malloc'd array. */
+int shca_obj_collect(enum shca_otype t, struct ibv_context *ctx,
+		     struct shca_obj ***out);
+/* Contexts open now, compared by address (a closed one is not read). */
+int shca_ctx_register(struct ibv_context *ctx);
+bool shca_ctx_unregister(struct ibv_context *ctx);
+bool shca_ctx_live(const struct ibv_context *ctx);
+
+/*
+ * The data path's check, without a lock or a lookup: the object is live
+ * and the public struct still names it (handle, context).  A destroyed
+ * object waits in the quarantine, so reading its header is safe.
+ */
+static inline bool shca_obj_ok(const struct shca_obj *o, enum shca_otype t,
+			       const struct ibv_context *ctx, uint32_t handle)
+{
+	return __builtin_expect(o->magic == SHCA_OBJ_MAGIC + (uint32_t)t &&
+				o->handle == handle && o->ctx == ctx, 1);
+}
 
 /* ------------------------------------------------------------------ */
 /* Objects                                                             */
@@ -113,11 +185,13 @@ struct shca_context {
 
 struct shca_pd {
 	struct ibv_pd ibpd;
+	struct shca_obj obj;
 	int refs;			/* MRs, MWs, QPs, SRQs, AHs using it */
 };
 
 struct shca_mr {
 	struct ibv_mr ibmr;
+	struct shca_obj obj;
 	struct shca_pd *pd;
 	uint64_t iova;			/* remote address of byte 0 */
 	unsigned int access;
@@ -127,6 +201,8 @@ struct shca_mr {
 /* A completion channel: CQs that fired, behind a pollable eventfd. */
 struct shca_comp_channel {
 	struct ibv_comp_channel ch;
+	uint32_t magic;			/* SHCA_CHAN_MAGIC while live */
+	struct shca_comp_channel *live_next; /* event.c's list */
 	struct shca_event_queue q;
 	uint32_t idx, gen;		/* in the process's channel table */
 	struct shca_cq *cqs;		/* CQs on this channel, under q.lock */
@@ -139,6 +215,8 @@ struct shca_comp_channel {
  */
 struct shca_cq {
 	struct ibv_cq_ex cqx;		/* ibv_cq at 0: ibv_cq_ex_to_cq() */
+	struct shca_obj obj;
+	struct shca_comp_channel *chan;	/* cqx.channel as created */
 	pthread_mutex_t lock;		/* consumers: poll, start/end_poll */
 	struct shca_cq_shm *shm;	/* in this process's arena */
 	void *ring;			/* its ring: what destroy frees */
@@ -151,6 +229,7 @@ struct shca_cq {
 	uint32_t async_events_reported;
 	bool is_ex;
 	struct shca_cq *next;		/* the process's CQ list */
+	struct shca_cq **pprev;		/* ... what points at it (O(1) out) */
 	struct shca_cq *chan_next;	/* its channel's CQ list */
 };
 
@@ -167,11 +246,13 @@ struct shca_rq {
 
 struct shca_srq {
 	struct ibv_srq ibsrq;
+	struct shca_obj obj;
 	struct shca_pd *pd;
 	struct shca_rq rq;
 	int refs;			/* QPs using it */
 	uint32_t events_reported;
 	struct shca_srq *next;		/* the process's SRQ list */
+	struct shca_srq **pprev;	/* ... what points at it */
 };
 
 struct shca_send_wqe {
@@ -267,6 +348,7 @@ struct shca_qp {
 		struct ibv_qp ibqp;
 		struct ibv_qp_ex qpx;
 	};
+	struct shca_obj obj;
 	pthread_mutex_t lock;
 	uint32_t qpn_index;		/* slot in the process's QP table */
 	bool has_qpx;			/* ibv_qp_to_qp_ex() answers */
@@ -291,6 +373,7 @@ struct shca_qp {
 	struct shca_timer retry_timer;	/* RNR and ACK-timeout retries */
 	uint32_t head_retries;		/* of the WQE at the SQ head */
 	uint32_t head_rnr_retries;
+	bool head_ack_wait;		/* its try is timing out */
 	struct shca_peer *peer;		/* RC/UC: the destination's process */
 	struct shca_net_qp net;		/* the net path (src/net/transport.c) */
 	bool comm_est_reported;
@@ -299,6 +382,7 @@ struct shca_qp {
 
 struct shca_ah {
 	struct ibv_ah ibah;
+	struct shca_obj obj;
 	struct shca_pd *pd;
 	struct ibv_ah_attr attr;
 	bool local;			/* reached by the same-host path */
@@ -355,6 +439,29 @@ static inline struct shca_ah *to_sah(struct ibv_ah *a)
 }
 
 /*
+ * shca_xx_lookup(p, want): the live object that the public pointer p
+ * names by its handle and context (handle.c), with a use taken (put it
+ * with shca_obj_put(&x->obj)); want: the context it must belong to, or
+ * NULL for any.  NULL if there is none: the verb's errno.
+ */
+#define SHCA_DEFINE_LOOKUP(fn, stype, ptype, t)                           \
+	static inline struct stype *fn(struct ptype *p,                   \
+				       struct ibv_context *want)          \
+	{                                                                 \
+		struct shca_obj *o =                                      \
+			p ? shca_obj_get(t, p, p->context, p->handle, want) \
+			  : NULL;                                         \
+		return o ? container_of(o, struct stype, obj) : NULL;     \
+	}
+
+SHCA_DEFINE_LOOKUP(shca_pd_lookup, shca_pd, ibv_pd, SHCA_OT_PD)
+SHCA_DEFINE_LOOKUP(shca_mr_lookup, shca_mr, ibv_mr, SHCA_OT_MR)
+SHCA_DEFINE_LOOKUP(shca_cq_lookup, shca_cq, ibv_cq, SHCA_OT_CQ)
+SHCA_DEFINE_LOOKUP(shca_srq_lookup, shca_srq, ibv_srq, SHCA_OT_SRQ)
+SHCA_DEFINE_LOOKUP(shca_qp_lookup_obj, shca_qp, ibv_qp, SHCA_OT_QP)
+SHCA_DEFINE_LOOKUP(shca_ah_lookup, shca_ah, ibv_ah, SHCA_OT_AH)
+
+/*
  * The verbs that also have a libibverbs 1.0 compat alias (compat.c) are
  * defined under another name and bound to name@@IBVERBS_1.1 explicitly, as
  * the version script lists the name in both nodes:
@@ -368,10 +475,18 @@ static inline struct shca_ah *to_sah(struct ibv_ah *a)
 	__typeof__(name) shca_latest_##name                           \
 		__attribute__((symver(#name "@@IBVERBS_1.1")));
 
-/* Convert a -errno result at the API boundary. */
+/*
+ * Convert a -errno result at the API boundary: the positive errno, and
+ * errno set to it on failure, as rdma-core's verbs leave it (their
+ * failures come back from a system call on the uverbs file).
+ */
 static inline int shca_ret_errno(int ret)
 {
-	return ret < 0 ? -ret : ret;
+	if (ret < 0)
+		ret = -ret;
+	if (ret)
+		errno = ret;
+	return ret;
 }
 
 #define SHCA_ERR_PTR(e) (errno = (e), NULL)
@@ -409,11 +524,22 @@ void shca_async_event(struct shca_context *sctx, enum ibv_event_type type,
 void shca_cq_comp_event(struct shca_cq *cq);
 void shca_channel_forget_cq(struct shca_comp_channel *ch, struct shca_cq *cq);
 void shca_channel_add_cq(struct shca_comp_channel *ch, struct shca_cq *cq);
+/* Is ch a live completion channel of ctx (NULL: any)? */
+bool shca_channel_valid(struct ibv_comp_channel *ch, struct ibv_context *ctx);
 void shca_async_forget(struct shca_context *sctx, void *obj);
 
 /* pd.c, mr.c */
 struct ibv_pd *shca_alloc_pd(struct ibv_context *ctx);
 int shca_dealloc_pd(struct ibv_pd *pd);
+/* The destroys of an object found with its use (consumed), as the verbs
+ * and the close of its context call them; wait_acks: wait for the acks of
+ * the events handed out (not at close). */
+int shca_pd_destroy(struct shca_pd *pd);
+int shca_mr_destroy(struct shca_mr *mr);
+int shca_cq_destroy(struct shca_cq *cq, bool wait_acks);
+int shca_srq_destroy(struct shca_srq *srq, bool wait_acks);
+int shca_qp_destroy(struct shca_qp *qp, bool wait_acks);
+int shca_ah_destroy(struct shca_ah *ah);
 void shca_pd_get(struct shca_pd *pd);
 void shca_pd_put(struct shca_pd *pd);
 struct ibv_mr *shca_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
@@ -505,6 +631,8 @@ struct shca_send_wqe *shca_sq_first(struct shca_qp *qp, uint32_t *head,
 /* Complete every send WQE with IBV_WC_WR_FLUSH_ERR; sq.lock held. */
 void shca_sq_flush(struct shca_qp *qp);
 enum ibv_wc_opcode shca_wr_wc_opcode(enum ibv_wr_opcode opcode);
+/* Is opcode one of the transport type has (the work-request table)? */
+bool shca_wr_legal(enum ibv_qp_type type, enum ibv_wr_opcode opcode);
 
 /* qp_modify.c: the state machine, and query (check, apply, report) */
 int shca_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
@@ -529,6 +657,7 @@ int shca_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 
 /* doorbell.c: what peers left for this process; the transport's start */
 void shca_doorbell(void);
+void shca_qp_take_marks(struct shca_qp *qp);
 void shca_doorbell_ring(void);
 void shca_qp_cq_overrun(struct shca_cq *cq);
 /* Publish the QP's attributes where peers read them. */

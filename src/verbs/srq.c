@@ -19,7 +19,6 @@
 #include "shca.h"
 #include "../shm/queues.h"
 
-static uint32_t next_srq_handle = 1;
 static pthread_mutex_t srq_list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shca_srq *srq_list;
 
@@ -147,7 +146,8 @@ static int srq_check_init(const struct ibv_srq_attr *a)
 	return 0;
 }
 
-static struct shca_srq *srq_create(struct ibv_context *ctx, struct ibv_pd *pd,
+/* pd holds a use, which this puts back. */
+static struct shca_srq *srq_create(struct ibv_context *ctx, struct shca_pd *pd,
 				   struct ibv_srq_attr *a, void *srq_context)
 {
 	struct shca_context *sctx = to_sctx(ctx);
@@ -156,12 +156,13 @@ static struct shca_srq *srq_create(struct ibv_context *ctx, struct ibv_pd *pd,
 
 	ret = srq_check_init(a);
 	if (ret)
-		return SHCA_ERR_PTR(-ret);
+		goto err_pd;
 
+	ret = -ENOMEM;
 	pthread_mutex_lock(&sctx->lock);
 	if (sctx->nsrq >= SHCA_MAX_SRQ) {
 		pthread_mutex_unlock(&sctx->lock);
-		return SHCA_ERR_PTR(ENOMEM);
+		goto err_pd;
 	}
 	sctx->nsrq++;
 	pthread_mutex_unlock(&sctx->lock);
@@ -172,21 +173,28 @@ static struct shca_srq *srq_create(struct ibv_context *ctx, struct ibv_pd *pd,
 	if (shca_rq_init(&srq->rq, shca_roundup_pow2(a->max_wr),
 			 a->max_sge ? a->max_sge : 1))
 		goto err_free;
+	if (shca_obj_add(&srq->obj, SHCA_OT_SRQ, ctx, &srq->ibsrq,
+			 &srq->ibsrq.handle)) {
+		shca_rq_destroy(&srq->rq);
+		goto err_free;
+	}
 
 	srq->ibsrq.context = ctx;
 	srq->ibsrq.srq_context = srq_context;
-	srq->ibsrq.pd = pd;
-	srq->ibsrq.handle = __atomic_fetch_add(&next_srq_handle, 1,
-					       __ATOMIC_RELAXED);
+	srq->ibsrq.pd = &pd->ibpd;
 	pthread_mutex_init(&srq->ibsrq.mutex, NULL);
 	pthread_cond_init(&srq->ibsrq.cond, NULL);
 	srq->ibsrq.events_completed = 0;
-	srq->pd = to_spd(pd);
+	srq->pd = pd;
 	srq->rq.shm->srq_limit = a->srq_limit;
 	shca_pd_get(srq->pd);
+	shca_obj_put(&pd->obj);
 
 	pthread_mutex_lock(&srq_list_lock);
 	srq->next = srq_list;
+	if (srq_list)
+		srq_list->pprev = &srq->next;
+	srq->pprev = &srq_list;
 	srq_list = srq;
 	pthread_mutex_unlock(&srq_list_lock);
 
@@ -201,31 +209,45 @@ err_count:
 	pthread_mutex_lock(&sctx->lock);
 	sctx->nsrq--;
 	pthread_mutex_unlock(&sctx->lock);
-	return SHCA_ERR_PTR(ENOMEM);
+err_pd:
+	shca_obj_put(&pd->obj);
+	return SHCA_ERR_PTR(-ret);
 }
 
+/*
+ * A PD the handle does not name (destroyed, garbled): ENOENT, as the
+ * kernel's lookup of the create command's PD attribute.
+ */
 struct ibv_srq *shca_create_srq(struct ibv_pd *pd,
 				struct ibv_srq_init_attr *attr)
 {
 	struct shca_srq *srq;
+	struct shca_pd *spd;
 
 	if (!pd || !attr)
 		return SHCA_ERR_PTR(EINVAL);
-	srq = srq_create(pd->context, pd, &attr->attr, attr->srq_context);
+	spd = shca_pd_lookup(pd, NULL);
+	if (!spd)
+		return SHCA_ERR_PTR(ENOENT);
+	srq = srq_create(spd->obj.ctx, spd, &attr->attr, attr->srq_context);
 	return srq ? &srq->ibsrq : NULL;
 }
 
 /*
  * The create_srq_ex op.  The header inline sends plain basic SRQs (PD,
  * maybe TYPE = BASIC) to ibv_create_srq; what reaches here has other
- * bits or another type.
+ * bits or another type.  A PD of another context is ENOENT, as one the
+ * handle does not name.
  */
 struct ibv_srq *shca_create_srq_ex(struct ibv_context *ctx,
 				   struct ibv_srq_init_attr_ex *attr)
 {
 	enum ibv_srq_type type = IBV_SRQT_BASIC;
 	struct shca_srq *srq;
+	struct shca_pd *spd;
 
+	if (!shca_ctx_live(ctx))
+		return SHCA_ERR_PTR(EBADF);
 	if (attr->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_RESERVED - 1))
 		return SHCA_ERR_PTR(EINVAL);
 	if (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE)
@@ -239,26 +261,35 @@ struct ibv_srq *shca_create_srq_ex(struct ibv_context *ctx,
 	default:
 		return SHCA_ERR_PTR(EINVAL);
 	}
-	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd ||
-	    attr->pd->context != ctx)
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd)
 		return SHCA_ERR_PTR(EINVAL);
-	srq = srq_create(ctx, attr->pd, &attr->attr, attr->srq_context);
+	spd = shca_pd_lookup(attr->pd, ctx);
+	if (!spd)
+		return SHCA_ERR_PTR(ENOENT);
+	srq = srq_create(ctx, spd, &attr->attr, attr->srq_context);
 	return srq ? &srq->ibsrq : NULL;
 }
 
+/* Modify and query: an SRQ the handle does not name is EINVAL, as the
+ * kernel's MODIFY_SRQ and QUERY_SRQ answer. */
 int shca_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 		    int mask)
 {
-	struct shca_srq *srq = to_ssrq(ibsrq);
-	struct shca_rq *rq = &srq->rq;
+	struct shca_srq *srq = shca_srq_lookup(ibsrq, NULL);
+	struct shca_rq *rq;
 	uint32_t max_wr, limit;
 	int ret = 0;
 
+	if (!srq)
+		return -EINVAL;
+	rq = &srq->rq;
 	if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
-		return -EINVAL;
-	if ((mask & IBV_SRQ_MAX_WR) &&
-	    (attr->max_wr == 0 || attr->max_wr > SHCA_MAX_SRQ_WR))
-		return -EINVAL;
+		ret = -EINVAL;
+	else if ((mask & IBV_SRQ_MAX_WR) &&
+		 (attr->max_wr == 0 || attr->max_wr > SHCA_MAX_SRQ_WR))
+		ret = -EINVAL;
+	if (ret)
+		goto out;
 
 	pthread_mutex_lock(&rq->lock);
 	/* check */
@@ -278,53 +309,73 @@ int shca_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 	if (!ret && (mask & IBV_SRQ_LIMIT))
 		__atomic_store_n(&rq->shm->srq_limit, limit, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&rq->lock);
+out:
+	shca_obj_put(&srq->obj);
 	return ret;
 }
 
 int shca_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 {
-	struct shca_srq *srq = to_ssrq(ibsrq);
+	struct shca_srq *srq = shca_srq_lookup(ibsrq, NULL);
 
+	if (!srq)
+		return -EINVAL;
 	pthread_mutex_lock(&srq->rq.lock);
 	attr->max_wr = srq->rq.max_wr;
 	attr->max_sge = srq->rq.max_sge;
 	attr->srq_limit = srq->rq.shm->srq_limit;
 	pthread_mutex_unlock(&srq->rq.lock);
+	shca_obj_put(&srq->obj);
 	return 0;
 }
 
-int shca_destroy_srq(struct ibv_srq *ibsrq)
+/* srq holds a use (shca_srq_lookup), which this consumes. */
+int shca_srq_destroy(struct shca_srq *srq, bool wait_acks)
 {
-	struct shca_srq *srq = to_ssrq(ibsrq);
-	struct shca_context *sctx = to_sctx(ibsrq->context);
-	struct shca_srq **pp;
+	struct ibv_srq *ibsrq = &srq->ibsrq;
+	struct shca_context *sctx = to_sctx(srq->obj.ctx);
+	int ret;
 
-	if (__atomic_load_n(&srq->refs, __ATOMIC_ACQUIRE))
-		return -EBUSY;
+	ret = shca_obj_claim(&srq->obj, &srq->refs);
+	if (ret) {
+		shca_obj_put(&srq->obj);
+		return ret;
+	}
 
-	/* undelivered events go; delivered ones must be acknowledged */
+	/* out of the engine's sight (its doorbell walks the list), then
+	 * undelivered events go; delivered ones must be acknowledged */
+	pthread_mutex_lock(&srq_list_lock);
+	if (srq->pprev) {
+		/* O(1): destroying tens of thousands stays linear */
+		*srq->pprev = srq->next;
+		if (srq->next)
+			srq->next->pprev = srq->pprev;
+		srq->pprev = NULL;
+	}
+	pthread_mutex_unlock(&srq_list_lock);
 	shca_async_forget(sctx, srq);
 	pthread_mutex_lock(&ibsrq->mutex);
-	while (ibsrq->events_completed != srq->events_reported)
+	while (wait_acks && ibsrq->events_completed != srq->events_reported)
 		pthread_cond_wait(&ibsrq->cond, &ibsrq->mutex);
 	pthread_mutex_unlock(&ibsrq->mutex);
 
-	pthread_mutex_lock(&srq_list_lock);
-	for (pp = &srq_list; *pp; pp = &(*pp)->next)
-		if (*pp == srq) {
-			*pp = srq->next;
-			break;
-		}
-	pthread_mutex_unlock(&srq_list_lock);
 	shca_pd_put(srq->pd);
 	shca_rq_destroy(&srq->rq);
-	pthread_cond_destroy(&ibsrq->cond);
-	pthread_mutex_destroy(&ibsrq->mutex);
 	pthread_mutex_lock(&sctx->lock);
 	sctx->nsrq--;
 	pthread_mutex_unlock(&sctx->lock);
-	free(srq);
+	shca_obj_retire(&srq->obj, srq, sizeof(*srq));
 	return 0;
+}
+
+/* A handle that names no SRQ: ENOENT, as the kernel's object lookup. */
+int shca_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct shca_srq *srq = shca_srq_lookup(ibsrq, NULL);
+
+	if (!srq)
+		return -ENOENT;
+	return shca_srq_destroy(srq, true);
 }
 
 /* ------------------------------------------------------------------ */
@@ -337,12 +388,19 @@ int shca_destroy_srq(struct ibv_srq *ibsrq)
 int shca_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		       struct ibv_recv_wr **bad)
 {
-	struct shca_rq *rq = &to_ssrq(ibsrq)->rq;
+	struct shca_srq *srq = to_ssrq(ibsrq);
+	struct shca_rq *rq = &srq->rq;
 	int ret = 0;
 
 	if (!bad)
-		return EINVAL;
+		return shca_ret_errno(-EINVAL);
 	*bad = NULL;
+	/* the data path's check (shca_obj_ok): a dead SRQ is EINVAL */
+	if (!shca_obj_ok(&srq->obj, SHCA_OT_SRQ, ibsrq->context,
+			 ibsrq->handle)) {
+		*bad = wr;
+		return shca_ret_errno(-EINVAL);
+	}
 	pthread_mutex_lock(&rq->lock);
 	for (; wr; wr = wr->next) {
 		ret = shca_rq_post_one(rq, wr);

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * Unsupported verbs.  Each op answers as rdma-core does for a provider
- * without the feature: EOPNOTSUPP as a return value, or NULL with errno
- * EOPNOTSUPP.  Features listed here are reported absent by
- * ibv_query_device(_ex): no memory windows, XRC, device memory, flow
- * steering, counters, WQs/RSS, tag matching, parent domains, ODP.
+ * without the feature: EOPNOTSUPP as a return value (errno set too, as
+ * every failing verb here sets it), or NULL with errno EOPNOTSUPP.
+ * Features listed here are reported absent by ibv_query_device(_ex): no
+ * memory windows, XRC, device memory, flow steering, counters, WQs/RSS,
+ * tag matching, parent domains, ODP.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -13,12 +14,14 @@
 #include "unsupported.h"
 
 #define NULL_EOPNOTSUPP (errno = EOPNOTSUPP, NULL)
+/* the int verbs: EOPNOTSUPP returned, and in errno (docs/conformance.md) */
+#define INT_EOPNOTSUPP (errno = EOPNOTSUPP)
 
 static int advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 		     uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sges)
 {
 	(void)pd; (void)advice; (void)flags; (void)sg_list; (void)num_sges;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static struct ibv_mr *alloc_null_mr(struct ibv_pd *pd)
@@ -31,7 +34,7 @@ static int read_counters(struct ibv_counters *c, uint64_t *v, uint32_t n,
 			 uint32_t flags)
 {
 	(void)c; (void)v; (void)n; (void)flags;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static int attach_counters_point_flow(struct ibv_counters *c,
@@ -39,7 +42,7 @@ static int attach_counters_point_flow(struct ibv_counters *c,
 				      struct ibv_flow *f)
 {
 	(void)c; (void)a; (void)f;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static struct ibv_counters *create_counters(struct ibv_context *ctx,
@@ -52,7 +55,7 @@ static struct ibv_counters *create_counters(struct ibv_context *ctx,
 static int destroy_counters(struct ibv_counters *c)
 {
 	(void)c;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static struct ibv_mr *reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm,
@@ -72,20 +75,20 @@ static struct ibv_dm *alloc_dm(struct ibv_context *ctx,
 static int free_dm(struct ibv_dm *dm)
 {
 	(void)dm;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static int modify_flow_action_esp(struct ibv_flow_action *fa,
 				  struct ibv_flow_action_esp_attr *a)
 {
 	(void)fa; (void)a;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static int destroy_flow_action(struct ibv_flow_action *fa)
 {
 	(void)fa;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static struct ibv_flow_action *
@@ -100,7 +103,7 @@ static int modify_qp_rate_limit(struct ibv_qp *qp,
 				struct ibv_qp_rate_limit_attr *a)
 {
 	(void)qp; (void)a;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static struct ibv_pd *alloc_parent_domain(struct ibv_context *ctx,
@@ -113,7 +116,7 @@ static struct ibv_pd *alloc_parent_domain(struct ibv_context *ctx,
 static int dealloc_td(struct ibv_td *td)
 {
 	(void)td;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static struct ibv_td *alloc_td(struct ibv_context *ctx,
@@ -126,7 +129,7 @@ static struct ibv_td *alloc_td(struct ibv_context *ctx,
 static int modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *a)
 {
 	(void)cq; (void)a;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static int post_srq_ops(struct ibv_srq *srq, struct ibv_ops_wr *op,
@@ -134,13 +137,13 @@ static int post_srq_ops(struct ibv_srq *srq, struct ibv_ops_wr *op,
 {
 	(void)srq;
 	*bad_op = op;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static int destroy_rwq_ind_table(struct ibv_rwq_ind_table *t)
 {
 	(void)t;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static struct ibv_rwq_ind_table *
@@ -154,13 +157,13 @@ create_rwq_ind_table(struct ibv_context *ctx,
 static int destroy_wq(struct ibv_wq *wq)
 {
 	(void)wq;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static int modify_wq(struct ibv_wq *wq, struct ibv_wq_attr *a)
 {
 	(void)wq; (void)a;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static struct ibv_wq *create_wq(struct ibv_context *ctx,
@@ -173,7 +176,7 @@ static struct ibv_wq *create_wq(struct ibv_context *ctx,
 static int destroy_flow(struct ibv_flow *flow)
 {
 	(void)flow;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static struct ibv_flow *create_flow(struct ibv_qp *qp,
@@ -197,7 +200,7 @@ static struct ibv_qp *open_qp(struct ibv_context *ctx,
 static int get_srq_num(struct ibv_srq *srq, uint32_t *num)
 {
 	(void)srq; (void)num;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static struct ibv_xrcd *open_xrcd(struct ibv_context *ctx,
@@ -210,7 +213,7 @@ static struct ibv_xrcd *open_xrcd(struct ibv_context *ctx,
 static int close_xrcd(struct ibv_xrcd *xrcd)
 {
 	(void)xrcd;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
@@ -223,13 +226,13 @@ static int bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
 		   struct ibv_mw_bind *bind)
 {
 	(void)qp; (void)mw; (void)bind;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static int dealloc_mw(struct ibv_mw *mw)
 {
 	(void)mw;
-	return EOPNOTSUPP;
+	return INT_EOPNOTSUPP;
 }
 
 static void *compat_unsupported(void)

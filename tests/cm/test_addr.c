@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cm_common.h"
+#include "netenv.h"
 
 static void expect_v4(const struct sockaddr *sa, const char *ip, uint16_t port)
 {
@@ -213,18 +214,6 @@ TEST(bind_loopback)
 	ASSERT_EQ(rdma_destroy_id(id), 0);
 }
 
-static bool have_ipv6_loopback(void)
-{
-	struct sockaddr_in6 v6 = { .sin6_family = AF_INET6,
-				   .sin6_addr = IN6ADDR_LOOPBACK_INIT };
-	int fd = socket(AF_INET6, SOCK_DGRAM, 0);
-	bool ok = fd >= 0 && !bind(fd, (struct sockaddr *)&v6, sizeof(v6));
-
-	if (fd >= 0)
-		close(fd);
-	return ok;
-}
-
 TEST(bind_loopback_ipv6)
 {
 	struct sockaddr_in6 v6 = { .sin6_family = AF_INET6,
@@ -232,8 +221,7 @@ TEST(bind_loopback_ipv6)
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
 
-	if (!have_ipv6_loopback())
-		SKIP("no IPv6 loopback address here");
+	netenv_need(NETENV_IP6_LO);
 	ch = rdma_create_event_channel();
 	ASSERT_NOT_NULL(ch);
 	ASSERT_EQ(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
@@ -255,13 +243,14 @@ TEST(bind_loopback_ipv6)
 
 TEST(bind_interface_address)
 {
-	const char *ip = other_ip();
 	struct rdma_cm_id *id;
 	struct sockaddr_in sin;
+	const char *ip;
 	char name[64];
 
-	if (!ip)
-		SKIP("this machine has no non-loopback IPv4 address");
+	netenv_need(NETENV_IP4_IFACE);
+	ip = other_ip();
+	ASSERT_NOT_NULL(ip);
 	make_addr(&sin, ip, 0);
 	ASSERT_EQ(rdma_create_id(NULL, &id, NULL, RDMA_PS_UDP), 0);
 	ASSERT_EQ(id->qp_type, IBV_QPT_UD);
@@ -436,19 +425,23 @@ TEST(resolve_loopback)
 
 TEST(resolve_interface_address)
 {
-	if (!other_ip())
-		SKIP("this machine has no non-loopback IPv4 address");
+	netenv_need(NETENV_IP4_IFACE);
+	ASSERT_NOT_NULL(other_ip());
 	resolve_check(other_ip(), false);
 }
 
 TEST(resolve_errors)
 {
-	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct sockaddr_in6 v6 = { .sin6_family = AF_INET6 };
+	struct rdma_event_channel *ch;
 	struct sockaddr_in src, dst;
 	struct rdma_cm_id *id;
 	int fd;
 
+	/* in a network of its own, 2001:db8::1 has no route */
+	netenv_need(0);
+	ch = rdma_create_event_channel();
+	ASSERT_NOT_NULL(ch);
 	ASSERT_EQ(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
 	ASSERT_EQ(rdma_resolve_addr(id, NULL, NULL, 2000), -1);
 	ASSERT_EQ(errno, EINVAL);

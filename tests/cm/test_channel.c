@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cm_common.h"
+#include "asleep.h"
 
 struct sleeper {
 	struct rdma_event_channel *ch;
@@ -27,40 +28,10 @@ static void *sleeper_main(void *arg)
 	struct sleeper *s = arg;
 	struct rdma_cm_event *ev;
 
-	__atomic_store_n(&s->tid, (pid_t)syscall(SYS_gettid),
-			 __ATOMIC_RELEASE);
+	asleep_self(&s->tid);
 	rdma_get_cm_event(s->ch, &ev);
 	__atomic_store_n(&s->returned, 1, __ATOMIC_RELEASE);
 	return NULL;
-}
-
-/* Is thread tid of this process asleep in the channel's wait (a read of
- * the eventfd) or in poll/ppoll (where a sleeper sleeps for good)? */
-static bool asleep_in_wait(pid_t tid)
-{
-	char path[64], buf[64];
-	long nr = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
-	f = fopen(path, "r");
-	if (!f)
-		return false;
-	if (fgets(buf, sizeof(buf), f))
-		nr = strtol(buf, NULL, 10);
-	fclose(f);
-#ifdef SYS_poll
-	if (nr == SYS_poll)
-		return true;
-#endif
-	return nr == SYS_ppoll || nr == SYS_read;
-}
-
-/* Until the sleeper sleeps (the harness's alarm bounds the wait). */
-static void wait_asleep(const struct sleeper *s)
-{
-	while (!asleep_in_wait(__atomic_load_n(&s->tid, __ATOMIC_ACQUIRE)))
-		usleep(1000);
 }
 
 static void on_usr1(int sig)
@@ -84,7 +55,7 @@ TEST(destroy_channel_under_a_sleeping_reader)
 	s.ch = rdma_create_event_channel();
 	ASSERT_NOT_NULL(s.ch);
 	ASSERT_EQ(pthread_create(&t, NULL, sleeper_main, &s), 0);
-	wait_asleep(&s);
+	ASSERT_ASLEEP_ON_FD(&s.tid, &s.returned, s.ch->fd);
 
 	rdma_destroy_event_channel(s.ch);
 	/* what would be freed is reused and scribbled over */
@@ -95,7 +66,7 @@ TEST(destroy_channel_under_a_sleeping_reader)
 	}
 	/* woken, the sleeper goes back to sleep: no event, no crash */
 	ASSERT_EQ(pthread_kill(t, SIGUSR1), 0);
-	wait_asleep(&s);
+	ASSERT_ASLEEP_FOR_GOOD(&s.tid, &s.returned);
 	ASSERT_EQ(__atomic_load_n(&s.returned, __ATOMIC_ACQUIRE), 0);
 
 	/* the library goes on working */

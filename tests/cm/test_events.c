@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cm_common.h"
+#include "asleep.h"
 
 static bool readable(int fd)
 {
@@ -91,17 +92,22 @@ TEST(epoll_channel)
 struct waiter {
 	struct rdma_event_channel *ch;
 	struct rdma_cm_event *ev;
-	int ret;
+	pid_t tid;
+	int ret, returned;
 };
 
 static void *wait_event(void *arg)
 {
 	struct waiter *w = arg;
 
+	asleep_self(&w->tid);
 	w->ret = rdma_get_cm_event(w->ch, &w->ev);
+	__atomic_store_n(&w->returned, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
+/* Sleeps on the channel's fd (rdma-core reads the rdma_cm file) until
+ * the event comes, then returns it. */
 TEST(blocking_get)
 {
 	struct waiter w = { .ch = rdma_create_event_channel() };
@@ -110,6 +116,7 @@ TEST(blocking_get)
 
 	ASSERT_EQ(rdma_create_id(w.ch, &id, NULL, RDMA_PS_TCP), 0);
 	ASSERT_EQ(pthread_create(&t, NULL, wait_event, &w), 0);
+	ASSERT_ASLEEP_ON_FD(&w.tid, &w.returned, w.ch->fd);
 	resolve_start(id);
 	ASSERT_EQ(pthread_join(t, NULL), 0);
 	ASSERT_EQ(w.ret, 0);
@@ -141,19 +148,24 @@ TEST(event_str_and_bad_args)
 
 struct destroyer {
 	struct rdma_cm_id *id;
-	int started, done;
+	pid_t tid;
+	int done;
 };
 
 static void *destroy_thread(void *arg)
 {
 	struct destroyer *d = arg;
 
-	__atomic_store_n(&d->started, 1, __ATOMIC_SEQ_CST);
+	asleep_self(&d->tid);
 	rdma_destroy_id(d->id);
 	__atomic_store_n(&d->done, 1, __ATOMIC_SEQ_CST);
 	return NULL;
 }
 
+/* rdma_destroy_id sleeps in a condition wait until the id's events are
+ * acked (as rdma-core's ucma_destroy_kern_id then waits for
+ * events_completed); the id's condition variable is private, so any
+ * condition wait (not a lock) counts. */
 TEST(destroy_waits_for_ack)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -165,11 +177,8 @@ TEST(destroy_waits_for_ack)
 	resolve_start(d.id);
 	ev = expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
 	ASSERT_EQ(pthread_create(&t, NULL, destroy_thread, &d), 0);
-	while (!__atomic_load_n(&d.started, __ATOMIC_SEQ_CST))
-		usleep(1000);
-	usleep(100000);
 	/* the event is not acked: rdma_destroy_id is still waiting */
-	ASSERT_EQ(__atomic_load_n(&d.done, __ATOMIC_SEQ_CST), 0);
+	ASSERT_ASLEEP_IN_COND(&d.tid, &d.done, NULL);
 	ASSERT_EQ(rdma_ack_cm_event(ev), 0);
 	ASSERT_EQ(pthread_join(t, NULL), 0);
 	ASSERT_EQ(d.done, 1);

@@ -26,7 +26,7 @@ OMPI_ROOT=()
 # build NAME MPICC: mpi_check with that MPI's compiler wrapper
 build() {
 	if ! command -v "$2" >/dev/null 2>&1; then
-		echo "note: $2 is not installed: its runs are skipped"
+		echo "SKIP: $2 is not installed: its runs are skipped"
 		return 1
 	fi
 	if "$2" -O2 -o "$T/$1" "$SRC" 2>"$T/$1.build"; then

@@ -256,7 +256,7 @@ if command -v ucx_info >/dev/null 2>&1; then
 		fail "ucx_info -d lists rc_verbs without the shim: the test cannot tell" ||
 		ok "without the shim UCX lists no verbs transport"
 else
-	echo "note: ucx_info not installed (ucx-utils): UCX not checked"
+	echo "SKIP: ucx_info not installed (ucx-utils): UCX not checked"
 fi
 
 finish

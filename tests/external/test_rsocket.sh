@@ -121,7 +121,7 @@ for f in /usr/lib/*/rsocket/librspreload.so /usr/lib/rsocket/librspreload.so; do
 	[ -e "$f" ] && { RSPRELOAD=$f; break; }
 done
 if [ -z "$RSPRELOAD" ]; then
-	echo "note: no librspreload.so (package librdmacm1): preload checks skipped"
+	echo "SKIP: no librspreload.so (package librdmacm1): preload checks skipped"
 	finish
 fi
 pre() { LD_PRELOAD=$RSPRELOAD "$@"; }
@@ -190,7 +190,7 @@ if command -v iperf3 >/dev/null && command -v ss >/dev/null; then
 			sed 's/^/    /' >&2
 	fi
 else
-	echo "note: iperf3 or ss not installed: skipped"
+	echo "SKIP: iperf3 or ss not installed: the iperf3 run over rsockets skipped"
 fi
 
 # nc: nc.traditional listens (accept(2), which the preload converts;
@@ -219,7 +219,7 @@ if command -v nc.traditional >/dev/null && command -v nc.openbsd >/dev/null; the
 		show nc-send
 	fi
 else
-	echo "note: nc.traditional or nc.openbsd missing: nc over rsockets skipped"
+	echo "SKIP: nc.traditional or nc.openbsd missing: nc over rsockets skipped"
 fi
 
 # fallback: a Unix socket is not an rsocket; nc still moves the file

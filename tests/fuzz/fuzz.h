@@ -10,6 +10,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -69,5 +72,42 @@ size_t fuzz_wire_seed(unsigned int i, uint8_t *buf, size_t cap);
 
 /* Seed i of fuzz_net_rx into buf: its length, 0 past the last seed. */
 size_t fuzz_net_rx_seed(unsigned int i, uint8_t *buf, size_t cap);
+
+/*
+ * For tests that check what the responder did, not only that it did not
+ * crash (oracle_net_rx.c): sent(pkt, len) sees every frame softhca sends
+ * to the peer (read back by the target, an IB packet BTH .. pad), after(i)
+ * runs once record i of an input was carried out and settled; the MR's
+ * bytes (FUZZ_NET_MR_LEN at FUZZ_NET_IOVA) and the RC QP's counters; and
+ * one more read of what softhca sent.  NULL hooks: none.
+ */
+struct shca_stat_block;
+struct fuzz_net_rx_hooks {
+	void (*sent)(const uint8_t *pkt, size_t len, void *arg);
+	void (*after)(unsigned int rec, void *arg);
+	void *arg;
+};
+void fuzz_net_rx_set_hooks(const struct fuzz_net_rx_hooks *h);
+unsigned char *fuzz_net_rx_mr(void);
+const struct shca_stat_block *fuzz_net_rx_rc_stats(void);
+void fuzz_net_rx_drain(void);
+
+/*
+ * The target cannot run here (no softhca_lo: lo has no address): exit 77,
+ * a skip for ctest (SKIP_RETURN_CODE) and for scripts/check.sh, which
+ * finds "<target>: skipped:" in the output; under CI (CI=true, as .ci/run
+ * sets) exit 1, since there the environment is complete.
+ */
+static inline void fuzz_skip_env(const char *target, const char *why)
+{
+	const char *ci = getenv("CI");
+
+	if (ci && *ci && strcmp(ci, "0") && strcmp(ci, "false")) {
+		fprintf(stderr, "%s: FAIL: CI=true and %s\n", target, why);
+		exit(1);
+	}
+	fprintf(stderr, "%s: skipped: %s\n", target, why);
+	exit(77);
+}
 
 #endif

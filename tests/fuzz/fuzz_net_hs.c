@@ -71,11 +71,9 @@ static void setup(void)
 	for (i = 0; i < n; i++)
 		if (!strcmp(ibv_get_device_name(list[i]), "softhca_lo"))
 			break;
-	if (i == n) {
-		fprintf(stderr, "fuzz_net_hs: skipped: no softhca_lo device "
-			"(the loopback interface has no address)\n");
-		exit(77);
-	}
+	if (i == n)
+		fuzz_skip_env("fuzz_net_hs", "no softhca_lo device (the "
+			      "loopback interface has no address)");
 	hz.ctx = ibv_open_device(list[i]);
 	CHECK(hz.ctx);
 	CHECK(!shca_net_start(shca_net_rx));

@@ -46,6 +46,21 @@ void harness_skip(const char *why)
 	_exit(EXIT_SKIP);
 }
 
+int harness_ci(void)
+{
+	const char *ci = getenv("CI");
+
+	return ci && *ci && strcmp(ci, "0") && strcmp(ci, "false");
+}
+
+void harness_skip_env(const char *file, int line, const char *why)
+{
+	if (harness_ci())
+		harness_fail(file, line, "CI=true and this machine lacks what "
+			     "the case needs (a skip elsewhere): %s", why);
+	harness_skip(why);
+}
+
 static int run_one(int i, int num)
 {
 	int timeout = getenv("TEST_TIMEOUT") ? atoi(getenv("TEST_TIMEOUT")) : 60;
@@ -82,19 +97,51 @@ static int run_one(int i, int num)
 	return 1;
 }
 
+/* Case i runs: every case without arguments, else the named ones. */
+static int selected(int i, int argc, char **argv)
+{
+	int j;
+
+	if (argc < 2)
+		return 1;
+	for (j = 1; j < argc; j++)
+		if (!strcmp(argv[j], tests[i].name))
+			return 1;
+	return 0;
+}
+
+/* An argument that names no case is a mistake (a renamed case in a
+ * script): refuse it rather than pass with nothing run. */
+static int check_names(int argc, char **argv)
+{
+	int i, j, bad = 0;
+
+	for (j = 1; j < argc; j++) {
+		for (i = 0; i < ntests; i++)
+			if (!strcmp(argv[j], tests[i].name))
+				break;
+		if (i == ntests) {
+			fprintf(stderr, "harness: no case named '%s'\n",
+				argv[j]);
+			bad = 1;
+		}
+	}
+	return bad;
+}
+
 int main(int argc, char **argv)
 {
-	int i, j, num = 0, failed = 0, skipped = 0, passed = 0, r;
+	int i, num = 0, plan = 0, failed = 0, skipped = 0, passed = 0, r;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (check_names(argc, argv))
+		return 2;
+	for (i = 0; i < ntests; i++)
+		plan += selected(i, argc, argv);
+	printf("1..%d\n", plan);
 	for (i = 0; i < ntests; i++) {
-		if (argc > 1) {
-			for (j = 1; j < argc; j++)
-				if (!strcmp(argv[j], tests[i].name))
-					break;
-			if (j == argc)
-				continue;
-		}
+		if (!selected(i, argc, argv))
+			continue;
 		r = run_one(i, ++num);
 		if (r > 0)
 			failed++;
@@ -104,7 +151,9 @@ int main(int argc, char **argv)
 			passed++;
 	}
 	printf("# %d passed, %d failed, %d skipped\n", passed, failed, skipped);
-	return failed ? 1 : 0;
+	if (failed)
+		return 1;
+	return skipped ? EXIT_SKIP : 0;
 }
 
 int harness_run(const char *cmd, char **out)

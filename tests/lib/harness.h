@@ -5,11 +5,20 @@
  *
  *   TEST(name) { ... }             defines a case
  *   ./test_x                       runs every case
- *   ./test_x name [name...]        runs the named cases
+ *   ./test_x name [name...]        runs the named cases (an unknown name
+ *                                  is an error: exit 2, nothing runs)
  *   SKIP("why")                    ends a case as skipped, saying why
+ *   SKIP_ENV("why")                the same for something this machine
+ *                                  lacks (IPv6, tshark, ...), but a failure
+ *                                  under CI (CI=true, as .ci/run sets)
  *
- * Output is TAP-like ("ok 3 - name", "not ok 4 - name", "ok 5 - name #
- * SKIP why"); the exit status is non-zero if any case failed.
+ * Output is TAP: the plan "1..N" first, then per case "ok 3 - name",
+ * "not ok 4 - name # exit 1", or a skip: the line "  skip reason: why"
+ * (from the case) and then "ok 5 - name # SKIP"; last the summary
+ * "# P passed, F failed, S skipped".  scripts/check.sh reads these lines
+ * from ctest's log to count and list the cases (keep their format).
+ * Exit status: 1 if a case failed, else 77 if a case skipped (ctest's
+ * SKIP_RETURN_CODE: the binary shows as Skipped), else 0.
  */
 #ifndef SOFTHCA_TEST_HARNESS_H
 #define SOFTHCA_TEST_HARNESS_H
@@ -25,6 +34,11 @@ void harness_register(const char *name, test_fn fn);
 void harness_fail(const char *file, int line, const char *fmt, ...)
 	__attribute__((noreturn, format(printf, 3, 4)));
 void harness_skip(const char *why) __attribute__((noreturn));
+void harness_skip_env(const char *file, int line, const char *why)
+	__attribute__((noreturn));
+/* CI=true (or any value but "", "0", "false"): the environment is
+ * complete, and an environment skip is a failure. */
+int harness_ci(void);
 /* Run cmd (popen): its whole stdout in *out (malloc'd, the old *out
  * freed), its exit status returned; a command that did not exit fails. */
 int harness_run(const char *cmd, char **out);
@@ -38,6 +52,9 @@ int harness_run(const char *cmd, char **out);
 	static void test_##name(void)
 
 #define SKIP(why) harness_skip(why)
+/* Something the machine lacks, not softhca: skipped locally, failed in
+ * CI, where README's claims must all be checked. */
+#define SKIP_ENV(why) harness_skip_env(__FILE__, __LINE__, why)
 
 #define ASSERT(cond)                                                     \
 	do {                                                             \

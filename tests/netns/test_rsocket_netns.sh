@@ -147,7 +147,7 @@ if [ -n "$RSPRELOAD" ] && command -v iperf3 >/dev/null; then
 		head -10 "$NETNS_T/stat" | sed 's/^/    /' >&2
 	fi
 else
-	echo "note: no librspreload.so or iperf3: the preload check is skipped"
+	echo "SKIP: no librspreload.so or iperf3: the preload check is skipped"
 fi
 
 finish

@@ -15,15 +15,26 @@
 # TEST_TIMEOUT); the namespaces, and whatever runs in them, are gone at
 # exit (lib.sh).
 #
+# A case that skips for any reason but "one process:" (a one-process case
+# has nothing to run between hosts) fails: a two-process case that starts
+# skipping across namespaces is a regression, not a pass.  A FAIL line
+# that shows up after a case reported "ok" (the forked side of that case,
+# which ended after it) fails that case too.
+#
 # Runs: matrix and errors on the GIDs of the IPv4 addresses, matrix6
 # (the matrix again) on those of the IPv6 addresses (SHCA_TEST_NETNS_GID),
-# rcfaults (the RC matrix under faults), stat (`softhca stat` and the
-# counters across hosts: each side sees only itself, traffic counted).
+# rcfaults (the RC matrix under drop/dup/reorder/delay faults), rcreset
+# (the RC matrix while its TCP connection is broken now and then: RC
+# opens it again and resumes by PSN, every byte checked; a's kernel must
+# have opened more connections than the run needs without resets), stat
+# (`softhca stat` and the counters across hosts: each side sees only
+# itself, traffic counted exactly), exitflush (what a requester queued
+# reaches the other host although it exits right after posting).
 #
-# Usage: test_traffic_netns.sh [matrix|errors|matrix6|rcfaults|stat
-# [CASE...]] (default: every run, every case).  Environment: SOFTHCA_BUILD
-# (default: the source tree's build/), with the test binaries in
-# $SOFTHCA_BUILD/tests.
+# Usage: test_traffic_netns.sh [matrix|errors|matrix6|rcfaults|rcreset|
+# stat|exitflush [CASE...]] (default: every run, every case).
+# Environment: SOFTHCA_BUILD (default: the source tree's build/), with the
+# test binaries in $SOFTHCA_BUILD/tests.
 # shellcheck source=tests/netns/lib.sh
 . "$(dirname "$0")/lib.sh"
 netns_require_root
@@ -42,28 +53,36 @@ unset LD_PRELOAD RDMAV_DRIVERS IBV_DRIVERS SHCA_TEST_NETNS_DEV
 # its cases (TEST_TIMEOUT), what a's veth0 carries at least in a run of
 # every case (the matrix moves ~30 MB, the errors ~35 KB)
 declare -A BIN=([matrix]=matrix [errors]=errors [matrix6]=matrix
-		[rcfaults]=matrix [stat]=stat)
+		[rcfaults]=matrix [rcreset]=matrix [stat]=stat
+		[exitflush]=exitflush)
 declare -A GID=([matrix]=ipv4 [errors]=ipv4 [matrix6]=ipv6 [rcfaults]=ipv4
-		[stat]=ipv4)
+		[rcreset]=ipv4 [stat]=ipv4 [exitflush]=ipv4)
 declare -A SECS=([matrix]=240 [errors]=600 [matrix6]=240 [rcfaults]=240
-		 [stat]=120)
+		 [rcreset]=240 [stat]=120 [exitflush]=120)
 declare -A CASE_SECS=([matrix]=90 [errors]=25 [matrix6]=90 [rcfaults]=150
-		      [stat]=40)
+		      [rcreset]=150 [stat]=40 [exitflush]=40)
 declare -A MIN_BYTES=([matrix]=$((8 << 20)) [errors]=$((8 << 10))
 		      [matrix6]=$((8 << 20)) [rcfaults]=$((8 << 20))
-		      [stat]=$((32 << 10)))
+		      [rcreset]=$((8 << 20)) [stat]=$((4 << 20))
+		      [exitflush]=$((4 << 20)))
 # rcfaults: the RC matrix (every opcode, size to 1 MiB, SGEs, inline, all
 # checked) with faults in both processes: RC must hide them all (go-back-N,
-# READs asked again from a lost response, duplicates answered again)
-declare -A FAULTS_OF=([rcfaults]=drop=0.02,dup=0.02,reorder=0.02,delay=0.01,delay_ms=2,seed=5)
-declare -A CASES_OF=([rcfaults]=rc_two_process)
+# READs asked again from a lost response, duplicates answered again).
+# rcreset: the same with connection resets only, after a packet with
+# probability P, in both processes: ~20,000 packets, so some 40 resets a
+# run (RESETS_MIN at least); a 1 MiB message (1024 packets) is cut about
+# twice, and goes on each time from the PSN the responder expects
+declare -A FAULTS_OF=([rcfaults]=drop=0.02,dup=0.02,reorder=0.02,delay=0.01,delay_ms=2,seed=5
+		      [rcreset]=reset=0.002,seed=11)
+declare -A CASES_OF=([rcfaults]=rc_two_process [rcreset]=rc_two_process)
+RESETS_MIN=10
 # the watchdog outlives the runs (ctest's TIMEOUT for this test: 1200)
 export NETNS_WATCHDOG=${NETNS_WATCHDOG:-1150}
 
 case ${1:-} in
-"") RUNS=(matrix errors matrix6 rcfaults stat) ;;
-matrix|errors|matrix6|rcfaults|stat) RUNS=("$1"); shift ;;
-*) echo "usage: $0 [matrix|errors|matrix6|rcfaults|stat [CASE...]]" >&2; exit 2 ;;
+"") RUNS=(matrix errors matrix6 rcfaults rcreset stat exitflush) ;;
+matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush) RUNS=("$1"); shift ;;
+*) echo "usage: $0 [matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush [CASE...]]" >&2; exit 2 ;;
 esac
 CASES=("$@")
 for r in "${RUNS[@]}"; do
@@ -82,6 +101,15 @@ veth_bytes() {
 		awk '{ s += $1 } END { print s + 0 }'
 }
 
+# tcp_opens HOST: TCP connections HOST's kernel opened so far, actively
+# or passively (its own /proc/net/snmp: one count per connection between
+# a and b, whichever side opened it)
+tcp_opens() {
+	netns_exec "$1" cat /proc/net/snmp 2>/dev/null | awk '
+		$1 == "Tcp:" && !h { for (i = 2; i <= NF; i++) f[$i] = i; h = 1; next }
+		$1 == "Tcp:" && h { print $f["ActiveOpens"] + $f["PassiveOpens"]; exit }'
+}
+
 # show FILE: a case's output, indented, on stderr
 show() { head -25 "$1" | sed 's/^/    /' >&2; }
 
@@ -90,21 +118,35 @@ gid_of() {
 	if [ "$2" = ipv6 ]; then netns_ip6 "$1"; else echo "::ffff:$(netns_ip4 "$1")"; fi
 }
 
+# late_fail RUN WHERE BLOCK: a FAIL line in BLOCK, the output between two
+# case reports, when the case reported was no failure: it comes from a
+# forked side (of that case, or of the one before it, which ended after
+# its parent reported "ok").  A failure all the same.  1 when there was.
+late_fail() {
+	grep -q '^ *FAIL ' "$3" || return 0
+	fail "$1: a forked side failed ($2):"
+	grep '^ *FAIL ' "$3" | sed 's/^/    /' >&2
+	return 1
+}
+
 # run NAME: the run NAME (traffic_test_${BIN[NAME]}) in a with the
 # variables set, bounded; each case a check
 run() {
 	local name=$1 out=$NETNS_T/$1.out blk=$NETNS_T/$1.case rc line
-	local n_ok=0 n_fail=0 n_skip=0 last="" oneproc=() reason="" t0=$SECONDS
-	local bytes0 bytes min
+	local n_ok=0 n_fail=0 n_skip=0 n_late=0 last="" oneproc=() reason=""
+	local t0=$SECONDS
+	local bytes0 bytes min opens0 opens
 	local secs=${SECS[$1]} bin=traffic_test_${BIN[$1]} gid=${GID[$1]}
 	local faults=${FAULTS_OF[$1]:-} cases=("${CASES[@]}")
 
 	[ "${#cases[@]}" -gt 0 ] || [ -z "${CASES_OF[$1]:-}" ] ||
 		cases=("${CASES_OF[$1]}")
-	echo "--- $name: $bin, requester in $NS_A, responder in $NS_B, $gid GIDs" \
+	# (exitflush: the requester that exits is the forked side, in b)
+	echo "--- $name: $bin, parent in $NS_A, forked side in $NS_B, $gid GIDs" \
 		"(bounded: ${secs} s, ${CASE_SECS[$name]} s a case)" \
 		"${faults:+, SOFTHCA_FAULTS=$faults}"
 	bytes0=$(veth_bytes a)
+	opens0=$(tcp_opens a)
 	NETNS_EXEC_TIMEOUT=$secs netns_exec a env \
 		SHCA_TEST_NETNS_A="$NS_A" SHCA_TEST_NETNS_B="$NS_B" \
 		SHCA_TEST_NETNS_GID="$gid" TEST_TIMEOUT="${CASE_SECS[$name]}" \
@@ -118,21 +160,22 @@ run() {
 			line=${line#ok * - }
 			last=${line% # SKIP}
 			reason=$(sed -n 's/^ *skip reason: //p' "$blk" | tail -1)
+			late_fail "$name" "around '$last', which skipped" \
+				"$blk" || n_late=$((n_late + 1))
 			if [[ $reason == "one process:"* ]]; then
 				oneproc+=("$last")
+				n_skip=$((n_skip + 1))
 			else
-				echo "skip: $name $last: $reason"
+				# a two-process case has no reason to skip here
+				fail "$name $last skipped: ${reason:-no reason given}"
+				show "$blk"
+				n_fail=$((n_fail + 1))
 			fi
-			n_skip=$((n_skip + 1))
 			: >"$blk"
 			;;
 		"ok "*)
-			# a failure said here comes from the other side of
-			# the case before, which ended after it
-			if grep -q '^ *FAIL ' "$blk"; then
-				echo "  (output of the other side of '$last', which ended late:)"
-				grep '^ *FAIL ' "$blk" | sed 's/^/    /'
-			fi
+			late_fail "$name" "'${line#ok * - }', or the case before it, '${last:-none}'" \
+				"$blk" || n_late=$((n_late + 1))
 			last=${line#ok * - }
 			ok "$name $last"
 			n_ok=$((n_ok + 1))
@@ -153,6 +196,12 @@ run() {
 			;;
 		esac
 	done <"$out"
+	# after the last case: its forked side's late output (the output of a
+	# binary that did not finish is shown below)
+	if [ "$rc" = 0 ] || [ "$rc" = 1 ] || [ "$rc" = 77 ]; then
+		late_fail "$name" "after the last case, '${last:-none}'" \
+			"$blk" || n_late=$((n_late + 1))
+	fi
 	[ "${#oneproc[@]}" -eq 0 ] ||
 		echo "skip: $name: ${#oneproc[@]} one-process cases: ${oneproc[*]}"
 	# the run itself: it ended by itself, within its bound
@@ -162,7 +211,7 @@ run() {
 			"(the last case that ended: '${last:-none}'); its output since:"
 		show "$blk"
 		;;
-	0|1)
+	0|1|77)	# 77: cases skipped (one-process ones, here)
 		check "$name: $bin ran to its end (exit $rc, $((SECONDS - t0)) s)" \
 			grep -q '^# .* passed, ' "$out"
 		;;
@@ -190,12 +239,20 @@ run() {
 		check "$name: a's $NETNS_IF carried the traffic: $bytes bytes (> $min)" \
 			[ "$bytes" -gt "$min" ]
 	fi
+	# resets: a's kernel opened connections again (its own counters,
+	# not softhca's): the one a two-process case needs, and RESETS_MIN
+	if [[ $faults == *reset=* ]] && [ "$n_ok" -gt 0 ]; then
+		opens=$(( $(tcp_opens a) - opens0 ))
+		check "$name: the connection was reset and opened again: a's kernel opened $opens TCP connections for $((n_ok + n_fail)) case(s) (> $RESETS_MIN + cases)" \
+			[ "$opens" -gt $((n_ok + n_fail + RESETS_MIN)) ]
+	fi
 	# what the run left in the namespaces (a case that failed may leave
 	# its other side behind; teardown ends it)
 	local left
 	left=$( (ip netns pids "$NS_A"; ip netns pids "$NS_B") 2>/dev/null | tr '\n' ' ')
 	[ -z "$left" ] || echo "note: $name: processes left in the namespaces: $left"
-	echo "--- $name: $n_ok passed, $n_fail failed, $n_skip skipped"
+	echo "--- $name: $n_ok passed, $n_fail failed, $n_skip skipped" \
+		"(one process), $n_late failures of a forked side after its case"
 }
 
 for r in "${RUNS[@]}"; do

@@ -19,6 +19,7 @@
 #include "harness.h"
 #include "common.h"
 #include "shm/arena.h"
+#include "verbs/shca.h"
 
 #define CHILD_TIMEOUT	50	/* seconds, each child (harness: 60) */
 #define MAX_OBJS	100000
@@ -532,9 +533,14 @@ static char *arena_base(void)
 	return (char *)lo;
 }
 
+/* The CQ's entry in the arena, as the library holds it (verbs/shca.h;
+ * cq->handle is a handle, docs/conformance.md, not the entry's offset). */
 static struct shca_cq_shm *cq_shm_of(char *base, struct ibv_cq *cq)
 {
-	return (struct shca_cq_shm *)(base + cq->handle);	/* cq.c */
+	struct shca_cq_shm *shm = to_scq(cq)->shm;
+
+	ASSERT((char *)shm > base);	/* in this process's arena mapping */
+	return shm;
 }
 
 /*

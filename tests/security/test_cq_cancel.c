@@ -44,7 +44,7 @@ static void setup(struct fixture *f)
 	f->list = ibv_get_device_list(&n);
 	ASSERT(f->list);
 	if (n < 1)
-		SKIP("no device");
+		SKIP_ENV("no device: no interface has an address");
 	f->ctx = ibv_open_device(f->list[0]);
 	ASSERT(f->ctx);
 	f->pd = ibv_alloc_pd(f->ctx);

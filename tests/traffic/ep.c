@@ -1,15 +1,20 @@
 // SPDX-License-Identifier: MIT
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/tcp.h>
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "harness.h"
@@ -690,4 +695,132 @@ void ep_open_remote(struct ep *e, const struct ep_opts *o, int fd)
 	ep_create(e, o);
 	ep_exchange(fd, &e->self, &e->peer);
 	ep_connect(e, o);
+}
+
+/* ------------------------------------------------------------------ */
+/* Data checks                                                         */
+
+/* A 32-bit mix of (seed, i) (an avalanche of multiplies and shifts), so
+ * that neighbouring offsets and messages differ. */
+uint8_t ep_pattern(uint32_t seed, uint64_t i)
+{
+	uint32_t x = seed * 0x9e3779b1u ^ (uint32_t)i * 0x85ebca77u ^
+		     (uint32_t)(i >> 32) * 0xc2b2ae3du;
+	uint32_t v;
+
+	x ^= x >> 15;
+	x *= 0x2c1b3c6du;
+	x ^= x >> 12;
+	x *= 0x297a2d39u;
+	x ^= x >> 15;
+	/* 1..254, then past the sentinel: 1..255 without EP_SENTINEL */
+	v = 1 + x % 254;
+	if (v >= EP_SENTINEL)
+		v++;
+	return (uint8_t)v;
+}
+
+void ep_fill_pattern(uint8_t *p, uint64_t len, uint32_t seed, uint64_t from)
+{
+	uint64_t k;
+
+	for (k = 0; k < len; k++)
+		p[k] = ep_pattern(seed, from + k);
+}
+
+int64_t ep_find_pattern_diff(const uint8_t *p, uint64_t len, uint32_t seed,
+			     uint64_t from)
+{
+	uint64_t k;
+
+	for (k = 0; k < len; k++)
+		if (p[k] != ep_pattern(seed, from + k))
+			return (int64_t)k;
+	return -1;
+}
+
+int64_t ep_find_non_sentinel(const uint8_t *p, uint64_t len)
+{
+	static uint8_t s[4096];
+	uint64_t k = 0, n, j;
+
+	if (!s[0])
+		memset(s, EP_SENTINEL, sizeof(s));
+	while (k < len) {
+		n = len - k < sizeof(s) ? len - k : sizeof(s);
+		if (memcmp(p + k, s, n))
+			for (j = 0; j < n; j++)
+				if (p[k + j] != EP_SENTINEL)
+					return (int64_t)(k + j);
+		k += n;
+	}
+	return -1;
+}
+
+int64_t ep_find_diff(const uint8_t *a, const uint8_t *b, uint64_t len)
+{
+	uint64_t k = 0, n, j;
+
+	while (k < len) {
+		n = len - k < 65536 ? len - k : 65536;
+		if (memcmp(a + k, b + k, n))
+			for (j = 0; j < n; j++)
+				if (a[k + j] != b[k + j])
+					return (int64_t)(k + j);
+		k += n;
+	}
+	return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Net-path evidence                                                   */
+
+uint64_t ep_tcp_bytes(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	uint64_t sum = 0;
+
+	ASSERT_NOT_NULL(d);
+	while ((de = readdir(d))) {
+		struct tcp_info ti;
+		socklen_t len = sizeof(ti);
+		struct stat st;
+		int fd = atoi(de->d_name);
+
+		if (de->d_name[0] == '.' || fd == dirfd(d) ||
+		    fstat(fd, &st) || !S_ISSOCK(st.st_mode))
+			continue;
+		memset(&ti, 0, sizeof(ti));
+		/* fails on anything but a TCP socket */
+		if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) ||
+		    len < offsetof(struct tcp_info, tcpi_bytes_received) +
+				  sizeof(ti.tcpi_bytes_received))
+			continue;
+		sum += ti.tcpi_bytes_acked + ti.tcpi_bytes_received;
+	}
+	closedir(d);
+	return sum;
+}
+
+uint64_t ep_pcap_records(const char *path)
+{
+	uint8_t hdr[16];
+	uint64_t n = 0;
+	uint32_t incl;
+	FILE *f = fopen(path, "rb");
+
+	if (!f)
+		return 0;
+	/* the file header, then records: 16 bytes (incl_len at 8, in the
+	 * writer's byte order: this host's) and incl_len bytes */
+	if (fread(hdr, 1, 8, f) == 8 && fseek(f, 24, SEEK_SET) == 0)
+		while (fread(hdr, 1, 16, f) == 16) {
+			memcpy(&incl, hdr + 8, 4);
+			if (fseek(f, incl, SEEK_CUR))
+				break;
+			n++;
+		}
+	fclose(f);
+	return n;
 }

@@ -155,6 +155,40 @@ bool ep_netns(void);
 void ep_netns_child(void);
 void ep_skip_if_netns(void);
 
+/* ------------------------------------------------------------------ */
+/* Data checks (issue 16)                                              */
+
+/*
+ * A destination is pre-filled with EP_SENTINEL before a message lands in
+ * it, and a message carries ep_pattern(seed, offset): never 0 (a zeroed
+ * buffer does not match it), never the sentinel (an untouched byte does
+ * not), and different for each seed (message) and each offset (a byte
+ * placed at the wrong offset, or a stale byte of an earlier message,
+ * does not).  After the message, every byte around it is checked to be
+ * the sentinel still: an overrun shows.
+ */
+#define EP_SENTINEL 0xa5
+
+uint8_t ep_pattern(uint32_t seed, uint64_t i);
+/* p[k] = ep_pattern(seed, from + k) for k < len */
+void ep_fill_pattern(uint8_t *p, uint64_t len, uint32_t seed, uint64_t from);
+/* The first k < len with p[k] != ep_pattern(seed, from + k), or -1. */
+int64_t ep_find_pattern_diff(const uint8_t *p, uint64_t len, uint32_t seed,
+			     uint64_t from);
+/* The first k < len with p[k] != EP_SENTINEL, or -1. */
+int64_t ep_find_non_sentinel(const uint8_t *p, uint64_t len);
+/* The first k < len with a[k] != b[k], or -1 (memcmp, then the byte). */
+int64_t ep_find_diff(const uint8_t *a, const uint8_t *b, uint64_t len);
+
+/*
+ * Evidence that traffic took the net path (SOFTHCA_NET=1), from the kernel
+ * rather than from softhca: the bytes this process's TCP sockets sent
+ * (acknowledged) and received (TCP_INFO), and the records of a pcap file
+ * (SOFTHCA_PCAP; UD's datagrams have no per-socket count).
+ */
+uint64_t ep_tcp_bytes(void);
+uint64_t ep_pcap_records(const char *path);
+
 /* Create both endpoints of this process and connect them to each other
  * (skips in a two-namespace run). */
 void ep_pair(struct ep *a, const struct ep_opts *oa, struct ep *b,

@@ -7,12 +7,14 @@
  *
  *   responder-detected            requester          responder
  *   receive buffer too small      REM_INV_REQ_ERR    LOC_LEN_ERR, ERR
+ *     (UD: the datagram dropped, the WQE kept for the next one)
  *   R_Key, bounds, access, PD     REM_ACCESS_ERR     ERR, QP_ACCESS_ERR
  *   receive WQE with a bad L_Key  REM_OP_ERR         LOC_PROT_ERR, ERR
  *   no receive WQE (RNR)          RNR_RETRY_EXC_ERR  untouched
  *   nobody there                  RETRY_EXC_ERR      -
  *
- *   requester-detected: LOC_PROT_ERR (L_Key, bounds, PD, local write),
+ *   requester-detected: LOC_PROT_ERR (L_Key, bounds, PD, local write;
+ *   a READ's or atomic's when its response arrives, test_key_order.c),
  *   LOC_LEN_ERR (UD over the path MTU); RC goes to ERR, UC and UD to SQE.
  *
  * Most cases are a scenario (responder prepare, requester run, responder
@@ -308,9 +310,12 @@ TEST(rc_send_too_long_same_process) { run_same(&rc_len); }
 TEST(rc_send_too_long_two_process) { run_two(&rc_len); }
 
 /*
- * UD: a message longer than the receive buffer completes that WQE with
- * LOC_LEN_ERR; an unreliable QP stays operational (and the sender never
- * knows).
+ * UD: a datagram longer than the receive buffer is dropped and the
+ * receive WQE stays for the next datagram (IBA's UD receive rules; hfi1
+ * and qib reuse the WQE; docs/conformance.md); an unreliable QP stays
+ * operational and the sender never knows.  100 bytes meet a 50-byte
+ * buffer (dropped), then 50 bytes take that buffer, then 100 bytes the
+ * next one.
  */
 static void ud_len_prepare(struct ep *b, struct hint *h)
 {
@@ -323,10 +328,13 @@ static void ud_len_run(struct ep *a, const struct hint *h)
 {
 	(void)h;
 	fill(a->buf, 100, pattern_seed);
+	fill(a->buf + 4096, 50, (uint8_t)(pattern_seed + 1));
 	ASSERT_EQ(ep_post(a, 0xa1, IBV_WR_SEND, 0, 100, 0, 0), 0);
 	ep_expect(a->scq, a->qp, 0xa1, IBV_WC_SUCCESS);
-	ASSERT_EQ(ep_post(a, 0xa2, IBV_WR_SEND, 0, 100, 0, 0), 0);
+	ASSERT_EQ(ep_post(a, 0xa2, IBV_WR_SEND, 4096, 50, 0, 0), 0);
 	ep_expect(a->scq, a->qp, 0xa2, IBV_WC_SUCCESS);
+	ASSERT_EQ(ep_post(a, 0xa3, IBV_WR_SEND, 0, 100, 0, 0), 0);
+	ep_expect(a->scq, a->qp, 0xa3, IBV_WC_SUCCESS);
 	ASSERT_EQ(ep_qp_state(a->qp), IBV_QPS_RTS);
 }
 
@@ -334,12 +342,15 @@ static void ud_len_check(struct ep *b)
 {
 	struct ibv_wc wc;
 
-	ep_expect(b->rcq, b->qp, 0xb1, IBV_WC_LOC_LEN_ERR);
+	wc = ep_expect(b->rcq, b->qp, 0xb1, IBV_WC_SUCCESS);
+	ASSERT_EQ(wc.byte_len, GRH + 50);
+	check_fill(b->buf + DST + GRH, 50, (uint8_t)(pattern_seed + 1));
+	ASSERT_EQ(b->buf[DST + GRH + 50], 0);
 	wc = ep_expect(b->rcq, b->qp, 0xb2, IBV_WC_SUCCESS);
 	ASSERT_EQ(wc.byte_len, GRH + 100);
 	ASSERT_EQ(wc.src_qp, b->peer.qpn);
 	check_fill(b->buf + DST + 8192 + GRH, 100, pattern_seed);
-	ASSERT_EQ(b->buf[DST + GRH + 50], 0);
+	ep_expect_empty(b->rcq);
 	ASSERT_EQ(ep_qp_state(b->qp), IBV_QPS_RTS);
 	ep_expect_no_async(b->ctx);
 }
@@ -566,6 +577,11 @@ static void prot_run(struct ep *a, const struct hint *h)
 	wr[1].sg_list = &sge[1];
 	wr[1].num_sge = 1;
 	wr[1].send_flags = IBV_SEND_SIGNALED;
+	/* a READ's or atomic's L_Key fails when its response arrives
+	 * (test_key_order.c): fenced, the SEND waits for that, and is not
+	 * sent before (the net path sends on without a fence) */
+	if (op != IBV_WR_SEND)
+		wr[1].send_flags |= IBV_SEND_FENCE;
 	if (a->type == IBV_QPT_UD) {
 		int i;
 
@@ -607,10 +623,12 @@ static void prot_check(struct ep *b)
 	uint64_t v;
 
 	if (b->type == IBV_QPT_RC) {
-		/* nothing reached the responder */
+		/* nothing reached the responder but the atomic, which a NIC
+		 * carries out before its result meets the local L_Key */
 		check_untouched(b);
 		memcpy(&v, b->buf + DST + 8192, 8);
-		ASSERT_U64_EQ(v, 1000);
+		ASSERT_U64_EQ(v, bad_sge == ATOMIC_NO_LOCAL_WRITE ? 1001 :
+								     1000);
 	} else {
 		struct ibv_wc wc = ep_expect(b->rcq, b->qp, 0xb1,
 					     IBV_WC_SUCCESS);
@@ -912,49 +930,20 @@ TEST(uc_write_bad_rkey_dropped_two_process) { run_two(&uc_bad_rkey); }
 /* REM_INV_REQ_ERR: a misaligned atomic                                */
 
 /*
- * ibv_post_send refuses it before it leaves, as rxe's provider does
- * (EINVAL, *bad_wr at it, nothing queued).
+ * An atomic whose remote address is not 8-byte aligned is posted (as
+ * mlx5 takes it; rxe refuses it at the post) and reaches the responder,
+ * which NAKs it as an invalid request (IBA o9-21): REM_INV_REQ_ERR, and
+ * the responder's QP goes to ERR with IBV_EVENT_QP_REQ_ERR; the target
+ * words stay as they were.  Through ibv_post_send and through
+ * ibv_wr_atomic_fetch_add alike (docs/conformance.md).
  */
-TEST(misaligned_atomic_post_send_is_einval)
-{
-	struct ibv_send_wr wr, *bad = NULL;
-	struct ibv_sge sge;
-	struct ep_opts o;
-	struct ep a, b;
+static bool misaligned_wr_api;
 
-	ep_default_opts(&o, IBV_QPT_RC);
-	ep_pair(&a, &o, &b, &o);
-	memset(&wr, 0, sizeof(wr));
-	sge.addr = (uintptr_t)a.buf;
-	sge.length = 8;
-	sge.lkey = a.mr->lkey;
-	wr.wr_id = 0xa1;
-	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.atomic.remote_addr = a.peer.addr + DST + 4;
-	wr.wr.atomic.rkey = a.peer.rkey;
-	wr.wr.atomic.compare_add = 1;
-	ASSERT_EQ(ibv_post_send(a.qp, &wr, &bad), EINVAL);
-	ASSERT(bad == &wr);
-	ep_expect_empty(a.scq);
-	ASSERT_EQ(ep_qp_state(a.qp), IBV_QPS_RTS);
-	check_untouched(&b);
-	ep_destroy(&a);
-	ep_destroy(&b);
-}
-
-/*
- * Through ibv_wr_atomic_fetch_add it reaches the responder (rxe's builder
- * does not check it), which NAKs it as an invalid request (IBA o9-21,
- * rxe's RESPST_ERR_MISALIGNED_ATOMIC): REM_INV_REQ_ERR, and the
- * responder's QP goes to ERR with IBV_EVENT_QP_REQ_ERR.
- */
 static void misaligned_req_opts(struct ep_opts *o)
 {
-	o->send_ops_flags = IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
-			    IBV_QP_EX_WITH_SEND;
+	if (misaligned_wr_api)
+		o->send_ops_flags = IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+				    IBV_QP_EX_WITH_SEND;
 }
 
 static void misaligned_prepare(struct ep *b, struct hint *h)
@@ -969,24 +958,28 @@ static void misaligned_prepare(struct ep *b, struct hint *h)
 
 static void misaligned_run(struct ep *a, const struct hint *h)
 {
-	struct ibv_qp_ex *x = a->qpx;
-	int ret;
-
 	(void)h;
-	ibv_wr_start(x);
-	x->wr_id = 0xa1;
-	x->wr_flags = IBV_SEND_SIGNALED;
-	ibv_wr_atomic_fetch_add(x, a->peer.rkey, a->peer.addr + DST + 4, 1);
-	ibv_wr_set_sge(x, a->mr->lkey, (uintptr_t)a->buf, 8);
-	x->wr_id = 0xa2;
-	ibv_wr_send(x);
-	ibv_wr_set_sge(x, a->mr->lkey, (uintptr_t)a->buf, 8);
-	ret = ibv_wr_complete(x);
-	if (ret == EINVAL)
-		SKIP("softhca refuses a misaligned atomic at ibv_wr_complete "
-		     "(sq_check_wr in src/verbs/qp.c); rxe sends it and the "
-		     "responder NAKs it (REM_INV_REQ_ERR)");
-	ASSERT_EQ(ret, 0);
+	if (misaligned_wr_api) {
+		struct ibv_qp_ex *x = a->qpx;
+
+		ibv_wr_start(x);
+		x->wr_id = 0xa1;
+		x->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_atomic_fetch_add(x, a->peer.rkey,
+					a->peer.addr + DST + 4, 1);
+		ibv_wr_set_sge(x, a->mr->lkey, (uintptr_t)a->buf, 8);
+		x->wr_id = 0xa2;
+		ibv_wr_send(x);
+		ibv_wr_set_sge(x, a->mr->lkey, (uintptr_t)a->buf, 8);
+		ASSERT_EQ(ibv_wr_complete(x), 0);
+	} else {
+		struct op ops[2] = {
+			{ 0xa1, IBV_WR_ATOMIC_FETCH_AND_ADD, 8, DST + 4 },
+			{ 0xa2, IBV_WR_SEND, 8, 0 },
+		};
+
+		post_list(a, ops, 2, a->peer.addr, a->peer.rkey);
+	}
 	ep_expect(a->scq, a->qp, 0xa1, IBV_WC_REM_INV_REQ_ERR);
 	ep_expect(a->scq, a->qp, 0xa2, IBV_WC_WR_FLUSH_ERR);
 	ep_wait_qp_state(a->qp, IBV_QPS_ERR);
@@ -1016,7 +1009,13 @@ static const struct scenario misaligned = {
 	.check = misaligned_check,
 };
 
-TEST(misaligned_atomic_wr_api_rem_inv_req) { run_same(&misaligned); }
+TEST(misaligned_atomic_rem_inv_req_same_process) { run_same(&misaligned); }
+TEST(misaligned_atomic_rem_inv_req_two_process) { run_two(&misaligned); }
+TEST(misaligned_atomic_wr_api_rem_inv_req)
+{
+	misaligned_wr_api = true;
+	run_same(&misaligned);
+}
 
 /* ------------------------------------------------------------------ */
 /* REM_OP_ERR: the responder's receive WQE is bad                      */

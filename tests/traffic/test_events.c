@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "asleep.h"
 #include "ep.h"
 
 #define GRH	40
@@ -36,14 +37,15 @@ static void modify_to(struct ibv_qp *qp, enum ibv_qp_state state)
 }
 
 /*
- * A destroy verb run in a thread, to see that it waits for an ack.  The
- * pause gives a destroy that does not wait the time to return; it can
- * only make a broken library pass, never a correct one fail.
+ * A destroy verb run in a thread, to see that it waits for an ack: it
+ * must sleep on the object's condition variable (rdma-core's
+ * ibv_cmd_destroy_* wait there) before the ack is given.
  */
 struct destroyer {
 	pthread_t thread;
 	int (*fn)(void *obj);
 	void *obj;
+	pid_t tid;
 	int ret;
 	int done;
 };
@@ -52,19 +54,22 @@ static void *destroyer_main(void *arg)
 {
 	struct destroyer *d = arg;
 
+	asleep_self(&d->tid);
 	d->ret = d->fn(d->obj);
 	__atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
-static void destroyer_start(struct destroyer *d, int (*fn)(void *), void *obj)
+/* cond: the object's (&qp->cond, &cq->cond, &srq->cond). */
+static void destroyer_start(struct destroyer *d, int (*fn)(void *), void *obj,
+			    pthread_cond_t *cond)
 {
 	d->fn = fn;
 	d->obj = obj;
+	d->tid = 0;
 	d->done = 0;
 	ASSERT_EQ(pthread_create(&d->thread, NULL, destroyer_main, d), 0);
-	usleep(50000);
-	ASSERT_EQ(__atomic_load_n(&d->done, __ATOMIC_ACQUIRE), 0);
+	ASSERT_ASLEEP_IN_COND(&d->tid, &d->done, cond);
 }
 
 static void destroyer_join(struct destroyer *d)
@@ -192,7 +197,7 @@ TEST(destroy_qp_waits_for_comm_est_ack)
 	ep_wait_async(b.ctx, IBV_EVENT_COMM_EST, &ev);
 	ASSERT(ev.element.qp == b.qp);
 
-	destroyer_start(&d, destroy_qp, b.qp);
+	destroyer_start(&d, destroy_qp, b.qp, &b.qp->cond);
 	ibv_ack_async_event(&ev);
 	destroyer_join(&d);
 	b.qp = NULL;
@@ -234,7 +239,7 @@ TEST(last_wqe_reached_on_modify_to_error)
 	{
 		struct destroyer d;
 
-		destroyer_start(&d, destroy_qp, b.qp);
+		destroyer_start(&d, destroy_qp, b.qp, &b.qp->cond);
 		ibv_ack_async_event(&ev);
 		destroyer_join(&d);
 		b.qp = NULL;
@@ -450,7 +455,7 @@ TEST(destroy_srq_waits_for_limit_ack)
 
 	ASSERT_EQ(ibv_destroy_qp(b.qp), 0);
 	b.qp = NULL;
-	destroyer_start(&d, destroy_srq, b.srq);
+	destroyer_start(&d, destroy_srq, b.srq, &b.srq->cond);
 	ibv_ack_async_event(&ev);
 	destroyer_join(&d);
 	b.srq = NULL;
@@ -495,7 +500,7 @@ TEST(send_cq_overrun_same_process)
 	/* ibv_destroy_cq waits for the ack */
 	ASSERT_EQ(ibv_destroy_qp(a.qp), 0);
 	a.qp = NULL;
-	destroyer_start(&d, destroy_cq, a.scq);
+	destroyer_start(&d, destroy_cq, a.scq, &a.scq->cond);
 	ibv_ack_async_event(&ev);
 	destroyer_join(&d);
 	a.scq = NULL;

@@ -40,6 +40,17 @@
  * the fault rates make losing all of them unlikely (below 1e-6, counted
  * conservatively; not with resets), and the sender's faults_injected
  * (`softhca stat`) is non-zero when enough packets were rolled for.
+ *
+ * That the faults happened is also seen from outside softhca's counters
+ * (two namespaces only): both processes write a SOFTHCA_PCAP trace, read
+ * here by hand (pcap_read.h).  The sender's holds each packet once as it
+ * was sent, the receiver's each copy as it arrived: per destination QP,
+ * a PSN that never arrived although a later one did was lost (drop), a
+ * PSN that arrived twice was duplicated (dup), a PSN that arrived after a
+ * later one was held back (reorder, delay); and the kernel of namespace A
+ * opened TCP connections again (reset; its /proc/net/snmp).  Each is
+ * asserted when at least 10 such faults are expected, and none of them
+ * without faults.
  * No assertion depends on how long anything took.
  */
 #include <arpa/inet.h>
@@ -52,6 +63,7 @@
 
 #include "harness.h"
 #include "ep.h"
+#include "pcap_read.h"
 
 #define HDR_LEN		16		/* magic, seq, size, csum */
 #define MAGIC		0x4c4f5353u	/* "LOSS" */
@@ -886,6 +898,173 @@ static uint64_t send_case(struct ep *e, const struct lcase *c, int fd)
 }
 
 /* ------------------------------------------------------------------ */
+/* What the wire saw                                                   */
+
+#define TR_QPS	8		/* destination QPs a run traces */
+
+struct trace {
+	/* the sender's: each destination QP, its first PSN and packets */
+	unsigned int nqp;
+	uint32_t qpn[TR_QPS], first[TR_QPS], sent[TR_QPS];
+	uint8_t *was_sent[TR_QPS];
+	/* the receiver's: copies of each PSN, the highest seen so far */
+	uint32_t *copies[TR_QPS], top[TR_QPS];
+	bool any[TR_QPS];
+	uint64_t frames, rcvd, lost, twice, late;
+};
+
+static int trace_qp(const struct trace *t, uint32_t qpn)
+{
+	unsigned int i;
+
+	for (i = 0; i < t->nqp; i++)
+		if (t->qpn[i] == qpn)
+			return (int)i;
+	return -1;
+}
+
+static void trace_sent(const uint8_t *ib, uint32_t len, void *arg)
+{
+	struct trace *t = arg;
+	int q = trace_qp(t, pcap_bth_dqpn(ib));
+	uint32_t rel;
+
+	(void)len;
+	if (q < 0) {
+		ASSERT_LT(t->nqp, TR_QPS);
+		q = (int)t->nqp++;
+		t->qpn[q] = pcap_bth_dqpn(ib);
+		t->first[q] = pcap_bth_psn(ib);
+	}
+	/* UC and UD: one PSN a packet, in order, never sent again (a
+	 * packet the connection could not take leaves its PSN unused) */
+	rel = (pcap_bth_psn(ib) - t->first[q]) & 0xffffff;
+	ASSERT(rel >= t->sent[q] && rel < (1u << 20));
+	t->sent[q] = rel + 1;
+	t->frames++;
+}
+
+/* Second pass: which PSNs were sent. */
+static void trace_mark(const uint8_t *ib, uint32_t len, void *arg)
+{
+	struct trace *t = arg;
+	int q = trace_qp(t, pcap_bth_dqpn(ib));
+
+	(void)len;
+	t->was_sent[q][(pcap_bth_psn(ib) - t->first[q]) & 0xffffff] = 1;
+}
+
+static void trace_rcvd(const uint8_t *ib, uint32_t len, void *arg)
+{
+	struct trace *t = arg;
+	int q = trace_qp(t, pcap_bth_dqpn(ib));
+	uint32_t rel;
+
+	(void)len;
+	t->rcvd++;
+	ASSERT_GE(q, 0);		/* only what the sender sent */
+	rel = (pcap_bth_psn(ib) - t->first[q]) & 0xffffff;
+	ASSERT(rel < t->sent[q] && t->was_sent[q][rel]);
+	if (t->copies[q][rel]++)
+		t->twice++;
+	else if (t->any[q] && rel < t->top[q])
+		t->late++;
+	if (!t->any[q] || rel > t->top[q])
+		t->top[q] = rel;
+	t->any[q] = true;
+}
+
+/* The two traces of a run, then gone: lost, twice, late counted. */
+static void trace_read(struct trace *t, const char *tmpl, int sender,
+		       int receiver)
+{
+	char path[256];
+	unsigned int q;
+	uint32_t k;
+
+	memset(t, 0, sizeof(*t));
+	pcap_name(tmpl, sender, path, sizeof(path));
+	pcap_each(path, trace_sent, t);
+	for (q = 0; q < t->nqp; q++) {
+		t->copies[q] = calloc(t->sent[q], sizeof(uint32_t));
+		t->was_sent[q] = calloc(t->sent[q], 1);
+		ASSERT(t->copies[q] && t->was_sent[q]);
+	}
+	pcap_each(path, trace_mark, t);
+	unlink(path);
+	pcap_name(tmpl, receiver, path, sizeof(path));
+	pcap_each(path, trace_rcvd, t);
+	unlink(path);
+	for (q = 0; q < t->nqp; q++) {
+		/* lost: sent, never came, though a later PSN did */
+		for (k = 0; t->any[q] && k < t->top[q]; k++)
+			t->lost += t->was_sent[q][k] && !t->copies[q][k];
+		free(t->copies[q]);
+		free(t->was_sent[q]);
+	}
+}
+
+/* TCP connections this namespace's kernel opened so far (either way). */
+static uint64_t tcp_opens(void)
+{
+	char line[2][1024], *tok[2], *save[2];
+	uint64_t n = 0;
+	int k = 0;
+	FILE *f = fopen("/proc/net/snmp", "r");
+
+	ASSERT_NOT_NULL(f);
+	while (k < 2 && fgets(line[k], sizeof(line[k]), f))
+		if (!strncmp(line[k], "Tcp:", 4))
+			k++;
+	fclose(f);
+	ASSERT_EQ(k, 2);
+	/* "Tcp: RtoAlgorithm ... ActiveOpens PassiveOpens ..." then values */
+	tok[0] = strtok_r(line[0], " \n", &save[0]);
+	tok[1] = strtok_r(line[1], " \n", &save[1]);
+	while (tok[0] && tok[1]) {
+		if (!strcmp(tok[0], "ActiveOpens") ||
+		    !strcmp(tok[0], "PassiveOpens"))
+			n += strtoull(tok[1], NULL, 10);
+		tok[0] = strtok_r(NULL, " \n", &save[0]);
+		tok[1] = strtok_r(NULL, " \n", &save[1]);
+	}
+	return n;
+}
+
+/* The faults the traces show, against those asked for: pkts sent. */
+static void trace_check(const struct trace *t, enum ibv_qp_type type,
+			uint64_t pkts, uint64_t opens)
+{
+	bool uc = type == IBV_QPT_UC;
+
+	printf("  trace %s: %" PRIu64 " packets sent, %" PRIu64 " received, "
+	       "%" PRIu64 " lost, %" PRIu64 " twice, %" PRIu64 " late, %" PRIu64
+	       " TCP connections opened\n", uc ? "uc" : "ud", t->frames,
+	       t->rcvd, t->lost, t->twice, t->late, opens);
+	/* the sender's trace holds what it sent (a reset may refuse a
+	 * packet: the connection is down) */
+	if (fl.on && fl.reset > 0)
+		ASSERT_LE(t->frames, pkts);
+	else
+		ASSERT_EQ(t->frames, pkts);
+	if (!fl.on) {
+		ASSERT_EQ(t->lost, 0);
+		ASSERT_EQ(t->twice, 0);
+		ASSERT_EQ(t->late, 0);
+		return;
+	}
+	if ((double)pkts * fl.drop >= 10)
+		ASSERT_GT(t->lost, 0);
+	if ((double)pkts * fl.dup >= 10)
+		ASSERT_GT(t->twice, 0);
+	/* UD datagrams take drop and dup only */
+	if (uc && (double)pkts * (fl.reorder + fl.delay) >= 10)
+		ASSERT_GT(t->late, 0);
+	if (uc && (double)pkts * fl.reset >= 10)
+		ASSERT_GT(opens, 1);
+}
+
+/* ------------------------------------------------------------------ */
 /* The two processes                                                   */
 
 static void receiver(int fd, void *arg)
@@ -918,15 +1097,24 @@ static void run(enum ibv_qp_type type, enum ibv_wr_opcode op)
 		{ 1, 150 }, { 1000, 150 }, { SIZE_MTU, 150 },
 	};
 	const unsigned int ncase = type == IBV_QPT_UD ? 3 : 4;
-	uint64_t pkts = 0, faults;
+	uint64_t pkts = 0, faults, opens = 0;
 	struct duo d;
 	struct lcase c;
 	unsigned int i;
-	char *line, prefix[64];
+	char *line, prefix[64], tmpl[200];
+	struct trace t;
 
 	faults_read();
 	/* a receiver that failed is reported, not a SIGPIPE */
 	signal(SIGPIPE, SIG_IGN);
+	/* two hosts: both processes trace what they send and receive */
+	unsetenv("SOFTHCA_PCAP");
+	if (ep_netns()) {
+		snprintf(tmpl, sizeof(tmpl), "%s/softhca-lossy-%d-%%p.pcap",
+			 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+			 (int)getpid());
+		ASSERT_EQ(setenv("SOFTHCA_PCAP", tmpl, 1), 0);
+	}
 	duo_fork(&d, receiver, NULL);
 	for (i = 0; i < ncase; i++) {
 		struct ep_opts o;
@@ -939,6 +1127,8 @@ static void run(enum ibv_qp_type type, enum ibv_wr_opcode op)
 		c.n = type == IBV_QPT_UD ? ud[i].n : uc[i].n;
 		case_opts(&c, &o);
 		ep_create(&e, &o);
+		if (!i)		/* in namespace A now */
+			opens = tcp_opens();
 		c.mtu = ep_mtu_bytes(&e);
 		if (c.size == SIZE_MTU)
 			c.size = c.mtu;
@@ -953,6 +1143,11 @@ static void run(enum ibv_qp_type type, enum ibv_wr_opcode op)
 	memset(&c, 0, sizeof(c));
 	xwrite(d.fd, &c, sizeof(c));
 	duo_wait(&d);
+	if (ep_netns()) {
+		opens = tcp_opens() - opens;
+		trace_read(&t, tmpl, (int)getpid(), d.pid);
+		trace_check(&t, type, pkts, opens);
+	}
 
 	/* the faults were injected here (the sender's packets) */
 	snprintf(prefix, sizeof(prefix), "pid %d slot ", (int)getpid());

@@ -17,21 +17,34 @@
 #define GRH	40
 #define DST	(1u << 20)
 
+/* ep_pattern's bytes: never 0, never EP_SENTINEL (ep.h) */
 static void fill(uint8_t *p, uint32_t len, uint8_t seed)
 {
-	uint32_t i;
-
-	for (i = 0; i < len; i++)
-		p[i] = (uint8_t)(seed + i * 7);
+	ep_fill_pattern(p, len, seed, 0);
 }
 
 static void check_fill(const uint8_t *p, uint32_t len, uint8_t seed)
 {
-	uint32_t i;
+	int64_t d = ep_find_pattern_diff(p, len, seed, 0);
 
-	for (i = 0; i < len; i++)
-		if (p[i] != (uint8_t)(seed + i * 7))
-			harness_fail(__FILE__, __LINE__, "byte %u differs", i);
+	if (d >= 0)
+		harness_fail(__FILE__, __LINE__, "byte %lld differs",
+			     (long long)d);
+}
+
+/* Every byte of e's buffer is want's (the image of what it must hold). */
+static void check_whole(const struct ep *e, const uint8_t *want,
+			const char *who)
+{
+	int64_t d = ep_find_diff(e->buf, want, e->size);
+
+	if (d >= 0)
+		harness_fail(__FILE__, __LINE__,
+			     "%s buffer byte %lld is 0x%02x, expected 0x%02x"
+			     "%s", who, (long long)d, e->buf[d], want[d],
+			     want[d] == EP_SENTINEL ?
+				     " (the sentinel: nothing writes there)" :
+				     "");
 }
 
 /* ------------------------------------------------------------------ */
@@ -44,7 +57,9 @@ static void check_fill(const uint8_t *p, uint32_t len, uint8_t seed)
  */
 enum bad_kind {
 	BAD_NUM_SGE,		/* more SGEs than max_send_sge */
-	BAD_OPCODE,		/* READ on a UC QP */
+	BAD_OPCODE,		/* an opcode no provider has (a READ on UC
+				 * is posted, and completes in error:
+				 * test_qp_op_err.c) */
 	BAD_INLINE,		/* inline data above max_inline_data */
 };
 
@@ -75,7 +90,7 @@ static void bad_wr_side(struct ep *a, enum bad_kind kind)
 		wr[2].num_sge = 40;
 		break;
 	case BAD_OPCODE:
-		wr[2].opcode = IBV_WR_RDMA_READ;
+		wr[2].opcode = (enum ibv_wr_opcode)0x7f;
 		break;
 	case BAD_INLINE:
 		sge[2][0].length = 2048;
@@ -94,12 +109,29 @@ static void bad_wr_side(struct ep *a, enum bad_kind kind)
 	ep_expect(a->scq, a->qp, 0xa5, IBV_WC_SUCCESS);
 }
 
+/* The target's whole buffer was EP_SENTINEL before the list was posted. */
+static void bad_wr_prepare(struct ep *b)
+{
+	memset(b->buf, EP_SENTINEL, b->size);
+}
+
+/*
+ * Every byte of the target: the first two writes' 64 bytes each, the 8
+ * of the write after the failed post (the first 8 of the first source),
+ * and the sentinel everywhere else: the 3rd and 4th targets whole, and
+ * the bytes around each write.
+ */
 static void bad_wr_check(struct ep *b)
 {
-	check_fill(b->buf + DST, 64, 0x10);
-	check_fill(b->buf + DST + 4096, 64, 0x20);
-	ASSERT_EQ(b->buf[DST + 8192], 0);
-	ASSERT_EQ(b->buf[DST + 12288], 0);
+	uint8_t *want = malloc(b->size);
+
+	ASSERT_NOT_NULL(want);
+	memset(want, EP_SENTINEL, b->size);
+	fill(want + DST, 64, 0x10);
+	fill(want + DST + 4096, 64, 0x20);
+	fill(want + DST + 65536, 8, 0x10);
+	check_whole(b, want, "target");
+	free(want);
 	ep_expect_empty(b->rcq);
 }
 
@@ -110,6 +142,7 @@ static void run_bad_wr(enum ibv_qp_type type, enum bad_kind kind)
 
 	ep_default_opts(&o, type);
 	ep_pair(&a, &o, &b, &o);
+	bad_wr_prepare(&b);
 	bad_wr_side(&a, kind);
 	bad_wr_check(&b);
 	ep_destroy(&a);
@@ -128,6 +161,8 @@ static void bad_wr_child(int fd, void *arg)
 	(void)arg;
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_open_remote(&b, &o, fd);
+	bad_wr_prepare(&b);
+	duo_signal(fd, 'f');
 	duo_expect(fd, 'd');
 	bad_wr_check(&b);
 	duo_signal(fd, 'c');
@@ -143,6 +178,7 @@ TEST(bad_wr_third_two_process)
 	duo_fork(&d, bad_wr_child, NULL);
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_open_remote(&a, &o, d.fd);
+	duo_expect(d.fd, 'f');
 	bad_wr_side(&a, BAD_NUM_SGE);
 	duo_signal(d.fd, 'd');
 	duo_expect(d.fd, 'c');
@@ -382,8 +418,12 @@ static void cqx_read(struct ibv_cq_ex *cq, struct cqx_entry *e, int n)
 	ASSERT_EQ(ibv_start_poll(cq, &attr), ENOENT);
 }
 
+/* BYTE_LEN_UNDEFINED: ibv_poll_cq(3) defines byte_len for receives and,
+ * on the send side, for RDMA READ and atomics only: not checked. */
+#define BYTE_LEN_UNDEFINED (-1)
+
 static void cqx_check(const struct cqx_entry *x, uint64_t wr_id,
-		      enum ibv_wc_opcode opcode, uint32_t byte_len,
+		      enum ibv_wc_opcode opcode, int64_t byte_len,
 		      uint32_t qp_num, uint64_t t0, uint64_t t1)
 {
 	if (x->wr_id != wr_id || x->status != IBV_WC_SUCCESS)
@@ -392,7 +432,8 @@ static void cqx_check(const struct cqx_entry *x, uint64_t wr_id,
 			     PRIx64, x->wr_id, ibv_wc_status_str(x->status),
 			     wr_id);
 	ASSERT_EQ(x->opcode, opcode);
-	ASSERT_EQ(x->byte_len, byte_len);
+	if (byte_len != BYTE_LEN_UNDEFINED)
+		ASSERT_EQ(x->byte_len, byte_len);
 	ASSERT_EQ(x->qp_num, qp_num);
 	ASSERT_NE(x->ts, 0);
 	ASSERT_GE(x->wallclock, t0);
@@ -407,6 +448,7 @@ static void wrx_child(int fd, void *arg)
 	struct cqx_entry e[4];
 	struct ep_opts o;
 	uint64_t t0, t1, v;
+	uint8_t *want;
 	struct ep b;
 	int i;
 
@@ -414,6 +456,7 @@ static void wrx_child(int fd, void *arg)
 	ep_default_opts(&o, IBV_QPT_RC);
 	o.wc_flags = WC_FLAGS;
 	ep_open_remote(&b, &o, fd);
+	memset(b.buf, EP_SENTINEL, b.size);
 	for (i = 0; i < 3; i++)
 		ASSERT_EQ(ep_post_recv(&b, 0xb1 + (uint64_t)i,
 				       DST + 4096u * i, 4096), 0);
@@ -422,6 +465,18 @@ static void wrx_child(int fd, void *arg)
 	memcpy(b.buf + DST + 131072, &v, 8);	/* CAS 40 -> 41 */
 	v = 100;
 	memcpy(b.buf + DST + 131080, &v, 8);	/* FAA 100 + 5 */
+	/* what the buffer must hold at the end, every byte */
+	want = malloc(b.size);
+	ASSERT_NOT_NULL(want);
+	memcpy(want, b.buf, b.size);
+	fill(want + DST, 128, 0x21);
+	memcpy(want + DST + 8192, "inline through wr_*", 20);
+	fill(want + DST + 32768, 256, 0x22);
+	fill(want + DST + 40960, 512, 0x23);
+	v = 41;
+	memcpy(want + DST + 131072, &v, 8);
+	v = 105;
+	memcpy(want + DST + 131080, &v, 8);
 	t0 = wallclock_ns();
 	duo_signal(fd, 'p');
 	duo_expect(fd, 'd');
@@ -450,6 +505,8 @@ static void wrx_child(int fd, void *arg)
 	ASSERT_U64_EQ(v, 41);
 	memcpy(&v, b.buf + DST + 131080, 8);
 	ASSERT_U64_EQ(v, 105);
+	check_whole(&b, want, "responder");
+	free(want);
 	duo_signal(fd, 'c');
 	ep_destroy(&b);
 }
@@ -468,6 +525,7 @@ TEST(wr_api_and_cq_ex_two_process)
 	struct ibv_qp_ex *x;
 	struct ep_opts o;
 	uint64_t t0, t1, v;
+	uint8_t *want;
 	struct duo d;
 	struct ep a;
 	int i;
@@ -478,9 +536,19 @@ TEST(wr_api_and_cq_ex_two_process)
 	o.send_ops_flags = SEND_OPS;
 	ep_open_remote(&a, &o, d.fd);
 	x = a.qpx;
+	memset(a.buf, EP_SENTINEL, a.size);
 	fill(a.buf, 128, 0x21);
 	fill(a.buf + 4096, 256, 0x22);
 	fill(a.buf + 8192, 512, 0x23);
+	/* the sources stay; the READ and the atomics land, nothing else */
+	want = malloc(a.size);
+	ASSERT_NOT_NULL(want);
+	memcpy(want, a.buf, a.size);
+	fill(want + 16384, 256, 0x51);
+	v = 40;
+	memcpy(want + 20480, &v, 8);
+	v = 100;
+	memcpy(want + 20488, &v, 8);
 	duo_expect(d.fd, 'p');
 
 	t0 = wallclock_ns();
@@ -516,10 +584,11 @@ TEST(wr_api_and_cq_ex_two_process)
 	cqx_read(a.scqx, e, WRX_NUM);
 	t1 = wallclock_ns();
 	for (i = 0; i < WRX_NUM; i++) {
-		/* byte_len counts on the send side for READ and atomics */
+		/* byte_len counts on the send side for READ and atomics;
+		 * SEND and WRITE leave it undefined */
 		cqx_check(&e[i], 0xa0 + (uint64_t)i, opc[i],
-			  len[i] ? len[i] : e[i].byte_len, a.qp->qp_num, t0,
-			  t1);
+			  len[i] ? (int64_t)len[i] : BYTE_LEN_UNDEFINED,
+			  a.qp->qp_num, t0, t1);
 		if (i)
 			ASSERT(e[i - 1].ts <= e[i].ts);
 	}
@@ -528,6 +597,8 @@ TEST(wr_api_and_cq_ex_two_process)
 	ASSERT_U64_EQ(v, 40);
 	memcpy(&v, a.buf + 20488, 8);
 	ASSERT_U64_EQ(v, 100);
+	check_whole(&a, want, "requester");
+	free(want);
 
 	duo_signal(d.fd, 'd');
 	duo_expect(d.fd, 'c');

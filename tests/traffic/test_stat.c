@@ -8,6 +8,12 @@
  * itself.  The requester's error counters move as its errors happen, on
  * the same-host path and on the net path alike: an RNR NAK with rnr_retry
  * 0, a peer that died (retry_cnt + 1 ACK timeouts, then RETRY_EXC_ERR).
+ * The traffic counters (packets and bytes each way) equal what the test
+ * computes from the messages and the wire format, exactly, on the
+ * same-host path and on the net path (SOFTHCA_NET=1, or two namespaces);
+ * on the net path also for one 1 MiB WRITE packet by packet, cross-checked
+ * with the frames of a SOFTHCA_PCAP trace read here, and with every packet
+ * duplicated (duplicate_request, faults_injected).
  * (The counter machinery itself is checked in tests/unit/test_stat.)
  */
 #include <signal.h>
@@ -19,6 +25,7 @@
 
 #include "harness.h"
 #include "ep.h"
+#include "pcap_read.h"
 
 #define ROUND 8		/* messages per round */
 
@@ -395,19 +402,28 @@ TEST(peer_gone_retry_exceeded_counted)
 }
 
 /* ------------------------------------------------------------------ */
-/* Traffic counters                                                    */
+/* Traffic counters: exact, from the wire format                       */
 
 /*
  * What moves counts on both paths, as a NIC counts every packet through
  * its port, looped back or not: 8 SENDs of 5000 bytes, a WRITE of 10000
- * and a READ of 4096.  On the same-host path the counts are exact (the
- * packets the messages would be at the path MTU, their payload bytes, no
- * ACKs); the net path counts ACKs and header bytes too, so at least.
+ * and a READ of 4096.  The counts are computed here from the messages:
+ * on the same-host path the packets the messages would be at the path
+ * MTU and their payload bytes (no headers, no ACKs, the READ request a
+ * packet of no bytes); on the net path every IB packet as the wire
+ * carries it (IBA 9.2, 9.3): BTH, RETH in a WRITE's first packet and in
+ * the READ request, AETH in ACKs and in a READ's first, last or only
+ * response, payload and pad, and one ACK for each SEND and WRITE (each
+ * is waited for before the next is posted: no coalescing).
  */
 #define TC_SENDS 8
 #define TC_SEND_LEN 5000u
 #define TC_WRITE_LEN 10000u
 #define TC_READ_LEN 4096u
+
+#define W_BTH	12
+#define W_RETH	16
+#define W_AETH	4
 
 enum { SENT_P, SENT_B, RCVD_P, RCVD_B, NTRAFFIC };
 static const char *const traffic_counter[NTRAFFIC] = {
@@ -436,33 +452,95 @@ static uint32_t qp_mtu(struct ibv_qp *qp)
 	return 128u << a.path_mtu;
 }
 
-/* want: the exact same-host counts; the net path gives at least them */
+/* Does this run take the net path (two namespaces, or SOFTHCA_NET=1)? */
+static bool net_path(void)
+{
+	const char *s = getenv("SOFTHCA_NET");
+
+	return ep_netns() || (s && !strcmp(s, "1"));
+}
+
+/*
+ * Add one message, of opcode op and len bytes, to the requester's
+ * counts (req, as [SENT_P..RCVD_B]).  The responder's are the mirror.
+ */
+static void count_message(long long req[NTRAFFIC], enum ibv_wr_opcode op,
+			  uint32_t len, uint32_t mtu, bool net)
+{
+	uint32_t n = pkts(len, mtu), pad = -len & 3;
+
+	if (!net) {
+		if (op == IBV_WR_RDMA_READ) {
+			req[SENT_P] += 1;
+			req[RCVD_P] += n;
+			req[RCVD_B] += len;
+		} else {
+			req[SENT_P] += n;
+			req[SENT_B] += len;
+		}
+		return;
+	}
+	if (op == IBV_WR_RDMA_READ) {
+		/* the request; the responses, AETH in the first and last
+		 * (or only) one */
+		req[SENT_P] += 1;
+		req[SENT_B] += W_BTH + W_RETH;
+		req[RCVD_P] += n;
+		req[RCVD_B] += (long long)n * W_BTH + len + pad +
+			       (n == 1 ? 1 : 2) * W_AETH;
+		return;
+	}
+	req[SENT_P] += n;
+	req[SENT_B] += (long long)n * W_BTH + len + pad +
+		       (op == IBV_WR_RDMA_WRITE ? W_RETH : 0);
+	req[RCVD_P] += 1;			/* the ACK */
+	req[RCVD_B] += W_BTH + W_AETH;
+}
+
+static void mirror(long long v[NTRAFFIC])
+{
+	long long t;
+
+	t = v[SENT_P], v[SENT_P] = v[RCVD_P], v[RCVD_P] = t;
+	t = v[SENT_B], v[SENT_B] = v[RCVD_B], v[RCVD_B] = t;
+}
+
 static void expect_traffic(const long long d[NTRAFFIC],
 			   const long long want[NTRAFFIC])
 {
 	int i;
 
-	for (i = 0; i < NTRAFFIC; i++) {
-		if (ep_netns() ? d[i] >= want[i] : d[i] == want[i])
-			continue;
-		harness_fail(__FILE__, __LINE__, "%s moved by %lld, want %s%lld",
-			     traffic_counter[i], d[i], ep_netns() ? ">= " : "",
-			     want[i]);
-	}
+	for (i = 0; i < NTRAFFIC; i++)
+		if (d[i] != want[i])
+			harness_fail(__FILE__, __LINE__,
+				     "%s moved by %lld, want %lld (%s path)",
+				     traffic_counter[i], d[i], want[i],
+				     net_path() ? "net" : "same-host");
+}
+
+/* The counts of the exchange of traffic_counted_both_sides. */
+static void exchange_counts(long long req[NTRAFFIC], uint32_t mtu)
+{
+	int i;
+
+	memset(req, 0, NTRAFFIC * sizeof(req[0]));
+	for (i = 0; i < TC_SENDS; i++)
+		count_message(req, IBV_WR_SEND, TC_SEND_LEN, mtu, net_path());
+	count_message(req, IBV_WR_RDMA_WRITE, TC_WRITE_LEN, mtu, net_path());
+	count_message(req, IBV_WR_RDMA_READ, TC_READ_LEN, mtu, net_path());
 }
 
 static void counted_responder(int fd, void *arg)
 {
-	long long before[NTRAFFIC], after[NTRAFFIC], d[NTRAFFIC], want[NTRAFFIC];
+	long long before[NTRAFFIC], after[NTRAFFIC], d[NTRAFFIC];
+	long long want[NTRAFFIC];
 	struct ep_opts o;
 	struct ep b;
-	uint32_t mtu;
 	int i;
 
 	(void)arg;
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_open_remote(&b, &o, fd);
-	mtu = qp_mtu(b.qp);
 	traffic_counters(b.qp->qp_num, before);
 	for (i = 0; i < TC_SENDS; i++)
 		ASSERT_EQ(ep_post_recv(&b, (uint64_t)i, 8192u * (uint64_t)i,
@@ -475,30 +553,26 @@ static void counted_responder(int fd, void *arg)
 	traffic_counters(b.qp->qp_num, after);
 	for (i = 0; i < NTRAFFIC; i++)
 		d[i] = after[i] - before[i];
-	want[RCVD_P] = TC_SENDS * pkts(TC_SEND_LEN, mtu) +
-		       pkts(TC_WRITE_LEN, mtu) + 1;
-	want[RCVD_B] = TC_SENDS * TC_SEND_LEN + TC_WRITE_LEN;
-	want[SENT_P] = pkts(TC_READ_LEN, mtu);
-	want[SENT_B] = TC_READ_LEN;
+	exchange_counts(want, qp_mtu(b.qp));
+	mirror(want);
 	expect_traffic(d, want);
 	duo_signal(fd, 'd');
 	duo_expect(fd, 'x');
 	ep_destroy(&b);
 }
 
-TEST(traffic_counted_both_sides)
+static void traffic_counted(void)
 {
-	long long before[NTRAFFIC], after[NTRAFFIC], d[NTRAFFIC], want[NTRAFFIC];
+	long long before[NTRAFFIC], after[NTRAFFIC], d[NTRAFFIC];
+	long long want[NTRAFFIC];
 	struct ep_opts o;
 	struct duo d2;
 	struct ep a;
-	uint32_t mtu;
 	int i;
 
 	duo_fork(&d2, counted_responder, NULL);
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_open_remote(&a, &o, d2.fd);
-	mtu = qp_mtu(a.qp);
 	traffic_counters(a.qp->qp_num, before);
 	duo_expect(d2.fd, 'p');
 	for (i = 0; i < TC_SENDS; i++) {
@@ -518,15 +592,282 @@ TEST(traffic_counted_both_sides)
 	traffic_counters(a.qp->qp_num, after);
 	for (i = 0; i < NTRAFFIC; i++)
 		d[i] = after[i] - before[i];
-	want[SENT_P] = TC_SENDS * pkts(TC_SEND_LEN, mtu) +
-		       pkts(TC_WRITE_LEN, mtu) + 1;
-	want[SENT_B] = TC_SENDS * TC_SEND_LEN + TC_WRITE_LEN;
-	want[RCVD_P] = pkts(TC_READ_LEN, mtu);
-	want[RCVD_B] = TC_READ_LEN;
+	exchange_counts(want, qp_mtu(a.qp));
 	expect_traffic(d, want);
 	duo_signal(d2.fd, 'w');
 	duo_expect(d2.fd, 'd');
 	duo_signal(d2.fd, 'x');
 	duo_wait(&d2);
 	ep_destroy(&a);
+}
+
+/* Same host (or the net path in a two-namespace run) */
+TEST(traffic_counted_both_sides)
+{
+	traffic_counted();
+}
+
+/* The net path on one host too (SOFTHCA_NET=1; between namespaces it is
+ * the net path either way) */
+TEST(traffic_counted_both_sides_net)
+{
+	ASSERT_EQ(setenv("SOFTHCA_NET", "1", 1), 0);
+	traffic_counted();
+}
+
+/* ------------------------------------------------------------------ */
+/* One 1 MiB WRITE on the net path, packet by packet                   */
+
+/*
+ * A WRITE of 1 MiB at path MTU 1024 is 1024 packets (FIRST with its RETH,
+ * 1022 MIDDLE, LAST), 1024 x (BTH + 1024) + RETH bytes, answered by one
+ * ACK (BTH + AETH) to its LAST packet, the only one that asks (AckReq).
+ * Each side's QP counters must say exactly that.  Variants:
+ *   pcap  SOFTHCA_PCAP in both processes: each trace holds exactly the
+ *         frames the counters count (decoded here: Ethernet, IPv4/IPv6,
+ *         UDP 4791, BTH .. pad, ICRC; sent = to the peer's QPN); the
+ *         middle packets then go through the ordinary receive path
+ *         instead of straight into memory (conn.c), so both are counted;
+ *   dup   SOFTHCA_FAULTS=dup=1 in the requester: every packet goes out
+ *         twice.  The requester's QP still sent 1024 (the copies are the
+ *         wire's doing, counted as faults_injected 1024), the responder
+ *         received 2048, found 1024 duplicate requests and ACKed twice:
+ *         the LAST, and its copy again (IBA 9.7.5.1.3).
+ * The responder checks every byte of the WRITE too.
+ */
+#define BIG_LEN		(1u << 20)
+#define BIG_MTU		IBV_MTU_1024
+#define BIG_PKTS	1024
+
+struct big {
+	bool pcap, dup;
+	char pcap_tmpl[200];	/* SOFTHCA_PCAP, %p for the pid */
+};
+
+static uint8_t big_byte(uint32_t i)
+{
+	return (uint8_t)(0x5a ^ i ^ (i >> 8) ^ (i >> 16));
+}
+
+/* The counts both sides expect, as the requester's [SENT_P..RCVD_B]. */
+static void big_counts(const struct big *g, long long req[NTRAFFIC])
+{
+	memset(req, 0, NTRAFFIC * sizeof(req[0]));
+	count_message(req, IBV_WR_RDMA_WRITE, BIG_LEN, 1024, true);
+	ASSERT_EQ(req[SENT_P], BIG_PKTS);
+	if (g->dup) {
+		/* the ACK of the copy of the LAST */
+		req[RCVD_P] += 1;
+		req[RCVD_B] += W_BTH + W_AETH;
+	}
+}
+
+/*
+ * Wait until qpn's counters reach want (what is still on its way:
+ * a duplicate's ACK), at most ~10 s, then they must equal it.
+ */
+static void counted_exactly(uint32_t qpn, const long long want[NTRAFFIC],
+			    long long got[NTRAFFIC])
+{
+	int tries, i;
+	bool short_;
+
+	for (tries = 0; tries < 1000; tries++) {
+		traffic_counters(qpn, got);
+		short_ = false;
+		for (i = 0; i < NTRAFFIC; i++)
+			short_ |= got[i] < want[i];
+		if (!short_)
+			break;
+		usleep(10000);
+	}
+	expect_traffic(got, want);
+}
+
+/* The process counter name (the "pid P slot ..." line). */
+static long long proc_counter(const char *name)
+{
+	char args[64], want[32], key[64], *out = NULL;
+	const char *line, *end, *p;
+	long long v = -1;
+
+	snprintf(args, sizeof(args), "--pid %d --all", (int)getpid());
+	ASSERT_EQ(run_stat(args, &out), 0);
+	snprintf(want, sizeof(want), "pid %d slot ", (int)getpid());
+	snprintf(key, sizeof(key), " %s ", name);
+	line = strstr(out, want);
+	if (!line)
+		harness_fail(__FILE__, __LINE__, "no line '%s' in:\n%s", want,
+			     out);
+	end = strchr(line, '\n');
+	p = strstr(line, key);
+	if (!p || (end && p > end))
+		harness_fail(__FILE__, __LINE__, "no %s in:\n%s", name, out);
+	v = strtoll(p + strlen(key), NULL, 10);
+	free(out);
+	return v;
+}
+
+/* ---- the pcap trace (pcap_read.h) ---- */
+
+struct trace_count {
+	uint32_t own, peer;
+	long long v[NTRAFFIC];
+	unsigned int ops_sent[256];
+};
+
+static void trace_frame(const uint8_t *ib, uint32_t len, void *arg)
+{
+	struct trace_count *t = arg;
+	uint32_t dqpn = pcap_bth_dqpn(ib);
+
+	if (dqpn == t->peer) {
+		t->v[SENT_P]++;
+		t->v[SENT_B] += len;
+		t->ops_sent[pcap_bth_opcode(ib)]++;
+	} else if (dqpn == t->own) {
+		t->v[RCVD_P]++;
+		t->v[RCVD_B] += len;
+	}
+}
+
+/* This side's trace holds what its counters say, then it goes. */
+static void pcap_check(const struct big *g, const struct ep *e,
+		       const long long counted[NTRAFFIC], bool requester)
+{
+	struct trace_count t;
+	char path[256];
+	int i;
+
+	memset(&t, 0, sizeof(t));
+	t.own = e->self.qpn;
+	t.peer = e->peer.qpn;
+	pcap_name(g->pcap_tmpl, (int)getpid(), path, sizeof(path));
+	pcap_each(path, trace_frame, &t);
+	for (i = 0; i < NTRAFFIC; i++)
+		if (t.v[i] != counted[i])
+			harness_fail(__FILE__, __LINE__,
+				     "%s: %s %lld in the trace, %lld counted",
+				     path, traffic_counter[i], t.v[i],
+				     counted[i]);
+	if (requester) {
+		/* RC RDMA WRITE FIRST, MIDDLE, LAST (IBA table 37) */
+		ASSERT_EQ(t.ops_sent[0x06], 1);
+		ASSERT_EQ(t.ops_sent[0x07], BIG_PKTS - 2);
+		ASSERT_EQ(t.ops_sent[0x08], 1);
+	} else {
+		ASSERT_EQ(t.ops_sent[0x11], t.v[SENT_P]);	/* ACKs only */
+	}
+	unlink(path);
+}
+
+/* Both sides: the QP at path MTU 1024, a long ACK timeout (no resend). */
+static void big_open(struct ep *e, int fd)
+{
+	struct ep_opts o;
+
+	ep_default_opts(&o, IBV_QPT_RC);
+	o.timeout = 24;			/* ~69 s: nothing is resent */
+	ep_create(e, &o);
+	e->mtu = BIG_MTU;
+	ep_exchange(fd, &e->self, &e->peer);
+	ep_connect(e, &o);
+	ASSERT_EQ(qp_mtu(e->qp), 1024);
+}
+
+static void big_responder(int fd, void *arg)
+{
+	const struct big *g = arg;
+	long long want[NTRAFFIC], got[NTRAFFIC];
+	struct ep b;
+	uint32_t i;
+
+	unsetenv("SOFTHCA_FAULTS");
+	big_open(&b, fd);
+	memset(b.buf, 0xa5, BIG_LEN + 4096);
+	duo_signal(fd, 'p');
+	duo_expect(fd, 'w');		/* the WRITE completed */
+	big_counts(g, want);
+	mirror(want);
+	if (g->dup) {
+		/* what arrived twice */
+		want[RCVD_P] *= 2;
+		want[RCVD_B] *= 2;
+	}
+	counted_exactly(b.qp->qp_num, want, got);
+	ASSERT_EQ(qp_counter(b.qp->qp_num, "duplicate_request"),
+		  g->dup ? BIG_PKTS : 0);
+	ASSERT_EQ(qp_counter(b.qp->qp_num, "out_of_seq_request"), 0);
+	for (i = 0; i < BIG_LEN; i++)
+		if (b.buf[i] != big_byte(i))
+			harness_fail(__FILE__, __LINE__,
+				     "byte %u: 0x%02x, want 0x%02x", i,
+				     b.buf[i], big_byte(i));
+	for (i = BIG_LEN; i < BIG_LEN + 4096; i++)
+		ASSERT_EQ(b.buf[i], 0xa5);
+	if (g->pcap)
+		pcap_check(g, &b, got, false);
+	duo_signal(fd, 'd');
+	duo_expect(fd, 'x');
+	ep_destroy(&b);
+}
+
+static void big_write(struct big *g)
+{
+	long long want[NTRAFFIC], got[NTRAFFIC];
+	struct duo d;
+	struct ep a;
+	uint32_t i;
+
+	ASSERT_EQ(setenv("SOFTHCA_NET", "1", 1), 0);
+	unsetenv("SOFTHCA_FAULTS");
+	unsetenv("SOFTHCA_PCAP");
+	if (g->pcap) {
+		snprintf(g->pcap_tmpl, sizeof(g->pcap_tmpl),
+			 "%s/softhca-stat-%d-%%p.pcap",
+			 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+			 (int)getpid());
+		ASSERT_EQ(setenv("SOFTHCA_PCAP", g->pcap_tmpl, 1), 0);
+	}
+	duo_fork(&d, big_responder, g);
+	/* faults here only, after the fork */
+	if (g->dup)
+		ASSERT_EQ(setenv("SOFTHCA_FAULTS", "dup=1", 1), 0);
+	big_open(&a, d.fd);
+	for (i = 0; i < BIG_LEN; i++)
+		a.buf[i] = big_byte(i);
+	duo_expect(d.fd, 'p');
+	ASSERT_EQ(ep_post(&a, 0xb1, IBV_WR_RDMA_WRITE, 0, BIG_LEN, 0, 0), 0);
+	ep_expect(a.scq, a.qp, 0xb1, IBV_WC_SUCCESS);
+	big_counts(g, want);
+	counted_exactly(a.qp->qp_num, want, got);
+	ASSERT_EQ(proc_counter("faults_injected"), g->dup ? BIG_PKTS : 0);
+	if (g->pcap)
+		pcap_check(g, &a, got, true);
+	duo_signal(d.fd, 'w');
+	duo_expect(d.fd, 'd');
+	duo_signal(d.fd, 'x');
+	duo_wait(&d);
+	ep_destroy(&a);
+}
+
+TEST(net_write_1mib_counted)
+{
+	struct big g = { .pcap = false };
+
+	big_write(&g);
+}
+
+TEST(net_write_1mib_counted_pcap)
+{
+	struct big g = { .pcap = true };
+
+	big_write(&g);
+}
+
+TEST(net_write_1mib_duplicated_counted)
+{
+	struct big g = { .dup = true };
+
+	big_write(&g);
 }

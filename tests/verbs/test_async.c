@@ -12,11 +12,11 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/epoll.h>
 
 #include "harness.h"
+#include "asleep.h"
 #include "common.h"
 #include "flushqp.h"
 
@@ -68,28 +68,66 @@ TEST(epoll_on_async_fd)
 
 struct waiter {
 	struct ibv_context *ctx;
-	volatile int returned;
+	pid_t tid;
+	int ret, returned;
+	struct ibv_async_event ev;
 };
 
 static void *wait_async(void *arg)
 {
 	struct waiter *w = arg;
-	struct ibv_async_event ev;
 
-	ibv_get_async_event(w->ctx, &ev);
-	w->returned = 1;
+	asleep_self(&w->tid);
+	w->ret = ibv_get_async_event(w->ctx, &w->ev);
+	__atomic_store_n(&w->returned, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
+/*
+ * Without O_NONBLOCK the call sleeps in a read of async_fd (as rdma-core's
+ * does) until an event comes, then returns it: here the
+ * IBV_EVENT_QP_LAST_WQE_REACHED of a QP with an SRQ entering ERR.
+ */
 TEST(blocking_get_async_event_waits)
 {
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+	struct ibv_qp_init_attr qa = {
+		.cap = { .max_send_wr = 1, .max_send_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
 	struct waiter w = {.ctx = open_lo()};
+	struct ibv_pd *pd = ibv_alloc_pd(w.ctx);
+	struct ibv_cq *cq = ibv_create_cq(w.ctx, 4, NULL, NULL, 0);
+	struct ibv_srq *srq;
+	struct ibv_qp *qp;
 	pthread_t t;
 
+	ASSERT_NOT_NULL(pd);
+	ASSERT_NOT_NULL(cq);
+	srq = ibv_create_srq(pd, &sa);
+	ASSERT_NOT_NULL(srq);
+	qa.send_cq = qa.recv_cq = cq;
+	qa.srq = srq;
+	qp = ibv_create_qp(pd, &qa);
+	ASSERT_NOT_NULL(qp);
+	ASSERT_EQ(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+
 	ASSERT_EQ(pthread_create(&t, NULL, wait_async, &w), 0);
-	poll(NULL, 0, 200);
-	ASSERT_EQ(w.returned, 0);
-	/* the thread dies with the test process */
+	ASSERT_ASLEEP_ON_FD(&w.tid, &w.returned, w.ctx->async_fd);
+	attr.qp_state = IBV_QPS_ERR;
+	ASSERT_EQ(ibv_modify_qp(qp, &attr, IBV_QP_STATE), 0);
+	ASSERT_EQ(pthread_join(t, NULL), 0);
+	ASSERT_EQ(w.ret, 0);
+	ASSERT_EQ(w.ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+	ASSERT(w.ev.element.qp == qp);
+	ibv_ack_async_event(&w.ev);
+	ASSERT_EQ(ibv_destroy_qp(qp), 0);
+	ASSERT_EQ(ibv_destroy_srq(srq), 0);
+	ASSERT_EQ(ibv_destroy_cq(cq), 0);
+	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
+	ASSERT_EQ(ibv_close_device(w.ctx), 0);
 }
 
 /* Port and device events concern no object: acking them does nothing. */
@@ -123,25 +161,22 @@ TEST(contexts_have_their_own_queue)
 
 struct acker {
 	struct ibv_async_event ev;
-	volatile int acked;
+	pid_t destroyer;	/* the thread in ibv_destroy_cq */
+	int destroyed;		/* ibv_destroy_cq returned */
+	int acked;
 };
 
-static void *ack_later(void *arg)
+/* Ack once the destroyer sleeps on the CQ's condition variable, where
+ * ibv_destroy_cq waits for the acks (rdma-core's ibv_cmd_destroy_cq). */
+static void *ack_when_asleep(void *arg)
 {
 	struct acker *a = arg;
 
-	poll(NULL, 0, 300);
-	a->acked = 1;
+	ASSERT_ASLEEP_IN_COND(&a->destroyer, &a->destroyed,
+			      &a->ev.element.cq->cond);
+	__atomic_store_n(&a->acked, 1, __ATOMIC_RELEASE);
 	ibv_ack_async_event(&a->ev);
 	return NULL;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /*
@@ -156,7 +191,6 @@ TEST(cq_overrun_raises_cq_err)
 	struct acker a = {.acked = 0};
 	struct flush_qp f;
 	pthread_t t;
-	uint64_t t0;
 	int i;
 
 	ASSERT_NOT_NULL(cq);
@@ -177,11 +211,11 @@ TEST(cq_overrun_raises_cq_err)
 	ASSERT(a.ev.element.cq == cq);
 	flush_qp_destroy(&f);
 
-	t0 = now_ms();
-	ASSERT_EQ(pthread_create(&t, NULL, ack_later, &a), 0);
+	asleep_self(&a.destroyer);
+	ASSERT_EQ(pthread_create(&t, NULL, ack_when_asleep, &a), 0);
 	ASSERT_EQ(ibv_destroy_cq(cq), 0);
-	ASSERT_EQ(a.acked, 1);
-	ASSERT_GE(now_ms() - t0, 250);
+	__atomic_store_n(&a.destroyed, 1, __ATOMIC_RELEASE);
+	ASSERT_EQ(__atomic_load_n(&a.acked, __ATOMIC_ACQUIRE), 1);
 	ASSERT_EQ(pthread_join(t, NULL), 0);
 	ASSERT_EQ(ibv_close_device(ctx), 0);
 }

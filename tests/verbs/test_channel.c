@@ -13,11 +13,11 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/epoll.h>
 
 #include "harness.h"
+#include "asleep.h"
 #include "common.h"
 #include "flushqp.h"
 
@@ -27,14 +27,6 @@ static void set_nonblock(int fd)
 
 	ASSERT_GE(flags, 0);
 	ASSERT_EQ(fcntl(fd, F_SETFL, flags | O_NONBLOCK), 0);
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 TEST(create_destroy)
@@ -123,36 +115,6 @@ TEST(epoll_on_channel_fd)
 	ASSERT_EQ(ibv_close_device(ctx), 0);
 }
 
-struct waiter {
-	struct ibv_comp_channel *ch;
-	volatile int returned;
-};
-
-static void *wait_cq_event(void *arg)
-{
-	struct waiter *w = arg;
-	struct ibv_cq *cq;
-	void *c;
-
-	ibv_get_cq_event(w->ch, &cq, &c);
-	w->returned = 1;
-	return NULL;
-}
-
-/* Without O_NONBLOCK the call blocks until an event comes. */
-TEST(blocking_get_cq_event_waits)
-{
-	struct ibv_context *ctx = open_lo();
-	struct waiter w = {.ch = ibv_create_comp_channel(ctx)};
-	pthread_t t;
-
-	ASSERT_NOT_NULL(w.ch);
-	ASSERT_EQ(pthread_create(&t, NULL, wait_cq_event, &w), 0);
-	poll(NULL, 0, 200);
-	ASSERT_EQ(w.returned, 0);
-	/* the thread dies with the test process */
-}
-
 /* ------------------------------------------------------------------ */
 /* With completions (a QP whose receive WRs flush)                     */
 
@@ -172,6 +134,53 @@ static void cq_on_channel(struct cq_on_channel *c)
 	c->cq = ibv_create_cq(c->ctx, 16, &c->cookie, c->ch, 0);
 	ASSERT_NOT_NULL(c->cq);
 	flush_qp_create(c->ctx, c->cq, &c->f, 8);
+}
+
+struct waiter {
+	struct ibv_comp_channel *ch;
+	pid_t tid;
+	int ret, returned;
+	struct ibv_cq *cq;
+	void *cq_context;
+};
+
+static void *wait_cq_event(void *arg)
+{
+	struct waiter *w = arg;
+
+	asleep_self(&w->tid);
+	w->ret = ibv_get_cq_event(w->ch, &w->cq, &w->cq_context);
+	__atomic_store_n(&w->returned, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Without O_NONBLOCK the call sleeps in a read of the channel's fd (as
+ * rdma-core's does) until an event comes, then returns that event. */
+TEST(blocking_get_cq_event_waits)
+{
+	struct cq_on_channel c;
+	struct waiter w = {0};
+	struct ibv_wc wc[2];
+	pthread_t t;
+
+	cq_on_channel(&c);
+	flush_qp_post_recv(&c.f, 1);
+	ASSERT_EQ(ibv_req_notify_cq(c.cq, 0), 0);
+	w.ch = c.ch;
+	ASSERT_EQ(pthread_create(&t, NULL, wait_cq_event, &w), 0);
+	ASSERT_ASLEEP_ON_FD(&w.tid, &w.returned, c.ch->fd);
+	flush_qp_flush(&c.f);
+	ASSERT_EQ(pthread_join(t, NULL), 0);
+	ASSERT_EQ(w.ret, 0);
+	ASSERT(w.cq == c.cq);
+	ASSERT(w.cq_context == &c.cookie);
+	ASSERT_EQ(poll_n(c.cq, wc, 1, 1000), 1);
+	ASSERT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+	ibv_ack_cq_events(c.cq, 1);
+	flush_qp_destroy(&c.f);
+	ASSERT_EQ(ibv_destroy_cq(c.cq), 0);
+	ASSERT_EQ(ibv_destroy_comp_channel(c.ch), 0);
+	ASSERT_EQ(ibv_close_device(c.ctx), 0);
 }
 
 TEST(cq_event_after_arm)
@@ -232,15 +241,19 @@ TEST(cq_event_arming_rules)
 
 struct acker {
 	struct ibv_cq *cq;
-	volatile int acked;
+	pid_t destroyer;	/* the thread in ibv_destroy_cq */
+	int destroyed;		/* ibv_destroy_cq returned */
+	int acked;
 };
 
-static void *ack_later(void *arg)
+/* Ack once the destroyer sleeps on the CQ's condition variable, where
+ * ibv_destroy_cq waits for the acks (rdma-core's ibv_cmd_destroy_cq). */
+static void *ack_when_asleep(void *arg)
 {
 	struct acker *a = arg;
 
-	poll(NULL, 0, 300);
-	a->acked = 1;
+	ASSERT_ASLEEP_IN_COND(&a->destroyer, &a->destroyed, &a->cq->cond);
+	__atomic_store_n(&a->acked, 1, __ATOMIC_RELEASE);
 	ibv_ack_cq_events(a->cq, 1);
 	return NULL;
 }
@@ -253,7 +266,6 @@ TEST(destroy_cq_waits_for_ack)
 	struct acker a = {0};
 	struct ibv_cq *got;
 	void *got_ctx;
-	uint64_t t0;
 	pthread_t t;
 
 	cq_on_channel(&c);
@@ -265,11 +277,11 @@ TEST(destroy_cq_waits_for_ack)
 	flush_qp_destroy(&c.f);
 
 	a.cq = got;
-	t0 = now_ms();
-	ASSERT_EQ(pthread_create(&t, NULL, ack_later, &a), 0);
+	asleep_self(&a.destroyer);
+	ASSERT_EQ(pthread_create(&t, NULL, ack_when_asleep, &a), 0);
 	ASSERT_EQ(ibv_destroy_cq(c.cq), 0);
-	ASSERT_EQ(a.acked, 1);
-	ASSERT_GE(now_ms() - t0, 250);
+	__atomic_store_n(&a.destroyed, 1, __ATOMIC_RELEASE);
+	ASSERT_EQ(__atomic_load_n(&a.acked, __ATOMIC_ACQUIRE), 1);
 	ASSERT_EQ(pthread_join(t, NULL), 0);
 	ASSERT_EQ(ibv_destroy_comp_channel(c.ch), 0);
 	ASSERT_EQ(ibv_close_device(c.ctx), 0);

@@ -34,7 +34,7 @@ static void *load(const char *lib)
 
 		snprintf(why, sizeof(why), "%s: %s", lib, dlerror());
 		if (strstr(why, "No such file"))
-			SKIP(why); /* ibverbs-providers not installed */
+			SKIP_ENV(why); /* ibverbs-providers not installed */
 		harness_fail(__FILE__, __LINE__, "dlopen %s", why);
 	}
 	return h;

@@ -821,6 +821,90 @@ TEST(destroy_leaves_completions)
 	ASSERT_EQ(wc[1].qp_num, qpn);
 }
 
+/*
+ * Moving a QP to RESET removes the completions it left in its CQs, as
+ * mlx4/mlx5 do (mlx5_modify_qp cleans both CQs of the QP's number; README
+ * "Behaviour worth knowing"), in both the send and the receive CQ; the
+ * other QPs' completions in the same CQ stay, in order, and what the QP
+ * completes after the reset is kept.
+ */
+TEST(reset_removes_its_completions)
+{
+	struct ibv_qp_init_attr ia = {
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	static const uint64_t left[] = { 20, 21, 22 };
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc[16];
+	struct ibv_cq *scq;
+	struct env e;
+	unsigned int i;
+
+	env_open(&e);
+	scq = ibv_create_cq(e.ctx, 16, NULL, NULL, 0);
+	ASSERT_NOT_NULL(scq);
+	/* a: sends to scq, receives to e.cq; b: both to e.cq */
+	ia.send_cq = scq;
+	ia.recv_cq = e.cq;
+	a = ibv_create_qp(e.pd, &ia);
+	ASSERT_NOT_NULL(a);
+	ASSERT_EQ(try_modify(a, IBV_QPS_INIT,
+			     find_step(IBV_QPS_RESET, IBV_QPS_INIT)->req[RC]),
+		  0);
+	ASSERT_EQ(try_modify(a, IBV_QPS_RTR,
+			     find_step(IBV_QPS_INIT, IBV_QPS_RTR)->req[RC]), 0);
+	ASSERT_EQ(try_modify(a, IBV_QPS_RTS,
+			     find_step(IBV_QPS_RTR, IBV_QPS_RTS)->req[RC]), 0);
+	b = qp_at(&e, RC, IBV_QPS_INIT);
+
+	/* e.cq: a10 a11 b20 b21 a12 b22 (flushes); scq: a1, a2 */
+	post_recvs(&e, a, 2, 10);
+	post_send(&e, a, 1, IBV_WR_SEND, IBV_SEND_SIGNALED);
+	post_send(&e, a, 2, IBV_WR_SEND, IBV_SEND_SIGNALED);
+	post_recvs(&e, b, 2, 20);
+	ASSERT_EQ(try_modify(a, IBV_QPS_ERR, 0), 0);
+	ASSERT_EQ(try_modify(b, IBV_QPS_ERR, 0), 0);
+	post_recvs(&e, a, 1, 12);	/* flushed at once in ERR */
+	post_recvs(&e, b, 1, 22);
+	/* they are there: the first of each CQ is a's */
+	ASSERT_EQ(ibv_poll_cq(e.cq, 1, wc), 1);
+	ASSERT_U64_EQ(wc[0].wr_id, 10);
+	ASSERT_EQ(wc[0].qp_num, a->qp_num);
+	ASSERT_EQ(ibv_poll_cq(scq, 1, wc), 1);
+	ASSERT_U64_EQ(wc[0].wr_id, 1);
+
+	/* a to RESET: a11, a12 and a2 leave; b's stay, in order */
+	ASSERT_EQ(try_modify(a, IBV_QPS_RESET, 0), 0);
+	ASSERT_EQ(ibv_poll_cq(scq, 16, wc), 0);
+	ASSERT_EQ(ibv_poll_cq(e.cq, 16, wc), 3);
+	for (i = 0; i < 3; i++) {
+		if (wc[i].qp_num != b->qp_num || wc[i].wr_id != left[i])
+			harness_fail(__FILE__, __LINE__, "completion %u after "
+				     "the reset: wr_id %llu of QP %#x, "
+				     "expected b's %llu (%#x); a is %#x", i,
+				     (unsigned long long)wc[i].wr_id,
+				     wc[i].qp_num,
+				     (unsigned long long)left[i],
+				     b->qp_num, a->qp_num);
+		ASSERT_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
+	}
+
+	/* what a completes after the reset stays */
+	ASSERT_EQ(try_modify(a, IBV_QPS_INIT,
+			     find_step(IBV_QPS_RESET, IBV_QPS_INIT)->req[RC]),
+		  0);
+	post_recvs(&e, a, 1, 30);
+	ASSERT_EQ(try_modify(a, IBV_QPS_ERR, 0), 0);
+	ASSERT_EQ(ibv_poll_cq(e.cq, 16, wc), 1);
+	ASSERT_U64_EQ(wc[0].wr_id, 30);
+	ASSERT_EQ(wc[0].qp_num, a->qp_num);
+	ASSERT_EQ(ibv_destroy_qp(a), 0);
+	ASSERT_EQ(ibv_destroy_qp(b), 0);
+	ASSERT_EQ(ibv_destroy_cq(scq), 0);
+}
+
 static int get_event_nonblock(struct ibv_context *ctx,
 			      struct ibv_async_event *ev)
 {

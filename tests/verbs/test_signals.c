@@ -14,6 +14,7 @@
 
 #include "harness.h"
 #include "kick.h"
+#include "asleep.h"
 #include "common.h"
 #include "flushqp.h"
 
@@ -93,7 +94,8 @@ TEST(cq_event_restarts_with_sa_restart)
 struct sleeper {
 	struct ibv_comp_channel *ch;
 	struct ibv_cq *got;
-	int ret;
+	pid_t tid;
+	int ret, returned;
 };
 
 static void *sleep_on_channel(void *p)
@@ -101,7 +103,9 @@ static void *sleep_on_channel(void *p)
 	struct sleeper *s = p;
 	void *ctx;
 
+	asleep_self(&s->tid);
 	s->ret = ibv_get_cq_event(s->ch, &s->got, &ctx);
+	__atomic_store_n(&s->returned, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -124,7 +128,8 @@ TEST(two_waiters_two_events)
 	s2 = s1;
 	ASSERT_EQ(pthread_create(&t1, NULL, sleep_on_channel, &s1), 0);
 	ASSERT_EQ(pthread_create(&t2, NULL, sleep_on_channel, &s2), 0);
-	usleep(20000);
+	ASSERT_ASLEEP_ON_FD(&s1.tid, &s1.returned, a.ch->fd);
+	ASSERT_ASLEEP_ON_FD(&s2.tid, &s2.returned, a.ch->fd);
 	/* both events at once: one counter write may cover both */
 	fire_cq_event(&a);
 	fire_cq_event(&b);

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Is [addr, addr + len) mapped, readable, and writable if asked?  What
+ * pinning the pages would have found out, without pinning (mr.c).
+ *
+ * The kernel answers one address at a time with the PROCMAP_QUERY ioctl
+ * of /proc/self/maps (Linux 6.11 and later): the VMA that covers it, with
+ * its permissions, in O(log VMAs).  Older kernels get the text of
+ * /proc/self/maps walked line by line, which costs a read of every
+ * mapping the process has: with tens of thousands of them (a process
+ * with many CQs or QPs) registration slowed to a few thousand MRs a
+ * second (issue 12).
+ *
+ * The query's layout is the kernel's UAPI (include/uapi/linux/fs.h);
+ * Debian 12's headers predate it, so it is spelt out here.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
+
+#include "shca.h"
+
+struct vma_query {
+	uint64_t size;
+	uint64_t query_flags;
+	uint64_t query_addr;
+	uint64_t vma_start;
+	uint64_t vma_end;
+	uint64_t vma_flags;
+	uint64_t vma_page_size;
+	uint64_t vma_offset;
+	uint64_t inode;
+	uint32_t dev_major;
+	uint32_t dev_minor;
+	uint32_t vma_name_size;
+	uint32_t build_id_size;
+	uint64_t vma_name_addr;
+	uint64_t build_id_addr;
+};
+
+#define VMA_QUERY		_IOWR('f', 17, struct vma_query)
+#define VMA_READABLE		0x01
+#define VMA_WRITABLE		0x02
+
+/*
+ * One descriptor of /proc/self/maps, opened by this process: a child
+ * after fork() must not ask about its parent's memory through the
+ * descriptor it inherited, so the pid that opened it is kept.
+ */
+static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;
+static int maps_fd = -1;
+static pid_t maps_pid;
+static bool query_missing;	/* the kernel has no PROCMAP_QUERY */
+static bool query_checked;	/* SOFTHCA_PROCMAP_QUERY read */
+
+/* 0, -EFAULT, or -ENOTTY: ask the text instead; maps_lock held. */
+static int check_by_query(uintptr_t start, uintptr_t end, bool write)
+{
+	struct vma_query q;
+	uintptr_t cur = start;
+
+	if (maps_fd < 0 || maps_pid != shca_getpid()) {
+		if (maps_fd >= 0)
+			close(maps_fd);
+		maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+		maps_pid = shca_getpid();
+		if (maps_fd < 0)
+			return -ENOTTY;
+	}
+	while (cur < end) {
+		memset(&q, 0, sizeof(q));
+		q.size = sizeof(q);
+		q.query_addr = cur;	/* the VMA that covers it, or none */
+		if (ioctl(maps_fd, VMA_QUERY, &q) < 0) {
+			if (errno == ENOENT)
+				return -EFAULT;		/* a hole */
+			return -ENOTTY;
+		}
+		if (q.vma_start > cur || q.vma_end <= cur)
+			return -ENOTTY;		/* not what was asked */
+		if (!(q.vma_flags & VMA_READABLE) ||
+		    (write && !(q.vma_flags & VMA_WRITABLE)))
+			return -EFAULT;
+		cur = (uintptr_t)q.vma_end;
+	}
+	return 0;
+}
+
+/* The same question asked of the text of /proc/self/maps. */
+static int check_by_text(uintptr_t start, uintptr_t end, bool write)
+{
+	uintptr_t cur = start;
+	char line[512];
+	int ret = -EFAULT;
+	FILE *f;
+
+	f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return 0;	/* no procfs: nothing to check against */
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char perms[8];
+		int c;
+
+		if (!strchr(line, '\n'))	/* a long path: skip the rest */
+			while ((c = fgetc(f)) != EOF && c != '\n')
+				;
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3)
+			continue;
+		if (hi <= cur)
+			continue;
+		if (lo > cur)
+			break;		/* a hole */
+		if (perms[0] != 'r' || (write && perms[1] != 'w'))
+			break;
+		cur = hi;
+		if (cur >= end) {
+			ret = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
+/* 0 or -EFAULT (-EINVAL if the range wraps). */
+int shca_check_range(const void *addr, size_t len, bool write)
+{
+	uintptr_t start = (uintptr_t)addr;
+	int ret = -ENOTTY;
+
+	if (!len)
+		return 0;
+	if (len > UINTPTR_MAX - start)
+		return -EINVAL;
+	pthread_mutex_lock(&maps_lock);
+	if (!query_checked) {
+		/* SOFTHCA_PROCMAP_QUERY=0: the text walk, as on kernels
+		 * before 6.11 (bench/regmr.sh compares the two) */
+		const char *e = getenv("SOFTHCA_PROCMAP_QUERY");
+
+		query_missing = e && !strcmp(e, "0");
+		query_checked = true;
+	}
+	if (!query_missing) {
+		ret = check_by_query(start, start + len, write);
+		if (ret == -ENOTTY)
+			query_missing = true;
+	}
+	pthread_mutex_unlock(&maps_lock);
+	if (ret != -ENOTTY)
+		return ret;
+	return check_by_text(start, start + len, write);
+}
