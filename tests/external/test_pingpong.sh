@@ -21,17 +21,37 @@ PP=$SOFTHCA_BUILD/tests/shca_pingpong
 [ -x "$PP" ] || { echo "FAIL: no $PP (build first)" >&2; exit 1; }
 
 # spp NAME ARGS...: a shca_pingpong pair on softhca_lo; both sides exit 0
-# and each says it checked its -n (default 1000) messages.
+# and each says it checked its -n (default 1000) messages.  The server
+# listens on a port the kernel picks (-p 0) and says which; its client
+# starts once it did (a port picked beforehand may be taken meanwhile).
 spp() {
-	local name=shca-$1 port n=1000 a side
+	local name=shca-$1 n=1000 a side spid port src crc
 	shift
 	for a in "$@"; do
 		case $a in -n) n=next ;; *) [ "$n" = next ] && n=$a ;; esac
 	done
-	port=$(free_port)
-	PAIR_PORT=$port pair "$name" 120 \
-		"$PP" -d softhca_lo -g 0 -p "$port" "$@" -- \
-		"$PP" -d softhca_lo -g 0 -p "$port" "$@" 127.0.0.1 || return 1
+	timeout -k 5 120 "$PP" -d softhca_lo -g 0 -p 0 "$@" \
+		</dev/null >"$T/$name.server" 2>&1 &
+	spid=$!
+	port=
+	while [ -z "$port" ] && kill -0 "$spid" 2>/dev/null; do
+		port=$(sed -n 's/^listening on TCP port //p' "$T/$name.server")
+		[ -n "$port" ] || sleep 0.1
+	done
+	timeout -k 5 120 "$PP" -d softhca_lo -g 0 -p "${port:-0}" "$@" \
+		127.0.0.1 </dev/null >"$T/$name.client" 2>&1
+	crc=$?
+	wait "$spid"
+	src=$?
+	if [ "$src" != 0 ] || [ "$crc" != 0 ] ||
+	   grep -Eq -- "$LOADER_ERRORS" "$T/$name.server" "$T/$name.client"
+	then
+		fail "$name: server exit $src, client exit $crc"
+		echo "  --- server:" >&2; show_output "$T/$name.server"
+		echo "  --- client:" >&2; show_output "$T/$name.client"
+		return 1
+	fi
+	ok "$name"
 	for side in server client; do
 		if grep -q "^shca_pingpong: ok: .*, $n iters of " \
 			"$T/$name.$side"; then

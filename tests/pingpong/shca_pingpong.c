@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -83,7 +84,8 @@ static void usage(const char *argv0)
 {
 	fprintf(stderr,
 		"usage: %s [options] [HOST]\n"
-		"  -p PORT   TCP port of the exchange (18515)\n"
+		"  -p PORT   TCP port of the exchange (18515; server: 0, any,\n"
+		"            which it prints: 'listening on TCP port N')\n"
 		"  -d DEV    device (the first)\n"
 		"  -i PORT   device port (1)\n"
 		"  -g IDX    GID index (0)\n"
@@ -215,6 +217,23 @@ static int xfer(int fd, void *p, size_t len, bool out)
 	return 0;
 }
 
+/* The server says where it listens: with -p 0, the kernel chose. */
+static void print_port(int lfd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	unsigned int port = 0;
+
+	if (getsockname(lfd, (struct sockaddr *)&ss, &len))
+		return;
+	if (ss.ss_family == AF_INET)
+		port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	else if (ss.ss_family == AF_INET6)
+		port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	printf("listening on TCP port %u\n", port);
+	fflush(stdout);
+}
+
 static int tcp_open(const struct pp_opts *o)
 {
 	struct addrinfo hint = { .ai_socktype = SOCK_STREAM }, *res, *a;
@@ -253,6 +272,7 @@ static int tcp_open(const struct pp_opts *o)
 	if (o->server)
 		return fd;
 	lfd = fd;
+	print_port(lfd);
 	fd = accept(lfd, NULL, NULL);
 	if (fd < 0)
 		pp_fail("accept: %s", strerror(errno));
