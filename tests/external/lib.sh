@@ -142,15 +142,26 @@ free_port() {
 
 # pair NAME SECONDS SERVER_CMD... -- CLIENT_CMD...: run a server, then its
 # client, each bounded; both must exit 0.  Outputs in $T/NAME.{server,client}.
+# PAIR_PORT=P: the client starts once the server listens on TCP port P
+# (or has ended), within SECONDS; else 0.3 s after the server.
 pair() {
-	local name=$1 secs=$2 srv=() cli=() spid src crc
+	local name=$1 secs=$2 srv=() cli=() spid src crc n
 	shift 2
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do srv+=("$1"); shift; done
 	shift
 	cli=("$@")
 	timeout -k 5 "$secs" "${srv[@]}" </dev/null >"$T/$name.server" 2>&1 &
 	spid=$!
-	sleep 0.3
+	if [ -n "${PAIR_PORT:-}" ]; then
+		for ((n = secs * 10; n > 0; n--)); do
+			[ -n "$(ss -Hltn "sport = :$PAIR_PORT" 2>/dev/null)" ] &&
+				break
+			kill -0 "$spid" 2>/dev/null || break
+			sleep 0.1
+		done
+	else
+		sleep 0.3
+	fi
 	timeout -k 5 "$secs" "${cli[@]}" </dev/null >"$T/$name.client" 2>&1
 	crc=$?
 	wait "$spid"

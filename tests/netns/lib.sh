@@ -31,8 +31,12 @@
 #                               $NETNS_PAIR_SERVER_OUT/$NETNS_PAIR_CLIENT_OUT,
 #                               exit codes in $NETNS_PAIR_SERVER_RC/_CLIENT_RC.
 #                               NETNS_PAIR_PORT=P: start the client once the
-#                               server listens on TCP port P (else after
-#                               0.3 s); NETNS_PAIR_QUIET=1: print nothing
+#                               server listens on TCP port P;
+#                               NETNS_PAIR_READY=CMD: once CMD (eval'd; the
+#                               server's output is $NETNS_PAIR_SERVER_OUT)
+#                               succeeds; either bounded by SECONDS and by
+#                               the server's life (else after 0.3 s);
+#                               NETNS_PAIR_QUIET=1: print nothing
 #   netns_link_down NAME        pull NAME's cable: its bridge port goes down,
 #                               its veth0 loses carrier (NO-CARRIER)
 #   netns_link_up NAME          plug it back; returns once forwarding again
@@ -471,10 +475,16 @@ netns_pair() {
 	timeout -k 5 "$secs" ip netns exec "$srv_ns" "${srv[@]}" \
 		</dev/null >"$NETNS_PAIR_SERVER_OUT" 2>&1 &
 	spid=$!
-	if [ -n "${NETNS_PAIR_PORT:-}" ]; then
-		# until the server listens, or has ended, within SECONDS
+	if [ -n "${NETNS_PAIR_PORT:-}${NETNS_PAIR_READY:-}" ]; then
+		# until the server listens (is ready), or has ended, within
+		# SECONDS
 		for ((n = secs * 10; n > 0; n--)); do
-			_netns_listening "$srv_ns" "$NETNS_PAIR_PORT" && break
+			if [ -n "${NETNS_PAIR_PORT:-}" ]; then
+				_netns_listening "$srv_ns" "$NETNS_PAIR_PORT" &&
+					break
+			elif eval "$NETNS_PAIR_READY" >/dev/null 2>&1; then
+				break
+			fi
 			kill -0 "$spid" 2>/dev/null || break
 			sleep 0.1
 		done

@@ -4,11 +4,11 @@
 #    ibv_devinfo list softhca_lo and softhca_veth0 and nothing else, with
 #    that namespace's own addresses as GIDs (::ffff:10.231.X.i and
 #    fd00:5348:X::i), every port PORT_ACTIVE;
-#  - two processes in the SAME namespace run Debian's ibv_rc_pingpong over
-#    the namespace's veth address and veth GIDs (the same-host path);
-#  - ibv_rc_pingpong between two DIFFERENT namespaces fails cleanly until
-#    the net path lands (both sides exit non-zero, nothing hangs).  When it
-#    lands, that check must be flipped: see NET_PATH below.
+#  - two processes in the SAME namespace run shca_pingpong (tests/pingpong:
+#    every byte checked on both sides) over the namespace's veth address
+#    and veth GIDs (the same-host path), IPv4 and IPv6; Debian's
+#    ibv_rc_pingpong too, as a smoke test;
+#  - the same between two DIFFERENT namespaces (the net path).
 # Environment: SOFTHCA_BUILD (default: the source tree's build/), the
 # libraries in $SOFTHCA_BUILD/lib, the tool $SOFTHCA_BUILD/bin/softhca.
 # shellcheck source=tests/netns/lib.sh
@@ -16,17 +16,14 @@
 netns_require_root
 need ibv_devices ibv_devinfo ibv_rc_pingpong
 
-# UNTIL THE NET PATH LANDS: 0, and ibv_rc_pingpong between namespaces must
-# fail cleanly.  THEN: set this to 1 (or run with SOFTHCA_NET_PATH=1) and
-# the same pair must succeed.
-NET_PATH=${SOFTHCA_NET_PATH:-1}
-
 SOFTHCA_BUILD=${SOFTHCA_BUILD:-$SOFTHCA_SRC/build}
 SOFTHCA_BUILD=$(cd "$SOFTHCA_BUILD" && pwd) || { echo "FAIL: no build directory" >&2; exit 1; }
 LIB=$SOFTHCA_BUILD/lib
 TOOL=$SOFTHCA_BUILD/bin/softhca
 [ -e "$LIB/libibverbs.so.1" ] || { echo "FAIL: no $LIB/libibverbs.so.1" >&2; exit 1; }
 [ -x "$TOOL" ] || { echo "FAIL: no $TOOL" >&2; exit 1; }
+PP=$SOFTHCA_BUILD/tests/shca_pingpong
+[ -x "$PP" ] || { echo "FAIL: no $PP (build first)" >&2; exit 1; }
 # the clients must see softhca only
 export LD_LIBRARY_PATH=$LIB
 unset LD_PRELOAD RDMAV_DRIVERS IBV_DRIVERS
@@ -147,77 +144,79 @@ check "GID indexes of the veth addresses: a IPv4 '$ga4', a IPv6 '$ga6', b IPv4 '
 : "${ga4:=0}" "${ga6:=1}" "${gb4:=0}"
 
 # --- the same namespace: two processes, the veth address and GID ----------
-# pp SERVER_HOST CLIENT_HOST SERVER_GID CLIENT_GID SERVER_ADDR [ARGS]:
-# an ibv_rc_pingpong pair (netns_pair)
+# pp PROG SERVER_HOST CLIENT_HOST SERVER_GID CLIENT_GID SERVER_ADDR [ARGS]:
+# a PROG pair (netns_pair), PROG shca_pingpong or ibv_rc_pingpong
 pp() {
-	local sh=$1 ch=$2 sg=$3 cg=$4 addr=$5
-	shift 5
+	local prog=$1 sh=$2 ch=$3 sg=$4 cg=$5 addr=$6
+	shift 6
 	NETNS_PAIR_PORT=$PORT netns_pair "$sh" "$ch" 60 \
-		ibv_rc_pingpong -d "$DEV" -g "$sg" -p "$PORT" "$@" -- \
-		ibv_rc_pingpong -d "$DEV" -g "$cg" -p "$PORT" "$@" "$addr"
+		"$prog" -d "$DEV" -g "$sg" -p "$PORT" "$@" -- \
+		"$prog" -d "$DEV" -g "$cg" -p "$PORT" "$@" "$addr"
+}
+
+# both_say N: each side of the last pair said it did N iterations
+# (shca_pingpong: and checked every byte of what it received)
+both_say() {
+	grep -q "^shca_pingpong: ok: .*, $1 iters of " "$NETNS_PAIR_CLIENT_OUT" &&
+		grep -q "^shca_pingpong: ok: .*, $1 iters of " "$NETNS_PAIR_SERVER_OUT"
+}
+
+# uses_gid GID: both sides of the last pair named GID as their peer's
+uses_gid() {
+	grep -q "remote address: .*GID $1\$" "$NETNS_PAIR_CLIENT_OUT" &&
+		grep -q "remote address: .*GID $1\$" "$NETNS_PAIR_SERVER_OUT"
 }
 
 for h in a b; do
 	g=$ga4; [ "$h" = b ] && g=$gb4
 	v4=$(netns_ip4 "$h")
-	if pp "$h" "$h" "$g" "$g" "$v4" -n 200 -s 4096 -c; then
+	if pp "$PP" "$h" "$h" "$g" "$g" "$v4" -n 200 -s 4096 -e -N -t; then
+		ok "$h: shca_pingpong -g $g, two processes in $h over $v4"
+		check "$h: the pair used the veth GID ::ffff:$v4" uses_gid "::ffff:$v4"
+		check "$h: 200 iters, every byte checked on both sides" both_say 200
+	else
+		fail "$h: shca_pingpong -g $g, two processes in $h over $v4"
+	fi
+	if pp "$PP" "$h" "$h" "$g" "$g" "$v4" -T ud -n 200 -s 1024; then
+		ok "$h: shca_pingpong UD -g $g, two processes in $h"
+		check "$h: UD: 200 iters, every byte (and the GRH) checked" both_say 200
+	else
+		fail "$h: shca_pingpong UD -g $g, two processes in $h"
+	fi
+	# Debian's, a smoke test (-c: one byte a page, on the server)
+	if pp ibv_rc_pingpong "$h" "$h" "$g" "$g" "$v4" -n 200 -s 4096 -c; then
 		ok "$h: ibv_rc_pingpong -g $g, two processes in $h over $v4"
-		check "$h: the pair used the veth GID ::ffff:$v4" \
-			eval "grep -q 'remote address: .*GID ::ffff:$v4\$' $NETNS_PAIR_CLIENT_OUT &&
-			      grep -q 'remote address: .*GID ::ffff:$v4\$' $NETNS_PAIR_SERVER_OUT"
-		check "$h: 200 iters done" grep -q '^200 iters in' "$NETNS_PAIR_CLIENT_OUT"
+		check "$h: ibv_rc_pingpong used the veth GID ::ffff:$v4" uses_gid "::ffff:$v4"
+		check "$h: ibv_rc_pingpong: 200 iters done" grep -q '^200 iters in' "$NETNS_PAIR_CLIENT_OUT"
 		check "$h: no loader errors" not_grep "$LOADER_ERRORS" "$NETNS_PAIR_CLIENT_OUT"
 	else
 		fail "$h: ibv_rc_pingpong -g $g, two processes in $h over $v4"
 	fi
 done
-# the IPv6 GID too (ibv_rc_pingpong's own exchange stays on IPv4)
-if pp a a "$ga6" "$ga6" "$(netns_ip4 a)" -n 200 -c; then
-	ok "a: ibv_rc_pingpong -g $ga6 (GID $(netns_ip6 a)), two processes in a"
-	check "a: the pair used the veth GID $(netns_ip6 a)" \
-		grep -q "remote address: .*GID $(netns_ip6 a)\$" "$NETNS_PAIR_CLIENT_OUT"
+# the IPv6 GID too (the pair's own TCP exchange stays on IPv4)
+if pp "$PP" a a "$ga6" "$ga6" "$(netns_ip4 a)" -n 200; then
+	ok "a: shca_pingpong -g $ga6 (GID $(netns_ip6 a)), two processes in a"
+	check "a: the pair used the veth GID $(netns_ip6 a)" uses_gid "$(netns_ip6 a)"
+	check "a: IPv6 GID: 200 iters, every byte checked on both sides" both_say 200
 else
-	fail "a: ibv_rc_pingpong -g $ga6 (GID $(netns_ip6 a)), two processes in a"
+	fail "a: shca_pingpong -g $ga6 (GID $(netns_ip6 a)), two processes in a"
 fi
 
 # --- two namespaces -------------------------------------------------------
-# Server in a, client in b, each on its own veth IPv4 GID.
-if [ "$NET_PATH" = 1 ]; then
-	# the net path: this must work
-	if pp a b "$ga4" "$gb4" "$(netns_ip4 a)" -n 200 -s 4096 -c; then
-		ok "a <-> b: ibv_rc_pingpong between two namespaces"
-		check "a <-> b: 200 iters done" grep -q '^200 iters in' "$NETNS_PAIR_CLIENT_OUT"
-	else
-		fail "a <-> b: ibv_rc_pingpong between two namespaces"
-	fi
+# Server in a, client in b, each on its own veth IPv4 GID: the net path.
+if pp "$PP" a b "$ga4" "$gb4" "$(netns_ip4 a)" -n 200 -s 4096 -e -N -t; then
+	ok "a <-> b: shca_pingpong between two namespaces"
+	check "a <-> b: 200 iters, every byte checked on both sides" both_say 200
+	check "a <-> b: the client's peer is a's GID" \
+		grep -q "remote address: .*GID ::ffff:$(netns_ip4 a)\$" "$NETNS_PAIR_CLIENT_OUT"
 else
-	# UNTIL THE NET PATH LANDS: THEN THIS MUST SUCCEED (NET_PATH=1 above).
-	# Today softhca's INIT -> RTR answers EOPNOTSUPP for a destination GID
-	# that is not on this host.  ibv_rc_pingpong's server moves its QP to
-	# RTR before it answers the client (rc_pingpong.c pp_server_exch_dest),
-	# so the server is the one that says "Failed to modify QP to RTR" and
-	# hangs up; the client then fails reading the server's address.  Both
-	# must exit non-zero, by themselves, within the timeout.
-	before=$failures
-	NETNS_PAIR_QUIET=1 pp a b "$ga4" "$gb4" "$(netns_ip4 a)"
-	src=$NETNS_PAIR_SERVER_RC crc=$NETNS_PAIR_CLIENT_RC
-	clean_fail() {  # exit status: an error exit, not 0, a timeout or a signal
-		case "$1" in
-		0|124|125|137|12[89]|1[3-9][0-9]|2[0-9][0-9]) return 1 ;;
-		esac
-	}
-	check "a <-> b (until the net path lands): server exits non-zero by itself: $src" clean_fail "$src"
-	check "a <-> b (until the net path lands): client exits non-zero by itself: $crc" clean_fail "$crc"
-	check "a <-> b (until the net path lands): server says 'Failed to modify QP to RTR'" \
-		grep -q 'Failed to modify QP to RTR' "$NETNS_PAIR_SERVER_OUT"
-	check "a <-> b (until the net path lands): softhca says why (net path not built)" \
-		grep -q 'net path' "$NETNS_PAIR_SERVER_OUT"
-	check "a <-> b (until the net path lands): the client fails on the hang-up" \
-		grep -q "Couldn't read/write remote address" "$NETNS_PAIR_CLIENT_OUT"
-	if [ "$failures" != "$before" ]; then
-		echo "  --- server:" >&2; sed 's/^/    /' "$NETNS_PAIR_SERVER_OUT" >&2
-		echo "  --- client:" >&2; sed 's/^/    /' "$NETNS_PAIR_CLIENT_OUT" >&2
-	fi
+	fail "a <-> b: shca_pingpong between two namespaces"
+fi
+if pp ibv_rc_pingpong a b "$ga4" "$gb4" "$(netns_ip4 a)" -n 200 -s 4096 -c; then
+	ok "a <-> b: ibv_rc_pingpong between two namespaces"
+	check "a <-> b: ibv_rc_pingpong: 200 iters done" grep -q '^200 iters in' "$NETNS_PAIR_CLIENT_OUT"
+else
+	fail "a <-> b: ibv_rc_pingpong between two namespaces"
 fi
 
 finish

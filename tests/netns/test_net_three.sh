@@ -1,26 +1,32 @@
 #!/bin/bash
 # Between hosts (issue 5), three of them: network namespaces a, b and c
-# (tests/netns/lib.sh), Debian's clients unmodified, over softhca's net path:
+# (tests/netns/lib.sh), over softhca's net path:
 #  - three ping-pongs at once, one per pair of hosts (a <- b, b <- c,
 #    c <- a: server <- client, each host runs one server and one client):
-#    RC, then UD, SRQ and UC together, then perftest's ib_write_bw;
+#    shca_pingpong (tests/pingpong: every byte checked on both sides) RC,
+#    then UD, SRQ (-e -N -t) and UC together; then the same with Debian's
+#    ping-pongs (smoke tests: -c checks one byte a page), then perftest's
+#    ib_write_bw;
 #  - one rdma_cm listener in a taking connections from b and c at once
 #    (ucmatose);
-#  - mckey with two receivers (a and c) and a sender (b).
-# Each process is bounded in time.
+#  - mckey with two receivers (a and c) and a sender (b), which starts
+#    once both receivers said they joined.
+# Each process is bounded in time; nothing is run twice.
 # Environment: SOFTHCA_BUILD (default: the source tree's build/), the
 # libraries in $SOFTHCA_BUILD/lib.  Root only (77 otherwise).
 # shellcheck source=tests/netns/lib.sh
 . "$(dirname "$0")/lib.sh"
 netns_require_root
 need ibv_devinfo ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong \
-	ibv_srq_pingpong ib_write_bw mckey ucmatose ss
+	ibv_srq_pingpong ib_write_bw mckey ucmatose ss stdbuf
 
 SOFTHCA_BUILD=${SOFTHCA_BUILD:-$SOFTHCA_SRC/build}
 SOFTHCA_BUILD=$(cd "$SOFTHCA_BUILD" && pwd) || { echo "FAIL: no build directory" >&2; exit 1; }
 LIB=$SOFTHCA_BUILD/lib
 [ -e "$LIB/libibverbs.so.1" ] || { echo "FAIL: no $LIB/libibverbs.so.1" >&2; exit 1; }
 [ -e "$LIB/librdmacm.so.1" ] || { echo "FAIL: no $LIB/librdmacm.so.1" >&2; exit 1; }
+PP=$SOFTHCA_BUILD/tests/shca_pingpong
+[ -x "$PP" ] || { echo "FAIL: no $PP (build first)" >&2; exit 1; }
 # the clients must see softhca only
 export LD_LIBRARY_PATH=$LIB
 unset LD_PRELOAD RDMAV_DRIVERS IBV_DRIVERS
@@ -84,9 +90,8 @@ bound() {
 	done
 	return 1
 }
-# listening HOST PORT SECONDS: a TCP listener; udp_bound: a UDP socket
+# listening HOST PORT SECONDS: a TCP listener
 listening() { bound -Hltn "$@"; }
-udp_bound() { bound -Huan "$@"; }
 
 show() {
 	echo "  --- $1 (exit ${RC[$1]:-?}):" >&2
@@ -110,9 +115,10 @@ both_ok() {
 PAIRS="a:b b:c c:a"
 
 # together SECONDS CHECK_RE PROG_a:b ARGS_a:b PROG_b:c ARGS_b:c PROG_c:a ARGS_c:a
-# Every server first (each waits for its port), then every client, all
-# running at once; then one check per pair, and CHECK_RE in each client's
-# output.  ARGS are words; "-g" and "-x" take the host's GID index (GIDX).
+# Every server first, then every client once its server listens (bounded
+# by SECONDS), all running at once; then one check per pair, and CHECK_RE
+# in each client's output (TOGETHER_BOTH=1: in each server's too).  ARGS
+# are words; "-g" and "-x" take the host's GID index (GIDX).
 together() {
 	local secs=$1 want=$2 pr s c prog args i=0 progs=() argv=() names=()
 	shift 2
@@ -129,7 +135,7 @@ together() {
 	i=0
 	for pr in $PAIRS; do
 		s=${pr%:*} c=${pr#*:} prog=${progs[i]} args=${argv[i]}
-		listening "$s" "${pport[$pr]}" 10 || true   # the server's exit says why
+		listening "$s" "${pport[$pr]}" "$secs" || true   # its exit says why
 		# shellcheck disable=SC2086
 		bg "cli-$i-$c" "$c" "$secs" $prog -d "$DEV" -p "${pport[$pr]}" \
 			${args//GIDX/${GID[$c]}} "${IP[$s]}"
@@ -144,20 +150,38 @@ together() {
 	i=0
 	for pr in $PAIRS; do
 		s=${pr%:*} c=${pr#*:}
-		if both_ok "${progs[i]} ${argv[i]//GIDX/G}: $s <- $c, with the other two pairs at once" \
+		if both_ok "${progs[i]##*/} ${argv[i]//GIDX/G}: $s <- $c, with the other two pairs at once" \
 			"srv-$i-$s" "cli-$i-$c"; then
 			if grep -Eq -- "$want" "$NETNS_T/cli-$i-$c.out"; then
-				ok "${progs[i]}: $s <- $c: /$want/"
+				ok "${progs[i]##*/}: $s <- $c: /$want/"
 			else
-				fail "${progs[i]}: $s <- $c: client output does not match /$want/"
+				fail "${progs[i]##*/}: $s <- $c: client output does not match /$want/"
 				show "cli-$i-$c"
+			fi
+			if [ -n "${TOGETHER_BOTH:-}" ]; then
+				if grep -Eq -- "$want" "$NETNS_T/srv-$i-$s.out"; then
+					ok "${progs[i]##*/}: $s <- $c: server /$want/"
+				else
+					fail "${progs[i]##*/}: $s <- $c: server output does not match /$want/"
+					show "srv-$i-$s"
+				fi
 			fi
 		fi
 		i=$((i + 1))
 	done
 }
 
-# RC everywhere
+# shca_pingpong: RC everywhere, then three transports at once (UD within
+# the veth's 1024 MTU); each side checks every byte it receives
+TOGETHER_BOTH=1 together 60 '^shca_pingpong: ok: .*, 500 iters of ' \
+	"$PP" "-g GIDX -T rc -s 65536 -n 500" \
+	"$PP" "-g GIDX -T rc -s 65536 -n 500" \
+	"$PP" "-g GIDX -T rc -s 65536 -n 500"
+TOGETHER_BOTH=1 together 60 '^shca_pingpong: ok: .*, 500 iters of ' \
+	"$PP" "-g GIDX -T ud -s 1024 -n 500" \
+	"$PP" "-g GIDX -T srq -s 4096 -n 500 -e -N -t" \
+	"$PP" "-g GIDX -T uc -s 4096 -n 500"
+# Debian's ping-pongs (smoke tests): RC everywhere
 together 30 '^500 iters in' \
 	ibv_rc_pingpong "-g GIDX -s 65536 -n 500 -c" \
 	ibv_rc_pingpong "-g GIDX -s 65536 -n 500 -c" \
@@ -167,16 +191,17 @@ together 30 '^500 iters in' \
 	ibv_ud_pingpong "-g GIDX -s 1024 -n 500 -c" \
 	ibv_srq_pingpong "-g GIDX -s 4096 -n 500 -c" \
 	ibv_uc_pingpong "-g GIDX -s 4096 -n 500 -c"
-# bandwidth on every pair at once
+# bandwidth on every pair at once (-F: a report even when perftest's own
+# sampling of the CPU clock is disturbed by the load)
 together 60 '^ *[0-9]+ +[0-9]+ ' \
-	ib_write_bw "-x GIDX -n 200" \
-	ib_write_bw "-x GIDX -n 200" \
-	ib_write_bw "-x GIDX -n 200"
+	ib_write_bw "-F -x GIDX -n 200" \
+	ib_write_bw "-F -x GIDX -n 200" \
+	ib_write_bw "-F -x GIDX -n 200"
 
 # --- one rdma_cm listener, clients from two hosts at once -----------------
 port
 bg ucm-srv a 30 ucmatose -b "${IP[a]}" -p "$P" -c 2 -C 10
-listening a "$P" 10 || true
+listening a "$P" 30 || true	# the server's exit says why
 bg ucm-b b 30 ucmatose -s "${IP[a]}" -p "$P" -c 1 -C 10
 bg ucm-c c 30 ucmatose -s "${IP[a]}" -p "$P" -c 1 -C 10
 reap ucm-srv ucm-b ucm-c
@@ -188,24 +213,24 @@ if both_ok "ucmatose: a's listener, client c" ucm-srv ucm-c; then
 fi
 
 # --- multicast: two receivers, one sender ------------------------------
-# The receivers join first: softhca binds UDP port 4791 (RoCE v2's) just
-# before it joins the IP group on the device's interface.  The sender
-# starts once both are bound and waits 3 s after joining before it sends
-# its 10 messages, one IP multicast datagram each.
-# UD may lose datagrams, and a receiver that joined after the sender sent
-# (a slow start on a loaded machine) waits for nothing: then the three run
-# once more, and the note says so (two misses in a row fail).
-for try in 1 2; do
-	bg mc-a a 30 mckey -m 239.7.7.2 -b "${IP[a]}" -C 10
-	bg mc-c c 30 mckey -m 239.7.7.2 -b "${IP[c]}" -C 10
-	udp_bound a 4791 20 || echo "note: mckey: a not bound to 4791 after 20 s"
-	udp_bound c 4791 20 || echo "note: mckey: c not bound to 4791 after 20 s"
-	bg mc-b b 30 mckey -m 239.7.7.2 -b "${IP[b]}" -s -C 10
-	reap mc-b mc-a mc-c
-	[ "${RC[mc-a]}" = 0 ] && [ "${RC[mc-c]}" = 0 ] && break
-	[ "$try" = 2 ] ||
-		echo "note: mckey: a receiver missed the messages (exit a ${RC[mc-a]}, c ${RC[mc-c]}): once more"
-done
+# Each receiver (stdout line-buffered) posts its receives, joins, and
+# says "joined dgid" once its QP is attached (the join event retrieved).
+# The sender starts once both said so (each wait bounded by that
+# receiver's life), then sends its 10 messages, one IP multicast datagram
+# each: no datagram can go before a receiver is in the group.
+# joined NAME: wait until background process NAME said it joined, or ended
+joined() {
+	until grep -q 'joined dgid' "$NETNS_T/$1.out"; do
+		kill -0 "${PID[$1]}" 2>/dev/null || return 1
+		sleep 0.1
+	done
+}
+bg mc-a a 30 stdbuf -oL mckey -m 239.7.7.2 -b "${IP[a]}" -C 10
+bg mc-c c 30 stdbuf -oL mckey -m 239.7.7.2 -b "${IP[c]}" -C 10
+check "mckey: receiver a joined" joined mc-a
+check "mckey: receiver c joined" joined mc-c
+bg mc-b b 30 mckey -m 239.7.7.2 -b "${IP[b]}" -s -C 10
+reap mc-b mc-a mc-c
 for h in a c; do
 	if both_ok "mckey: receiver $h, sender b" "mc-$h" mc-b; then
 		check "mckey: receiver $h: data transfers complete" \

@@ -1,23 +1,29 @@
 #!/bin/bash
-# Between hosts (issue 5): Debian's clients, unmodified, between two
-# network namespaces ("hosts" a and b, tests/netns/lib.sh), over softhca's
-# net path (RC/UC over TCP, UD over UDP, multicast over IP multicast):
-#  - ibv_{rc,uc,ud,srq}_pingpong: server in a, client in b connecting to
-#    a's veth address, each on its own veth IPv4 GID (the IPv6 GID too);
-#    events (-e), sizes 1 B to 1 MiB (UD up to the veth's 1024 MTU), a
-#    longer run, -N and -t, the data checked by the clients (-c);
+# Between hosts (issue 5): ping-pongs and Debian's clients, unmodified,
+# between two network namespaces ("hosts" a and b, tests/netns/lib.sh),
+# over softhca's net path (RC/UC over TCP, UD over UDP, multicast over IP
+# multicast):
+#  - shca_pingpong (tests/pingpong), the evidence that the data cross
+#    intact: RC, UC, UD and SRQ, -e, -N and -t, 1 B to 1 MiB (UD up to the
+#    veth's 1024 MTU), IPv4 and IPv6 GIDs; each side checks every byte it
+#    receives (and the bytes around it, and UD's GRH);
+#  - ibv_{rc,uc,ud,srq}_pingpong, smoke tests: server in a, client in b
+#    connecting to a's veth address, each on its own veth IPv4 GID (the
+#    IPv6 GID too); events (-e), sizes 1 B to 1 MiB, a longer run, -N and
+#    -t; a side that says "invalid data in page" (-c) fails;
 #  - perftest's ib_{send,write,read,atomic}_{lat,bw} (RC), the UC and UD
-#    variants, and rdma_cm mode (-R) for a few;
-#  - rdmacm-utils: rping -v, rdma_server/rdma_client, ucmatose, udaddy,
-#    mckey (receiver in a, sender in b);
+#    variants, and a few with their exchange over rdma_cm (-z); smoke
+#    tests too (perftest does not look at the payload);
+#  - rdmacm-utils: rping -V (it compares every ping's data; each line i
+#    must be ping i), rdma_server/rdma_client, ucmatose, udaddy, mckey
+#    (receiver in a, sender in b once the receiver said it joined);
 #  - clean failures: an ibv_rc_pingpong client toward a with no server
 #    there, an rping client toward a port of a nobody listens on: both
-#    exit non-zero by themselves, quickly.
-# Until the net path lands, every cross-namespace check here fails (the
-# QP's INIT -> RTR answers EOPNOTSUPP; UD messages are lost): each pair is
-# bounded in time, and when the first case of a family (one client and
-# transport) times out, the family's other cases fail at once, not run:
-# the whole test stays within a few minutes however the net path fails.
+#    exit non-zero by themselves (not by their timeout).
+# No case is run twice.  Each pair is bounded in time, and when the first
+# case of a family (one client and transport) times out, the family's
+# other cases fail at once, not run: the whole test stays within a few
+# minutes however the net path fails.
 # Environment: SOFTHCA_BUILD (default: the source tree's build/), the
 # libraries in $SOFTHCA_BUILD/lib.  Root only (77 otherwise).
 # shellcheck source=tests/netns/lib.sh
@@ -26,13 +32,15 @@ netns_require_root
 need ibv_devinfo ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong \
 	ibv_srq_pingpong ib_send_lat ib_send_bw ib_write_lat ib_write_bw \
 	ib_read_lat ib_read_bw ib_atomic_lat ib_atomic_bw rping rdma_server \
-	rdma_client udaddy mckey ucmatose stdbuf
+	rdma_client udaddy mckey ucmatose stdbuf ss
 
 SOFTHCA_BUILD=${SOFTHCA_BUILD:-$SOFTHCA_SRC/build}
 SOFTHCA_BUILD=$(cd "$SOFTHCA_BUILD" && pwd) || { echo "FAIL: no build directory" >&2; exit 1; }
 LIB=$SOFTHCA_BUILD/lib
 [ -e "$LIB/libibverbs.so.1" ] || { echo "FAIL: no $LIB/libibverbs.so.1" >&2; exit 1; }
 [ -e "$LIB/librdmacm.so.1" ] || { echo "FAIL: no $LIB/librdmacm.so.1" >&2; exit 1; }
+PP=$SOFTHCA_BUILD/tests/shca_pingpong
+[ -x "$PP" ] || { echo "FAIL: no $PP (build first)" >&2; exit 1; }
 # the clients must see softhca only
 export LD_LIBRARY_PATH=$LIB
 unset LD_PRELOAD RDMAV_DRIVERS IBV_DRIVERS
@@ -113,7 +121,59 @@ out_has() {
 	fi
 }
 
-# --- ibverbs-utils ping-pongs -------------------------------------------
+# --- shca_pingpong: the data checked -------------------------------------
+# spp NAME [-6] ARGS...: shca_pingpong's server in a on a's veth GID, its
+# client in b on b's, toward a's address; both sides exit 0, each says it
+# checked all its -n (default 1000) messages, and the client's peer is
+# a's GID.  -6: the IPv6 GIDs (the TCP exchange stays on IPv4).  Bounded
+# by PP_SECS (60 s).
+spp() {
+	local name=$1 ga=$GA4 gb=$GB4 ra="::ffff:$A4" n=1000 a fam=shca side
+	local secs=${PP_SECS:-60}
+	shift
+	if [ "${1:-}" = -6 ]; then ga=$GA6 gb=$GB6 ra=$A6 fam=shca-6; shift; fi
+	for a in "$@"; do
+		case $a in -n) n=next ;; *) [ "$n" = next ] && n=$a ;; esac
+	done
+	name="spp $name: shca_pingpong -g $gb${*:+ $*} (a <- b)"
+	gate "$fam" "$name" || return 1
+	port
+	NETNS_PAIR_PORT=$P netns_pair a b "$secs" \
+		"$PP" -d "$DEV" -g "$ga" -p "$P" "$@" -- \
+		"$PP" -d "$DEV" -g "$gb" -p "$P" "$@" "$A4"
+	timed_out "$fam" "$name"
+	pair_ok "$name" || return 1
+	for side in server client; do
+		out_has "${name%%:*}" "$side" "^shca_pingpong: ok: .*, $n iters of "
+	done
+	out_has "${name%%:*}" client "remote address: .*GID $(re "$ra")\$"
+}
+
+for t in rc uc srq; do
+	spp "$t" -T "$t" -n 500
+	spp "$t-events" -T "$t" -e -n 500
+	spp "$t-ext" -T "$t" -e -N -t -n 500
+done
+spp ud -T ud -s 1024 -n 500
+spp ud-events -T ud -s 1024 -e -n 500
+spp ud-ext -T ud -s 1024 -e -N -t -n 500
+for s in 1 4096 65536; do
+	for t in rc uc srq; do
+		spp "$t-$s" -T "$t" -s "$s" -n 200
+	done
+done
+spp rc-1MiB -T rc -s 1048576 -n 20
+spp srq-1MiB -T srq -s 1048576 -n 20
+spp rc-ext-1MiB -T rc -e -N -t -s 1048576 -n 20
+for s in 1 512 1024; do
+	spp "ud-$s" -T ud -s "$s" -n 200
+done
+PP_SECS=120 spp rc-long -T rc -n 5000
+spp rc-ipv6 -6 -T rc -s 4096 -n 200
+spp ud-ipv6 -6 -T ud -s 1024 -n 200
+spp srq-ipv6 -6 -T srq -e -N -t -s 65536 -n 100
+
+# --- ibverbs-utils ping-pongs: smoke tests --------------------------------
 # pp NAME PROG [-6] ARGS...: PROG's server in a on a's veth GID, its client
 # in b on b's, toward a's address; both sides exit 0, the client did its
 # iterations with a's GID as the remote one.  -6: the IPv6 GIDs (the
@@ -175,46 +235,36 @@ pp rc-timestamps ibv_rc_pingpong -t
 pp rc-ipv6 ibv_rc_pingpong -6 -s 4096 -n 200 -c
 pp ud-ipv6 ibv_ud_pingpong -6 -s 1024 -n 200 -c
 
-# --- perftest -----------------------------------------------------------
-# pt NAME PROG ARGS...: server in a, client in b toward a; both exit 0 and
-# the client prints a result line.  -x: the veth IPv4 GID (perftest finds
-# no RoCE v2 GID type in sysfs, which softhca has no entries in).
-# RDMA_CM=1: -R (rdma_cm), no -x.  A family: the connection type (-c),
-# with or without -R.
+# --- perftest: smoke tests --------------------------------------------------
+# pt NAME PROG ARGS...: server in a, client in b toward a, once the server
+# listens; both exit 0 and the client prints a result line.  -x: the veth
+# IPv4 GID (perftest finds no RoCE v2 GID type in sysfs, which softhca has
+# no entries in).  -F: a result even when perftest's sampling of the CPU
+# clock is disturbed by a loaded machine (without it perftest exits 1,
+# "Can't produce a report": a timing check of its own, nothing of
+# softhca's).  RDMA_CM=1: -z, perftest's exchange over an rdma_cm
+# connection (one rdma_listen, which the client waits for).  Not -R here:
+# perftest 4.5's -R client connects its test QPs right after its last
+# handshake with the server, which only then calls rdma_listen again on
+# the same port (linux-rdma/perftest#93): whether the client is refused
+# (and then crashes) is the scheduler's choice, and only a retry would
+# hide that, which would hide a lost listener of softhca's too.  A
+# family: the connection type (-c), with or without -z.
 pt() {
-	local name=$1 prog=$2 xa=(-x "$GA4") xb=(-x "$GB4") fam=RC a try secs=30 nice=()
+	local name=$1 prog=$2 xa=(-F -x "$GA4") xb=(-F -x "$GB4") fam=RC a secs=30
 	shift 2
 	for a in "$@"; do
 		case $a in -c) fam=next ;; *) [ "$fam" = next ] && fam=$a ;; esac
 	done
-	# -R: a server whose client crashed (below) waits for nothing; the
-	# server runs at a higher priority (we are root), which gives it a
-	# head start in the race below (on 2 busy cores it loses it most of
-	# the time otherwise).  Not a niced client: on cores kept busy by
-	# other work (make check), a nice 19 client got so little CPU that
-	# it did not finish within the pair's 10 s.
 	if [ -n "${RDMA_CM:-}" ]; then
-		xa=(-R) xb=(-R) fam=$fam-R secs=10 nice=(nice -n -10)
+		xa+=(-z) xb+=(-z) fam=$fam-z
 	fi
 	name="pt $name: $prog ${xb[*]} $* (a <- b)"
 	gate "perftest-$fam" "$name" || return 1
-	for try in 1 2 3 4 5; do
-		port
-		NETNS_PAIR_PORT=$P netns_pair a b "$secs" \
-			"${nice[@]}" "$prog" -d "$DEV" "${xa[@]}" -p "$P" "$@" -- \
-			"$prog" -d "$DEV" "${xb[@]}" -p "$P" "$@" "$A4"
-		# perftest's own race (linux-rdma/perftest#93): with -R, its
-		# client may connect before its server's rdma_listen, gets
-		# REJECTED (8, no listener, as from a kernel's CM; UD:
-		# UNREACHABLE 1, SIDR's "no such QP"), and its retry then uses
-		# the ids it destroyed (a crash).  Run again.
-		if [ -z "${RDMA_CM:-}" ] || [ "$try" = 5 ] ||
-		   ! grep -Eq 'RDMA_CM_EVENT_(REJECTED; error: 8|UNREACHABLE; error: 1)\.' \
-			"$NETNS_PAIR_CLIENT_OUT"; then
-			break
-		fi
-		echo "note: $name: perftest's client connected before its server listened (perftest#93); again"
-	done
+	port
+	NETNS_PAIR_PORT=$P netns_pair a b "$secs" \
+		"$prog" -d "$DEV" "${xa[@]}" -p "$P" "$@" -- \
+		"$prog" -d "$DEV" "${xb[@]}" -p "$P" "$@" "$A4"
 	timed_out "perftest-$fam" "$name"
 	pair_ok "$name" || return 1
 	if grep -Eq '^ *[0-9]+ +[0-9]+ ' "$NETNS_PAIR_CLIENT_OUT"; then
@@ -239,19 +289,32 @@ pt ib_send_lat-UC ib_send_lat -c UC -n 200
 pt ib_write_bw-UC ib_write_bw -c UC -n 100
 pt ib_send_lat-UD ib_send_lat -c UD -n 200
 pt ib_send_bw-UD ib_send_bw -c UD -n 100
-RDMA_CM=1 pt ib_send_lat-R ib_send_lat -n 200
-RDMA_CM=1 pt ib_write_bw-R ib_write_bw -n 100
-RDMA_CM=1 pt ib_read_lat-R ib_read_lat -n 200
-RDMA_CM=1 pt ib_send_lat-UD-R ib_send_lat -c UD -n 200
+RDMA_CM=1 pt ib_send_lat-z ib_send_lat -n 200
+RDMA_CM=1 pt ib_write_bw-z ib_write_bw -n 100
+RDMA_CM=1 pt ib_read_lat-z ib_read_lat -n 200
+RDMA_CM=1 pt ib_send_lat-UD-z ib_send_lat -c UD -n 200
 
 # --- rdmacm-utils -------------------------------------------------------
-# rping: stdout line-buffered (stderr shares the file)
+# ping_seq FILE N: FILE has N lines of rping's "ping data: ", the i-th
+# (from 0) with ping i's data: "rdma-ping-i: " (a buffer that the RDMA
+# WRITE did not reach still holds ping i - 1's)
+ping_seq() {
+	awk -v n="$2" 'BEGIN { k = 0 } /ping data: / {
+		if (index($0, "ping data: rdma-ping-" k ": ") == 0) bad++
+		k++
+	} END { exit !(k == n && !bad) }' "$1"
+}
+# rping -V: the client compares every ping's data (rping says "data
+# mismatch" and fails); stdout line-buffered (stderr shares the file)
 port
-NETNS_PAIR_PORT=$P netns_pair a b 20 rping -s -a "$A4" -p "$P" -v -C 100 -- \
-	stdbuf -oL rping -c -a "$A4" -p "$P" -v -C 100
-if pair_ok "rping -v -C 100 (a <- b)"; then
-	n=$(grep -c 'ping data: rdma-ping-' "$NETNS_PAIR_CLIENT_OUT")
-	check "rping: 100 pings verified, $n seen" [ "$n" = 100 ]
+NETNS_PAIR_PORT=$P netns_pair a b 20 \
+	stdbuf -oL rping -s -a "$A4" -p "$P" -v -V -C 100 -- \
+	stdbuf -oL rping -c -a "$A4" -p "$P" -v -V -C 100
+if pair_ok "rping -v -V -C 100 (a <- b)"; then
+	check "rping: the client's 100 lines, line i with ping i's data" \
+		ping_seq "$NETNS_PAIR_CLIENT_OUT" 100
+	check "rping: the server's 100 lines, line i with ping i's data" \
+		ping_seq "$NETNS_PAIR_SERVER_OUT" 100
 fi
 
 port
@@ -268,25 +331,36 @@ pair_ok "ucmatose -c 10 -C 10 (a <- b)" &&
 	out_has ucmatose client 'return status 0'
 
 # udaddy (its port is 7174; -p is the port space): a UD id listens on a
-# UDP port, which NETNS_PAIR_PORT (TCP) does not see, so the client starts
-# a second later
-netns_pair a b 20 udaddy -b "$A4" -C 10 -- \
-	sh -c 'sleep 1; exec udaddy -s "$0" -C 10' "$A4"
+# UDP port, which NETNS_PAIR_PORT (TCP) does not see.
+# ud_listening HOST PORT: HOST's UDP PORT is bound and the process that
+# bound it waits in read(2) (system call 0): in rdma_get_cm_event, after
+# its rdma_listen (udaddy does not block between its bind and its listen)
+ud_listening() {
+	local pid
+	pid=$(ip netns exec "$(netns_name "$1")" ss -Hulnp "sport = :$2" |
+		sed -n 's/.*pid=\([0-9]*\),.*/\1/p' | head -1)
+	[ -n "$pid" ] && [ "$(cut -d' ' -f1 "/proc/$pid/syscall")" = 0 ]
+}
+NETNS_PAIR_READY="ud_listening a 7174" netns_pair a b 20 \
+	udaddy -b "$A4" -C 10 -- udaddy -s "$A4" -C 10
 pair_ok "udaddy -C 10 (a <- b)" &&
 	out_has udaddy client 'return status 0'
 
-# mckey: the receiver in a joins first (softhca binds UDP port 4791 just
-# before it joins the IP group); the sender in b starts once that port is
-# bound in a (bounded by the pair's time) and waits 3 s after joining
-# before it sends; IPv4 (::ffff:239.7.7.1), then IPv6 (ff0e::7:7:1)
-mc_bound="until ip netns exec $(netns_name a) ss -Huan 'sport = :4791' | grep -q .; do sleep 0.1; done"
-netns_pair a b 20 mckey -m 239.7.7.1 -b "$A4" -C 10 -- \
-	sh -c "$mc_bound; exec mckey -m 239.7.7.1 -b $B4 -s -C 10"
+# mckey: the receiver in a (its stdout line-buffered) posts its receives,
+# joins, and says "joined dgid" once its QP is attached (the join event
+# retrieved); the sender in b starts only then (bounded by the pair's
+# time), so no datagram can go before the receiver is in the group.
+# IPv4 (::ffff:239.7.7.1), then IPv6 (ff0e::7:7:1)
+joined='grep -q "joined dgid" "$NETNS_PAIR_SERVER_OUT"'
+NETNS_PAIR_READY=$joined netns_pair a b 20 \
+	stdbuf -oL mckey -m 239.7.7.1 -b "$A4" -C 10 -- \
+	mckey -m 239.7.7.1 -b "$B4" -s -C 10
 pair_ok "mckey -C 10: receiver a, sender b" &&
 	out_has mckey client 'joined dgid: ::ffff:239\.7\.7\.1' &&
 	out_has mckey server 'data transfers complete'
-netns_pair a b 20 mckey -m ff0e::7:7:1 -b "$A6" -C 10 -- \
-	sh -c "$mc_bound; exec mckey -m ff0e::7:7:1 -b $B6 -s -C 10"
+NETNS_PAIR_READY=$joined netns_pair a b 20 \
+	stdbuf -oL mckey -m ff0e::7:7:1 -b "$A6" -C 10 -- \
+	mckey -m ff0e::7:7:1 -b "$B6" -s -C 10
 pair_ok "mckey -6 -C 10: receiver a, sender b" &&
 	out_has mckey-6 client 'joined dgid: ff0e::7:7:1 ' &&
 	out_has mckey-6 server 'data transfers complete'
@@ -299,26 +373,23 @@ clean_fail() {
 		{ [ "$1" -lt 124 ] || [ "$1" -gt 192 ]; }
 }
 
-# ibv_rc_pingpong client in b toward a, where nothing listens
+# ibv_rc_pingpong client in b toward a, where nothing listens (bounded by
+# its 30 s; clean_fail says it was not that bound that ended it)
 port
-t0=$SECONDS
 NETNS_EXEC_TIMEOUT=30 netns_exec b ibv_rc_pingpong -d "$DEV" -g "$GB4" -p "$P" "$A4" \
 	</dev/null >"$NETNS_T/nosrv.out" 2>&1
-rc=$? dt=$((SECONDS - t0))
+rc=$?
 check "ibv_rc_pingpong toward a with no server: exits non-zero by itself ($rc)" clean_fail "$rc"
-check "ibv_rc_pingpong toward a with no server: within 20 s (${dt}s)" [ "$dt" -le 20 ]
 check "ibv_rc_pingpong toward a with no server: says it could not connect" \
 	grep -q "Couldn't connect to $A4:$P" "$NETNS_T/nosrv.out"
 
 # rping client in b toward a port of a nobody listens on: the IB CM's
 # REJ "invalid service ID" (8), as on a RoCE device
 port
-t0=$SECONDS
 NETNS_EXEC_TIMEOUT=30 netns_exec b rping -c -a "$A4" -p "$P" -C 1 \
 	</dev/null >"$NETNS_T/norping.out" 2>&1
-rc=$? dt=$((SECONDS - t0))
+rc=$?
 check "rping toward a with no listener: exits non-zero by itself ($rc)" clean_fail "$rc"
-check "rping toward a with no listener: within 20 s (${dt}s)" [ "$dt" -le 20 ]
 check "rping toward a with no listener: RDMA_CM_EVENT_REJECTED, error 8" \
 	grep -q 'RDMA_CM_EVENT_REJECTED, error 8' "$NETNS_T/norping.out"
 
