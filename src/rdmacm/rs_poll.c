@@ -95,6 +95,13 @@ static void gate_open(void)
 	pthread_mutex_unlock(&gate_lock);
 }
 
+/* Completions were taken by polling (rs_process): the same */
+void rs_wake_sleepers(void)
+{
+	pthread_once(&gate_once, gate_init);
+	gate_open();
+}
+
 /* Consume what is ready on the socket's sources, never blocking; true
  * if anything was.  rs->lock held. */
 bool rs_events(struct rsocket *rs)

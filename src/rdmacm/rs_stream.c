@@ -304,16 +304,17 @@ static void send_done(struct rsocket *rs, const struct ibv_wc *wc)
 }
 
 /* Take every completion; receive WQEs consumed are posted again while
- * connected.  rs->lock held. */
-void rs_cq_input(struct rsocket *rs)
+ * connected.  rs->lock held; true if there was any. */
+bool rs_cq_input(struct rsocket *rs)
 {
 	struct ibv_wc wc[RS_CQ_BATCH];
 	int i, n, rcnt = 0, ret = 0;
-	bool more = true;
+	bool more = true, any = false;
 
 	if (!rs->st.cq)
-		return;
+		return false;
 	while (more && (n = ibv_poll_cq(rs->st.cq, RS_CQ_BATCH, wc)) > 0) {
+		any = true;
 		for (i = 0; i < n; i++) {
 			if (!(wc[i].wr_id & RS_WR_RECV)) {
 				send_done(rs, &wc[i]);
@@ -327,18 +328,29 @@ void rs_cq_input(struct rsocket *rs)
 		}
 	}
 	if (!(rs->state & RS_CONNECTED))
-		return;
+		return any;
 	while (!ret && rcnt--)
 		ret = rs_post_recv(rs);
 	if (ret) {
 		rs->state = RS_ERROR;
 		rs->err = -ret;
 	}
+	return any;
 }
 
+/*
+ * Completions taken here may be what another thread asleep on this
+ * socket waits for (data it would read, credits it would send with):
+ * taken by polling, they leave no event on the socket's fd to wake it,
+ * so the sleepers are woken to look again (rs_poll.c's gate).  Without
+ * it, a thread that sent while another received on one socket could
+ * take the other's data and leave it asleep for good (seen in
+ * tests/cm/test_rsocket.c stream_two_threads, 1 run in ~20).
+ */
 void rs_process(struct rsocket *rs)
 {
-	rs_cq_input(rs);
+	if (rs_cq_input(rs))
+		rs_wake_sleepers();
 	update_credits(rs);
 }
 

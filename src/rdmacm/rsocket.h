@@ -236,6 +236,8 @@ void rs_cm_input(struct rsocket *rs);
 
 /* rs_stream.c: the stream data path (credits, SGLs, messages) */
 void rs_process(struct rsocket *rs);
+/* rs_poll.c: wake every thread asleep on an rsocket to look again */
+void rs_wake_sleepers(void);
 int rs_get_comp(struct rsocket *rs, bool nonblock,
 		bool (*test)(struct rsocket *rs));
 bool rs_can_send(struct rsocket *rs);
@@ -252,7 +254,7 @@ int rs_post_write(struct rsocket *rs, struct ibv_sge *sgl, int nsge,
 uint32_t rs_stage(struct rsocket *rs, const struct iovec **iov,
 		  size_t *iov_off, uint32_t len, struct ibv_sge *sgl,
 		  int *nsge, int *flags);
-void rs_cq_input(struct rsocket *rs);
+bool rs_cq_input(struct rsocket *rs);
 
 /* rs_iomap.c: riomap, riounmap, riowrite */
 int rs_send_iomaps(struct rsocket *rs, bool nonblock);
