@@ -509,6 +509,10 @@ static void execute_locked(struct shca_qp *qp)
 				shca_atomic_result(iov, niov,
 						   res.atomic_orig);
 		}
+		if (res.status != IBV_WC_SUCCESS) {
+			fail_head(qp, w, res.status);
+			return;
+		}
 		qp->head_retries = 0;
 		qp->head_rnr_retries = 0;
 		{
@@ -517,13 +521,8 @@ static void execute_locked(struct shca_qp *qp)
 			/* free the slot first: an application that sees the
 			 * completion may post into it at once */
 			shca_sq_pop(qp);
-			shca_complete_send(qp, &done, res.status,
-					   res.status == IBV_WC_SUCCESS ?
-						   (uint32_t)x.length : 0);
-		}
-		if (res.status != IBV_WC_SUCCESS) {
-			shca_sq_failed(qp);
-			return;
+			shca_complete_send(qp, &done, IBV_WC_SUCCESS,
+					   (uint32_t)x.length);
 		}
 	}
 }

@@ -98,8 +98,7 @@ static void gate_open(void)
 /* Completions were taken by polling (rs_process): the same */
 void rs_wake_sleepers(void)
 {
-	pthread_once(&gate_once, gate_init);
-	gate_open();
+	gate_open();	/* no sleeper yet: no gate to open, nothing done */
 }
 
 /* Consume what is ready on the socket's sources, never blocking; true

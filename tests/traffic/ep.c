@@ -842,3 +842,16 @@ uint64_t ep_pcap_records(const char *path)
 	fclose(f);
 	return n;
 }
+
+void ep_victim(int fd, void *arg)
+{
+	struct ep_opts o;
+	struct ep b;
+
+	(void)arg;
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_open_remote(&b, &o, fd);
+	duo_signal(fd, 'u');
+	for (;;)
+		pause();
+}

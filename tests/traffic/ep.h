@@ -139,6 +139,9 @@ struct duo {
 };
 
 void duo_fork(struct duo *d, void (*fn)(int fd, void *arg), void *arg);
+/* A duo side: an RC endpoint connected to the parent's (ep_open_remote
+ * with the default options), 'u' once up, then asleep until killed. */
+void ep_victim(int fd, void *arg);
 void duo_wait(struct duo *d);
 /* One byte each way: a step both sides reached. */
 void duo_signal(int fd, char c);

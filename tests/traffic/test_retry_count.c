@@ -26,20 +26,6 @@
 
 #define DST	(1u << 20)
 
-/* A responder that waits to be killed. */
-static void victim(int fd, void *arg)
-{
-	struct ep_opts o;
-	struct ep b;
-
-	(void)arg;
-	ep_default_opts(&o, IBV_QPT_RC);
-	ep_open_remote(&b, &o, fd);
-	duo_signal(fd, 'u');
-	for (;;)
-		pause();
-}
-
 static void first_try_waits(enum ibv_wr_opcode op, uint32_t len)
 {
 	struct ibv_qp_attr attr;
@@ -48,7 +34,7 @@ static void first_try_waits(enum ibv_wr_opcode op, uint32_t len)
 	struct ep a;
 	int status;
 
-	duo_fork(&d, victim, NULL);
+	duo_fork(&d, ep_victim, NULL);
 	ep_default_opts(&o, IBV_QPT_RC);
 	o.timeout = 21;		/* 4.096 us << 21: 8.6 s */
 	o.retry_cnt = 0;

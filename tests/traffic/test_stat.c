@@ -351,20 +351,6 @@ TEST(rnr_retry_0_counted)
 	ep_destroy(&a);
 }
 
-/* A responder that waits to be killed. */
-static void victim(int fd, void *arg)
-{
-	struct ep_opts o;
-	struct ep b;
-
-	(void)arg;
-	ep_default_opts(&o, IBV_QPT_RC);
-	ep_open_remote(&b, &o, fd);
-	duo_signal(fd, 'u');
-	for (;;)
-		pause();
-}
-
 TEST(peer_gone_retry_exceeded_counted)
 {
 	long long before[NCOUNT], after[NCOUNT];
@@ -373,7 +359,7 @@ TEST(peer_gone_retry_exceeded_counted)
 	struct ep a;
 	int status;
 
-	duo_fork(&d, victim, NULL);
+	duo_fork(&d, ep_victim, NULL);
 	ep_default_opts(&o, IBV_QPT_RC);
 	/* about 1 ms on this host; 67 ms across namespaces */
 	o.timeout = ep_netns() ? 14 : 8;
