@@ -17,7 +17,11 @@
  *                          was not yet acknowledged dies with it: conn.c
  *                          waits for its send queue to drain)
  *   exit_flushes_while_opening  the same burst with no exchange before:
- *                          the burst itself opens the connection
+ *                          the burst itself opens the connection (once
+ *                          the peer is at RTR with its receives posted:
+ *                          a packet refused before that is lost, as on a
+ *                          wire, and only a retransmission would repair
+ *                          it)
  *   exit_flushes_delayed   SOFTHCA_FAULTS=delay=1 in the requester, with
  *                          a delay far longer than the test: every packet
  *                          is held back in the process, and only the
@@ -84,6 +88,10 @@ static void requester(int fd, void *arg)
 			       SEND_LEN),
 		  0);
 	duo_signal(fd, 'p');
+	/* the peer is at RTR with its receives posted: nothing sent from
+	 * here on is refused or answered with an RNR NAK, which only a
+	 * retransmission (after the exit) would repair */
+	duo_expect(fd, 'r');
 	/* the connection is up: the peer's SEND arrived over it */
 	if (!m->opening)
 		ep_expect(a.rcq, a.qp, WARM_ID, IBV_WC_SUCCESS);
@@ -132,6 +140,7 @@ static void run(struct mode *m)
 				       SEND_LEN),
 			  0);
 	duo_expect(d.fd, 'p');
+	duo_signal(d.fd, 'r');
 	memset(b.buf + SEND_BASE + NMSG * SEND_LEN, 0x77, SEND_LEN);
 	if (!m->opening)
 		ASSERT_EQ(ep_post(&b, WARM_ID, IBV_WR_SEND,
