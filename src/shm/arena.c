@@ -101,22 +101,42 @@ static uint64_t arena_size(uint64_t heap_off)
 static int arena_create(void)
 {
 	struct shca_arena_hdr *h;
-	uint64_t qp_off, mr_off, idx_off, heap_off, size;
+	uint64_t qp_off, mr_off, idx_off, seg_off, lanes_off, heap_off, size;
 	void *base;
-	int fd, ret;
+	int fd, pool, ret;
 
 	qp_off = HDR_SIZE;
 	mr_off = align_up(qp_off + SHCA_ARENA_QP_ENTRIES * sizeof(uint64_t),
 			  PAGE);
 	idx_off = align_up(mr_off + SHCA_ARENA_MR_ENTRIES *
 				    sizeof(struct shca_mr_shm), PAGE);
-	heap_off = align_up(idx_off + (uint64_t)SHCA_MR_INDEX_GROUPS *
-				      SHCA_MR_INDEX_WAYS * sizeof(uint64_t),
+	seg_off = align_up(idx_off + (uint64_t)SHCA_MR_INDEX_GROUPS *
+				     SHCA_MR_INDEX_WAYS * sizeof(uint64_t),
+			   PAGE);
+	lanes_off = align_up(seg_off + (uint64_t)SHCA_ARENA_SEG_ENTRIES *
+					       sizeof(struct shca_seg_shm),
+			     PAGE);
+	heap_off = align_up(lanes_off + SHCA_ARENA_LANES * sizeof(uint64_t),
 			    PAGE);
 	size = arena_size(heap_off);
-	fd = memfd_create("softhca-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
+	/* the pool: empty, grown as memory is registered; never shrunk
+	 * (a peer's mapping of it stays valid) */
+	pool = memfd_create("softhca-mem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (pool < 0)
 		return -errno;
+	if (fcntl(pool, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL)) {
+		int e = errno;
+
+		close(pool);
+		return -e;
+	}
+	fd = memfd_create("softhca-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0) {
+		int e = errno;
+
+		close(pool);
+		return -e;
+	}
 	/* sealed at its size: a peer that maps it can trust that size
 	 * (shca_arena_map_peer checks the seals) */
 	if (ftruncate(fd, (off_t)size) ||
@@ -124,6 +144,7 @@ static int arena_create(void)
 		int e = errno;
 
 		close(fd);
+		close(pool);
 		return -e;
 	}
 	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -131,12 +152,14 @@ static int arena_create(void)
 		int e = errno;
 
 		close(fd);
+		close(pool);
 		return -e;
 	}
 	ret = shca_heap_init(&heap, heap_off, size, PAGE);
 	if (ret) {
 		munmap(base, size);
 		close(fd);
+		close(pool);
 		return ret;
 	}
 	h = base;
@@ -149,9 +172,12 @@ static int arena_create(void)
 	h->mr_table_off = mr_off;
 	h->mr_index_off = idx_off;
 	h->heap_off = heap_off;
+	h->seg_table_off = seg_off;
+	h->lanes_off = lanes_off;
 
 	the_arena.size = size;
 	the_arena.fd = fd;
+	the_arena.pool_fd = pool;
 	the_arena.pid = shca_getpid();
 	__atomic_store_n(&the_arena.base, base, __ATOMIC_RELEASE);
 	return 0;
@@ -169,6 +195,7 @@ struct shca_arena *shca_arena_self(void)
 		/* forked child: the mapping is shared with the parent */
 		munmap(the_arena.base, the_arena.size);
 		close(the_arena.fd);
+		close(the_arena.pool_fd);
 		the_arena.base = NULL;
 		shca_heap_fini(&heap);	/* the parent's blocks */
 	}
@@ -304,6 +331,7 @@ bool shca_mr_shm_read(const struct shca_mr_shm *e, struct shca_mr_shm *out)
 		out->iova = __atomic_load_n(&e->iova, __ATOMIC_ACQUIRE);
 		out->addr = __atomic_load_n(&e->addr, __ATOMIC_ACQUIRE);
 		out->length = __atomic_load_n(&e->length, __ATOMIC_ACQUIRE);
+		out->flags = __atomic_load_n(&e->flags, __ATOMIC_ACQUIRE);
 		s2 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
 	} while (s1 != s2 || (s1 & 1));
 	return out->key != 0;
@@ -320,6 +348,7 @@ static void mr_shm_store(struct shca_mr_shm *e, const struct shca_mr_shm *v)
 	__atomic_store_n(&e->iova, v->iova, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->addr, v->addr, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->length, v->length, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->flags, v->flags, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
 }
 
@@ -334,6 +363,41 @@ void shca_mr_shm_clear(struct shca_mr_shm *e)
 
 	memset(&zero, 0, sizeof(zero));
 	mr_shm_store(e, &zero);
+}
+
+/* A segment table entry: the same seqlock as the MR table's. */
+bool shca_seg_shm_read(const struct shca_seg_shm *e, struct shca_seg_shm *out)
+{
+	uint32_t s1, s2;
+	int tries = 0;
+
+	do {
+		if (tries >= MR_READ_SPINS)
+			sched_yield();
+		if (tries++ == MR_READ_TRIES) {
+			memset(out, 0, sizeof(*out));
+			return false;
+		}
+		s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+		out->gen = __atomic_load_n(&e->gen, __ATOMIC_ACQUIRE);
+		out->va = __atomic_load_n(&e->va, __ATOMIC_ACQUIRE);
+		out->len = __atomic_load_n(&e->len, __ATOMIC_ACQUIRE);
+		out->off = __atomic_load_n(&e->off, __ATOMIC_ACQUIRE);
+		s2 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+	} while (s1 != s2 || (s1 & 1));
+	return out->gen != 0;
+}
+
+void shca_seg_shm_write(struct shca_seg_shm *e, const struct shca_seg_shm *v)
+{
+	uint32_t s = e->seq;
+
+	__atomic_store_n(&e->seq, s + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->gen, v->gen, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->va, v->va, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->len, v->len, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->off, v->off, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
 }
 
 /*
@@ -372,7 +436,7 @@ void *shca_arena_map_peer(int fd, pid_t owner, size_t *size)
 {
 	struct shca_arena_hdr hdr;
 	struct stat st;
-	uint64_t qp_end, mr_end;
+	uint64_t qp_end, mr_end, seg_end, lanes_end;
 	void *base;
 	int seals;
 
@@ -395,12 +459,18 @@ void *shca_arena_map_peer(int fd, pid_t owner, size_t *size)
 		 (uint64_t)SHCA_ARENA_QP_ENTRIES * sizeof(uint64_t);
 	mr_end = hdr.mr_table_off +
 		 (uint64_t)SHCA_ARENA_MR_ENTRIES * sizeof(struct shca_mr_shm);
+	seg_end = hdr.seg_table_off + (uint64_t)SHCA_ARENA_SEG_ENTRIES *
+					      sizeof(struct shca_seg_shm);
+	lanes_end = hdr.lanes_off + SHCA_ARENA_LANES * sizeof(uint64_t);
 	if (hdr.size < HDR_SIZE || hdr.size > SHCA_ARENA_MAX_SIZE ||
 	    (uint64_t)st.st_size != hdr.size ||
 	    hdr.qp_table_off < sizeof(hdr) || hdr.qp_table_off % 8 ||
 	    hdr.mr_table_off < sizeof(hdr) || hdr.mr_table_off % 8 ||
 	    qp_end > hdr.size || mr_end > hdr.size || hdr.heap_off > hdr.size ||
-	    hdr.mr_index_off % 8 || hdr.mr_index_off > hdr.size)
+	    hdr.mr_index_off % 8 || hdr.mr_index_off > hdr.size ||
+	    hdr.seg_table_off < sizeof(hdr) || hdr.seg_table_off % 8 ||
+	    seg_end > hdr.size || hdr.lanes_off < sizeof(hdr) ||
+	    hdr.lanes_off % 8 || lanes_end > hdr.size)
 		return refuse_arena(owner, "its size or layout does not fit");
 	base = mmap(NULL, hdr.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		    0);

@@ -6,7 +6,15 @@
  * One memfd per process, mapped MAP_SHARED by the owner and by every peer
  * that connected to it.  It holds offsets, never pointers.  Layout:
  *
- *   [header][QP table][MR table][MR key index][heap ...]
+ *   [header][QP table][MR table][MR key index][segment table][lanes]
+ *   [heap ...]
+ *
+ * Beside it, a second memfd, the pool (shca_arena.pool_fd, sealed against
+ * shrinking, grown with ftruncate, sparse): the shared memory that
+ * registered memory is re-backed by in place (shm/seg.c), passed to peers
+ * with the arena.  The segment table says which of the owner's address
+ * ranges are backed by which pool range; a peer maps those on first use
+ * and reaches registered memory with loads and stores.
  *
  * Who writes what:
  *   header           owner, at creation; read-only afterwards, except its
@@ -16,6 +24,9 @@
  *   QP table         owner (slot i = offset of the QP with QPN index i)
  *   MR table         owner, under each entry's seqlock; peers read
  *   MR key index     owner (one atomic word per key); peers read
+ *   segment table    owner, under each entry's seqlock; peers read
+ *   lanes            peers (claim and release with atomics); the owner
+ *                    reads them when it invalidates an MR (the drain)
  *   shca_qp_shm      owner; peers set the *_pending words and add to
  *                    stats (relaxed atomics; the responder side of the
  *                    same-host path counts on the responder's QP)
@@ -40,9 +51,10 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	4	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	5	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
-					 * receive queue's PD (rq_pd) */
+					 * receive queue's PD (rq_pd); 5: the
+					 * pool, segments, lanes, MR flags */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
@@ -51,6 +63,8 @@
 #define SHCA_ARENA_MR_ENTRIES	(1u << 20)	/* MR table slots */
 #define SHCA_MR_INDEX_WAYS	8		/* words per key index group */
 #define SHCA_MR_INDEX_GROUPS	(1u << 18)	/* key index groups */
+#define SHCA_ARENA_SEG_ENTRIES	(1u << 16)	/* segment table slots */
+#define SHCA_ARENA_LANES	4096		/* access lanes */
 
 /* A robust, process-shared mutex. */
 struct shca_plock {
@@ -72,6 +86,8 @@ struct shca_arena_hdr {
 	uint64_t mr_table_off;	/* struct shca_mr_shm[SHCA_ARENA_MR_ENTRIES] */
 	uint64_t heap_off;
 	uint64_t mr_index_off;	/* uint64_t[GROUPS][WAYS]: shca_mr_index_* */
+	uint64_t seg_table_off;	/* struct shca_seg_shm[SEG_ENTRIES] */
+	uint64_t lanes_off;	/* uint64_t[SHCA_ARENA_LANES] */
 	/* the process's counters (shca_stat_proc): on a cache line of
 	 * their own, away from the read-mostly fields above */
 	struct shca_stat_block stats __attribute__((aligned(64)));
@@ -89,7 +105,49 @@ struct shca_mr_shm {
 	uint64_t iova;		/* address of byte 0 in requests */
 	uint64_t addr;		/* owner's virtual address of byte 0 */
 	uint64_t length;
+	uint32_t flags;		/* SHCA_MR_SHM_* */
+	uint32_t pad;
 };
+
+enum {
+	/* every page of [addr, addr + length) lies in a live segment of
+	 * the segment table: a peer may reach it through the pool */
+	SHCA_MR_SHM_MAPPED = 1 << 0,
+};
+
+/*
+ * One segment: the page-aligned range [va, va + len) of the owner's
+ * address space is backed by the pool's bytes [off, off + len).  gen 0 =
+ * free; otherwise unique in the process's life (never reused), so that a
+ * peer's cached mapping of an earlier segment in the same slot is never
+ * taken for this one.  Written by the owner between two increments of
+ * seq (odd while writing), as the MR table.  A segment outlives every MR
+ * entry flagged MAPPED that lies in it: the owner clears (and drains) the
+ * MR entry before it frees a segment.
+ */
+struct shca_seg_shm {
+	uint32_t seq;
+	uint32_t pad;
+	uint64_t gen;
+	uint64_t va;
+	uint64_t len;
+	uint64_t off;
+};
+
+/*
+ * Access lanes: how a deregistration knows that no peer is still inside
+ * the memory of the MR it removes.  A peer claims a free lane (CAS 0 ->
+ * its word) before it reads an MR entry for an access, with sequentially
+ * consistent order, and releases it (store 0, release) after its last
+ * load or store to the MR's memory.  The owner clears the MR entry, then
+ * (sequentially consistent) reads every lane and waits while one holds
+ * the MR's key and the slot's process lives.  Word: (uint64_t)(slot + 1)
+ * << 32 | key, slot = the peer's slot (shca_slot_get).
+ */
+#define SHCA_LANE_WORD(slot, key) \
+	(((uint64_t)(slot) + 1) << 32 | (uint32_t)(key))
+#define SHCA_LANE_SLOT(w)	((uint32_t)((w) >> 32) - 1)
+#define SHCA_LANE_KEY(w)	((uint32_t)(w))
 
 /* Work-request-independent receive WQE, as stored in RQ/SRQ rings. */
 struct shca_recv_wqe_shm {
@@ -180,6 +238,7 @@ struct shca_arena {
 	void *base;
 	size_t size;
 	int fd;			/* memfd, passed to peers */
+	int pool_fd;		/* the pool memfd, passed to peers */
 	pid_t pid;
 };
 
@@ -219,6 +278,17 @@ static inline uint64_t *shca_arena_qp_table(const void *base)
 	return (uint64_t *)((char *)base + shca_arena_hdr(base)->qp_table_off);
 }
 
+static inline struct shca_seg_shm *shca_arena_seg_table(const void *base)
+{
+	return (struct shca_seg_shm *)((char *)base +
+				       shca_arena_hdr(base)->seg_table_off);
+}
+
+static inline uint64_t *shca_arena_lanes(const void *base)
+{
+	return (uint64_t *)((char *)base + shca_arena_hdr(base)->lanes_off);
+}
+
 static inline struct shca_mr_shm *shca_arena_mr_table(const void *base)
 {
 	return (struct shca_mr_shm *)((char *)base +
@@ -233,6 +303,10 @@ static inline struct shca_mr_shm *shca_arena_mr_table(const void *base)
 bool shca_mr_shm_read(const struct shca_mr_shm *e, struct shca_mr_shm *out);
 void shca_mr_shm_write(struct shca_mr_shm *e, const struct shca_mr_shm *val);
 void shca_mr_shm_clear(struct shca_mr_shm *e);
+/* A segment table entry, the same way (false: free or not holding
+ * still); written by the owner only.  A free entry is written gen 0. */
+bool shca_seg_shm_read(const struct shca_seg_shm *e, struct shca_seg_shm *out);
+void shca_seg_shm_write(struct shca_seg_shm *e, const struct shca_seg_shm *v);
 
 /*
  * The MR key index (shm/mrkey.c): which MR table slot holds the MR with a
