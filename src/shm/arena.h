@@ -141,12 +141,12 @@ struct shca_seg_shm {
  * consistent order, and releases it (store 0, release) after its last
  * load or store to the MR's memory.  The owner clears the MR entry, then
  * (sequentially consistent) reads every lane and waits while one holds
- * the MR's key and the slot's process lives.  Word: (uint64_t)(slot + 1)
- * << 32 | key, slot = the peer's slot (shca_slot_get).
+ * the MR's key and its process lives (a lane of a dead process it frees).
+ * Word: (uint64_t)pid << 32 | key, pid = the peer's (shca_getpid()).
  */
-#define SHCA_LANE_WORD(slot, key) \
-	(((uint64_t)(slot) + 1) << 32 | (uint32_t)(key))
-#define SHCA_LANE_SLOT(w)	((uint32_t)((w) >> 32) - 1)
+#define SHCA_LANE_WORD(pid, key) \
+	((uint64_t)(uint32_t)(pid) << 32 | (uint32_t)(key))
+#define SHCA_LANE_PID(w)	((pid_t)(uint32_t)((w) >> 32))
 #define SHCA_LANE_KEY(w)	((uint32_t)(w))
 
 /* Work-request-independent receive WQE, as stored in RQ/SRQ rings. */
