@@ -11,7 +11,9 @@
  *   mode % 4 == 1   after a HELLO that claims our own UDP port (in the
  *                   slot range): the CHALLENGE comes, no PROOF goes
  *   mode % 4 == 2   after a complete handshake as ourselves (HELLO, the
- *                   CHALLENGE answered with PROOF, WELCOME read)
+ *                   CHALLENGE answered with PROOF, WELCOME read; on a
+ *                   new connection again if it did not complete, three
+ *                   tries in all)
  *   mode % 4 == 3   one datagram to the slot's UDP port
  * Set up once: softhca_lo opened, the net path started, listening on
  * 127.0.0.1; no QP has us as its destination, so whatever we send, the
@@ -152,8 +154,14 @@ static void send_hello(int fd)
 	CHECK(send(fd, f, n, MSG_NOSIGNAL) == (ssize_t)n);
 }
 
-/* The rest of a handshake as ourselves: the CHALLENGE, PROOF, WELCOME. */
-static void handshake(int fd)
+/*
+ * The rest of a handshake as ourselves: the CHALLENGE, PROOF, WELCOME.
+ * false (said on stderr) if it did not complete: a CHALLENGE sent again
+ * for an earlier connection from the same port can be taken for ours, and
+ * a loaded machine can hold the datagram back; the caller tries again on a
+ * new connection, a bounded number of times.
+ */
+static bool handshake(int fd)
 {
 	static const uint8_t zero[SHCA_HS_MAC];
 	struct pollfd p = { .fd = hz.udp, .events = POLLIN };
@@ -166,7 +174,11 @@ static void handshake(int fd)
 
 	CHECK(!getsockname(fd, (struct sockaddr *)&me, &ml));
 	for (;;) {
-		CHECK(poll(&p, 1, WAIT_MS) == 1);
+		if (poll(&p, 1, WAIT_MS) != 1) {
+			fprintf(stderr, "fuzz_net_hs: no CHALLENGE for port "
+				"%u in %d ms\n", ntohs(me.sin_port), WAIT_MS);
+			return false;
+		}
 		n = recv(hz.udp, d, sizeof(d), 0);
 		CHECK(n > 0);
 		if (!shca_hs_challenge_parse(d, (size_t)n, &ch) &&
@@ -176,9 +188,30 @@ static void handshake(int fd)
 	CHECK(ch.acc_port == hz.port);
 	fl = shca_hs_proof_build(f, ch.nonce, zero);
 	CHECK(send(fd, f, fl, MSG_NOSIGNAL) == (ssize_t)fl);
-	CHECK(recv(fd, w, sizeof(w), MSG_WAITALL) == (ssize_t)sizeof(w));
+	n = recv(fd, w, sizeof(w), MSG_WAITALL);
+	if (n != (ssize_t)sizeof(w)) {
+		fprintf(stderr, "fuzz_net_hs: no WELCOME for port %u (%zd "
+			"bytes: %s)\n", ntohs(me.sin_port), n,
+			n < 0 ? strerror(errno) : "closed");
+		return false;
+	}
 	CHECK(ntohl(*(uint32_t *)w) ==
 	      (SHCA_HS_CTL | SHCA_HS_WELCOME << 16 | SHCA_HS_WELCOME_LEN));
+	return true;
+}
+
+/* A connection to softhca's listener from a new port of 127.0.0.1. */
+static int dial(void)
+{
+	struct sockaddr_in sa = slot_addr(), me = { .sin_family = AF_INET };
+	int fd;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(fd >= 0);
+	me.sin_addr.s_addr = htonl(0x7f000001);
+	CHECK(!bind(fd, (struct sockaddr *)&me, sizeof(me)));
+	CHECK(!connect(fd, (struct sockaddr *)&sa, sizeof(sa)));
+	return fd;
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -192,9 +225,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct sockaddr_in sa, me = { .sin_family = AF_INET };
 	unsigned char back[256];
-	unsigned int mode;
+	unsigned int mode, tries = 0;
 	size_t got;
 	int fd;
 
@@ -205,9 +237,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	mode = data[0] % 4;
 	data++;
 	size--;
-	sa = slot_addr();
 	udp_drain();
 	if (mode == 3) {
+		struct sockaddr_in sa = slot_addr();
 		int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 
 		CHECK(u >= 0);
@@ -215,15 +247,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		close(u);
 		return 0;
 	}
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	CHECK(fd >= 0);
-	me.sin_addr.s_addr = htonl(0x7f000001);
-	CHECK(!bind(fd, (struct sockaddr *)&me, sizeof(me)));
-	CHECK(!connect(fd, (struct sockaddr *)&sa, sizeof(sa)));
-	if (mode >= 1)
-		send_hello(fd);
-	if (mode == 2)
-		handshake(fd);
+	for (;;) {
+		fd = dial();
+		if (mode >= 1)
+			send_hello(fd);
+		if (mode != 2 || handshake(fd))
+			break;
+		/* three tries: a handshake that never completes is a bug */
+		close(fd);
+		CHECK(++tries < 3);
+		udp_drain();
+	}
 	/* softhca may close at any byte: the rest is not sent */
 	if (size)
 		(void)send(fd, data, size, MSG_NOSIGNAL);
