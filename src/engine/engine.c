@@ -20,6 +20,7 @@
 #include "../common/nocancel.h"
 #include "../common/stat.h"
 #include "../common/util.h"
+#include "../shm/arena.h"
 #include "engine.h"
 
 struct watch {
@@ -221,6 +222,8 @@ static void *engine_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	in_engine = true;
+	/* held until the process ends: how peers know it did (arena.h) */
+	shca_arena_hold_life();
 	for (;;) {
 		int n = epoll_wait(epfd, evs, 16, -1), i;
 		uint64_t batch;

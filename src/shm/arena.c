@@ -174,6 +174,7 @@ static int arena_create(void)
 	h->heap_off = heap_off;
 	h->seg_table_off = seg_off;
 	h->lanes_off = lanes_off;
+	shca_plock_init(&h->life);
 
 	the_arena.size = size;
 	the_arena.fd = fd;
@@ -207,6 +208,17 @@ struct shca_arena *shca_arena_self(void)
 		return NULL;
 	}
 	return &the_arena;
+}
+
+void shca_arena_hold_life(void)
+{
+	struct shca_arena *a = shca_arena_self();
+
+	/* a robust mutex of this thread's robust list: the kernel marks it
+	 * when the thread ends, which for the engine thread is the
+	 * process's end */
+	if (a)
+		shca_plock_lock(&shca_arena_hdr(a->base)->life);
 }
 
 /* Out of arena: say so, with the sizes, at most once a second. */
