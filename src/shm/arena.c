@@ -209,6 +209,14 @@ struct shca_arena *shca_arena_self(void)
 	return &the_arena;
 }
 
+/* The arena's own close of an inherited pool must not hit the descriptor
+ * number reused since; called in a forked child only. */
+void shca_arena_pool_closed(void)
+{
+	if (the_arena.base && the_arena.pid != getpid())
+		the_arena.pool_fd = -1;
+}
+
 /* Out of arena: say so, with the sizes, at most once a second. */
 static void arena_full(const struct shca_arena *a, size_t size, bool oom)
 {
