@@ -12,6 +12,7 @@
  * mappings and RSS in /proc/self, mincore for untouched pages.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -391,5 +392,344 @@ TEST(dereg_then_dontneed_releases)
 	ASSERT_LT(after, before + 1024);
 	ASSERT_EQ(p[12345], 0);	/* private anonymous: zero after DONTNEED */
 	ASSERT_EQ(munmap(p, n), 0);
+	teardown(&e);
+}
+
+/* Two MRs that overlap: the second gets a segment only for the pages the
+ * first does not cover; each dereg keeps what the other still needs. */
+TEST(overlapping_mrs)
+{
+	struct env e = setup();
+	size_t n = 12 * PS;
+	unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t b0 = stat_of(&e, SHCA_STAT_MAP_BYTES);
+	struct ibv_mr *a, *b;
+
+	ASSERT(p != MAP_FAILED);
+	fill(p, n, 5);
+	a = ibv_reg_mr(e.pd, p + PS, 5 * PS, RW);		/* pages 1-5 */
+	ASSERT_NOT_NULL(a);
+	b = ibv_reg_mr(e.pd, p + 3 * PS + 10, 6 * PS, RW);	/* pages 3-9 */
+	ASSERT_NOT_NULL(b);
+	ASSERT(mr_mapped(&e, a));
+	ASSERT(mr_mapped(&e, b));
+	/* pages 1-5, then 6-9: 9 pages, in two segments */
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MAP_BYTES), b0 + 9 * PS);
+	ASSERT_U64_EQ(seg_bytes(&e, (uintptr_t)p, n), 9 * PS);
+	ASSERT_EQ(live_segs(&e), 2);
+	ASSERT(!in_pool(p));
+	ASSERT(!in_pool(p + 10 * PS));
+	ASSERT(same(p, n, 5));
+	ASSERT_EQ(ibv_dereg_mr(a), 0);
+	/* b still needs pages 3-5: the first segment lives on */
+	ASSERT_EQ(live_segs(&e), 2);
+	ASSERT(in_pool(p + PS));
+	ASSERT(mr_mapped(&e, b));
+	fill(p, n, 6);
+	ASSERT_EQ(ibv_dereg_mr(b), 0);
+	ASSERT_EQ(live_segs(&e), 0);
+	ASSERT(!in_pool(p + PS));
+	ASSERT(!in_pool(p + 7 * PS));
+	ASSERT(same(p, n, 6));
+	ASSERT_EQ(munmap(p, n), 0);
+	teardown(&e);
+}
+
+/* Two MRs in one page, at different offsets: one segment, two refs. */
+TEST(mrs_share_a_page)
+{
+	struct env e = setup();
+	unsigned char *p = mmap(NULL, 2 * PS, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *a, *b;
+
+	ASSERT(p != MAP_FAILED);
+	fill(p, 2 * PS, 7);
+	a = ibv_reg_mr(e.pd, p + 100, 200, RW);
+	b = ibv_reg_mr(e.pd, p + 1000, 300, RW);
+	ASSERT_NOT_NULL(a);
+	ASSERT_NOT_NULL(b);
+	ASSERT(mr_mapped(&e, a));
+	ASSERT(mr_mapped(&e, b));
+	ASSERT_EQ(live_segs(&e), 1);
+	ASSERT_U64_EQ(seg_bytes(&e, (uintptr_t)p, 2 * PS), PS);
+	ASSERT_EQ(ibv_dereg_mr(b), 0);
+	ASSERT(in_pool(p));
+	ASSERT_EQ(ibv_dereg_mr(a), 0);
+	ASSERT(!in_pool(p));
+	ASSERT_EQ(live_segs(&e), 0);
+	ASSERT(same(p, 2 * PS, 7));
+	ASSERT_EQ(munmap(p, 2 * PS), 0);
+	teardown(&e);
+}
+
+/* rereg to another address, then to a larger size: the new range is
+ * mapped, the old one private again. */
+TEST(rereg_address_and_size)
+{
+	struct env e = setup();
+	unsigned char *p = mmap(NULL, 8 * PS, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned char *q = mmap(NULL, 8 * PS, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr;
+
+	ASSERT(p != MAP_FAILED && q != MAP_FAILED);
+	fill(p, 8 * PS, 8);
+	fill(q, 8 * PS, 9);
+	mr = ibv_reg_mr(e.pd, p, 2 * PS, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(in_pool(p));
+	ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+			       q + 50, 3 * PS, 0), 0);
+	ASSERT(!in_pool(p));
+	ASSERT(in_pool(q));
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_U64_EQ(seg_bytes(&e, (uintptr_t)q, 8 * PS), 4 * PS);
+	ASSERT_U64_EQ(seg_bytes(&e, (uintptr_t)p, 8 * PS), 0);
+	ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+			       q, 8 * PS, 0), 0);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_U64_EQ(seg_bytes(&e, (uintptr_t)q, 8 * PS), 8 * PS);
+	ASSERT(same(p, 8 * PS, 8));
+	ASSERT(same(q, 8 * PS, 9));
+	/* an access change keeps the mapping */
+	ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			       IBV_ACCESS_LOCAL_WRITE), 0);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT_EQ(live_segs(&e), 0);
+	ASSERT(!in_pool(q));
+	ASSERT(same(q, 8 * PS, 9));
+	teardown(&e);
+}
+
+/* SOFTHCA_MAP=0: memory stays as it is, the MR is CMA, counted. */
+TEST(map_off)
+{
+	struct env e;
+	unsigned char *p = mmap(NULL, 4 * PS, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr;
+	uint64_t cma0, m0;
+
+	setenv("SOFTHCA_MAP", "0", 1);
+	e = setup();
+	cma0 = stat_of(&e, SHCA_STAT_MR_CMA);
+	m0 = stat_of(&e, SHCA_STAT_MR_MAPPED);
+	ASSERT(p != MAP_FAILED);
+	fill(p, 4 * PS, 10);
+	mr = ibv_reg_mr(e.pd, p, 4 * PS, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(!mr_mapped(&e, mr));
+	ASSERT(!in_pool(p));
+	ASSERT_EQ(live_segs(&e), 0);
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MR_CMA), cma0 + 1);
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MR_MAPPED), m0);
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT(same(p, 4 * PS, 10));
+	teardown(&e);
+}
+
+/* What cannot be shared safely stays as it is (CMA): the stack, a
+ * MAP_SHARED memfd, a private file mapping; a range with one such page
+ * leaves the whole MR alone. */
+TEST(unshareable_is_cma)
+{
+	struct env e = setup();
+	unsigned char stackbuf[3 * 4096];
+	char path[] = "/tmp/softhca-remap-XXXXXX";
+	int mfd = memfd_create("user-mem", MFD_CLOEXEC), ffd = mkstemp(path);
+	unsigned char *shm, *file, *mix;
+	uint64_t cma0 = stat_of(&e, SHCA_STAT_MR_CMA);
+	uint64_t m0 = stat_of(&e, SHCA_STAT_MR_MAPPED);
+	struct ibv_mr *mr;
+
+	ASSERT_GE(mfd, 0);
+	ASSERT_GE(ffd, 0);
+	unlink(path);
+	ASSERT_EQ(ftruncate(mfd, 4 * PS), 0);
+	ASSERT_EQ(ftruncate(ffd, 4 * PS), 0);
+	shm = mmap(NULL, 4 * PS, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	file = mmap(NULL, 4 * PS, PROT_READ | PROT_WRITE, MAP_PRIVATE, ffd,
+		    0);
+	ASSERT(shm != MAP_FAILED && file != MAP_FAILED);
+	/* anonymous pages, then one page of the file, mapped beside them */
+	mix = mmap(NULL, 3 * PS, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT(mix != MAP_FAILED);
+	ASSERT(mmap(mix + 2 * PS, PS, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_FIXED, ffd, 0) != MAP_FAILED);
+	fill(stackbuf, sizeof(stackbuf), 11);
+
+	mr = ibv_reg_mr(e.pd, stackbuf, sizeof(stackbuf), RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(!mr_mapped(&e, mr));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	mr = ibv_reg_mr(e.pd, shm, 4 * PS, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(!mr_mapped(&e, mr));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	mr = ibv_reg_mr(e.pd, file, 4 * PS, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(!mr_mapped(&e, mr));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	mr = ibv_reg_mr(e.pd, mix, 3 * PS, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(!mr_mapped(&e, mr));
+	ASSERT(!in_pool(mix));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+
+	ASSERT_EQ(live_segs(&e), 0);
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MR_CMA), cma0 + 4);
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MR_MAPPED), m0);
+	ASSERT(same(stackbuf, sizeof(stackbuf), 11));
+	teardown(&e);
+}
+
+/* ------------------------------------------------------------------ */
+/* fork                                                                */
+
+/*
+ * A child sees its own copy of registered memory as it was at fork(),
+ * private memory, not the pool; the parent's later stores do not reach
+ * it and the child's do not reach the parent.  With and without
+ * ibv_fork_init (softhca answers IBV_FORK_UNNEEDED: a copy either way).
+ */
+static void fork_case(bool fork_init)
+{
+	struct env e;
+	size_t n = 6 * PS + 300;
+	unsigned char *p, *buf;
+	int to_child[2], to_parent[2], st;
+	struct ibv_mr *mr;
+	char c;
+	pid_t pid;
+
+	if (fork_init)
+		ASSERT_EQ(ibv_fork_init(), 0);
+	e = setup();
+	buf = malloc(n + 100);
+	ASSERT_NOT_NULL(buf);
+	p = buf + 50;
+	fill(p, n, 12);
+	mr = ibv_reg_mr(e.pd, p, n, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_EQ(pipe(to_child), 0);
+	ASSERT_EQ(pipe(to_parent), 0);
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (!pid) {
+		/* the copy at fork time, private */
+		if (!same(p, n, 12) || in_pool(p))
+			_exit(10);
+		fill(p, n, 13);
+		if (write(to_parent[1], "w", 1) != 1 ||
+		    read(to_child[0], &c, 1) != 1)
+			_exit(11);
+		/* the parent wrote 14 meanwhile: not here */
+		_exit(same(p, n, 13) ? 0 : 12);
+	}
+	ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+	/* the child wrote 13: not here */
+	ASSERT(same(p, n, 12));
+	ASSERT(in_pool(p));
+	fill(p, n, 14);
+	ASSERT_EQ(write(to_child[1], "p", 1), 1);
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	ASSERT(WIFEXITED(st));
+	ASSERT_EQ(WEXITSTATUS(st), 0);
+	ASSERT(same(p, n, 14));
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT(same(p, n, 14));
+	free(buf);
+	teardown(&e);
+}
+
+TEST(fork_child_copy)
+{
+	fork_case(false);
+}
+
+TEST(fork_child_copy_fork_init)
+{
+	fork_case(true);
+}
+
+/* ------------------------------------------------------------------ */
+/* The drain                                                           */
+
+struct dereg_arg {
+	struct ibv_mr *mr;
+	int done;
+};
+
+static void *dereg_thread(void *arg)
+{
+	struct dereg_arg *d = arg;
+
+	ASSERT_EQ(ibv_dereg_mr(d->mr), 0);
+	__atomic_store_n(&d->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/*
+ * A lane that a live peer holds with the MR's key keeps dereg waiting
+ * (its entry already cleared); released, dereg returns.  A lane of a
+ * dead process is taken back, and dereg does not wait for it.
+ */
+TEST(drain_waits_for_live_lane_frees_dead_one)
+{
+	struct env e = setup();
+	uint64_t *lanes = shca_arena_lanes(e.arena);
+	unsigned char *p = mmap(NULL, 2 * PS, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct dereg_arg d = { 0 };
+	pthread_t t;
+	pid_t live, dead;
+	int st;
+
+	ASSERT(p != MAP_FAILED);
+	d.mr = ibv_reg_mr(e.pd, p, 2 * PS, RW);
+	ASSERT_NOT_NULL(d.mr);
+	live = fork();
+	if (!live) {
+		pause();
+		_exit(0);
+	}
+	ASSERT_GT(live, 0);
+	lanes[17] = SHCA_LANE_WORD(live, d.mr->lkey);
+	lanes[18] = SHCA_LANE_WORD(live, d.mr->lkey ^ 1);	/* another key */
+	ASSERT_EQ(pthread_create(&t, NULL, dereg_thread, &d), 0);
+	/* the entry goes, dereg stays */
+	for (int i = 0; i < 100000 && mr_entry(&e, d.mr).key; i++)
+		sched_yield();
+	for (int i = 0; i < 2000; i++)
+		sched_yield();
+	ASSERT_EQ(__atomic_load_n(&d.done, __ATOMIC_SEQ_CST), 0);
+	ASSERT(in_pool(p));		/* the memory still the peer's too */
+	__atomic_store_n(&lanes[17], 0, __ATOMIC_RELEASE);
+	ASSERT_EQ(pthread_join(t, NULL), 0);
+	ASSERT_EQ(d.done, 1);
+	ASSERT(!in_pool(p));
+	ASSERT_U64_EQ(lanes[18], SHCA_LANE_WORD(live, d.mr->lkey ^ 1));
+	lanes[18] = 0;
+	kill(live, SIGKILL);
+	ASSERT_EQ(waitpid(live, &st, 0), live);
+
+	/* a process that died in the lane: its pid is gone */
+	dead = fork();
+	if (!dead)
+		_exit(0);
+	ASSERT_EQ(waitpid(dead, &st, 0), dead);
+	d.mr = ibv_reg_mr(e.pd, p, 2 * PS, RW);
+	ASSERT_NOT_NULL(d.mr);
+	lanes[100] = SHCA_LANE_WORD(dead, d.mr->lkey);
+	ASSERT_EQ(ibv_dereg_mr(d.mr), 0);
+	ASSERT_U64_EQ(lanes[100], 0);
+	ASSERT(!in_pool(p));
 	teardown(&e);
 }
