@@ -221,6 +221,14 @@ void shca_arena_hold_life(void)
 		shca_plock_lock(&shca_arena_hdr(a->base)->life);
 }
 
+/* The arena's own close of an inherited pool must not hit the descriptor
+ * number reused since; called in a forked child only. */
+void shca_arena_pool_closed(void)
+{
+	if (the_arena.base && the_arena.pid != getpid())
+		the_arena.pool_fd = -1;
+}
+
 /* Out of arena: say so, with the sizes, at most once a second. */
 static void arena_full(const struct shca_arena *a, size_t size, bool oom)
 {

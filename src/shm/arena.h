@@ -250,6 +250,8 @@ struct shca_arena {
 
 /* The arena of this process, created on first use (NULL, errno). */
 struct shca_arena *shca_arena_self(void);
+/* A forked child closed the pool it inherited (shm/seg_fork.c). */
+void shca_arena_pool_closed(void);
 
 /* The engine thread, at its start: hold the arena's life lock until the
  * process ends (never released). */

@@ -15,6 +15,7 @@
 #include "../common/util.h"
 #include "host.h"
 #include "mem.h"
+#include "seg.h"
 #include "segmap.h"
 
 #define LANE_PROBE	16	/* lanes tried from the hashed start */
@@ -32,20 +33,6 @@ struct mem_access {
 };
 
 static __thread struct mem_access cur;
-
-bool shca_mem_map_enabled(void)
-{
-	static int on = -1;
-	int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
-
-	if (v < 0) {
-		const char *s = getenv("SOFTHCA_MAP");
-
-		v = !(s && s[0] == '0' && !s[1]);
-		__atomic_store_n(&on, v, __ATOMIC_RELAXED);
-	}
-	return v;
-}
 
 void shca_mem_begin(struct shca_peer *p)
 {
@@ -290,7 +277,7 @@ static int translate(struct shca_segmap *m, const struct iovec *remote,
 static bool want_mapped(struct shca_peer *p)
 {
 	return p->segmap && cur.p == p && cur.noted && !cur.unmapped &&
-	       shca_mem_map_enabled();
+	       shca_map_enabled();
 }
 
 /*

@@ -68,7 +68,4 @@ int shca_mem_read(struct shca_peer *p, const struct iovec *local, int nl,
 int shca_mem_atomic(struct shca_peer *p, uint64_t va, enum ibv_wr_opcode op,
 		    uint64_t compare_add, uint64_t swap, uint64_t *orig);
 
-/* Is the mapped path on (SOFTHCA_MAP, default 1)? */
-bool shca_mem_map_enabled(void);
-
 #endif
