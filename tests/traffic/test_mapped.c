@@ -231,3 +231,183 @@ TEST(every_opcode_cma)
 {
 	every_opcode(false);
 }
+
+/* ------------------------------------------------------------------ */
+/* A loop of WRITEs (what `strace -f -c` looks at)                     */
+
+static void idle_responder(int fd, void *arg)
+{
+	struct ep_opts o;
+	struct ep b;
+
+	(void)arg;
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_open_remote(&b, &o, fd);
+	duo_signal(fd, 'u');
+	duo_expect(fd, 'q');
+	ep_destroy(&b);
+}
+
+/* n polled 8-byte WRITEs (SHCA_TEST_LOOP, default 1000), as
+ * ib_write_lat's requester does them */
+TEST(write_loop)
+{
+	const char *env = getenv("SHCA_TEST_LOOP");
+	long n = env ? atol(env) : 1000, i;
+	struct ep_opts o;
+	struct ibv_wc wc;
+	struct duo d;
+	struct ep a;
+
+	duo_fork(&d, idle_responder, NULL);
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_open_remote(&a, &o, d.fd);
+	duo_expect(d.fd, 'u');
+	for (i = 0; i < n; i++) {
+		ASSERT_EQ(ep_post(&a, (uint64_t)i, IBV_WR_RDMA_WRITE, 0, 8, 0,
+				  0), 0);
+		while (ibv_poll_cq(a.scq, 1, &wc) == 0)
+			;
+		ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+	}
+	duo_signal(d.fd, 'q');
+	duo_wait(&d);
+	ep_destroy(&a);
+}
+
+/* The other side of send_pingpong: receive, answer, n times. */
+static void pong(int fd, void *arg)
+{
+	long n = *(long *)arg, i;
+	struct ep_opts o;
+	struct ibv_wc wc;
+	struct ep b;
+
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_create(&b, &o);
+	ASSERT_EQ(ep_post_recv(&b, 0, 0, 64), 0);
+	ep_exchange(fd, &b.self, &b.peer);
+	ep_connect(&b, &o);
+	duo_signal(fd, 'u');
+	for (i = 0; i < n; i++) {
+		while (ibv_poll_cq(b.rcq, 1, &wc) == 0)
+			;
+		ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+		ASSERT_EQ(ep_post_recv(&b, 0, 0, 64), 0);
+		ASSERT_EQ(ep_post(&b, 0, IBV_WR_SEND, 64, 8, 0, 0), 0);
+		while (ibv_poll_cq(b.scq, 1, &wc) == 0)
+			;
+		ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+	}
+	duo_expect(fd, 'q');
+	ep_destroy(&b);
+}
+
+/* n polled 8-byte SEND ping-pongs (SHCA_TEST_LOOP), as ib_send_lat */
+TEST(send_pingpong)
+{
+	const char *env = getenv("SHCA_TEST_LOOP");
+	long n = env ? atol(env) : 1000, i;
+	struct ep_opts o;
+	struct ibv_wc wc;
+	struct duo d;
+	struct ep a;
+
+	duo_fork(&d, pong, &n);
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_create(&a, &o);
+	ASSERT_EQ(ep_post_recv(&a, 0, 0, 64), 0);
+	ep_exchange(d.fd, &a.self, &a.peer);
+	ep_connect(&a, &o);
+	duo_expect(d.fd, 'u');
+	for (i = 0; i < n; i++) {
+		ASSERT_EQ(ep_post(&a, 0, IBV_WR_SEND, 64, 8, 0, 0), 0);
+		while (ibv_poll_cq(a.scq, 1, &wc) == 0)
+			;
+		ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+		while (ibv_poll_cq(a.rcq, 1, &wc) == 0)
+			;
+		ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+		ASSERT_EQ(ep_post_recv(&a, 0, 0, 64), 0);
+	}
+	duo_signal(d.fd, 'q');
+	duo_wait(&d);
+	ep_destroy(&a);
+}
+
+/* ------------------------------------------------------------------ */
+/* No system call per work request (issue 13)                          */
+
+/* The system calls `strace -f -c` counts in a run of this binary's
+ * cases with SHCA_TEST_LOOP=n, or -1. */
+static long strace_calls(const char *cases, long n)
+{
+	char cmd[1024], exe[512], path[64], buf[256], *out = NULL;
+	long calls = -1;
+	ssize_t len;
+	FILE *f;
+
+	len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	ASSERT(len > 0);
+	exe[len] = '\0';
+	snprintf(path, sizeof(path), "/tmp/shca-strace-%d", (int)getpid());
+	snprintf(cmd, sizeof(cmd),
+		 "SHCA_TEST_LOOP=%ld strace -f -c -o %s %s %s >/dev/null "
+		 "2>&1; echo $?", n, path, exe, cases);
+	ASSERT_EQ(harness_run(cmd, &out), 0);
+	ASSERT_EQ(atoi(out), 0);
+	free(out);
+	f = fopen(path, "r");
+	ASSERT(f != NULL);
+	while (fgets(buf, sizeof(buf), f)) {
+		double pct, secs;
+		long usecs;
+
+		/* "100.00 0.154286 136 1128 57 total" */
+		if (strstr(buf, " total") &&
+		    sscanf(buf, "%lf %lf %ld %ld", &pct, &secs, &usecs,
+			   &calls) != 4)
+			calls = -1;
+	}
+	fclose(f);
+	unlink(path);
+	return calls;
+}
+
+/*
+ * A polled WRITE loop and a polled SEND ping-pong (ib_write_lat,
+ * ib_send_lat) of 2000 iterations make no more system calls, in both
+ * processes together, than the same programs with no iteration: the
+ * mapped path copies with loads and stores, the responder's completion
+ * is a store in its ring, the requester's a store in its own.  With
+ * SOFTHCA_MAP=0 the same loop makes one process_vm_writev per message:
+ * the check can fail.
+ */
+static void syscalls_per_wr(bool mapped)
+{
+	long base, loop;
+
+	if (system("strace -V >/dev/null 2>&1"))
+		SKIP_ENV("no strace");
+	if (!mapped)
+		setenv("SOFTHCA_MAP", "0", 1);
+	base = strace_calls("write_loop send_pingpong", 0);
+	if (base < 0)
+		SKIP_ENV("strace -f -c gave no count (ptrace refused?)");
+	loop = strace_calls("write_loop send_pingpong", 2000);
+	ASSERT(loop >= 0);
+	if (mapped)
+		ASSERT_LT(loop - base, 200);
+	else
+		ASSERT_GE(loop - base, 6000);
+}
+
+TEST(no_syscall_per_wr_mapped)
+{
+	syscalls_per_wr(true);
+}
+
+TEST(syscall_per_wr_cma)
+{
+	syscalls_per_wr(false);
+}
