@@ -152,11 +152,10 @@ static void *seg_map(struct shca_segmap *m, struct seg *s)
 		shca_dbg("cannot map a segment of %llu bytes: %s",
 			 (unsigned long long)s->len, strerror(errno));
 		p = MAP_REFUSED;
-	} else {
-		/* a forked child does not keep the owner's memory mapped
-		 * (nor would it use it: it has peers of its own) */
-		madvise(p, s->len, MADV_DONTFORK);
 	}
+	/* not MADV_DONTFORK: a forked child that goes on using a QP of its
+	 * parent's (undefined, but it worked with CMA) reaches the same
+	 * memory through the same peer object instead of faulting */
 	if (__atomic_compare_exchange_n(&s->map, &none, p, false,
 					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 		if (p != MAP_REFUSED)

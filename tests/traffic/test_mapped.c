@@ -376,8 +376,8 @@ static long strace_calls(const char *cases, long n)
 
 /*
  * A polled WRITE loop and a polled SEND ping-pong (ib_write_lat,
- * ib_send_lat) of 2000 iterations make no more system calls, in both
- * processes together, than the same programs with no iteration: the
+ * ib_send_lat) of 2000 iterations make no system call per iteration, in
+ * both processes together, against the same programs with none: the
  * mapped path copies with loads and stores, the responder's completion
  * is a store in its ring, the requester's a store in its own.  With
  * SOFTHCA_MAP=0 the same loop makes one process_vm_writev per message:
@@ -396,8 +396,11 @@ static void syscalls_per_wr(bool mapped)
 		SKIP_ENV("strace -f -c gave no count (ptrace refused?)");
 	loop = strace_calls("write_loop send_pingpong", 2000);
 	ASSERT(loop >= 0);
+	/* one call per work request would be 6000 more (4000 sends, 2000
+	 * WRITEs); what is allowed is a lock contended now and then (a
+	 * futex wait, a yield) while other tests load the machine */
 	if (mapped)
-		ASSERT_LT(loop - base, 200);
+		ASSERT_LT(loop - base, 500);
 	else
 		ASSERT_GE(loop - base, 6000);
 }
