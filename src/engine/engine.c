@@ -336,6 +336,8 @@ int shca_engine_start(void)
 		close_all();
 		goto out;
 	}
+	/* the arena first: the thread holds its life lock (arena.h) */
+	shca_arena_self();
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 * 1024);

@@ -212,13 +212,16 @@ struct shca_arena *shca_arena_self(void)
 
 void shca_arena_hold_life(void)
 {
-	struct shca_arena *a = shca_arena_self();
+	void *base = __atomic_load_n(&the_arena.base, __ATOMIC_ACQUIRE);
 
+	/* no arena_lock here: a fork while this thread held it would leave
+	 * it taken in the child (the engine's starter made the arena) */
+	if (!base || the_arena.pid != shca_getpid())
+		return;
 	/* a robust mutex of this thread's robust list: the kernel marks it
 	 * when the thread ends, which for the engine thread is the
 	 * process's end */
-	if (a)
-		shca_plock_lock(&shca_arena_hdr(a->base)->life);
+	shca_plock_lock(&shca_arena_hdr(base)->life);
 }
 
 /* The arena's own close of an inherited pool must not hit the descriptor

@@ -254,7 +254,8 @@ struct shca_arena *shca_arena_self(void);
 void shca_arena_pool_closed(void);
 
 /* The engine thread, at its start: hold the arena's life lock until the
- * process ends (never released). */
+ * process ends (never released).  The arena must exist already (the
+ * engine's starter makes it); this takes no lock a fork could inherit. */
 void shca_arena_hold_life(void);
 
 /*
