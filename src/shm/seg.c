@@ -483,17 +483,27 @@ static const char *plan_run(struct plan *p, uintptr_t s, uintptr_t e)
 }
 
 struct copy_arg {
-	uintptr_t base;
-	char *dst;
+	uintptr_t base;			/* the address of pool byte off */
+	int fd;
+	uint64_t off;
 	uint64_t bytes;
 };
 
+/* pwrite, not stores through a mapping: the pool's pages are allocated
+ * without a page fault each, and mapped later only where used. */
 static int copy_pages(uintptr_t s, uintptr_t e, void *arg)
 {
 	struct copy_arg *c = arg;
 
-	memcpy(c->dst + (s - c->base), (const void *)s, e - s);
-	c->bytes += e - s;
+	while (s < e) {
+		ssize_t n = pwrite(c->fd, (const void *)s, e - s,
+				   (off_t)(c->off + (s - c->base)));
+
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		s += (uintptr_t)n;
+		c->bytes += (uint64_t)n;
+	}
 	return 0;
 }
 
@@ -503,7 +513,7 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 		      const struct part *parts, uint32_t n, bool dontfork,
 		      struct shca_seg **out)
 {
-	struct copy_arg c = { .base = s };
+	struct copy_arg c = { .base = s, .fd = a->pool_fd };
 	size_t len = e - s, done = 0;
 	struct shca_seg *seg;
 	uint32_t slot;
@@ -521,6 +531,7 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 	off = pool_alloc(a->pool_fd, len);
 	if (!off)
 		goto err_slot;
+	c.off = off;
 	/* a chunk at a time: the memory is never held twice for more than
 	 * a chunk (the remap frees the original pages) */
 	for (done = 0; done < len; done += SEG_CHUNK) {
@@ -532,8 +543,6 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 			ret = -errno;
 			goto err_undo;
 		}
-		c.base = s + done;
-		c.dst = tmp;
 		ret = shca_pages_scan(pagemap_fd, s + done, s + done + cn,
 				      copy_pages, &c);
 		/* the step that replaces the memory: all or nothing */
