@@ -50,6 +50,7 @@
 
 #define PS		4096ull
 #define POOL_END	(1ull << 46)	/* offsets the pool hands out */
+#define SEG_CHUNK	(64ul << 20)	/* copied and remapped at a time */
 
 pthread_mutex_t shca_seg_lock = PTHREAD_MUTEX_INITIALIZER;
 struct shca_seg **shca_segs;		/* sorted by va, never overlapping */
@@ -175,11 +176,12 @@ static uint64_t pool_alloc(int fd, uint64_t len)
 	return off;
 }
 
-static void pool_free(int fd, uint64_t off, uint64_t len)
+static void pool_free(int fd, uint64_t off, uint64_t len, bool punch)
 {
 	struct shca_heap_todo todo;
 
-	pool_punch(fd, off, len);
+	if (punch)
+		pool_punch(fd, off, len);
 	shca_heap_free(&pool, off, &todo);
 }
 
@@ -297,32 +299,43 @@ static int pool_copy_out(int fd, uint64_t poff, size_t n, char *dst)
 	return 0;
 }
 
-/* [s, e) is backed by pool bytes from poff: make it private again. */
+/*
+ * [s, e) is backed by pool bytes from poff: make it private again, a
+ * chunk at a time, so that the memory is never held twice for more than
+ * a chunk; punch: the pool's copy of each chunk is given back at once
+ * (not in a forked child: the pool is its parent's).
+ */
 static int restore_range(uintptr_t s, uintptr_t e, int prot, int pool_fd,
-			 uint64_t poff)
+			 uint64_t poff, bool punch)
 {
-	size_t n = e - s;
-	void *tmp;
-	int ret;
+	for (uintptr_t c = s; c < e; c += SEG_CHUNK) {
+		size_t n = e - c < SEG_CHUNK ? e - c : SEG_CHUNK;
+		uint64_t o = poff + (c - s);
+		void *tmp;
+		int ret;
 
-	tmp = mmap(NULL, n, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (tmp == MAP_FAILED)
-		return -errno;
-	ret = pool_copy_out(pool_fd, poff, n, tmp);
-	if (!ret && mremap(tmp, n, n, MREMAP_MAYMOVE | MREMAP_FIXED,
-			   (void *)s) == MAP_FAILED)
-		ret = -errno;
-	if (ret) {
-		munmap(tmp, n);
-		return ret;
+		tmp = mmap(NULL, n, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (tmp == MAP_FAILED)
+			return -errno;
+		ret = pool_copy_out(pool_fd, o, n, tmp);
+		if (!ret && mremap(tmp, n, n, MREMAP_MAYMOVE | MREMAP_FIXED,
+				   (void *)c) == MAP_FAILED)
+			ret = -errno;
+		if (ret) {
+			munmap(tmp, n);
+			return ret;
+		}
+		if (prot != (PROT_READ | PROT_WRITE))
+			mprotect((void *)c, n, prot);
+		if (punch)
+			pool_punch(pool_fd, o, n);
 	}
-	if (prot != (PROT_READ | PROT_WRITE))
-		mprotect((void *)s, n, prot);
 	return 0;
 }
 
-int shca_seg_privatize(const struct shca_seg *seg, int pool_fd, int mfd)
+int shca_seg_privatize(const struct shca_seg *seg, int pool_fd, int mfd,
+		       bool punch)
 {
 	uintptr_t c = seg->va, end = seg->va + seg->len;
 	struct shca_vma v;
@@ -349,7 +362,7 @@ int shca_seg_privatize(const struct shca_seg *seg, int pool_fd, int mfd)
 		    v.dev_major == major(st.st_dev) &&
 		    v.dev_minor == minor(st.st_dev) &&
 		    v.pgoff + (s - v.start) == poff) {
-			ret = restore_range(s, e, v.prot, pool_fd, poff);
+			ret = restore_range(s, e, v.prot, pool_fd, poff, punch);
 			if (ret)
 				return ret;
 		}
@@ -364,12 +377,13 @@ static void seg_release(struct shca_arena *a, struct shca_seg *s)
 	int ret;
 
 	seg_table_write(a, s, false);
-	ret = shca_seg_privatize(s, a->pool_fd, maps_fd);
+	ret = shca_seg_privatize(s, a->pool_fd, maps_fd, true);
 	if (ret)	/* the memory stays in the pool: its range too */
 		shca_warn("seg: %#lx+%zu stays shared memory: %s",
 			  (unsigned long)s->va, s->len, strerror(-ret));
-	else
-		pool_free(a->pool_fd, s->off, s->len);
+	else	/* punched as it was restored; the parts no longer mapped
+		 * here now */
+		pool_free(a->pool_fd, s->off, s->len, true);
 	slot_used[s->slot / 8] &= (uint8_t)~(1u << (s->slot % 8));
 	seg_remove(s);
 	free(s);
@@ -469,17 +483,27 @@ static const char *plan_run(struct plan *p, uintptr_t s, uintptr_t e)
 }
 
 struct copy_arg {
-	uintptr_t base;
-	char *dst;
+	uintptr_t base;			/* the address of pool byte off */
+	int fd;
+	uint64_t off;
 	uint64_t bytes;
 };
 
+/* pwrite, not stores through a mapping: the pool's pages are allocated
+ * without a page fault each, and mapped later only where used. */
 static int copy_pages(uintptr_t s, uintptr_t e, void *arg)
 {
 	struct copy_arg *c = arg;
 
-	memcpy(c->dst + (s - c->base), (const void *)s, e - s);
-	c->bytes += e - s;
+	while (s < e) {
+		ssize_t n = pwrite(c->fd, (const void *)s, e - s,
+				   (off_t)(c->off + (s - c->base)));
+
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		s += (uintptr_t)n;
+		c->bytes += (uint64_t)n;
+	}
 	return 0;
 }
 
@@ -489,8 +513,8 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 		      const struct part *parts, uint32_t n, bool dontfork,
 		      struct shca_seg **out)
 {
-	struct copy_arg c = { .base = s };
-	size_t len = e - s;
+	struct copy_arg c = { .base = s, .fd = a->pool_fd };
+	size_t len = e - s, done = 0;
 	struct shca_seg *seg;
 	uint32_t slot;
 	uint64_t off;
@@ -507,21 +531,28 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 	off = pool_alloc(a->pool_fd, len);
 	if (!off)
 		goto err_slot;
-	tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, a->pool_fd,
-		   (off_t)off);
-	if (tmp == MAP_FAILED) {
-		ret = -errno;
-		goto err_pool;
-	}
-	c.dst = tmp;
-	ret = shca_pages_scan(pagemap_fd, s, e, copy_pages, &c);
-	if (ret)
-		goto err_unmap;
-	/* the step that replaces the memory: all or nothing */
-	if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
-		   (void *)s) == MAP_FAILED) {
-		ret = -errno;
-		goto err_unmap;
+	c.off = off;
+	/* a chunk at a time: the memory is never held twice for more than
+	 * a chunk (the remap frees the original pages) */
+	for (done = 0; done < len; done += SEG_CHUNK) {
+		size_t cn = len - done < SEG_CHUNK ? len - done : SEG_CHUNK;
+
+		tmp = mmap(NULL, cn, PROT_READ | PROT_WRITE, MAP_SHARED,
+			   a->pool_fd, (off_t)(off + done));
+		if (tmp == MAP_FAILED) {
+			ret = -errno;
+			goto err_undo;
+		}
+		ret = shca_pages_scan(pagemap_fd, s + done, s + done + cn,
+				      copy_pages, &c);
+		/* the step that replaces the memory: all or nothing */
+		if (!ret && mremap(tmp, cn, cn, MREMAP_MAYMOVE | MREMAP_FIXED,
+				   (void *)(s + done)) == MAP_FAILED)
+			ret = -errno;
+		if (ret) {
+			munmap(tmp, cn);
+			goto err_undo;
+		}
 	}
 	for (uint32_t i = 0; i < n; i++)
 		if (parts[i].prot != (PROT_READ | PROT_WRITE))
@@ -549,10 +580,21 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 	*out = seg;
 	return 0;
 
-err_unmap:
-	munmap(tmp, len);
-err_pool:
-	pool_free(a->pool_fd, off, len);
+err_undo:
+	/* the chunks already in the pool go back, protections too */
+	if (done && restore_range(s, s + done, PROT_READ | PROT_WRITE,
+				  a->pool_fd, off, false)) {
+		/* the pool range still backs memory: it stays taken */
+		shca_warn("seg: %#lx+%zu stays shared memory",
+			  (unsigned long)s, done);
+		goto err_slot;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (parts[i].prot != (PROT_READ | PROT_WRITE) &&
+		    parts[i].start < s + done)
+			mprotect((void *)parts[i].start,
+				 parts[i].end - parts[i].start, parts[i].prot);
+	pool_free(a->pool_fd, off, len, true);
 err_slot:
 	slot_used[slot / 8] &= (uint8_t)~(1u << (slot % 8));
 err_free:

@@ -83,10 +83,11 @@ extern uint32_t shca_nsegs;
 /*
  * Turns the parts of seg's range that the pool still backs at the right
  * offset into private anonymous memory holding the same bytes, with the
- * same protection: 0, or -errno (nothing of that part changed).
+ * same protection: 0, or -errno (a part may be left shared).  punch:
+ * the pool's copy is given back as it goes.
  */
 int shca_seg_privatize(const struct shca_seg *seg, int pool_fd,
-		       int maps_fd);
+		       int maps_fd, bool punch);
 
 void shca_seg_fork_init(void);		/* seg_fork.c: pthread_atfork */
 void shca_seg_forget_all(void);		/* seg.c: a child's reset */

@@ -84,7 +84,7 @@ static void fork_child(void)
 			if (s->dontfork)
 				continue;	/* not mapped here at all */
 			if (mfd < 0 ||
-			    shca_seg_privatize(s, fork_pool_fd, mfd)) {
+			    shca_seg_privatize(s, fork_pool_fd, mfd, false)) {
 				/* a live mapping of the parent's memory must
 				 * not survive: better no memory at all */
 				munmap((void *)s->va, s->len);

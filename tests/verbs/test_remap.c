@@ -733,3 +733,74 @@ TEST(drain_waits_for_live_lane_frees_dead_one)
 	ASSERT(!in_pool(p));
 	teardown(&e);
 }
+
+/* A range of several copy chunks (64 MiB each), a page in every MiB
+ * written, a read-only stretch across a chunk boundary: contents and
+ * protections kept both ways. */
+TEST(large_chunked)
+{
+	struct env e = setup();
+	size_t n = 200ul << 20;
+	unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+				-1, 0);
+	uint64_t copy0 = stat_of(&e, SHCA_STAT_MAP_COPY_BYTES);
+	struct ibv_mr *mr;
+	char line[512];
+
+	ASSERT(p != MAP_FAILED);
+	for (size_t o = 0; o < n; o += 1ul << 20)
+		p[o + 17] = (unsigned char)(o >> 20);
+	ASSERT_EQ(mprotect(p + (60ul << 20), 8ul << 20, PROT_READ), 0);
+	mr = ibv_reg_mr(e.pd, p, n, IBV_ACCESS_REMOTE_READ);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MAP_COPY_BYTES),
+		      copy0 + 200 * PS);
+	for (size_t o = 0; o < n; o += 1ul << 20)
+		ASSERT_EQ(p[o + 17], (unsigned char)(o >> 20));
+	ASSERT(maps_line(p + (66ul << 20), line, sizeof(line)));
+	ASSERT(strstr(line, " r--s "));
+	ASSERT(maps_line(p + (70ul << 20), line, sizeof(line)));
+	ASSERT(strstr(line, " rw-s "));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	for (size_t o = 0; o < n; o += 1ul << 20)
+		ASSERT_EQ(p[o + 17], (unsigned char)(o >> 20));
+	ASSERT(maps_line(p + (66ul << 20), line, sizeof(line)));
+	ASSERT(strstr(line, " r--p "));
+	ASSERT_EQ(resident(p + PS, (1ul << 20) - PS), 0);
+	ASSERT_EQ(munmap(p, n), 0);
+	teardown(&e);
+}
+
+/* Memory unmapped (or replaced) while registered: the dereg gives back
+ * what is still the pool's and maps nothing where the program unmapped. */
+TEST(unmapped_before_dereg)
+{
+	struct env e = setup();
+	size_t n = 6 * PS;
+	unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr;
+	unsigned char v;
+
+	ASSERT(p != MAP_FAILED);
+	fill(p, n, 15);
+	mr = ibv_reg_mr(e.pd, p, n, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_EQ(munmap(p + 2 * PS, 2 * PS), 0);
+	ASSERT(mmap(p + 5 * PS, PS, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED);
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT_EQ(live_segs(&e), 0);
+	ASSERT(same(p, 2 * PS, 15));
+	ASSERT(!in_pool(p));
+	ASSERT(!in_pool(p + 4 * PS));
+	ASSERT_EQ(p[4 * PS], (unsigned char)(4 * PS * 7 + 15));
+	ASSERT_EQ(p[5 * PS], 0);		/* the program's new page */
+	/* the hole stays a hole */
+	ASSERT_EQ(mincore(p + 2 * PS, PS, &v), -1);
+	ASSERT_EQ(errno, ENOMEM);
+	teardown(&e);
+}
