@@ -31,6 +31,7 @@ struct shca_segmap {
 	pthread_rwlock_t lock;
 	int pool_fd;
 	uint64_t pool_size;	/* the pool's size when last looked at */
+	bool pool_looked;	/* ... in this refresh already */
 	const struct shca_seg_shm *table;
 	struct seg *segs;	/* sorted by va, under the write lock */
 	unsigned int n;
@@ -217,13 +218,15 @@ static bool seg_read(struct shca_segmap *m, const struct shca_seg_shm *e,
 	if (out->va + out->len < out->va || out->off + out->len < out->off)
 		return false;
 	end = out->off + out->len;
-	if (end > m->pool_size) {
-		if (fstat(m->pool_fd, &st) || st.st_size < 0)
-			return false;
-		m->pool_size = (uint64_t)st.st_size;
-		if (end > m->pool_size)
-			return false;
+	if (end > m->pool_size && !m->pool_looked) {
+		/* once a refresh: a table of entries beyond the pool costs
+		 * one fstat, not one each */
+		m->pool_looked = true;
+		if (!fstat(m->pool_fd, &st) && st.st_size > 0)
+			m->pool_size = (uint64_t)st.st_size;
 	}
+	if (end > m->pool_size)
+		return false;
 	out->map = NULL;
 	return true;
 }
@@ -264,6 +267,7 @@ int shca_segmap_refresh(struct shca_segmap *m)
 	int ret = 0;
 
 	pthread_rwlock_wrlock(&m->lock);
+	m->pool_looked = false;
 	for (i = 0; i < SHCA_ARENA_SEG_ENTRIES; i++) {
 		const struct shca_seg_shm *e = &m->table[i];
 

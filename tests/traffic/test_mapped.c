@@ -402,7 +402,7 @@ static void syscalls_per_wr(bool mapped)
 	if (mapped)
 		ASSERT_LT(loop - base, 500);
 	else
-		ASSERT_GE(loop - base, 6000);
+		ASSERT_GE(loop - base, 5000);
 }
 
 TEST(no_syscall_per_wr_mapped)
