@@ -8,9 +8,14 @@
  * PROCMAP_QUERY, side by side).
  *
  *   regmr COUNT SIZE EXTRA_MAPPINGS
+ *   regmr gib GIB TOUCHED      one MR over GIB GiB, every page written
+ *                              first (TOUCHED 1) or none: ms per GiB of
+ *                              ibv_reg_mr and of ibv_dereg_mr (the copy
+ *                              into shared memory and back, issue 13)
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <sys/mman.h>
 #include <infiniband/verbs.h>
@@ -39,6 +44,41 @@ static void add_mappings(long n)
 	}
 }
 
+/* One MR over gib GiB, touched or not: ms per GiB to register it and
+ * to deregister it. */
+static int per_gib(struct ibv_pd *pd, long gib, int touched)
+{
+	size_t size = (size_t)gib << 30;
+	struct ibv_mr *mr;
+	double t0, t1, t2;
+	char *buf;
+
+	buf = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (buf == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	if (touched)
+		for (size_t i = 0; i < size; i += 4096)
+			buf[i] = (char)i;
+	t0 = now();
+	mr = ibv_reg_mr(pd, buf, size, IBV_ACCESS_LOCAL_WRITE |
+			IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	if (!mr) {
+		perror("ibv_reg_mr");
+		return 1;
+	}
+	t1 = now();
+	ibv_dereg_mr(mr);
+	t2 = now();
+	printf("%ld GiB %s: reg %.3f ms/GiB, dereg %.3f ms/GiB\n", gib,
+	       touched ? "touched" : "untouched",
+	       (t1 - t0) * 1e3 / (double)gib, (t2 - t1) * 1e3 / (double)gib);
+	munmap(buf, size);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	long count = argc > 1 ? atol(argv[1]) : 10000;
@@ -58,6 +98,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	pd = ibv_alloc_pd(ctx);
+	if (pd && argc > 3 && !strcmp(argv[1], "gib"))
+		return per_gib(pd, atol(argv[2]), atoi(argv[3]));
 	/* small MRs each over their own pages; large ones over one buffer */
 	buf = mmap(NULL, size <= 65536 ? size * (size_t)count : size,
 		   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -4,7 +4,10 @@
 # mappings and with 20000 more; each figure beside the same figure with
 # SOFTHCA_PROCMAP_QUERY=0 (the /proc/self/maps text walk that every
 # registration did before issue 12, and still does on kernels before
-# 6.11), measured in the same run.  A benchmark, not a test.
+# 6.11), measured in the same run.  Then the cost per GiB of registering
+# one large MR, every page touched or none, with the pages re-backed by
+# shared memory (issue 13, the default) and with SOFTHCA_MAP=0 (CMA: the
+# range is only checked).  A benchmark, not a test.
 #
 #   bench/regmr.sh [BUILD_DIR]      (default: build; `make` first)
 set -euo pipefail
@@ -26,4 +29,15 @@ for args in "20000 4096 0 20000" "20000 4096 20000 300" \
 	q=$(timeout 120 "$tmp/regmr" "$1" "$2" "$3")
 	t=$(SOFTHCA_PROCMAP_QUERY=0 timeout 120 "$tmp/regmr" "$4" "$2" "$3")
 	echo "| $1 | $2 | $3 | $(rate reg "$q") | $(rate reg "$t") | $(rate dereg "$q") |"
+done
+echo
+echo "| GiB | pages | reg ms/GiB | reg ms/GiB, SOFTHCA_MAP=0 | dereg ms/GiB | dereg ms/GiB, SOFTHCA_MAP=0 |"
+echo "|---|---|---|---|---|---|"
+ms() { sed -E "s/.* $1 ([0-9.]+) ms.*/\1/" <<<"$2"; }
+for args in "1 1" "1 0" "64 0"; do
+	set -- $args
+	m=$(timeout 120 "$tmp/regmr" gib "$1" "$2")
+	c=$(SOFTHCA_MAP=0 timeout 120 "$tmp/regmr" gib "$1" "$2")
+	what=$([ "$2" = 1 ] && echo touched || echo untouched)
+	echo "| $1 | $what | $(ms reg "$m") | $(ms reg "$c") | $(ms dereg "$m") | $(ms dereg "$c") |"
 done

@@ -44,4 +44,11 @@ const char *const shca_stat_names[SHCA_STAT_MAX] = {
 	[SHCA_STAT_SHM_STALE_NAMES] = "shm_stale_names",
 	[SHCA_STAT_NET_ADMIT_DROPS] = "net_admission_drops",
 	[SHCA_STAT_NET_HS_REFUSED] = "net_handshake_refused",
+	[SHCA_STAT_MR_MAPPED] = "mr_mapped",
+	[SHCA_STAT_MR_CMA] = "mr_cma",
+	[SHCA_STAT_MAP_BYTES] = "map_bytes",
+	[SHCA_STAT_MAP_COPY_BYTES] = "map_copy_bytes",
+	[SHCA_STAT_MAP_XFERS] = "map_xfers",
+	[SHCA_STAT_CMA_XFERS] = "cma_xfers",
+	[SHCA_STAT_LOCAL_XFERS] = "local_xfers",
 };

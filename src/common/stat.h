@@ -59,6 +59,16 @@ enum shca_stat {
 	SHCA_STAT_NET_HS_REFUSED,	/* connections closed by the handshake
 					 * (no proof, wrong secret, bad frame,
 					 * timeout) */
+	/* mapped registered memory (issue 13, shm/seg.c) */
+	SHCA_STAT_MR_MAPPED,		/* MRs whose pages peers can map */
+	SHCA_STAT_MR_CMA,		/* MRs left to the CMA path */
+	SHCA_STAT_MAP_BYTES,		/* bytes re-backed by new segments */
+	SHCA_STAT_MAP_COPY_BYTES,	/* ... of which held data (copied) */
+	/* same-host memory access (issue 13, shm/mem.h): per access */
+	SHCA_STAT_MAP_XFERS,		/* through a mapping of the owner's
+					 * segments */
+	SHCA_STAT_CMA_XFERS,		/* with process_vm_writev/readv */
+	SHCA_STAT_LOCAL_XFERS,		/* the owner was this process */
 	SHCA_STAT_MAX
 };
 

@@ -20,6 +20,7 @@
 #include "../common/nocancel.h"
 #include "../common/stat.h"
 #include "../common/util.h"
+#include "../shm/arena.h"
 #include "engine.h"
 
 struct watch {
@@ -221,6 +222,8 @@ static void *engine_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	in_engine = true;
+	/* held until the process ends: how peers know it did (arena.h) */
+	shca_arena_hold_life();
 	for (;;) {
 		int n = epoll_wait(epfd, evs, 16, -1), i;
 		uint64_t batch;
@@ -333,6 +336,8 @@ int shca_engine_start(void)
 		close_all();
 		goto out;
 	}
+	/* the arena first: the thread holds its life lock (arena.h) */
+	shca_arena_self();
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 * 1024);

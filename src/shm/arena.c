@@ -174,6 +174,7 @@ static int arena_create(void)
 	h->heap_off = heap_off;
 	h->seg_table_off = seg_off;
 	h->lanes_off = lanes_off;
+	shca_plock_init(&h->life);
 
 	the_arena.size = size;
 	the_arena.fd = fd;
@@ -207,6 +208,28 @@ struct shca_arena *shca_arena_self(void)
 		return NULL;
 	}
 	return &the_arena;
+}
+
+void shca_arena_hold_life(void)
+{
+	void *base = __atomic_load_n(&the_arena.base, __ATOMIC_ACQUIRE);
+
+	/* no arena_lock here: a fork while this thread held it would leave
+	 * it taken in the child (the engine's starter made the arena) */
+	if (!base || the_arena.pid != shca_getpid())
+		return;
+	/* a robust mutex of this thread's robust list: the kernel marks it
+	 * when the thread ends, which for the engine thread is the
+	 * process's end */
+	shca_plock_lock(&shca_arena_hdr(base)->life);
+}
+
+/* The arena's own close of an inherited pool must not hit the descriptor
+ * number reused since; called in a forked child only. */
+void shca_arena_pool_closed(void)
+{
+	if (the_arena.base && the_arena.pid != getpid())
+		the_arena.pool_fd = -1;
 }
 
 /* Out of arena: say so, with the sizes, at most once a second. */

@@ -91,6 +91,12 @@ struct shca_arena_hdr {
 	/* the process's counters (shca_stat_proc): on a cache line of
 	 * their own, away from the read-mostly fields above */
 	struct shca_stat_block stats __attribute__((aligned(64)));
+	/* the owner's life: a robust mutex its engine thread holds from
+	 * its start to the process's end (shca_arena_hold_life).  When the
+	 * process dies (or execs) the kernel marks the futex word
+	 * FUTEX_OWNER_DIED before anyone can reap it: a peer that reads it
+	 * knows the owner is gone without a system call */
+	struct shca_plock life __attribute__((aligned(64)));
 };
 
 /*
@@ -244,6 +250,13 @@ struct shca_arena {
 
 /* The arena of this process, created on first use (NULL, errno). */
 struct shca_arena *shca_arena_self(void);
+/* A forked child closed the pool it inherited (shm/seg_fork.c). */
+void shca_arena_pool_closed(void);
+
+/* The engine thread, at its start: hold the arena's life lock until the
+ * process ends (never released).  The arena must exist already (the
+ * engine's starter makes it); this takes no lock a fork could inherit. */
+void shca_arena_hold_life(void);
 
 /*
  * Heap allocation in this process's arena (shm/heap.c): zeroed, 64-byte
@@ -271,6 +284,29 @@ static inline void *shca_arena_ptr(const void *base, size_t size,
 static inline struct shca_arena_hdr *shca_arena_hdr(const void *base)
 {
 	return (struct shca_arena_hdr *)base;
+}
+
+/* The futex word of an arena's life lock (a glibc mutex's first int). */
+static inline const uint32_t *shca_arena_life_word(const void *base)
+{
+	return (const uint32_t *)&shca_arena_hdr(base)->life.m;
+}
+
+/*
+ * Has the owner of the life word died?  FUTEX_OWNER_DIED set by the
+ * kernel; a word never locked (0) says nothing either way.
+ */
+static inline bool shca_arena_life_died(const uint32_t *w)
+{
+	return __atomic_load_n(w, __ATOMIC_ACQUIRE) & 0x40000000u;
+}
+
+/* Does the owner hold it (a live thread's id in the word)? */
+static inline bool shca_arena_life_held(const uint32_t *w)
+{
+	uint32_t v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+
+	return (v & 0x3fffffffu) && !(v & 0x40000000u);
 }
 
 static inline uint64_t *shca_arena_qp_table(const void *base)

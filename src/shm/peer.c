@@ -22,6 +22,7 @@
 #include "arena.h"
 #include "peer.h"
 #include "rundir.h"
+#include "segmap.h"
 #include "sock.h"
 
 #define CONNECT_TIMEOUT_S 5
@@ -131,7 +132,7 @@ static void send_hello(int fd)
 	struct shca_arena *a = shca_arena_self();
 	const struct shca_slot *s = shca_slot_get();
 	struct shca_hello h;
-	int fds[2], ret;
+	int fds[3], ret;
 
 	if (!a || !s)
 		return;
@@ -144,7 +145,8 @@ static void send_hello(int fd)
 	h.arena_addr = (uint64_t)(uintptr_t)a->base;
 	fds[0] = a->fd;
 	fds[1] = shca_engine_doorbell_fd();
-	ret = shca_sock_send_fds(fd, &h, sizeof(h), fds, 2);
+	fds[2] = a->pool_fd;
+	ret = shca_sock_send_fds(fd, &h, sizeof(h), fds, 3);
 	if (ret)
 		shca_dbg("hello: %s", strerror(-ret));
 }
@@ -291,21 +293,57 @@ static struct shca_peer *peer_self(const struct shca_slot *s)
 	p->doorbell = shca_engine_doorbell_fd();
 	p->self = true;
 	p->cma = true;
+	p->lanes = shca_arena_lanes(a->base);
 	pthread_mutex_init(&p->chan_lock, NULL);
 	return p;
+}
+
+static void refuse_layout(int slot)
+{
+	static unsigned int logged;
+
+	if (__atomic_fetch_add(&logged, 1, __ATOMIC_RELAXED) < 4)
+		shca_warn("refusing same-host peer in slot %d: its arena's "
+			  "header changed under us", slot);
+}
+
+/*
+ * The arena's lanes and segment table, at the offsets its header gives
+ * in our mapping (checked again here: shca_arena_map_peer read the header
+ * before it mapped the file), and its life word.  0 or -EPROTO.
+ */
+static int peer_tables(struct shca_peer *p, const struct shca_seg_shm **segs)
+{
+	const struct shca_arena_hdr *h = p->arena;
+	uint64_t lanes = __atomic_load_n(&h->lanes_off, __ATOMIC_RELAXED);
+	uint64_t seg = __atomic_load_n(&h->seg_table_off, __ATOMIC_RELAXED);
+	uint64_t size = p->arena_size;
+
+	if (lanes < sizeof(*h) || lanes % 8 || lanes > size ||
+	    size - lanes < SHCA_ARENA_LANES * sizeof(uint64_t) ||
+	    seg < sizeof(*h) || seg % 8 || seg > size ||
+	    size - seg < (uint64_t)SHCA_ARENA_SEG_ENTRIES *
+				 sizeof(struct shca_seg_shm))
+		return -EPROTO;
+	p->lanes = (uint64_t *)((char *)p->arena + lanes);
+	*segs = (const struct shca_seg_shm *)((char *)p->arena + seg);
+	p->life = shca_arena_life_word(p->arena);
+	return 0;
 }
 
 /*
  * Connect to the owner of slot and map its arena, trusting nothing it
  * says that the kernel does not confirm: the listener is our uid and its
  * pid (SO_PEERCRED) is the one the hello and the arena name as owner; the
- * arena passes shca_arena_map_peer's checks, the doorbell is an eventfd.
+ * arena passes shca_arena_map_peer's checks, the doorbell is an eventfd,
+ * the pool a memfd we may map (shca_segmap_check_pool).
  */
 static struct shca_peer *peer_connect(int slot)
 {
+	const struct shca_seg_shm *segs;
 	struct shca_peer *p;
 	struct shca_hello h;
-	int fd, fds[2], ret;
+	int fd, fds[3], ret;
 	pid_t owner = 0;
 
 	fd = shca_sock_connect(slot, CONNECT_TIMEOUT_S, &owner);
@@ -336,6 +374,13 @@ static struct shca_peer *peer_connect(int slot)
 		ret = -EPROTO;
 		goto err_fds;
 	}
+	if (shca_segmap_check_pool(fds[2])) {
+		refused(SHCA_STAT_SHM_ARENA_REFUSED, slot,
+			"its pool is not a memfd of ours sealed against "
+			"shrinking");
+		ret = -EPROTO;
+		goto err_fds;
+	}
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		ret = -ENOMEM;
@@ -349,11 +394,23 @@ static struct shca_peer *peer_connect(int slot)
 	p->arena = shca_arena_map_peer(fds[0], owner, &p->arena_size);
 	ret = p->arena ? 0 : -errno;
 	close(fds[0]);
+	if (!ret && peer_tables(p, &segs)) {
+		refuse_layout(slot);
+		munmap(p->arena, p->arena_size);
+		ret = -EPROTO;
+	}
+	if (!ret) {
+		p->segmap = shca_segmap_new(fds[2], segs);
+		ret = p->segmap ? 0 : -ENOMEM;
+		if (ret)
+			munmap(p->arena, p->arena_size);
+	}
 	if (ret) {
 		if (ret == -EPROTO)
 			shca_stat_add(shca_stat_proc(),
 				      SHCA_STAT_SHM_ARENA_REFUSED, 1);
 		close(fds[1]);
+		close(fds[2]);
 		free(p);
 		goto err_close;
 	}
@@ -366,6 +423,7 @@ static struct shca_peer *peer_connect(int slot)
 err_fds:
 	close(fds[0]);
 	close(fds[1]);
+	close(fds[2]);
 err_close:
 	close(fd);
 	errno = -ret;
@@ -400,7 +458,7 @@ static int fetch_channel_fd(struct shca_peer *p, uint32_t idx, uint32_t gen)
 	struct chan_req req = { CHAN_REQ_MAGIC, idx, gen };
 	struct shca_hello h;
 	int32_t answer = -EPROTO;
-	int fd, fds[2], cfd = -EPROTO, n;
+	int fd, fds[3], cfd = -EPROTO, n;
 	pid_t owner = 0;
 
 	/* the same owner as the first connection, or nothing */
@@ -413,6 +471,7 @@ static int fetch_channel_fd(struct shca_peer *p, uint32_t idx, uint32_t gen)
 	}
 	close(fds[0]);
 	close(fds[1]);
+	close(fds[2]);
 	if (h.pid != p->pid || send(fd, &req, sizeof(req), MSG_NOSIGNAL) < 0)
 		goto out;
 	n = shca_sock_recv_fds(fd, &answer, sizeof(answer), fds, 1);
@@ -504,6 +563,10 @@ static void peer_unmap(struct shca_peer *p)
 	    !__atomic_compare_exchange_n(&p->unmapped, &no, true, false,
 					 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		return;
+	/* no requester is inside: every segment mapping goes, the pool
+	 * with them (we do not pin a dead owner's memory) */
+	shca_segmap_free(p->segmap);
+	p->segmap = NULL;
 	munmap(p->arena, p->arena_size);
 	close(p->doorbell);
 	pthread_mutex_lock(&p->chan_lock);

@@ -9,7 +9,9 @@
  * the owner's credentials (SO_PEERCRED: our uid, the pid that the hello
  * and the arena name), receives the owner's arena and doorbell fds, maps
  * the arena if it passes its checks (a sealed memfd, shca_arena_map_peer),
- * and tests that it may use process_vm_readv/writev on the owner (CMA).
+ * keeps the owner's pool (checked the same way, shca_segmap_check_pool)
+ * to map its segments on first use (shm/segmap.c), and tests that it may
+ * use process_vm_readv/writev on the owner (CMA).
  * The owner answers only connections of its own uid.  A hang-up marks the
  * peer dead.
  */
@@ -38,6 +40,10 @@ struct shca_peer {
 	struct shca_peer_chan *chans;	/* its channels' eventfds, by idx */
 	unsigned int nchans;
 	bool dead;		/* hung up or gone: shca_peer_dead() */
+	uint64_t *lanes;	/* its access lanes (in its arena) */
+	const uint32_t *life;	/* its life word (arena.h), in its arena */
+	struct shca_segmap *segmap;	/* its segments mapped here; NULL:
+					 * none (ourselves, or no pool) */
 };
 
 /* Set by the engine thread, read by requesters: atomic. */

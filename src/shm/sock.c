@@ -200,13 +200,13 @@ int shca_sock_recv_fds(int sock, void *data, size_t len, int *fds,
 	return n;
 }
 
-int shca_sock_recv_hello(int sock, struct shca_hello *h, int fds[2])
+int shca_sock_recv_hello(int sock, struct shca_hello *h, int fds[3])
 {
-	int n = shca_sock_recv_fds(sock, h, sizeof(*h), fds, 2);
+	int n = shca_sock_recv_fds(sock, h, sizeof(*h), fds, 3);
 
 	if (n < 0)
 		return n;
-	if (n != 2 || h->magic != SHCA_HELLO_MAGIC || h->uid != getuid()) {
+	if (n != 3 || h->magic != SHCA_HELLO_MAGIC || h->uid != getuid()) {
 		while (n--)
 			close(fds[n]);
 		return -EPROTO;

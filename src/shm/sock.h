@@ -23,9 +23,10 @@
 #include <sys/un.h>
 
 #define SHCA_HELLO_MAGIC	0x6f6c6c6548434853ull	/* "SHCHello" */
-#define SHCA_SOCK_MAX_FDS	2	/* descriptors in one message */
+#define SHCA_SOCK_MAX_FDS	3	/* descriptors in one message */
 
-/* What the owner sends first, with its arena fd and its doorbell fd. */
+/* What the owner sends first, with its arena fd, its doorbell fd and its
+ * pool fd (the memory registered memory is re-backed with). */
 struct shca_hello {
 	uint64_t magic;
 	uint32_t version;	/* SHCA_ARENA_VERSION */
@@ -73,9 +74,9 @@ int shca_sock_send_fds(int sock, const void *data, size_t len,
 int shca_sock_recv_fds(int sock, void *data, size_t len, int *fds,
 		       int maxfds);
 
-/* The hello (our uid) and its two descriptors (arena, doorbell): 0 or
- * -errno. */
-int shca_sock_recv_hello(int sock, struct shca_hello *h, int fds[2]);
+/* The hello (our uid) and its three descriptors (arena, doorbell, pool):
+ * 0 or -errno. */
+int shca_sock_recv_hello(int sock, struct shca_hello *h, int fds[3]);
 
 /*
  * A connection to the process in slot (of SOFTHCA_PORT_BASE), whose

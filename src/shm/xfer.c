@@ -16,7 +16,7 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "arena.h"
-#include "host.h"
+#include "mem.h"
 #include "queues.h"
 #include "xfer.h"
 
@@ -26,16 +26,31 @@
  * Has the peer's process gone?  A hang-up of its socket says so (the
  * engine marks the peer dead), and so does a failed process_vm_*v; when a
  * request moves no data it makes no such call, and a forked child of the
- * peer may hold the socket open: ask the kernel.
+ * peer may hold the socket open: its life word says (arena.h, no system
+ * call), or, while its engine thread has not taken it yet, the kernel.
  */
 static bool peer_gone(struct shca_peer *p)
 {
 	if (shca_peer_dead(p))
 		return true;
-	if (p->self || !kill(p->pid, 0) || errno != ESRCH)
+	if (p->self)
 		return false;
+	if (p->life && shca_arena_life_died(p->life))
+		goto gone;
+	if ((p->life && shca_arena_life_held(p->life)) || !kill(p->pid, 0) ||
+	    errno != ESRCH)
+		return false;
+gone:
 	shca_peer_set_dead(p);
 	return true;
+}
+
+/* No access lane came free (mem.h): as if the responder had not answered;
+ * UC and UD lose the message. */
+static void lanes_busy(struct shca_xfer_result *res, const struct shca_xfer *x)
+{
+	res->outcome = x->qp_type == IBV_QPT_RC ? SHCA_XFER_NO_RESPONSE :
+						  SHCA_XFER_DONE;
 }
 
 static void qp_pending(struct shca_peer *p, struct shca_qp_shm *q,
@@ -77,8 +92,10 @@ static struct shca_qp_shm *lookup_qp(struct shca_peer *p, uint32_t qpn)
  * iova space.  On success *va is the responder's virtual address of addr.
  * -ENOKEY when no MR of the PD has the key (unknown, deregistered, or
  * another PD's: what guessing produces), -EACCES when the MR is the PD's
- * but the access or the range is wrong.  The key index and the table are
- * the responder's bytes: both look-ups are bounded (shm/mrkey.c).
+ * but the access or the range is wrong, -EBUSY when no access lane came
+ * free (the lane is claimed before the entry is read: mem.h).  The key
+ * index and the table are the responder's bytes: both look-ups are
+ * bounded (shm/mrkey.c).
  */
 static int lookup_mr(struct shca_peer *p, uint32_t pd, uint32_t key,
 		     uint32_t access, uint64_t addr, uint64_t len,
@@ -88,12 +105,15 @@ static int lookup_mr(struct shca_peer *p, uint32_t pd, uint32_t key,
 
 	if (!key || key == UINT32_MAX)
 		return -ENOKEY;
+	if (shca_mem_claim(p, key))
+		return -EBUSY;
 	slot = shca_mr_table_entry(p->arena, p->arena_size,
 				   shca_mr_index_find(p->arena, p->arena_size,
 						      key));
 	if (!slot || !shca_mr_shm_read(slot, &e) || e.key != key ||
 	    e.pd != pd)
 		return -ENOKEY;
+	shca_mem_note(p, &e);
 	if ((e.access & access) != access)
 		return -EACCES;
 	if (e.iova + e.length < e.iova ||
@@ -197,7 +217,7 @@ static int build_scatter(struct shca_peer *p, struct shca_qp_shm *q,
 {
 	uint64_t left = len;
 	uint32_t i;
-	int n = 0;
+	int n = 0, ret;
 
 	for (i = 0; i < w->num_sge && left; i++) {
 		const struct ibv_sge *s = &w->sge[i];
@@ -205,9 +225,10 @@ static int build_scatter(struct shca_peer *p, struct shca_qp_shm *q,
 
 		if (!take)
 			continue;
-		if (lookup_mr(p, q->rq_pd, s->lkey, IBV_ACCESS_LOCAL_WRITE,
-			      s->addr, take, &va))
-			return -EACCES;
+		ret = lookup_mr(p, q->rq_pd, s->lkey, IBV_ACCESS_LOCAL_WRITE,
+				s->addr, take, &va);
+		if (ret)
+			return ret == -EBUSY ? ret : -EACCES;
 		if (n == MAX_IOV)
 			return -E2BIG;
 		iov[n].iov_base = (void *)(uintptr_t)va;
@@ -366,11 +387,13 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 				  0;
 		if (ret == -ENOKEY)
 			bad_key(q, res, SHCA_STAT_INVALID_RKEY);
+		if (ret == -EBUSY || (ret && !rc)) {
+			shca_plock_unlock(&rq->lock);
+			if (ret == -EBUSY)
+				lanes_busy(res, x);
+			return;
+		}
 		if (ret) {
-			if (!rc) {
-				shca_plock_unlock(&rq->lock);
-				return;
-			}
 			fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_ACCESS_ERR,
 				 SHCA_QP_PEND_ACCESS_ERR);
 			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR, 0);
@@ -397,6 +420,11 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 			return;
 		}
 		ret = build_scatter(p, q, w, need, iov, &niov);
+		if (ret == -EBUSY) {
+			shca_plock_unlock(&rq->lock);
+			lanes_busy(res, x);
+			return;
+		}
 		if (ret) {
 			fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_PROT_ERR,
 				 SHCA_QP_PEND_ERR);
@@ -410,26 +438,20 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	if (!niov) {
 		ret = peer_gone(p) ? -ESRCH : 0;
 	} else if (x->grh) {
-		struct iovec g = { (void *)x->grh, SHCA_GRH_LEN };
-		struct iovec rg[MAX_IOV + 1];
-		uint64_t left = SHCA_GRH_LEN;
-		int i, k = 0;
+		/* one gather list: the GRH, then the payload */
+		struct iovec g[MAX_IOV + 1];
 
-		/* split the scatter list at SHCA_GRH_LEN */
-		for (i = 0; i < niov && left; i++) {
-			uint64_t t = MIN(left, (uint64_t)iov[i].iov_len);
-
-			rg[k].iov_base = iov[i].iov_base;
-			rg[k++].iov_len = t;
-			left -= t;
-			iov[i].iov_base = (char *)iov[i].iov_base + t;
-			iov[i].iov_len -= t;
+		if (x->nlocal > MAX_IOV) {
+			ret = -E2BIG;
+		} else {
+			g[0].iov_base = (void *)x->grh;
+			g[0].iov_len = SHCA_GRH_LEN;
+			memcpy(g + 1, x->local,
+			       sizeof(*g) * (size_t)x->nlocal);
+			ret = shca_mem_write(p, g, x->nlocal + 1, iov, niov);
 		}
-		ret = shca_peer_write(p, &g, 1, rg, k);
-		if (!ret)
-			ret = shca_peer_write(p, x->local, x->nlocal, iov, niov);
 	} else {
-		ret = shca_peer_write(p, x->local, x->nlocal, iov, niov);
+		ret = shca_mem_write(p, x->local, x->nlocal, iov, niov);
 	}
 	if (ret == -ESRCH) {
 		/* the responder's process is gone: nothing answers */
@@ -484,6 +506,10 @@ static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
 				     -EACCES;
 	if (ret == -ENOKEY)
 		bad_key(q, res, SHCA_STAT_INVALID_RKEY);
+	if (ret == -EBUSY) {
+		lanes_busy(res, x);
+		return;
+	}
 	if (ret) {
 		if (x->qp_type == IBV_QPT_RC)
 			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
@@ -491,8 +517,8 @@ static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
 		return;		/* UC: the responder drops it */
 	}
 	place_range(x, va, &r, &n);
-	ret = write ? shca_peer_write(p, x->local, x->nlocal, &r, n) :
-		      shca_peer_read(p, x->local, x->nlocal, &r, 1);
+	ret = write ? shca_mem_write(p, x->local, x->nlocal, &r, n) :
+		      shca_mem_read(p, x->local, x->nlocal, &r, 1);
 	if (ret == -ESRCH) {
 		res->outcome = SHCA_XFER_NO_RESPONSE;
 	} else if (ret == -EFAULT && !write) {
@@ -507,8 +533,7 @@ static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
 static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
 		      const struct shca_xfer *x, struct shca_xfer_result *res)
 {
-	uint64_t va, orig = 0, val;
-	struct iovec l = { &orig, sizeof(orig) }, r;
+	uint64_t va, orig = 0;
 	int ret;
 
 	res->outcome = SHCA_XFER_DONE;
@@ -524,28 +549,22 @@ static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
 		      -EACCES;
 	if (ret == -ENOKEY)
 		bad_key(q, res, SHCA_STAT_INVALID_RKEY);
+	if (ret == -EBUSY) {
+		lanes_busy(res, x);
+		return;
+	}
 	if (ret) {
 		fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
 			SHCA_QP_PEND_ACCESS_ERR);
 		return;
 	}
-	r.iov_base = (void *)(uintptr_t)va;
-	r.iov_len = 8;
-	ret = shca_host_atomic_lock(p->pid, va);
-	if (ret) {
+	ret = shca_mem_atomic(p, va, x->opcode, x->compare_add, x->swap,
+			      &orig);
+	if (ret == -ENOLCK) {
+		/* the host's lock stripes are out of reach */
 		res->status = IBV_WC_GENERAL_ERR;
 		return;
 	}
-	ret = shca_peer_read(p, &l, 1, &r, 1);
-	if (!ret) {
-		if (x->opcode == IBV_WR_ATOMIC_CMP_AND_SWP)
-			val = orig == x->compare_add ? x->swap : orig;
-		else
-			val = orig + x->compare_add;
-		l.iov_base = &val;
-		ret = shca_peer_write(p, &l, 1, &r, 1);
-	}
-	shca_host_atomic_unlock(p->pid, va);
 	if (ret == -ESRCH) {
 		res->outcome = SHCA_XFER_NO_RESPONSE;
 		return;
@@ -610,7 +629,9 @@ void shca_shm_execute(struct shca_peer *p, const struct shca_xfer *x,
 	/* the peer's arena stays mapped while we use it */
 	if (!p || !shca_peer_hold(p))
 		return;
+	shca_mem_begin(p);
 	execute(p, x, res);
+	shca_mem_end(p);
 	shca_peer_release(p);
 }
 

@@ -135,7 +135,7 @@ static int read_proc(int slot, pid_t want, int timeout_s,
 	struct shca_arena_hdr hdr;
 	struct shca_hello h;
 	pid_t owner = 0;
-	int sock, fds[2], ret;
+	int sock, fds[3], ret;
 
 	/* our uid only (SO_PEERCRED), and the pid that listens owns the
 	 * hello and the arena (read_header) */
@@ -147,6 +147,7 @@ static int read_proc(int slot, pid_t want, int timeout_s,
 	if (ret)
 		return ret;
 	close(fds[1]);		/* the doorbell: a looker rings nothing */
+	close(fds[2]);		/* the pool: a looker maps nothing */
 	if (h.pid != owner) {
 		close(fds[0]);
 		return -EPERM;

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../shm/seg.h"
 #include "shca.h"
 
 /* The process's MR table: slot i holds the MR with index i (its entry in
@@ -122,6 +123,7 @@ static void mr_publish(struct shca_mr *mr)
 	e.iova = mr->iova;
 	e.addr = (uintptr_t)mr->ibmr.addr;
 	e.length = mr->ibmr.length;
+	e.flags = mr->mapped ? SHCA_MR_SHM_MAPPED : 0;
 	shca_mr_shm_write(slot, &e);
 }
 
@@ -194,6 +196,27 @@ static int table_insert(struct shca_mr *mr)
 	return 0;
 }
 
+/*
+ * Peers stop reaching the MR's memory: its entry is cleared, then every
+ * peer that found it before has left (the lanes' drain, shm/seg.c), and
+ * only then may the memory change under it.  The drain runs without
+ * mr_table_lock: a peer in this very process may need it to finish.
+ */
+static void mr_unpublish(struct shca_mr *mr)
+{
+	struct shca_arena *a = shca_arena_self();
+	struct shca_mr_shm *slot;
+
+	if (!a)
+		return;
+	pthread_mutex_lock(&mr_table_lock);
+	slot = shca_mr_table_entry(a->base, a->size, mr->index);
+	if (slot)
+		shca_mr_shm_clear(slot);
+	pthread_mutex_unlock(&mr_table_lock);
+	shca_seg_drain(mr->ibmr.lkey);
+}
+
 static void table_remove(struct shca_mr *mr)
 {
 	struct shca_arena *a = shca_arena_self();
@@ -211,6 +234,28 @@ static void table_remove(struct shca_mr *mr)
 	mr_table[mr->index] = NULL;
 	mr_count--;
 	pthread_mutex_unlock(&mr_table_lock);
+	if (a)
+		shca_seg_drain(mr->ibmr.lkey);
+}
+
+/* What a registration holds of the memory: the segments' references. */
+static void mr_unmap(struct shca_mr *mr)
+{
+	if (mr->mapped)
+		shca_seg_unmap(mr->ibmr.addr, mr->ibmr.length);
+	mr->mapped = false;
+}
+
+/*
+ * softhca answers IBV_FORK_UNNEEDED (misc.c): a child gets its own copy
+ * of registered memory, with or without ibv_fork_init, as the kernel
+ * gives it for pinned pages since Linux 5.13; so no segment is made
+ * MADV_DONTFORK (shm/seg_fork.c makes the copy).
+ */
+static bool mr_map(struct shca_mr *mr)
+{
+	mr->mapped = shca_seg_map(mr->ibmr.addr, mr->ibmr.length, false);
+	return mr->mapped;
 }
 
 /*
@@ -293,20 +338,22 @@ struct ibv_mr *shca_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	mr->ibmr.pd = ibpd;
 	mr->ibmr.addr = addr;
 	mr->ibmr.length = length;
+	mr_map(mr);
 	ret = table_insert(mr);
 	if (ret)
-		goto err_free;
+		goto err_unmap;
 	ret = shca_obj_add(&mr->obj, SHCA_OT_MR, ibpd->context, &mr->ibmr,
 			   &mr->ibmr.handle);
 	if (ret) {
 		table_remove(mr);
-		goto err_free;
+		goto err_unmap;
 	}
 	shca_pd_get(pd);	/* while the PD's use keeps it */
 	shca_obj_put(&pd->obj);
 	return &mr->ibmr;
 
-err_free:
+err_unmap:
+	mr_unmap(mr);
 	free(mr);
 err_pd:
 	shca_obj_put(&pd->obj);
@@ -323,6 +370,7 @@ int shca_mr_destroy(struct shca_mr *mr)
 		return ret;
 	}
 	table_remove(mr);
+	mr_unmap(mr);
 	shca_pd_put(mr->pd);
 	shca_obj_retire(&mr->obj, mr, sizeof(*mr));
 	return 0;
@@ -406,7 +454,8 @@ static int rereg_check(struct shca_mr *mr, int flags, struct ibv_pd *ibpd,
 int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 		  void *addr, size_t length, int access)
 {
-	struct shca_mr *mr;
+	struct shca_mr *mr, old;
+	bool moved = flags & IBV_REREG_MR_CHANGE_TRANSLATION, mapped;
 	struct rereg r;
 	int ret;
 
@@ -419,7 +468,14 @@ int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 		return ret;
 	}
 
+	/* the new range shareable before the old one is let go: both hold
+	 * references to the pages they share */
+	old = *mr;
+	mapped = moved ? shca_seg_map(r.addr, r.length, false) : mr->mapped;
+	/* no peer uses the old translation, PD or access once this returns */
+	mr_unpublish(mr);
 	pthread_mutex_lock(&mr_table_lock);
+	mr->mapped = mapped;
 	if (r.pd) {
 		shca_pd_get(r.pd);
 		shca_pd_put(mr->pd);
@@ -432,6 +488,8 @@ int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 	mr->ibmr.length = r.length;
 	mr_publish(mr);
 	pthread_mutex_unlock(&mr_table_lock);
+	if (moved)
+		mr_unmap(&old);
 	shca_obj_put(&mr->obj);
 	return 0;
 }

@@ -11,8 +11,7 @@
  * with many CQs or QPs) registration slowed to a few thousand MRs a
  * second (issue 12).
  *
- * The query's layout is the kernel's UAPI (include/uapi/linux/fs.h);
- * Debian 12's headers predate it, so it is spelt out here.
+ * The query's layout is the kernel's UAPI, spelt out in common/procmap.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,29 +22,13 @@
 #include <unistd.h>
 #include <sys/ioctl.h>
 
+#include "../common/procmap.h"
 #include "shca.h"
 
-struct vma_query {
-	uint64_t size;
-	uint64_t query_flags;
-	uint64_t query_addr;
-	uint64_t vma_start;
-	uint64_t vma_end;
-	uint64_t vma_flags;
-	uint64_t vma_page_size;
-	uint64_t vma_offset;
-	uint64_t inode;
-	uint32_t dev_major;
-	uint32_t dev_minor;
-	uint32_t vma_name_size;
-	uint32_t build_id_size;
-	uint64_t vma_name_addr;
-	uint64_t build_id_addr;
-};
-
-#define VMA_QUERY		_IOWR('f', 17, struct vma_query)
-#define VMA_READABLE		0x01
-#define VMA_WRITABLE		0x02
+#define vma_query		shca_procmap_query
+#define VMA_QUERY		SHCA_PROCMAP_QUERY
+#define VMA_READABLE		SHCA_PROCMAP_READABLE
+#define VMA_WRITABLE		SHCA_PROCMAP_WRITABLE
 
 /*
  * One descriptor of /proc/self/maps, opened by this process: a child

@@ -1,0 +1,432 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The memory access family (see mem.h): access lanes, and the mapped,
+ * CMA and local implementations of write, read and the atomics.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/dma.h"
+#include "../common/log.h"
+#include "../common/stat.h"
+#include "../common/util.h"
+#include "host.h"
+#include "mem.h"
+#include "seg.h"
+#include "segmap.h"
+
+#define LANE_PROBE	16	/* lanes tried from the hashed start */
+#define LANE_ROUNDS	2000	/* full scans (and yields) before -EBUSY */
+#define MAX_PIECES	128	/* mapped pieces of one access */
+
+/* The access in progress on this thread. */
+struct mem_access {
+	struct shca_peer *p;
+	unsigned int nlanes;
+	bool noted;		/* an MR entry was read */
+	bool unmapped;		/* ... one of them not MAPPED */
+	uint32_t lane[SHCA_MEM_MAX_KEYS];
+	uint32_t key[SHCA_MEM_MAX_KEYS];
+};
+
+static __thread struct mem_access cur;
+
+void shca_mem_begin(struct shca_peer *p)
+{
+	cur.p = p;
+	cur.nlanes = 0;
+	cur.noted = false;
+	cur.unmapped = false;
+}
+
+/* Where this thread starts looking for a free lane: by pid and thread,
+ * so that threads and processes do not all contend for lane 0. */
+static uint32_t lane_start(pid_t pid)
+{
+	static __thread char anchor;
+	uint64_t h = (uint64_t)(uintptr_t)&anchor ^ ((uint64_t)pid << 32);
+
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return (uint32_t)h;
+}
+
+static bool lane_take(uint64_t *lane, uint64_t word)
+{
+	uint64_t zero = 0;
+
+	return !__atomic_load_n(lane, __ATOMIC_RELAXED) &&
+	       __atomic_compare_exchange_n(lane, &zero, word, false,
+					   __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+}
+
+/* A lane whose process is gone is free (the owner's drain does the same;
+ * a peer that finds none free does it too: lanes never leak). */
+static void lane_reap(uint64_t *lane)
+{
+	uint64_t w = __atomic_load_n(lane, __ATOMIC_RELAXED);
+	pid_t pid = SHCA_LANE_PID(w);
+
+	if (w && pid != shca_getpid() && kill(pid, 0) && errno == ESRCH)
+		__atomic_compare_exchange_n(lane, &w, 0, false,
+					    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+}
+
+/*
+ * A free lane, CAS 0 -> our word with sequentially consistent order,
+ * before the MR entry is read (arena.h): a few probes from a hashed
+ * start, then whole scans that free dead processes' lanes, yielding in
+ * between; -EBUSY in the end (the lanes are the owner's bytes: bounded).
+ */
+static int lane_claim(uint64_t *lanes, uint64_t word, uint32_t *idx)
+{
+	uint32_t start = lane_start(SHCA_LANE_PID(word)), i;
+	int round;
+
+	for (i = 0; i < LANE_PROBE; i++) {
+		uint32_t k = (start + i) & (SHCA_ARENA_LANES - 1);
+
+		if (lane_take(&lanes[k], word)) {
+			*idx = k;
+			return 0;
+		}
+	}
+	for (round = 0; round < LANE_ROUNDS; round++) {
+		for (i = 0; i < SHCA_ARENA_LANES; i++) {
+			uint32_t k = (start + i) & (SHCA_ARENA_LANES - 1);
+
+			if (lane_take(&lanes[k], word)) {
+				*idx = k;
+				return 0;
+			}
+			if (!round)
+				lane_reap(&lanes[k]);
+		}
+		sched_yield();
+	}
+	return -EBUSY;
+}
+
+int shca_mem_claim(struct shca_peer *p, uint32_t key)
+{
+	uint64_t word = SHCA_LANE_WORD(shca_getpid(), key);
+	unsigned int i;
+	int ret;
+
+	if (cur.p != p)
+		shca_mem_begin(p);
+	for (i = 0; i < cur.nlanes; i++)
+		if (cur.key[i] == key)
+			return 0;
+	if (!p->lanes)
+		return 0;	/* no lanes to claim: nothing is mapped */
+	if (cur.nlanes == SHCA_MEM_MAX_KEYS)
+		return -EBUSY;
+	ret = lane_claim(p->lanes, word, &cur.lane[cur.nlanes]);
+	if (ret) {
+		shca_warn_once("no free access lane in the arena of pid %d",
+			       (int)p->pid);
+		return ret;
+	}
+	cur.key[cur.nlanes++] = key;
+#if !defined(__x86_64__) && !defined(__i386__)
+	/* the claim's store before the entry's loads (x86: the locked
+	 * CAS is a full barrier already) */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+	return 0;
+}
+
+void shca_mem_note(struct shca_peer *p, const struct shca_mr_shm *e)
+{
+	if (cur.p != p)
+		shca_mem_begin(p);
+	cur.noted = true;
+	if (!(e->flags & SHCA_MR_SHM_MAPPED))
+		cur.unmapped = true;
+}
+
+void shca_mem_end(struct shca_peer *p)
+{
+	uint64_t word;
+	unsigned int i;
+
+	if (cur.p != p)
+		return;
+	for (i = 0; i < cur.nlanes; i++) {
+		/* ours only: a lane the owner freed (it took us for dead)
+		 * may be someone else's by now */
+		word = SHCA_LANE_WORD(shca_getpid(), cur.key[i]);
+		__atomic_compare_exchange_n(&p->lanes[cur.lane[i]], &word, 0,
+					    false, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED);
+	}
+	cur.nlanes = 0;
+	cur.p = NULL;
+}
+
+static void count(enum shca_stat what)
+{
+	shca_stat_add(shca_stat_proc(), what, 1);
+}
+
+/* ------------------------------------------------------------------ */
+/* local: the responder is this process                                */
+
+/* Copy between iovec lists in this process (they may overlap: a QP that
+ * writes its own buffer). */
+static void copy_iov(const struct iovec *dst, int nd, const struct iovec *src,
+		     int ns)
+{
+	size_t di = 0, doff = 0, si = 0, soff = 0;
+
+	while ((int)di < nd && (int)si < ns) {
+		size_t n = MIN(dst[di].iov_len - doff, src[si].iov_len - soff);
+
+		if (n) {
+			SHCA_DMA_BEGIN();
+			memmove((char *)dst[di].iov_base + doff,
+				(const char *)src[si].iov_base + soff, n);
+			SHCA_DMA_END();
+		}
+		doff += n;
+		soff += n;
+		if (doff == dst[di].iov_len) {
+			di++;
+			doff = 0;
+		}
+		if (soff == src[si].iov_len) {
+			si++;
+			soff = 0;
+		}
+	}
+}
+
+/* The word at w (ours, or mapped here), under the host lock stripe. */
+static uint64_t atomic_word(uint64_t *w, enum ibv_wr_opcode op,
+			    uint64_t compare_add, uint64_t swap)
+{
+	uint64_t v;
+
+	if ((uintptr_t)w & 7) {
+		/* unaligned here (an iova that is not congruent to its
+		 * address): no CPU atomic, the lock stripe alone */
+		memcpy(&v, w, 8);
+		if (op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+			if (v == compare_add)
+				memcpy(w, &swap, 8);
+		} else {
+			uint64_t n = v + compare_add;
+
+			memcpy(w, &n, 8);
+		}
+		return v;
+	}
+	if (op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		v = compare_add;
+		__atomic_compare_exchange_n(w, &v, swap, false,
+					    __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+		return v;
+	}
+	return __atomic_fetch_add(w, compare_add, __ATOMIC_SEQ_CST);
+}
+
+/* ------------------------------------------------------------------ */
+/* mapped: the responder's segments mapped here                        */
+
+/* Has the responder died?  Its life word, no system call (arena.h). */
+static bool owner_died(struct shca_peer *p)
+{
+	return p->life && shca_arena_life_died(p->life);
+}
+
+/*
+ * The remote list as pieces of our mappings (under the map's read lock):
+ * the number of pieces, or -1 when a byte lies in no segment we could
+ * map (or too many pieces).
+ */
+static int translate(struct shca_segmap *m, const struct iovec *remote,
+		     int nr, struct iovec *piece)
+{
+	int i, n = 0;
+
+	for (i = 0; i < nr; i++) {
+		uint64_t va = (uint64_t)(uintptr_t)remote[i].iov_base;
+		uint64_t left = remote[i].iov_len;
+
+		while (left) {
+			uint64_t len = left;
+			void *at = shca_segmap_find(m, va, &len);
+
+			if (!at || n == MAX_PIECES)
+				return -1;
+			piece[n].iov_base = at;
+			piece[n++].iov_len = len;
+			va += len;
+			left -= len;
+		}
+	}
+	return n;
+}
+
+static bool want_mapped(struct shca_peer *p)
+{
+	return p->segmap && cur.p == p && cur.noted && !cur.unmapped &&
+	       shca_map_enabled();
+}
+
+/*
+ * The access through our mappings: translated under the read lock (a
+ * miss refreshes the map once and tries again), copied under it.  0,
+ * -ESRCH (the owner died: its memory is orphaned, the message lost),
+ * or -ENOENT: not all of it is mapped, CMA instead.
+ */
+static int mapped_xfer(struct shca_peer *p, const struct iovec *local, int nl,
+		       const struct iovec *remote, int nr, bool write)
+{
+	struct iovec piece[MAX_PIECES];
+	int tries, n = -1;
+
+	for (tries = 0; tries < 2; tries++) {
+		if (tries && shca_segmap_refresh(p->segmap))
+			break;
+		shca_segmap_rdlock(p->segmap);
+		n = translate(p->segmap, remote, nr, piece);
+		if (n >= 0)
+			break;
+		shca_segmap_unlock(p->segmap);
+	}
+	if (n < 0)
+		return -ENOENT;
+	if (write)
+		copy_iov(piece, n, local, nl);
+	else
+		copy_iov(local, nl, piece, n);
+	shca_segmap_unlock(p->segmap);
+	count(SHCA_STAT_MAP_XFERS);
+	/* what a dead owner's memory took is lost, as CMA's ESRCH says */
+	return owner_died(p) ? -ESRCH : 0;
+}
+
+static int mem_xfer(struct shca_peer *p, const struct iovec *local, int nl,
+		    const struct iovec *remote, int nr, bool write)
+{
+	int ret;
+
+	if (p->self) {
+		if (write)
+			copy_iov(remote, nr, local, nl);
+		else
+			copy_iov(local, nl, remote, nr);
+		count(SHCA_STAT_LOCAL_XFERS);
+		return 0;
+	}
+	if (want_mapped(p)) {
+		ret = mapped_xfer(p, local, nl, remote, nr, write);
+		if (ret != -ENOENT)
+			return ret;
+	}
+	count(SHCA_STAT_CMA_XFERS);
+	return write ? shca_peer_write(p, local, nl, remote, nr) :
+		       shca_peer_read(p, local, nl, remote, nr);
+}
+
+int shca_mem_write(struct shca_peer *p, const struct iovec *local, int nl,
+		   const struct iovec *remote, int nr)
+{
+	return mem_xfer(p, local, nl, remote, nr, true);
+}
+
+int shca_mem_read(struct shca_peer *p, const struct iovec *local, int nl,
+		  const struct iovec *remote, int nr)
+{
+	return mem_xfer(p, local, nl, remote, nr, false);
+}
+
+/* ------------------------------------------------------------------ */
+/* atomics                                                             */
+
+/* CMA: read, modify, write under the lock stripe. */
+static int cma_atomic(struct shca_peer *p, uint64_t va, enum ibv_wr_opcode op,
+		      uint64_t compare_add, uint64_t swap, uint64_t *orig)
+{
+	uint64_t old = 0, val;
+	struct iovec l = { &old, sizeof(old) };
+	struct iovec r = { (void *)(uintptr_t)va, 8 };
+	int ret;
+
+	ret = shca_peer_read(p, &l, 1, &r, 1);
+	if (!ret) {
+		if (op == IBV_WR_ATOMIC_CMP_AND_SWP)
+			val = old == compare_add ? swap : old;
+		else
+			val = old + compare_add;
+		l.iov_base = &val;
+		ret = shca_peer_write(p, &l, 1, &r, 1);
+	}
+	*orig = old;
+	return ret;
+}
+
+/* Our mapping of the responder's word at va, with the map's read lock
+ * held on success (a miss refreshes once); NULL: not mapped. */
+static uint64_t *mapped_word(struct shca_peer *p, uint64_t va)
+{
+	int tries;
+
+	for (tries = 0; tries < 2; tries++) {
+		uint64_t len = 8;
+		void *at;
+
+		if (tries && shca_segmap_refresh(p->segmap))
+			break;
+		shca_segmap_rdlock(p->segmap);
+		at = shca_segmap_find(p->segmap, va, &len);
+		if (at && len == 8)
+			return at;
+		shca_segmap_unlock(p->segmap);
+	}
+	return NULL;
+}
+
+int shca_mem_atomic(struct shca_peer *p, uint64_t va, enum ibv_wr_opcode op,
+		    uint64_t compare_add, uint64_t swap, uint64_t *orig)
+{
+	uint64_t *w = NULL;
+	int ret = 0;
+
+	if (p->self)
+		w = (uint64_t *)(uintptr_t)va;
+	else if (want_mapped(p))
+		w = mapped_word(p, va);
+	/* the lock after the map's read lock, never the other way round */
+	if (shca_host_atomic_lock(p->pid, va)) {
+		if (w && !p->self)
+			shca_segmap_unlock(p->segmap);
+		return -ENOLCK;
+	}
+	if (w) {
+		SHCA_DMA_BEGIN();
+		*orig = atomic_word(w, op, compare_add, swap);
+		SHCA_DMA_END();
+	} else {
+		ret = cma_atomic(p, va, op, compare_add, swap, orig);
+	}
+	shca_host_atomic_unlock(p->pid, va);
+	if (p->self) {
+		count(SHCA_STAT_LOCAL_XFERS);
+	} else if (w) {
+		shca_segmap_unlock(p->segmap);
+		count(SHCA_STAT_MAP_XFERS);
+		if (owner_died(p))
+			ret = -ESRCH;
+	} else {
+		count(SHCA_STAT_CMA_XFERS);
+	}
+	return ret;
+}

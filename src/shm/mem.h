@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The memory access family: how the same-host transport reaches a
+ * responder's registered memory ("the requester does the DMA").  One set
+ * of functions, three implementations:
+ *
+ *   mapped  the responder's segments mapped here (shm/segmap.c): memcpy
+ *           and CPU atomics, no system call
+ *   CMA     process_vm_writev/readv (shm/peer.c): the responder's MR is
+ *           not in segments, SOFTHCA_MAP=0, or a range we could not map
+ *   local   the responder is this process: memcpy
+ *
+ * The family picks mapped when every MR entry the access read said
+ * SHCA_MR_SHM_MAPPED and every byte of the range lies in segments we
+ * could map, else CMA.  Counted per access in the process's counters
+ * (map_xfers, cma_xfers, local_xfers).
+ *
+ * An access to a peer's memory, on one thread at a time:
+ *
+ *   shca_mem_begin(p)
+ *   shca_mem_claim(p, key)     before reading key's MR entry: an access
+ *                              lane in p's arena (arena.h: the owner's
+ *                              deregistration waits for it)
+ *   shca_mem_note(p, entry)    the entry read under the lane
+ *   shca_mem_write / read / atomic ...
+ *   shca_mem_end(p)            every lane released
+ *
+ * The access in progress is the calling thread's (thread-local): the
+ * responder's rules (xfer.c) only name the peer.
+ */
+#ifndef SOFTHCA_SHM_MEM_H
+#define SOFTHCA_SHM_MEM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include <infiniband/verbs.h>
+
+#include "arena.h"
+#include "peer.h"
+
+/* Keys one access may hold lanes for: a receive WQE's SGEs and an R_Key */
+#define SHCA_MEM_MAX_KEYS 65
+
+void shca_mem_begin(struct shca_peer *p);
+/* 0, or -EBUSY when no lane came free in a bounded wait */
+int shca_mem_claim(struct shca_peer *p, uint32_t key);
+void shca_mem_note(struct shca_peer *p, const struct shca_mr_shm *e);
+void shca_mem_end(struct shca_peer *p);
+
+/*
+ * Copy local iovecs to the responder's remote ones (write) or back
+ * (read): 0 or -errno (-ESRCH: the responder is gone, -EFAULT: a bad
+ * range).
+ */
+int shca_mem_write(struct shca_peer *p, const struct iovec *local, int nl,
+		   const struct iovec *remote, int nr);
+int shca_mem_read(struct shca_peer *p, const struct iovec *local, int nl,
+		  const struct iovec *remote, int nr);
+/*
+ * IBV_WR_ATOMIC_CMP_AND_SWP or _FETCH_AND_ADD on the responder's 8 bytes
+ * at va (its address): the original value in *orig.  Under the host's
+ * atomic lock stripe of (pid, va), so that every path's atomics are
+ * atomic with each other; on the mapped and local paths with the CPU's
+ * atomic instructions, so also with the owner's own.  0 or -errno
+ * (-ENOLCK: the host's lock stripes are out of reach).
+ */
+int shca_mem_atomic(struct shca_peer *p, uint64_t va, enum ibv_wr_opcode op,
+		    uint64_t compare_add, uint64_t swap, uint64_t *orig);
+
+#endif

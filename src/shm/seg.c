@@ -1,0 +1,783 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Segments: registered memory re-backed in place by the pool memfd, so
+ * that peers on this host can map it (issue 13; layout in shm/arena.h).
+ *
+ * Making a range shareable (shca_seg_map), for each run of pages that no
+ * segment covers yet and that is private anonymous memory:
+ *   1. take a range of the pool; map it shared at a temporary address;
+ *   2. copy only the pages that hold data (present or swapped out), so
+ *      that untouched memory stays untouched, whatever its size;
+ *   3. mremap the temporary mapping over the run: the kernel replaces the
+ *      old pages by the new ones in one step, at the same addresses;
+ *   4. give each part back the protection of the mapping it replaced;
+ *   5. publish the segment in the arena's table.
+ * Anything else (the stack, files, shared or hugetlb mappings, holes, a
+ * full table, a failed step) leaves the whole MR as it was: CMA.
+ *
+ * Giving it back (the last MR over a segment deregistered, after its
+ * lanes drained): the segment entry is cleared, the data pages of its
+ * pool range copied into fresh private anonymous memory mremapped over
+ * the parts the pool still backs (the program may have unmapped or
+ * replaced some), the pool range punched out and reused later.
+ *
+ * Segments never overlap and never change while they live: an MR over
+ * pages some segments already cover takes references to those and gets
+ * new segments only for the pages in between.
+ *
+ * What a program must not do meanwhile (README): write a range from
+ * another thread while it is being registered or deregistered (the write
+ * may land in the copy that is about to be replaced).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/syscall.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+#include "arena.h"
+#include "heap.h"
+#include "seg.h"
+
+#define PS		4096ull
+#define POOL_END	(1ull << 46)	/* offsets the pool hands out */
+#define SEG_CHUNK	(64ul << 20)	/* copied and remapped at a time */
+
+pthread_mutex_t shca_seg_lock = PTHREAD_MUTEX_INITIALIZER;
+struct shca_seg **shca_segs;		/* sorted by va, never overlapping */
+uint32_t shca_nsegs;
+static uint32_t segs_cap;
+static uint64_t next_gen = 1;		/* never reused in the process */
+static uint32_t slot_next;
+static uint8_t slot_used[SHCA_ARENA_SEG_ENTRIES / 8];
+static struct shca_heap pool;		/* the pool's free ranges */
+static bool pool_ready;
+static uint64_t pool_size;		/* bytes, as ftruncated */
+static int maps_fd = -1, pagemap_fd = -1;
+static pid_t state_pid;			/* whose state this is */
+
+/* ------------------------------------------------------------------ */
+/* SOFTHCA_MAP                                                         */
+
+static pthread_once_t map_once = PTHREAD_ONCE_INIT;
+static bool map_on = true;
+
+static void map_env(void)
+{
+	const char *s = getenv("SOFTHCA_MAP");
+
+	if (!s || !*s || !strcmp(s, "1"))
+		return;
+	if (strcmp(s, "0")) {
+		shca_warn("SOFTHCA_MAP=%s: expected 0 or 1, ignored", s);
+		return;
+	}
+	map_on = false;
+	shca_info("SOFTHCA_MAP=0: registered memory stays as it is (CMA)");
+}
+
+bool shca_map_enabled(void)
+{
+	pthread_once(&map_once, map_env);
+	return map_on;
+}
+
+/* ------------------------------------------------------------------ */
+/* State, descriptors, the pool                                        */
+
+/* Our descriptors and bookkeeping, opened by this process; lock held. */
+static int state_ready(struct shca_arena *a)
+{
+	if (state_pid != shca_getpid())
+		shca_seg_forget_all();
+	state_pid = shca_getpid();
+	if (maps_fd < 0)
+		maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (pagemap_fd < 0)
+		pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (maps_fd < 0 || pagemap_fd < 0)
+		return -EIO;
+	if (!pool_ready) {
+		struct stat st;
+
+		if (a->pool_fd < 0 || fstat(a->pool_fd, &st))
+			return -EIO;
+		if (shca_heap_init(&pool, PS, POOL_END, PS))
+			return -ENOMEM;
+		pool_size = (uint64_t)st.st_size;
+		pool_ready = true;
+		shca_seg_fork_init();
+	}
+	return 0;
+}
+
+/* A child after fork() starts from nothing (seg_fork.c copied what it
+ * keeps); also the first use of a process. */
+void shca_seg_forget_all(void)
+{
+	for (uint32_t i = 0; i < shca_nsegs; i++)
+		free(shca_segs[i]);
+	shca_nsegs = 0;
+	memset(slot_used, 0, sizeof(slot_used));
+	if (pool_ready)
+		shca_heap_fini(&pool);
+	pool_ready = false;
+	pool_size = 0;
+	if (maps_fd >= 0)
+		close(maps_fd);
+	if (pagemap_fd >= 0)
+		close(pagemap_fd);
+	maps_fd = pagemap_fd = -1;
+	state_pid = 0;
+}
+
+/* Pool bytes that read as zero: a stale peer's late store to a freed
+ * range must not show up in the next segment there. */
+static void pool_punch(int fd, uint64_t off, uint64_t len)
+{
+	if (off < pool_size &&
+	    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)off, (off_t)len))
+		shca_warn("seg: punching pool bytes %llu+%llu: %s",
+			  (unsigned long long)off, (unsigned long long)len,
+			  strerror(errno));
+}
+
+static uint64_t pool_alloc(int fd, uint64_t len)
+{
+	struct shca_heap_todo todo;
+	uint64_t off;
+	bool oom;
+
+	off = shca_heap_alloc(&pool, len, &todo, &oom);
+	if (!off)
+		return 0;
+	if (off + len > pool_size) {
+		/* grown, never shrunk: peers' mappings of it stay valid */
+		if (ftruncate(fd, (off_t)(off + len))) {
+			shca_heap_free(&pool, off, &todo);
+			return 0;
+		}
+		if (off < pool_size)
+			pool_punch(fd, off, pool_size - off);
+		pool_size = off + len;
+	} else {
+		pool_punch(fd, off, len);
+	}
+	return off;
+}
+
+static void pool_free(int fd, uint64_t off, uint64_t len, bool punch)
+{
+	struct shca_heap_todo todo;
+
+	if (punch)
+		pool_punch(fd, off, len);
+	shca_heap_free(&pool, off, &todo);
+}
+
+/* ------------------------------------------------------------------ */
+/* The segment list and table                                          */
+
+/* The first segment that ends above va. */
+static uint32_t seg_first_above(uintptr_t va)
+{
+	uint32_t lo = 0, hi = shca_nsegs;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (shca_segs[mid]->va + shca_segs[mid]->len <= va)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int seg_slot_take(uint32_t *slot)
+{
+	for (uint32_t i = 0; i < SHCA_ARENA_SEG_ENTRIES; i++) {
+		uint32_t s = (slot_next + i) % SHCA_ARENA_SEG_ENTRIES;
+
+		if (!(slot_used[s / 8] & (1u << (s % 8)))) {
+			slot_used[s / 8] |= (uint8_t)(1u << (s % 8));
+			slot_next = s + 1;
+			*slot = s;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+static void seg_table_write(struct shca_arena *a, const struct shca_seg *s,
+			    bool live)
+{
+	struct shca_seg_shm v;
+
+	memset(&v, 0, sizeof(v));
+	if (live) {
+		v.gen = s->gen;
+		v.va = s->va;
+		v.len = s->len;
+		v.off = s->off;
+	}
+	shca_seg_shm_write(&shca_arena_seg_table(a->base)[s->slot], &v);
+}
+
+static int seg_insert(struct shca_seg *s)
+{
+	uint32_t i;
+
+	if (shca_nsegs == segs_cap) {
+		uint32_t ncap = segs_cap ? segs_cap * 2 : 64;
+		struct shca_seg **n = realloc(shca_segs, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		shca_segs = n;
+		segs_cap = ncap;
+	}
+	i = seg_first_above(s->va);
+	memmove(shca_segs + i + 1, shca_segs + i,
+		(shca_nsegs - i) * sizeof(*shca_segs));
+	shca_segs[i] = s;
+	shca_nsegs++;
+	return 0;
+}
+
+static void seg_remove(const struct shca_seg *s)
+{
+	uint32_t i = seg_first_above(s->va);
+
+	if (i < shca_nsegs && shca_segs[i] == s) {
+		memmove(shca_segs + i, shca_segs + i + 1,
+			(shca_nsegs - i - 1) * sizeof(*shca_segs));
+		shca_nsegs--;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Giving memory back                                                  */
+
+/* Copies the data extents of pool bytes [poff, poff + n) to dst. */
+static int pool_copy_out(int fd, uint64_t poff, size_t n, char *dst)
+{
+	uint64_t pos = poff, end = poff + n;
+
+	while (pos < end) {
+		off_t d = lseek(fd, (off_t)pos, SEEK_DATA), h;
+
+		if (d < 0)
+			return errno == ENXIO ? 0 : -errno;
+		if ((uint64_t)d >= end)
+			return 0;
+		h = lseek(fd, d, SEEK_HOLE);
+		if (h < 0)
+			return -errno;
+		if ((uint64_t)h > end)
+			h = (off_t)end;
+		for (off_t p = d; p < h;) {
+			ssize_t r = pread(fd, dst + (p - (off_t)poff),
+					  (size_t)(h - p), p);
+
+			if (r <= 0)
+				return r < 0 ? -errno : -EIO;
+			p += r;
+		}
+		pos = (uint64_t)h;
+	}
+	return 0;
+}
+
+/*
+ * [s, e) is backed by pool bytes from poff: make it private again, a
+ * chunk at a time, so that the memory is never held twice for more than
+ * a chunk; punch: the pool's copy of each chunk is given back at once
+ * (not in a forked child: the pool is its parent's).
+ */
+static int restore_range(uintptr_t s, uintptr_t e, int prot, int pool_fd,
+			 uint64_t poff, bool punch)
+{
+	for (uintptr_t c = s; c < e; c += SEG_CHUNK) {
+		size_t n = e - c < SEG_CHUNK ? e - c : SEG_CHUNK;
+		uint64_t o = poff + (c - s);
+		void *tmp;
+		int ret;
+
+		tmp = mmap(NULL, n, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (tmp == MAP_FAILED)
+			return -errno;
+		ret = pool_copy_out(pool_fd, o, n, tmp);
+		if (!ret && mremap(tmp, n, n, MREMAP_MAYMOVE | MREMAP_FIXED,
+				   (void *)c) == MAP_FAILED)
+			ret = -errno;
+		if (ret) {
+			munmap(tmp, n);
+			return ret;
+		}
+		if (prot != (PROT_READ | PROT_WRITE))
+			mprotect((void *)c, n, prot);
+		if (punch)
+			pool_punch(pool_fd, o, n);
+	}
+	return 0;
+}
+
+int shca_seg_privatize(const struct shca_seg *seg, int pool_fd, int mfd,
+		       bool punch)
+{
+	uintptr_t c = seg->va, end = seg->va + seg->len;
+	struct shca_vma v;
+	struct stat st;
+	int ret;
+
+	if (fstat(pool_fd, &st))
+		return -errno;
+	while (c < end) {
+		uintptr_t s, e;
+		uint64_t poff;
+
+		ret = shca_vma_find(mfd, c, &v);
+		if (ret == -ENOENT || (!ret && v.start >= end))
+			break;
+		if (ret)
+			return ret;
+		s = v.start > c ? v.start : c;
+		e = v.end < end ? v.end : end;
+		poff = seg->off + (s - seg->va);
+		/* only what the pool still backs at the right offset: the
+		 * program may have unmapped or replaced a part */
+		if (v.shared && v.ino == st.st_ino &&
+		    v.dev_major == major(st.st_dev) &&
+		    v.dev_minor == minor(st.st_dev) &&
+		    v.pgoff + (s - v.start) == poff) {
+			ret = restore_range(s, e, v.prot, pool_fd, poff, punch);
+			if (ret)
+				return ret;
+		}
+		c = v.end;
+	}
+	return 0;
+}
+
+/* Frees a segment no MR holds (any lanes drained); lock held. */
+static void seg_release(struct shca_arena *a, struct shca_seg *s)
+{
+	int ret;
+
+	seg_table_write(a, s, false);
+	ret = shca_seg_privatize(s, a->pool_fd, maps_fd, true);
+	if (ret)	/* the memory stays in the pool: its range too */
+		shca_warn("seg: %#lx+%zu stays shared memory: %s",
+			  (unsigned long)s->va, s->len, strerror(-ret));
+	else	/* punched as it was restored; the parts no longer mapped
+		 * here now */
+		pool_free(a->pool_fd, s->off, s->len, true);
+	slot_used[s->slot / 8] &= (uint8_t)~(1u << (s->slot % 8));
+	seg_remove(s);
+	free(s);
+}
+
+/* ------------------------------------------------------------------ */
+/* Making memory shareable                                             */
+
+/* One part of an uncovered run and the protection to give it back. */
+struct part {
+	uintptr_t start, end;
+	int prot;
+};
+
+struct plan {
+	struct part *parts;
+	uint32_t nparts, cap;
+	uint32_t nruns;
+};
+
+static bool plan_add(struct plan *p, uintptr_t s, uintptr_t e, int prot)
+{
+	if (p->nparts == p->cap) {
+		uint32_t ncap = p->cap ? p->cap * 2 : 16;
+		struct part *n = realloc(p->parts, ncap * sizeof(*n));
+
+		if (!n)
+			return false;
+		p->parts = n;
+		p->cap = ncap;
+	}
+	p->parts[p->nparts++] = (struct part){ s, e, prot };
+	return true;
+}
+
+/* The calling thread's own stack (not the main one: its VMA is named):
+ * our own stores to it would race with the copy. */
+static bool on_my_stack(uintptr_t s, uintptr_t e)
+{
+	pthread_attr_t at;
+	void *sa;
+	size_t sz;
+	bool hit = false;
+
+	if (syscall(SYS_gettid) == getpid())
+		return false;
+	if (pthread_getattr_np(pthread_self(), &at))
+		return true;
+	if (!pthread_attr_getstack(&at, &sa, &sz))
+		hit = s < (uintptr_t)sa + sz && e > (uintptr_t)sa;
+	pthread_attr_destroy(&at);
+	return hit;
+}
+
+/* Can this mapping be replaced by a shared one?  NULL, or why not. */
+static const char *vma_refusal(const struct shca_vma *v)
+{
+	if (v->shared)
+		return "shared mapping";
+	if (v->ino || v->dev_major || v->dev_minor)
+		return "file mapping";
+	if (v->page_size != PS)
+		return "hugetlb mapping";
+	if (!(v->prot & PROT_READ))
+		return "unreadable";
+	if (v->name[0] && strcmp(v->name, "[heap]") &&
+	    strncmp(v->name, "[anon:", 6))
+		return v->name;		/* [stack], [vdso], ... */
+	return NULL;
+}
+
+/* The parts of the uncovered run [s, e), or why it cannot be shared. */
+static const char *plan_run(struct plan *p, uintptr_t s, uintptr_t e)
+{
+	static char why[300];
+	struct shca_vma v;
+	uintptr_t c = s;
+
+	if (on_my_stack(s, e))
+		return "the calling thread's stack";
+	while (c < e) {
+		const char *no;
+
+		if (shca_vma_find(maps_fd, c, &v) || v.start > c)
+			return "not mapped";
+		no = vma_refusal(&v);
+		if (no) {
+			snprintf(why, sizeof(why), "%s", no);
+			return why;
+		}
+		if (!plan_add(p, c, v.end < e ? v.end : e, v.prot))
+			return "out of memory";
+		c = v.end;
+	}
+	p->nruns++;
+	return NULL;
+}
+
+struct copy_arg {
+	uintptr_t base;			/* the address of pool byte off */
+	int fd;
+	uint64_t off;
+	uint64_t bytes;
+};
+
+/* pwrite, not stores through a mapping: the pool's pages are allocated
+ * without a page fault each, and mapped later only where used. */
+static int copy_pages(uintptr_t s, uintptr_t e, void *arg)
+{
+	struct copy_arg *c = arg;
+
+	while (s < e) {
+		ssize_t n = pwrite(c->fd, (const void *)s, e - s,
+				   (off_t)(c->off + (s - c->base)));
+
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		s += (uintptr_t)n;
+		c->bytes += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* A new segment over [s, e), whose parts are parts[0..n): 0 or -errno
+ * (nothing changed). */
+static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
+		      const struct part *parts, uint32_t n, bool dontfork,
+		      struct shca_seg **out)
+{
+	struct copy_arg c = { .base = s, .fd = a->pool_fd };
+	size_t len = e - s, done = 0;
+	struct shca_seg *seg;
+	uint32_t slot;
+	uint64_t off;
+	void *tmp;
+	int ret;
+
+	seg = calloc(1, sizeof(*seg));
+	if (!seg)
+		return -ENOMEM;
+	ret = seg_slot_take(&slot);
+	if (ret)
+		goto err_free;
+	ret = -ENOSPC;
+	off = pool_alloc(a->pool_fd, len);
+	if (!off)
+		goto err_slot;
+	c.off = off;
+	/* a chunk at a time: the memory is never held twice for more than
+	 * a chunk (the remap frees the original pages) */
+	for (done = 0; done < len; done += SEG_CHUNK) {
+		size_t cn = len - done < SEG_CHUNK ? len - done : SEG_CHUNK;
+
+		tmp = mmap(NULL, cn, PROT_READ | PROT_WRITE, MAP_SHARED,
+			   a->pool_fd, (off_t)(off + done));
+		if (tmp == MAP_FAILED) {
+			ret = -errno;
+			goto err_undo;
+		}
+		ret = shca_pages_scan(pagemap_fd, s + done, s + done + cn,
+				      copy_pages, &c);
+		/* the step that replaces the memory: all or nothing */
+		if (!ret && mremap(tmp, cn, cn, MREMAP_MAYMOVE | MREMAP_FIXED,
+				   (void *)(s + done)) == MAP_FAILED)
+			ret = -errno;
+		if (ret) {
+			munmap(tmp, cn);
+			goto err_undo;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (parts[i].prot != (PROT_READ | PROT_WRITE))
+			mprotect((void *)parts[i].start,
+				 parts[i].end - parts[i].start, parts[i].prot);
+	if (dontfork)
+		madvise((void *)s, len, MADV_DONTFORK);
+	seg->va = s;
+	seg->len = len;
+	seg->off = off;
+	seg->gen = next_gen++;
+	seg->slot = slot;
+	seg->dontfork = dontfork;
+	if (seg_insert(seg)) {
+		/* in place already: give it back as a free segment would */
+		seg_release(a, seg);
+		return -ENOMEM;
+	}
+	seg_table_write(a, seg, true);
+	shca_stat_add(shca_stat_proc(), SHCA_STAT_MAP_BYTES, len);
+	shca_stat_add(shca_stat_proc(), SHCA_STAT_MAP_COPY_BYTES, c.bytes);
+	shca_dbg("seg %u gen %llu: %#lx+%zu at pool %llu, %llu bytes copied",
+		 slot, (unsigned long long)seg->gen, (unsigned long)s, len,
+		 (unsigned long long)off, (unsigned long long)c.bytes);
+	*out = seg;
+	return 0;
+
+err_undo:
+	/* the chunks already in the pool go back, protections too */
+	if (done && restore_range(s, s + done, PROT_READ | PROT_WRITE,
+				  a->pool_fd, off, false)) {
+		/* the pool range still backs memory: it stays taken */
+		shca_warn("seg: %#lx+%zu stays shared memory",
+			  (unsigned long)s, done);
+		goto err_slot;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (parts[i].prot != (PROT_READ | PROT_WRITE) &&
+		    parts[i].start < s + done)
+			mprotect((void *)parts[i].start,
+				 parts[i].end - parts[i].start, parts[i].prot);
+	pool_free(a->pool_fd, off, len, true);
+err_slot:
+	slot_used[slot / 8] &= (uint8_t)~(1u << (slot % 8));
+err_free:
+	free(seg);
+	return ret;
+}
+
+/* Drops one reference of each segment over [s, e); lock held. */
+static void segs_put(struct shca_arena *a, uintptr_t s, uintptr_t e)
+{
+	uint32_t i = seg_first_above(s);
+
+	while (i < shca_nsegs && shca_segs[i]->va < e) {
+		struct shca_seg *seg = shca_segs[i];
+
+		if (seg->refs && --seg->refs)
+			i++;
+		else
+			seg_release(a, seg);	/* shifts the rest down */
+	}
+}
+
+static void page_range(const void *addr, size_t len, uintptr_t *s,
+		       uintptr_t *e)
+{
+	*s = (uintptr_t)addr & ~(PS - 1);
+	*e = ((uintptr_t)addr + (len ? len : 1) + PS - 1) & ~(PS - 1);
+}
+
+/* Lock held: the MR's page range [s, e) in segments, references taken;
+ * NULL or why not (nothing changed then). */
+static const char *map_locked(struct shca_arena *a, uintptr_t s,
+			      uintptr_t e, bool dontfork)
+{
+	struct plan p = { 0 };
+	const char *why = NULL;
+	uintptr_t c = s;
+	uint32_t i, k, made = 0;
+	struct shca_seg **created = NULL;
+
+	if (state_ready(a))
+		return "no /proc/self/maps or pagemap";
+	/* what is covered, and can the rest be shared? */
+	i = seg_first_above(c);
+	while (c < e && !why) {
+		if (i < shca_nsegs && shca_segs[i]->va <= c) {
+			c = shca_segs[i]->va + shca_segs[i]->len;
+			i++;
+			continue;
+		}
+		uintptr_t re = i < shca_nsegs && shca_segs[i]->va < e ?
+			       shca_segs[i]->va : e;
+
+		why = plan_run(&p, c, re);
+		c = re;
+	}
+	if (!why && shca_nsegs + p.nruns > SHCA_ARENA_SEG_ENTRIES)
+		why = "segment table full";
+	if (!why && p.nruns) {
+		created = calloc(p.nruns, sizeof(*created));
+		if (!created)
+			why = "out of memory";
+	}
+	/* one segment per run of adjacent parts */
+	for (k = 0; !why && k < p.nparts; ) {
+		uint32_t j = k + 1;
+		int ret;
+
+		while (j < p.nparts && p.parts[j].start == p.parts[j - 1].end)
+			j++;
+		ret = seg_create(a, p.parts[k].start, p.parts[j - 1].end,
+				 p.parts + k, j - k, dontfork, &created[made]);
+		if (ret) {
+			why = ret == -ENOSPC ? "pool or table full" :
+					       "remap failed";
+			shca_dbg("seg: %#lx-%#lx: %s",
+				 (unsigned long)p.parts[k].start,
+				 (unsigned long)p.parts[j - 1].end,
+				 strerror(-ret));
+			break;
+		}
+		made++;
+		k = j;
+	}
+	if (why) {
+		/* what this call made goes back: nothing changed */
+		for (k = 0; k < made; k++)
+			seg_release(a, created[k]);
+	} else {
+		for (i = seg_first_above(s);
+		     i < shca_nsegs && shca_segs[i]->va < e; i++)
+			shca_segs[i]->refs++;
+	}
+	free(created);
+	free(p.parts);
+	return why;
+}
+
+bool shca_seg_map(const void *addr, size_t len, bool dontfork)
+{
+	struct shca_arena *a;
+	const char *why;
+	uintptr_t s, e;
+
+	if (!shca_map_enabled()) {
+		why = "SOFTHCA_MAP=0";
+	} else if (!(a = shca_arena_self())) {
+		why = "no arena";
+	} else {
+		page_range(addr, len, &s, &e);
+		pthread_mutex_lock(&shca_seg_lock);
+		why = map_locked(a, s, e, dontfork);
+		pthread_mutex_unlock(&shca_seg_lock);
+	}
+	if (why) {
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_MR_CMA, 1);
+		shca_dbg("mr %p+%zu: CMA (%s)", addr, len, why);
+		return false;
+	}
+	shca_stat_add(shca_stat_proc(), SHCA_STAT_MR_MAPPED, 1);
+	shca_dbg("mr %p+%zu: mapped", addr, len);
+	return true;
+}
+
+void shca_seg_unmap(const void *addr, size_t len)
+{
+	struct shca_arena *a = shca_arena_self();
+	uintptr_t s, e;
+
+	if (!a)
+		return;
+	page_range(addr, len, &s, &e);
+	pthread_mutex_lock(&shca_seg_lock);
+	if (state_pid == shca_getpid())
+		segs_put(a, s, e);
+	pthread_mutex_unlock(&shca_seg_lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* The drain                                                           */
+
+/*
+ * arena.h's lane protocol, the owner's half: the MR entry is already
+ * clear, so a peer that claims a lane from now on cannot find the MR; one
+ * that claimed before may still be inside its memory.  Wait for those,
+ * without spinning (a preempted peer needs the CPU), and free the lanes
+ * of processes that died holding them.  A lane word is a peer's: any pid
+ * that is not a live process (0, negative, gone) counts as dead.
+ */
+void shca_seg_drain(uint32_t key)
+{
+	struct shca_arena *a = shca_arena_self();
+	uint64_t *lanes;
+	bool warned = false;
+
+	if (!a)
+		return;
+	lanes = shca_arena_lanes(a->base);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	for (uint32_t i = 0; i < SHCA_ARENA_LANES; i++) {
+		for (unsigned int waits = 0;; waits++) {
+			uint64_t w = __atomic_load_n(&lanes[i],
+						     __ATOMIC_SEQ_CST);
+			pid_t pid = SHCA_LANE_PID(w);
+
+			if (!w || SHCA_LANE_KEY(w) != key)
+				break;
+			if (pid <= 0 || (kill(pid, 0) && errno == ESRCH)) {
+				__atomic_compare_exchange_n(&lanes[i], &w, 0,
+					false, __ATOMIC_SEQ_CST,
+					__ATOMIC_RELAXED);
+				continue;
+			}
+			if (waits < 64) {
+				sched_yield();
+				continue;
+			}
+			if (waits == 64 + 20000 && !warned) {	/* ~1 s */
+				shca_warn("dereg of key %#x waits for pid "
+					  "%d", key, (int)pid);
+				warned = true;
+			}
+			nanosleep(&(struct timespec){ 0, 50000 }, NULL);
+		}
+	}
+}

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Mapped registered memory, the owner's side (issue 13): the pages under
+ * an MR are re-backed in place by the pool memfd (shm/arena.h), so that
+ * peers on this host can map them and copy with loads and stores.
+ *
+ * A segment is a page-aligned range of our address space backed by a
+ * range of the pool; it never changes once created, and lives while an MR
+ * over it does (a reference per MR).  An MR is "mapped" when every page
+ * of it lies in segments: shca_seg_map made it so and took the references,
+ * shca_seg_unmap gives them back, and the last one turns the memory back
+ * into private anonymous memory.
+ *
+ *   seg.c      segments: create, reference, restore; the drain of lanes
+ *   seg_fork.c fork(): the child gets a private copy, never the live pool
+ *   seg_vm.c   what the kernel says: mappings, populated pages
+ */
+#ifndef SOFTHCA_SHM_SEG_H
+#define SOFTHCA_SHM_SEG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <sys/mman.h>
+
+/* SOFTHCA_MAP (default 1): 0 leaves registered memory as it is (CMA). */
+bool shca_map_enabled(void);
+
+/*
+ * Makes the pages of [addr, addr + len) (len 0: the page of addr)
+ * shareable.  true: every page is in a live segment and the caller holds
+ * a reference to each of them; false: nothing changed, the MR keeps the
+ * CMA path (and the reason is in the debug log).  dontfork: new
+ * segments are MADV_DONTFORK (ibv_fork_init: a child gets no copy).
+ * Counts the choice (mr_mapped, mr_cma).
+ */
+bool shca_seg_map(const void *addr, size_t len, bool dontfork);
+
+/* Gives back what a true shca_seg_map of the same range took. */
+void shca_seg_unmap(const void *addr, size_t len);
+
+/*
+ * After the MR entry of key is cleared: waits until no lane of a live
+ * process names key; frees the lanes of dead ones (arena.h's protocol).
+ */
+void shca_seg_drain(uint32_t key);
+
+/* ---- shared by seg.c, seg_fork.c and seg_vm.c ---- */
+
+struct shca_vma {
+	uintptr_t start, end;
+	int prot;			/* PROT_* */
+	bool shared;
+	uint64_t ino;
+	uint32_t dev_major, dev_minor;
+	uint64_t pgoff;			/* byte offset in the file */
+	uint64_t page_size;
+	char name[256];			/* "" for anonymous memory */
+};
+
+int shca_vma_find(int maps_fd, uintptr_t addr, struct shca_vma *v);
+
+typedef int (*shca_pages_fn)(uintptr_t start, uintptr_t end, void *arg);
+int shca_pages_scan(int pagemap_fd, uintptr_t start, uintptr_t end,
+		    shca_pages_fn fn, void *arg);
+
+struct shca_seg {
+	uintptr_t va;
+	size_t len;
+	uint64_t off;			/* in the pool */
+	uint64_t gen;
+	uint32_t slot;			/* in the arena's segment table */
+	uint32_t refs;			/* MRs over it */
+	bool dontfork;
+};
+
+/* seg.c's state, for seg_fork.c (under shca_seg_lock). */
+extern pthread_mutex_t shca_seg_lock;
+extern struct shca_seg **shca_segs;	/* by va */
+extern uint32_t shca_nsegs;
+
+/*
+ * Turns the parts of seg's range that the pool still backs at the right
+ * offset into private anonymous memory holding the same bytes, with the
+ * same protection: 0, or -errno (a part may be left shared).  punch:
+ * the pool's copy is given back as it goes.
+ */
+int shca_seg_privatize(const struct shca_seg *seg, int pool_fd,
+		       int maps_fd, bool punch);
+
+void shca_seg_fork_init(void);		/* seg_fork.c: pthread_atfork */
+void shca_seg_forget_all(void);		/* seg.c: a child's reset */
+
+#endif

@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A peer's segments, mapped here (see segmap.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+#include "arena.h"
+#include "segmap.h"
+
+/* a segment that could not be mapped: not tried again until a refresh */
+#define MAP_REFUSED ((void *)1)
+
+struct seg {
+	uint64_t va, len, off, gen;
+	uint32_t slot;
+	void *map;		/* NULL: not yet; MAP_REFUSED; our mapping */
+};
+
+struct shca_segmap {
+	pthread_rwlock_t lock;
+	int pool_fd;
+	uint64_t pool_size;	/* the pool's size when last looked at */
+	bool pool_looked;	/* ... in this refresh already */
+	const struct shca_seg_shm *table;
+	struct seg *segs;	/* sorted by va, under the write lock */
+	unsigned int n;
+	unsigned int mapped;	/* segments with a mapping (atomic) */
+};
+
+static uint64_t page_size(void)
+{
+	static uint64_t ps;
+
+	if (!ps)
+		ps = (uint64_t)sysconf(_SC_PAGESIZE);
+	return ps;
+}
+
+/*
+ * A pool is mapped only if it cannot hurt us: a memfd of our uid on tmpfs
+ * (not hugetlbfs, whose faults raise SIGBUS when the huge pages run out),
+ * a regular file sealed against shrinking (a mapping stays backed) and
+ * not against writes (our stores would fault).
+ */
+int shca_segmap_check_pool(int fd)
+{
+	struct statfs sfs;
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	if (seals < 0 || !(seals & F_SEAL_SHRINK) ||
+	    (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
+		return -EPROTO;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != getuid())
+		return -EPROTO;
+	if (fstatfs(fd, &sfs) || sfs.f_type != TMPFS_MAGIC)
+		return -EPROTO;
+	return 0;
+}
+
+struct shca_segmap *shca_segmap_new(int pool_fd,
+				    const struct shca_seg_shm *table)
+{
+	struct shca_segmap *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	pthread_rwlock_init(&m->lock, NULL);
+	m->pool_fd = pool_fd;
+	m->table = table;
+	return m;
+}
+
+static void seg_unmap(struct shca_segmap *m, struct seg *s)
+{
+	if (s->map && s->map != MAP_REFUSED) {
+		munmap(s->map, s->len);
+		__atomic_sub_fetch(&m->mapped, 1, __ATOMIC_RELAXED);
+	}
+	s->map = NULL;
+}
+
+void shca_segmap_free(struct shca_segmap *m)
+{
+	unsigned int i;
+
+	if (!m)
+		return;
+	for (i = 0; i < m->n; i++)
+		seg_unmap(m, &m->segs[i]);
+	free(m->segs);
+	close(m->pool_fd);
+	pthread_rwlock_destroy(&m->lock);
+	free(m);
+}
+
+void shca_segmap_rdlock(struct shca_segmap *m)
+{
+	pthread_rwlock_rdlock(&m->lock);
+}
+
+void shca_segmap_unlock(struct shca_segmap *m)
+{
+	pthread_rwlock_unlock(&m->lock);
+}
+
+unsigned int shca_segmap_mapped(struct shca_segmap *m)
+{
+	return m ? __atomic_load_n(&m->mapped, __ATOMIC_RELAXED) : 0;
+}
+
+/* The last segment that starts at or below va (segs sorted by va). */
+static struct seg *seg_search(struct seg *segs, unsigned int n, uint64_t va)
+{
+	unsigned int lo = 0, hi = n;
+
+	while (lo < hi) {
+		unsigned int mid = lo + (hi - lo) / 2;
+
+		if (segs[mid].va <= va)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? &segs[lo - 1] : NULL;
+}
+
+/*
+ * Our mapping of s, made on first use: several readers may race to make
+ * it, the first one's stays.  Never beyond the pool's size as it was
+ * checked (the refresh), which cannot shrink.
+ */
+static void *seg_map(struct shca_segmap *m, struct seg *s)
+{
+	void *p = __atomic_load_n(&s->map, __ATOMIC_ACQUIRE), *none = NULL;
+
+	if (p)
+		return p;
+	p = mmap(NULL, s->len, PROT_READ | PROT_WRITE, MAP_SHARED, m->pool_fd,
+		 (off_t)s->off);
+	if (p == MAP_FAILED) {
+		shca_dbg("cannot map a segment of %llu bytes: %s",
+			 (unsigned long long)s->len, strerror(errno));
+		p = MAP_REFUSED;
+	}
+	/* not MADV_DONTFORK: a forked child that goes on using a QP of its
+	 * parent's (undefined, but it worked with CMA) reaches the same
+	 * memory through the same peer object instead of faulting */
+	if (__atomic_compare_exchange_n(&s->map, &none, p, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		if (p != MAP_REFUSED)
+			__atomic_add_fetch(&m->mapped, 1, __ATOMIC_RELAXED);
+		return p;
+	}
+	if (p != MAP_REFUSED)
+		munmap(p, s->len);
+	return none;
+}
+
+void *shca_segmap_find(struct shca_segmap *m, uint64_t va, uint64_t *len)
+{
+	struct seg *s = seg_search(m->segs, m->n, va);
+	uint64_t left;
+	char *p;
+
+	if (!s || va - s->va >= s->len)
+		return NULL;
+	/* the owner frees a segment only after it drained every MR in it;
+	 * a gen that moved means our copy is stale (or a new segment took
+	 * the slot): look again */
+	if (__atomic_load_n(&m->table[s->slot].gen, __ATOMIC_ACQUIRE) != s->gen)
+		return NULL;
+	p = seg_map(m, s);
+	if (p == MAP_REFUSED)
+		return NULL;
+	left = s->len - (va - s->va);
+	if (*len > left)
+		*len = left;
+	return p + (va - s->va);
+}
+
+/*
+ * One table entry, if it holds still (the owner's seqlock; an entry being
+ * written is skipped, never waited for: the table may be hostile) and
+ * describes a segment we could map: page-aligned, no overflow, within the
+ * pool (whose size is looked up again when it grew).
+ */
+static bool seg_read(struct shca_segmap *m, const struct shca_seg_shm *e,
+		     struct seg *out)
+{
+	uint64_t ps = page_size(), end;
+	uint32_t s1, s2;
+	struct stat st;
+
+	s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+	if (s1 & 1)
+		return false;
+	out->gen = __atomic_load_n(&e->gen, __ATOMIC_ACQUIRE);
+	out->va = __atomic_load_n(&e->va, __ATOMIC_ACQUIRE);
+	out->len = __atomic_load_n(&e->len, __ATOMIC_ACQUIRE);
+	out->off = __atomic_load_n(&e->off, __ATOMIC_ACQUIRE);
+	s2 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+	if (s1 != s2 || !out->gen || !out->len)
+		return false;
+	if ((out->va | out->len | out->off) & (ps - 1))
+		return false;
+	if (out->va + out->len < out->va || out->off + out->len < out->off)
+		return false;
+	end = out->off + out->len;
+	if (end > m->pool_size && !m->pool_looked) {
+		/* once a refresh: a table of entries beyond the pool costs
+		 * one fstat, not one each */
+		m->pool_looked = true;
+		if (!fstat(m->pool_fd, &st) && st.st_size > 0)
+			m->pool_size = (uint64_t)st.st_size;
+	}
+	if (end > m->pool_size)
+		return false;
+	out->map = NULL;
+	return true;
+}
+
+static int seg_cmp(const void *a, const void *b)
+{
+	const struct seg *x = a, *y = b;
+
+	if (x->va != y->va)
+		return x->va < y->va ? -1 : 1;
+	return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+/* The mapping of old segment o, if the new table still has it as it was
+ * (slot, gen, range and pool offset): moved over. */
+static bool seg_carry(struct seg *segs, unsigned int n, struct seg *o)
+{
+	struct seg *s = seg_search(segs, n, o->va);
+	unsigned int i;
+
+	for (i = s ? (unsigned int)(s - segs) + 1 : 0; i-- > 0 &&
+						  segs[i].va == o->va;) {
+		s = &segs[i];
+		if (s->slot == o->slot && s->gen == o->gen &&
+		    s->len == o->len && s->off == o->off && !s->map) {
+			s->map = o->map;
+			o->map = NULL;
+			return true;
+		}
+	}
+	return false;
+}
+
+int shca_segmap_refresh(struct shca_segmap *m)
+{
+	struct seg *segs = NULL, *t, s;
+	unsigned int n = 0, cap = 0, i;
+	int ret = 0;
+
+	pthread_rwlock_wrlock(&m->lock);
+	m->pool_looked = false;
+	for (i = 0; i < SHCA_ARENA_SEG_ENTRIES; i++) {
+		const struct shca_seg_shm *e = &m->table[i];
+
+		if (!__atomic_load_n(&e->gen, __ATOMIC_RELAXED) ||
+		    !seg_read(m, e, &s))
+			continue;
+		s.slot = i;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			t = realloc(segs, cap * sizeof(*segs));
+			if (!t) {
+				ret = -ENOMEM;
+				break;
+			}
+			segs = t;
+		}
+		segs[n++] = s;
+	}
+	if (ret) {
+		/* keep what we had: a later miss tries again */
+		free(segs);
+		goto out;
+	}
+	if (n)
+		qsort(segs, n, sizeof(*segs), seg_cmp);
+	/* what is gone or changed is unmapped: we do not pin the owner's
+	 * freed pool memory */
+	for (i = 0; i < m->n; i++) {
+		struct seg *o = &m->segs[i];
+
+		if (o->map == MAP_REFUSED || !o->map || !seg_carry(segs, n, o))
+			seg_unmap(m, o);
+	}
+	free(m->segs);
+	m->segs = segs;
+	m->n = n;
+out:
+	pthread_rwlock_unlock(&m->lock);
+	return ret;
+}

@@ -1,0 +1,806 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Mapped registered memory, the owner's side (issue 13, shm/seg.c): at
+ * registration the pages under an MR are re-backed in place by the pool
+ * memfd ("memfd:softhca-mem"), with the same addresses, contents and
+ * protections; untouched pages stay untouched; the last deregistration
+ * turns them back into private memory that madvise(MADV_DONTNEED)
+ * releases; a fork()ed child gets its own copy.
+ *
+ * Checked from outside as a peer would: the segment table and the MR
+ * entries of this process's arena (found in /proc/self/maps), the
+ * mappings and RSS in /proc/self, mincore for untouched pages.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#include "harness.h"
+#include "common.h"
+#include "common/stat.h"
+#include "shm/arena.h"
+
+#define PS	4096ul
+#define RW	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+		 IBV_ACCESS_REMOTE_READ)
+
+struct env {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	char *arena;
+};
+
+/* This process's arena, as a peer maps it. */
+static char *arena_base(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	unsigned long lo = 0;
+
+	ASSERT_NOT_NULL(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "softhca-arena") &&
+		    sscanf(line, "%lx-", &lo) == 1)
+			break;
+	fclose(f);
+	ASSERT_NE(lo, 0);
+	return (char *)lo;
+}
+
+static struct env setup(void)
+{
+	struct env e;
+
+	e.ctx = open_lo();
+	e.pd = ibv_alloc_pd(e.ctx);
+	ASSERT_NOT_NULL(e.pd);
+	/* a CQ lives in the arena: it exists from now on */
+	struct ibv_cq *cq = ibv_create_cq(e.ctx, 4, NULL, NULL, 0);
+
+	ASSERT_NOT_NULL(cq);
+	ASSERT_EQ(ibv_destroy_cq(cq), 0);
+	e.arena = arena_base();
+	return e;
+}
+
+static void teardown(struct env *e)
+{
+	ASSERT_EQ(ibv_dealloc_pd(e->pd), 0);
+	ASSERT_EQ(ibv_close_device(e->ctx), 0);
+}
+
+static uint64_t stat_of(struct env *e, enum shca_stat s)
+{
+	return __atomic_load_n(&shca_arena_hdr(e->arena)->stats.v[s],
+			       __ATOMIC_RELAXED);
+}
+
+/* An MR entry read as a peer does (arena.c's seqlock, retried). */
+static bool shca_mr_shm_read_test(const struct shca_mr_shm *e,
+				  struct shca_mr_shm *out)
+{
+	uint32_t s1, s2;
+
+	do {
+		s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+		out->key = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
+		out->addr = __atomic_load_n(&e->addr, __ATOMIC_ACQUIRE);
+		out->length = __atomic_load_n(&e->length, __ATOMIC_ACQUIRE);
+		out->flags = __atomic_load_n(&e->flags, __ATOMIC_ACQUIRE);
+		s2 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+	} while (s1 != s2 || (s1 & 1));
+	return out->key != 0;
+}
+
+/* The MR entry of mr, as a peer reads it (slots are handed out from the
+ * start of the table). */
+static struct shca_mr_shm mr_entry(struct env *e, struct ibv_mr *mr)
+{
+	struct shca_mr_shm *t = shca_arena_mr_table(e->arena), v;
+
+	for (uint32_t i = 1; i < 65536; i++)
+		if (shca_mr_shm_read_test(&t[i], &v) && v.key == mr->lkey)
+			return v;
+	memset(&v, 0, sizeof(v));
+	return v;
+}
+
+static bool mr_mapped(struct env *e, struct ibv_mr *mr)
+{
+	struct shca_mr_shm v = mr_entry(e, mr);
+
+	ASSERT_EQ(v.key, mr->lkey);
+	return v.flags & SHCA_MR_SHM_MAPPED;
+}
+
+/* Live segments over [va, va + len): how many bytes they cover, and
+ * that they are page-aligned, do not overlap and have distinct gens. */
+static uint64_t seg_bytes(struct env *e, uintptr_t va, size_t len)
+{
+	struct shca_seg_shm *t = shca_arena_seg_table(e->arena), v;
+	uint64_t bytes = 0;
+
+	for (uint32_t i = 0; i < SHCA_ARENA_SEG_ENTRIES; i++) {
+		v.gen = __atomic_load_n(&t[i].gen, __ATOMIC_ACQUIRE);
+		if (!v.gen)
+			continue;
+		v.va = t[i].va;
+		v.len = t[i].len;
+		ASSERT_EQ(v.va % PS, 0);
+		ASSERT_EQ(v.len % PS, 0);
+		ASSERT_NE(v.len, 0);
+		if (v.va + v.len <= va || v.va >= va + len)
+			continue;
+		uint64_t s = v.va > va ? v.va : va;
+		uint64_t end = v.va + v.len < va + len ? v.va + v.len :
+							  va + len;
+		bytes += end - s;
+	}
+	return bytes;
+}
+
+static uint64_t live_segs(struct env *e)
+{
+	struct shca_seg_shm *t = shca_arena_seg_table(e->arena);
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < SHCA_ARENA_SEG_ENTRIES; i++)
+		n += __atomic_load_n(&t[i].gen, __ATOMIC_ACQUIRE) != 0;
+	return n;
+}
+
+/* The line of /proc/self/maps for addr. */
+static bool maps_line(const void *addr, char *out, size_t n)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	bool found = false;
+
+	ASSERT_NOT_NULL(f);
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 &&
+		    (uintptr_t)addr >= lo && (uintptr_t)addr < hi) {
+			snprintf(out, n, "%s", line);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+static bool in_pool(const void *addr)
+{
+	char line[512];
+
+	return maps_line(addr, line, sizeof(line)) &&
+	       strstr(line, "memfd:softhca-mem");
+}
+
+static void fill(unsigned char *p, size_t n, unsigned int seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (unsigned char)(i * 7 + seed);
+}
+
+static bool same(const unsigned char *p, size_t n, unsigned int seed)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != (unsigned char)(i * 7 + seed))
+			return false;
+	return true;
+}
+
+/* kB of this process's resident anonymous plus shared memory. */
+static long rss_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long anon = -1, shm = -1, v;
+
+	ASSERT_NOT_NULL(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "RssAnon: %ld", &v) == 1)
+			anon = v;
+		if (sscanf(line, "RssShmem: %ld", &v) == 1)
+			shm = v;
+	}
+	fclose(f);
+	ASSERT_GE(anon, 0);
+	ASSERT_GE(shm, 0);
+	return anon + shm;
+}
+
+/* Resident pages of [p, p + n) by mincore. */
+static size_t resident(const void *p, size_t n)
+{
+	size_t pages = (n + PS - 1) / PS, r = 0;
+	unsigned char *v = malloc(pages);
+
+	ASSERT_NOT_NULL(v);
+	ASSERT_EQ(mincore((void *)p, n, v), 0);
+	for (size_t i = 0; i < pages; i++)
+		r += v[i] & 1;
+	free(v);
+	return r;
+}
+
+/* ------------------------------------------------------------------ */
+
+/* malloc'd memory, unaligned: same address, same bytes, in the pool;
+ * the MR's pages (and only those) in segments; counters exact; after
+ * dereg, private again with the same bytes and no live segment left. */
+TEST(heap_unaligned)
+{
+	struct env e = setup();
+	size_t n = 3 * PS + 100;
+	unsigned char *buf = malloc(n + 64), *p = buf + 37;
+	uintptr_t lo = (uintptr_t)p & ~(PS - 1);
+	uintptr_t hi = ((uintptr_t)p + n + PS - 1) & ~(PS - 1);
+	uint64_t mapped0 = stat_of(&e, SHCA_STAT_MR_MAPPED);
+	uint64_t cma0 = stat_of(&e, SHCA_STAT_MR_CMA);
+	uint64_t bytes0 = stat_of(&e, SHCA_STAT_MAP_BYTES);
+	struct ibv_mr *mr;
+
+	ASSERT_NOT_NULL(buf);
+	fill(p, n, 1);
+	ASSERT_EQ(live_segs(&e), 0);
+	mr = ibv_reg_mr(e.pd, p, n, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr->addr == p);
+	ASSERT(same(p, n, 1));
+	ASSERT(in_pool(p));
+	ASSERT(in_pool(p + n - 1));
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_U64_EQ(seg_bytes(&e, lo, hi - lo), hi - lo);
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MR_MAPPED), mapped0 + 1);
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MR_CMA), cma0);
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MAP_BYTES), bytes0 + (hi - lo));
+	/* the memory works as memory: written, read back */
+	fill(p, n, 2);
+	ASSERT(same(p, n, 2));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT(same(p, n, 2));
+	ASSERT(!in_pool(p));
+	ASSERT_EQ(live_segs(&e), 0);
+	free(buf);
+	teardown(&e);
+}
+
+/* mmap'd memory, aligned, with a read-only part: protections kept. */
+TEST(mmap_protections)
+{
+	struct env e = setup();
+	size_t n = 8 * PS;
+	unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr;
+	char line[512];
+
+	ASSERT(p != MAP_FAILED);
+	fill(p, n, 3);
+	ASSERT_EQ(mprotect(p + 4 * PS, 4 * PS, PROT_READ), 0);
+	mr = ibv_reg_mr(e.pd, p, n, IBV_ACCESS_REMOTE_READ);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT(same(p, n, 3));
+	ASSERT(maps_line(p, line, sizeof(line)));
+	ASSERT(strstr(line, " rw-s "));
+	ASSERT(maps_line(p + 5 * PS, line, sizeof(line)));
+	ASSERT(strstr(line, " r--s "));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT(maps_line(p, line, sizeof(line)));
+	ASSERT(strstr(line, " rw-p "));
+	ASSERT(maps_line(p + 5 * PS, line, sizeof(line)));
+	ASSERT(strstr(line, " r--p "));
+	ASSERT(same(p, n, 3));
+	ASSERT_EQ(munmap(p, n), 0);
+	teardown(&e);
+}
+
+/* posix_memalign: aligned range */
+TEST(posix_memalign_aligned)
+{
+	struct env e = setup();
+	size_t n = 16 * PS;
+	void *v;
+	struct ibv_mr *mr;
+
+	ASSERT_EQ(posix_memalign(&v, PS, n), 0);
+	fill(v, n, 4);
+	mr = ibv_reg_mr(e.pd, v, n, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_U64_EQ(seg_bytes(&e, (uintptr_t)v, n), n);
+	ASSERT(same(v, n, 4));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT(same(v, n, 4));
+	free(v);
+	teardown(&e);
+}
+
+/* 64 GiB of MAP_NORESERVE memory, a few pages touched: registration
+ * copies those only; the rest stays unpopulated (mincore 0, RSS not
+ * grown by more than the touched pages and bookkeeping). */
+TEST(sparse_64g)
+{
+	struct env e = setup();
+	size_t n = 64ul << 30;
+	unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+				-1, 0);
+	size_t touched[] = { 0, 5 * PS, 1ul << 30, (40ul << 30) + 3 * PS,
+			     n - PS };
+	uint64_t copy0 = stat_of(&e, SHCA_STAT_MAP_COPY_BYTES);
+	struct ibv_mr *mr;
+	long rss0, rss1;
+
+	if (p == MAP_FAILED)
+		SKIP_ENV("no 64 GiB of address space");
+	for (size_t i = 0; i < sizeof(touched) / sizeof(touched[0]); i++)
+		p[touched[i]] = (unsigned char)(i + 1);
+	rss0 = rss_kb();
+	mr = ibv_reg_mr(e.pd, p, n, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	rss1 = rss_kb();
+	/* 5 pages copied (the originals freed by the remap) */
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MAP_COPY_BYTES), copy0 + 5 * PS);
+	ASSERT_LT(rss1, rss0 + 16 * 1024);
+	for (size_t i = 0; i < sizeof(touched) / sizeof(touched[0]); i++)
+		ASSERT_EQ(p[touched[i]], i + 1);
+	ASSERT_EQ(resident(p + PS, 4 * PS), 0);
+	ASSERT_EQ(resident(p + (2ul << 30), 1ul << 20), 0);
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT_LT(rss_kb(), rss0 + 16 * 1024);
+	for (size_t i = 0; i < sizeof(touched) / sizeof(touched[0]); i++)
+		ASSERT_EQ(p[touched[i]], i + 1);
+	ASSERT_EQ(resident(p + (2ul << 30), 1ul << 20), 0);
+	ASSERT(!in_pool(p));
+	ASSERT_EQ(munmap(p, n), 0);
+	teardown(&e);
+}
+
+/* Registered, deregistered, then MADV_DONTNEED: the memory goes back to
+ * the system (shared memory that DONTNEED keeps would be a leak). */
+TEST(dereg_then_dontneed_releases)
+{
+	struct env e = setup();
+	size_t n = 16ul << 20;
+	unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr;
+	long before, full, after;
+
+	ASSERT(p != MAP_FAILED);
+	before = rss_kb();
+	memset(p, 0x5a, n);
+	mr = ibv_reg_mr(e.pd, p, n, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	full = rss_kb();
+	ASSERT_GE(full, before + 15 * 1024);
+	ASSERT_EQ(madvise(p, n, MADV_DONTNEED), 0);
+	after = rss_kb();
+	ASSERT_LT(after, before + 1024);
+	ASSERT_EQ(p[12345], 0);	/* private anonymous: zero after DONTNEED */
+	ASSERT_EQ(munmap(p, n), 0);
+	teardown(&e);
+}
+
+/* Two MRs that overlap: the second gets a segment only for the pages the
+ * first does not cover; each dereg keeps what the other still needs. */
+TEST(overlapping_mrs)
+{
+	struct env e = setup();
+	size_t n = 12 * PS;
+	unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t b0 = stat_of(&e, SHCA_STAT_MAP_BYTES);
+	struct ibv_mr *a, *b;
+
+	ASSERT(p != MAP_FAILED);
+	fill(p, n, 5);
+	a = ibv_reg_mr(e.pd, p + PS, 5 * PS, RW);		/* pages 1-5 */
+	ASSERT_NOT_NULL(a);
+	b = ibv_reg_mr(e.pd, p + 3 * PS + 10, 6 * PS, RW);	/* pages 3-9 */
+	ASSERT_NOT_NULL(b);
+	ASSERT(mr_mapped(&e, a));
+	ASSERT(mr_mapped(&e, b));
+	/* pages 1-5, then 6-9: 9 pages, in two segments */
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MAP_BYTES), b0 + 9 * PS);
+	ASSERT_U64_EQ(seg_bytes(&e, (uintptr_t)p, n), 9 * PS);
+	ASSERT_EQ(live_segs(&e), 2);
+	ASSERT(!in_pool(p));
+	ASSERT(!in_pool(p + 10 * PS));
+	ASSERT(same(p, n, 5));
+	ASSERT_EQ(ibv_dereg_mr(a), 0);
+	/* b still needs pages 3-5: the first segment lives on */
+	ASSERT_EQ(live_segs(&e), 2);
+	ASSERT(in_pool(p + PS));
+	ASSERT(mr_mapped(&e, b));
+	fill(p, n, 6);
+	ASSERT_EQ(ibv_dereg_mr(b), 0);
+	ASSERT_EQ(live_segs(&e), 0);
+	ASSERT(!in_pool(p + PS));
+	ASSERT(!in_pool(p + 7 * PS));
+	ASSERT(same(p, n, 6));
+	ASSERT_EQ(munmap(p, n), 0);
+	teardown(&e);
+}
+
+/* Two MRs in one page, at different offsets: one segment, two refs. */
+TEST(mrs_share_a_page)
+{
+	struct env e = setup();
+	unsigned char *p = mmap(NULL, 2 * PS, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *a, *b;
+
+	ASSERT(p != MAP_FAILED);
+	fill(p, 2 * PS, 7);
+	a = ibv_reg_mr(e.pd, p + 100, 200, RW);
+	b = ibv_reg_mr(e.pd, p + 1000, 300, RW);
+	ASSERT_NOT_NULL(a);
+	ASSERT_NOT_NULL(b);
+	ASSERT(mr_mapped(&e, a));
+	ASSERT(mr_mapped(&e, b));
+	ASSERT_EQ(live_segs(&e), 1);
+	ASSERT_U64_EQ(seg_bytes(&e, (uintptr_t)p, 2 * PS), PS);
+	ASSERT_EQ(ibv_dereg_mr(b), 0);
+	ASSERT(in_pool(p));
+	ASSERT_EQ(ibv_dereg_mr(a), 0);
+	ASSERT(!in_pool(p));
+	ASSERT_EQ(live_segs(&e), 0);
+	ASSERT(same(p, 2 * PS, 7));
+	ASSERT_EQ(munmap(p, 2 * PS), 0);
+	teardown(&e);
+}
+
+/* rereg to another address, then to a larger size: the new range is
+ * mapped, the old one private again. */
+TEST(rereg_address_and_size)
+{
+	struct env e = setup();
+	unsigned char *p = mmap(NULL, 8 * PS, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned char *q = mmap(NULL, 8 * PS, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr;
+
+	ASSERT(p != MAP_FAILED && q != MAP_FAILED);
+	fill(p, 8 * PS, 8);
+	fill(q, 8 * PS, 9);
+	mr = ibv_reg_mr(e.pd, p, 2 * PS, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(in_pool(p));
+	ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+			       q + 50, 3 * PS, 0), 0);
+	ASSERT(!in_pool(p));
+	ASSERT(in_pool(q));
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_U64_EQ(seg_bytes(&e, (uintptr_t)q, 8 * PS), 4 * PS);
+	ASSERT_U64_EQ(seg_bytes(&e, (uintptr_t)p, 8 * PS), 0);
+	ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+			       q, 8 * PS, 0), 0);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_U64_EQ(seg_bytes(&e, (uintptr_t)q, 8 * PS), 8 * PS);
+	ASSERT(same(p, 8 * PS, 8));
+	ASSERT(same(q, 8 * PS, 9));
+	/* an access change keeps the mapping */
+	ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			       IBV_ACCESS_LOCAL_WRITE), 0);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT_EQ(live_segs(&e), 0);
+	ASSERT(!in_pool(q));
+	ASSERT(same(q, 8 * PS, 9));
+	teardown(&e);
+}
+
+/* SOFTHCA_MAP=0: memory stays as it is, the MR is CMA, counted. */
+TEST(map_off)
+{
+	struct env e;
+	unsigned char *p = mmap(NULL, 4 * PS, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr;
+	uint64_t cma0, m0;
+
+	setenv("SOFTHCA_MAP", "0", 1);
+	e = setup();
+	cma0 = stat_of(&e, SHCA_STAT_MR_CMA);
+	m0 = stat_of(&e, SHCA_STAT_MR_MAPPED);
+	ASSERT(p != MAP_FAILED);
+	fill(p, 4 * PS, 10);
+	mr = ibv_reg_mr(e.pd, p, 4 * PS, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(!mr_mapped(&e, mr));
+	ASSERT(!in_pool(p));
+	ASSERT_EQ(live_segs(&e), 0);
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MR_CMA), cma0 + 1);
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MR_MAPPED), m0);
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT(same(p, 4 * PS, 10));
+	teardown(&e);
+}
+
+/* What cannot be shared safely stays as it is (CMA): the stack, a
+ * MAP_SHARED memfd, a private file mapping; a range with one such page
+ * leaves the whole MR alone. */
+TEST(unshareable_is_cma)
+{
+	struct env e = setup();
+	unsigned char stackbuf[3 * 4096];
+	char path[] = "/tmp/softhca-remap-XXXXXX";
+	int mfd = memfd_create("user-mem", MFD_CLOEXEC), ffd = mkstemp(path);
+	unsigned char *shm, *file, *mix;
+	uint64_t cma0 = stat_of(&e, SHCA_STAT_MR_CMA);
+	uint64_t m0 = stat_of(&e, SHCA_STAT_MR_MAPPED);
+	struct ibv_mr *mr;
+
+	ASSERT_GE(mfd, 0);
+	ASSERT_GE(ffd, 0);
+	unlink(path);
+	ASSERT_EQ(ftruncate(mfd, 4 * PS), 0);
+	ASSERT_EQ(ftruncate(ffd, 4 * PS), 0);
+	shm = mmap(NULL, 4 * PS, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	file = mmap(NULL, 4 * PS, PROT_READ | PROT_WRITE, MAP_PRIVATE, ffd,
+		    0);
+	ASSERT(shm != MAP_FAILED && file != MAP_FAILED);
+	/* anonymous pages, then one page of the file, mapped beside them */
+	mix = mmap(NULL, 3 * PS, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT(mix != MAP_FAILED);
+	ASSERT(mmap(mix + 2 * PS, PS, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_FIXED, ffd, 0) != MAP_FAILED);
+	fill(stackbuf, sizeof(stackbuf), 11);
+
+	mr = ibv_reg_mr(e.pd, stackbuf, sizeof(stackbuf), RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(!mr_mapped(&e, mr));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	mr = ibv_reg_mr(e.pd, shm, 4 * PS, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(!mr_mapped(&e, mr));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	mr = ibv_reg_mr(e.pd, file, 4 * PS, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(!mr_mapped(&e, mr));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	mr = ibv_reg_mr(e.pd, mix, 3 * PS, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(!mr_mapped(&e, mr));
+	ASSERT(!in_pool(mix));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+
+	ASSERT_EQ(live_segs(&e), 0);
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MR_CMA), cma0 + 4);
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MR_MAPPED), m0);
+	ASSERT(same(stackbuf, sizeof(stackbuf), 11));
+	teardown(&e);
+}
+
+/* ------------------------------------------------------------------ */
+/* fork                                                                */
+
+/*
+ * A child sees its own copy of registered memory as it was at fork(),
+ * private memory, not the pool; the parent's later stores do not reach
+ * it and the child's do not reach the parent.  With and without
+ * ibv_fork_init (softhca answers IBV_FORK_UNNEEDED: a copy either way).
+ */
+static void fork_case(bool fork_init)
+{
+	struct env e;
+	size_t n = 6 * PS + 300;
+	unsigned char *p, *buf;
+	int to_child[2], to_parent[2], st;
+	struct ibv_mr *mr;
+	char c;
+	pid_t pid;
+
+	if (fork_init)
+		ASSERT_EQ(ibv_fork_init(), 0);
+	e = setup();
+	buf = malloc(n + 100);
+	ASSERT_NOT_NULL(buf);
+	p = buf + 50;
+	fill(p, n, 12);
+	mr = ibv_reg_mr(e.pd, p, n, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_EQ(pipe(to_child), 0);
+	ASSERT_EQ(pipe(to_parent), 0);
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (!pid) {
+		/* the copy at fork time, private */
+		if (!same(p, n, 12) || in_pool(p))
+			_exit(10);
+		fill(p, n, 13);
+		if (write(to_parent[1], "w", 1) != 1 ||
+		    read(to_child[0], &c, 1) != 1)
+			_exit(11);
+		/* the parent wrote 14 meanwhile: not here */
+		_exit(same(p, n, 13) ? 0 : 12);
+	}
+	ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+	/* the child wrote 13: not here */
+	ASSERT(same(p, n, 12));
+	ASSERT(in_pool(p));
+	fill(p, n, 14);
+	ASSERT_EQ(write(to_child[1], "p", 1), 1);
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	ASSERT(WIFEXITED(st));
+	ASSERT_EQ(WEXITSTATUS(st), 0);
+	ASSERT(same(p, n, 14));
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT(same(p, n, 14));
+	free(buf);
+	teardown(&e);
+}
+
+TEST(fork_child_copy)
+{
+	fork_case(false);
+}
+
+TEST(fork_child_copy_fork_init)
+{
+	fork_case(true);
+}
+
+/* ------------------------------------------------------------------ */
+/* The drain                                                           */
+
+struct dereg_arg {
+	struct ibv_mr *mr;
+	int done;
+};
+
+static void *dereg_thread(void *arg)
+{
+	struct dereg_arg *d = arg;
+
+	ASSERT_EQ(ibv_dereg_mr(d->mr), 0);
+	__atomic_store_n(&d->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/*
+ * A lane that a live peer holds with the MR's key keeps dereg waiting
+ * (its entry already cleared); released, dereg returns.  A lane of a
+ * dead process is taken back, and dereg does not wait for it.
+ */
+TEST(drain_waits_for_live_lane_frees_dead_one)
+{
+	struct env e = setup();
+	uint64_t *lanes = shca_arena_lanes(e.arena);
+	unsigned char *p = mmap(NULL, 2 * PS, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct dereg_arg d = { 0 };
+	pthread_t t;
+	pid_t live, dead;
+	int st;
+
+	ASSERT(p != MAP_FAILED);
+	d.mr = ibv_reg_mr(e.pd, p, 2 * PS, RW);
+	ASSERT_NOT_NULL(d.mr);
+	live = fork();
+	if (!live) {
+		pause();
+		_exit(0);
+	}
+	ASSERT_GT(live, 0);
+	lanes[17] = SHCA_LANE_WORD(live, d.mr->lkey);
+	lanes[18] = SHCA_LANE_WORD(live, d.mr->lkey ^ 1);	/* another key */
+	ASSERT_EQ(pthread_create(&t, NULL, dereg_thread, &d), 0);
+	/* the entry goes, dereg stays */
+	for (int i = 0; i < 100000 && mr_entry(&e, d.mr).key; i++)
+		sched_yield();
+	for (int i = 0; i < 2000; i++)
+		sched_yield();
+	ASSERT_EQ(__atomic_load_n(&d.done, __ATOMIC_SEQ_CST), 0);
+	ASSERT(in_pool(p));		/* the memory still the peer's too */
+	__atomic_store_n(&lanes[17], 0, __ATOMIC_RELEASE);
+	ASSERT_EQ(pthread_join(t, NULL), 0);
+	ASSERT_EQ(d.done, 1);
+	ASSERT(!in_pool(p));
+	ASSERT_U64_EQ(lanes[18], SHCA_LANE_WORD(live, d.mr->lkey ^ 1));
+	lanes[18] = 0;
+	kill(live, SIGKILL);
+	ASSERT_EQ(waitpid(live, &st, 0), live);
+
+	/* a process that died in the lane: its pid is gone */
+	dead = fork();
+	if (!dead)
+		_exit(0);
+	ASSERT_EQ(waitpid(dead, &st, 0), dead);
+	d.mr = ibv_reg_mr(e.pd, p, 2 * PS, RW);
+	ASSERT_NOT_NULL(d.mr);
+	lanes[100] = SHCA_LANE_WORD(dead, d.mr->lkey);
+	ASSERT_EQ(ibv_dereg_mr(d.mr), 0);
+	ASSERT_U64_EQ(lanes[100], 0);
+	ASSERT(!in_pool(p));
+	teardown(&e);
+}
+
+/* A range of several copy chunks (64 MiB each), a page in every MiB
+ * written, a read-only stretch across a chunk boundary: contents and
+ * protections kept both ways. */
+TEST(large_chunked)
+{
+	struct env e = setup();
+	size_t n = 200ul << 20;
+	unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+				-1, 0);
+	uint64_t copy0 = stat_of(&e, SHCA_STAT_MAP_COPY_BYTES);
+	struct ibv_mr *mr;
+	char line[512];
+
+	ASSERT(p != MAP_FAILED);
+	for (size_t o = 0; o < n; o += 1ul << 20)
+		p[o + 17] = (unsigned char)(o >> 20);
+	ASSERT_EQ(mprotect(p + (60ul << 20), 8ul << 20, PROT_READ), 0);
+	mr = ibv_reg_mr(e.pd, p, n, IBV_ACCESS_REMOTE_READ);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MAP_COPY_BYTES),
+		      copy0 + 200 * PS);
+	for (size_t o = 0; o < n; o += 1ul << 20)
+		ASSERT_EQ(p[o + 17], (unsigned char)(o >> 20));
+	ASSERT(maps_line(p + (66ul << 20), line, sizeof(line)));
+	ASSERT(strstr(line, " r--s "));
+	ASSERT(maps_line(p + (70ul << 20), line, sizeof(line)));
+	ASSERT(strstr(line, " rw-s "));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	for (size_t o = 0; o < n; o += 1ul << 20)
+		ASSERT_EQ(p[o + 17], (unsigned char)(o >> 20));
+	ASSERT(maps_line(p + (66ul << 20), line, sizeof(line)));
+	ASSERT(strstr(line, " r--p "));
+	ASSERT_EQ(resident(p + PS, (1ul << 20) - PS), 0);
+	ASSERT_EQ(munmap(p, n), 0);
+	teardown(&e);
+}
+
+/* Memory unmapped (or replaced) while registered: the dereg gives back
+ * what is still the pool's and maps nothing where the program unmapped. */
+TEST(unmapped_before_dereg)
+{
+	struct env e = setup();
+	size_t n = 6 * PS;
+	unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr;
+	unsigned char v;
+
+	ASSERT(p != MAP_FAILED);
+	fill(p, n, 15);
+	mr = ibv_reg_mr(e.pd, p, n, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT_EQ(munmap(p + 2 * PS, 2 * PS), 0);
+	ASSERT(mmap(p + 5 * PS, PS, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED);
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT_EQ(live_segs(&e), 0);
+	ASSERT(same(p, 2 * PS, 15));
+	ASSERT(!in_pool(p));
+	ASSERT(!in_pool(p + 4 * PS));
+	ASSERT_EQ(p[4 * PS], (unsigned char)(4 * PS * 7 + 15));
+	ASSERT_EQ(p[5 * PS], 0);		/* the program's new page */
+	/* the hole stays a hole */
+	ASSERT_EQ(mincore(p + 2 * PS, PS, &v), -1);
+	ASSERT_EQ(errno, ENOMEM);
+	teardown(&e);
+}
