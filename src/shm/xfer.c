@@ -409,25 +409,17 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	/* place the data: GRH first for UD, then the payload */
 	if (!niov) {
 		ret = peer_gone(p) ? -ESRCH : 0;
+	} else if (x->grh && x->nlocal <= MAX_IOV) {
+		/* one copy, one call: the GRH and the payload are one byte
+		 * stream into the scatter list */
+		struct iovec l[MAX_IOV + 1];
+
+		l[0].iov_base = (void *)x->grh;
+		l[0].iov_len = SHCA_GRH_LEN;
+		memcpy(l + 1, x->local, sizeof(*l) * (size_t)x->nlocal);
+		ret = shca_peer_write(p, l, x->nlocal + 1, iov, niov);
 	} else if (x->grh) {
-		struct iovec g = { (void *)x->grh, SHCA_GRH_LEN };
-		struct iovec rg[MAX_IOV + 1];
-		uint64_t left = SHCA_GRH_LEN;
-		int i, k = 0;
-
-		/* split the scatter list at SHCA_GRH_LEN */
-		for (i = 0; i < niov && left; i++) {
-			uint64_t t = MIN(left, (uint64_t)iov[i].iov_len);
-
-			rg[k].iov_base = iov[i].iov_base;
-			rg[k++].iov_len = t;
-			left -= t;
-			iov[i].iov_base = (char *)iov[i].iov_base + t;
-			iov[i].iov_len -= t;
-		}
-		ret = shca_peer_write(p, &g, 1, rg, k);
-		if (!ret)
-			ret = shca_peer_write(p, x->local, x->nlocal, iov, niov);
+		ret = -EINVAL;	/* never: a gather list has 32 SGEs at most */
 	} else {
 		ret = shca_peer_write(p, x->local, x->nlocal, iov, niov);
 	}
