@@ -137,7 +137,8 @@ spp() {
 	spid=$!
 	port=
 	while [ -z "$port" ] && kill -0 "$spid" 2>/dev/null; do
-		port=$(sed -n 's/^listening on TCP port //p' "$T/$name.server")
+		port=$(sed -n 's/^listening on TCP port //p' \
+			"$T/$name.server" 2>/dev/null)
 		[ -n "$port" ] || sleep 0.1
 	done
 	sc "$name.client"
@@ -158,23 +159,34 @@ spp() {
 	ok "$name"
 }
 
+# ran NAME ERE: the client's output says it ran its N iterations
+ran() {
+	grep -Eq -- "$2" "$T/$1.client" && return 0
+	fail "$1: the client's output has no /$2/ (its $N iterations)"
+	show_output "$T/$1.client"
+	return 1
+}
+
 # --- polled: no call per work request ------------------------------------
-if traced write_lat ib_write_lat -d softhca_lo -F -n "$N"; then
-	check_side write_lat server
-	check_side write_lat client
-fi
-if traced send_lat ib_send_lat -d softhca_lo -F -n "$N"; then
-	check_side send_lat server
-	check_side send_lat client
-fi
-if traced rc_pingpong ibv_rc_pingpong -d softhca_lo -g 0 -n "$N"; then
+# perftest's result line: "#bytes #iterations t_min ...": "2 N ..."
+for p in write_lat send_lat; do
+	if traced "$p" "ib_$p" -d softhca_lo -F -n "$N" &&
+		ran "$p" "^ *[0-9]+ +$N +[0-9]"; then
+		check_side "$p" server
+		check_side "$p" client
+	fi
+done
+if traced rc_pingpong ibv_rc_pingpong -d softhca_lo -g 0 -n "$N" &&
+	ran rc_pingpong "^$N iters in "; then
 	check_side rc_pingpong server
 	check_side rc_pingpong client
 fi
 for t in rc ud; do
-	spp "shca-$t" -T "$t" -s 64 -n "$N" || continue
-	check_side "shca-$t" server '^poll$'
-	check_side "shca-$t" client '^poll$'
+	if spp "shca-$t" -T "$t" -s 64 -n "$N" &&
+		ran "shca-$t" "^shca_pingpong: ok: .*, $N iters of "; then
+		check_side "shca-$t" server '^poll$'
+		check_side "shca-$t" client '^poll$'
+	fi
 done
 
 # --- -e: one eventfd write per CQ event, no more -------------------------
