@@ -68,8 +68,9 @@ die() { log "$*"; exit 1; }
 
 # ---- the table ----------------------------------------------------------------
 #
-# metrics.tsv: round, source, metric, value.  Sources: softhca, ucx-*, uct-*
-# and "limit" (the probe).  Each cell is the median over the rounds; the
+# metrics.tsv: round, source, metric, value.  Sources: softhca (the default
+# same-host path), softhca-cma (SOFTHCA_MAP=0), ucx-*, uct-* and "limit"
+# (the probe).  Each cell is the median over the rounds; the
 # ratios are ratios of those medians.
 
 report() { # metrics.tsv details.md: the table on stdout, every source in details.md
@@ -127,9 +128,11 @@ report() { # metrics.tsv details.md: the table on stdout, every source in detail
 
 		printf "Ratio convention: latency rows = softhca time / other time (above 1×: softhca is slower); "
 		printf "rate and bandwidth rows = softhca rate / other rate (below 1×: softhca is slower). "
-		printf "Each cell: median of %d round(s), min–max in brackets.\n\n", rounds
-		printf "| metric | unit | softhca | best UCX (transport: value) | limit | softhca / UCX | softhca / limit | CMA floor | softhca / CMA floor |\n"
-		printf "|---|---|---|---|---|---|---|---|---|\n"
+		printf "Each cell: median of %d round(s), min–max in brackets. ", rounds
+		printf "softhca = the default same-host path (the peer maps registered memory: loads, stores, memcpy); "
+		printf "CMA path = the same perftest run with SOFTHCA_MAP=0 (process_vm_writev/readv per copy), run right after it.\n\n"
+		printf "| metric | unit | softhca | softhca, CMA path (SOFTHCA_MAP=0) | best UCX (transport: value) | limit | softhca / UCX | CMA path / UCX | softhca / CMA path | softhca / limit | CMA floor | CMA path / CMA floor |\n"
+		printf "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
 		for (i = 1; i <= n; i++) {
 			m = row[i]; best = ""; bsrc = ""
 			for (s = 1; s <= nsrc; s++) {
@@ -139,14 +142,16 @@ report() { # metrics.tsv details.md: the table on stdout, every source in detail
 				if (best == "" || (lat[i] ? v < best : v > best)) { best = v; bsrc = src }
 			}
 			sh = ((("softhca", m) in cnt)) ? med["softhca", m] : ""
+			sc = ((("softhca-cma", m) in cnt)) ? med["softhca-cma", m] : ""
 			lv = ((("limit", lim[i]) in cnt)) ? med["limit", lim[i]] : ""
 			fv = ((("limit", flo[i]) in cnt)) ? med["limit", flo[i]] : ""
-			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", label[i], unit[i],
-				cell("softhca" SUBSEP m),
+			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", label[i], unit[i],
+				cell("softhca" SUBSEP m), cell("softhca-cma" SUBSEP m),
 				bsrc == "" ? "—" : tname(bsrc) ": " cell(bsrc SUBSEP m),
 				cell("limit" SUBSEP lim[i]),
-				ratio(sh, best), ratio(sh, lv),
-				cell("limit" SUBSEP flo[i]), ratio(sh, fv)
+				ratio(sh, best), ratio(sc, best), ratio(sh, sc),
+				ratio(sh, lv),
+				cell("limit" SUBSEP flo[i]), ratio(sc, fv)
 		}
 		printf "\nLimits: latency = cache-line ping-pong between the two cores, one-way; "
 		printf "message rate = 8 B messages through a shared-memory ring; "
@@ -395,33 +400,57 @@ record() { # source metric value
 
 # ---- softhca: Debian's perftest, unmodified -------------------------------------
 
+# softhca's two same-host paths, measured back to back for each row: the
+# default (registered memory mapped by the peer: loads, stores, memcpy)
+# and SOFTHCA_MAP=0 (the CMA path: process_vm_writev/readv per copy).
+# source, then the environment beyond LD_LIBRARY_PATH ("-": none).
+SOFTHCA_RUNS=(
+	"softhca -"
+	"softhca-cma SOFTHCA_MAP=0"
+)
+
+# softhca_env SPEC: in the array SENV, `env` and the environment of a
+# SOFTHCA_RUNS entry; SRC, its source name
+softhca_env() {
+	local e
+	read -r SRC e <<<"$1"
+	SENV=(env LD_LIBRARY_PATH="$LIB")
+	[ "$e" != - ] && SENV+=("$e")
+}
+
 # ib_*_lat: t_typical (the median) in usec.  ib_write_lat and ib_send_lat
 # report half the round trip; ib_read_lat the whole read.
 perftest_lat() { # metric binary
-	local metric=$1 bin=$2 v
-	pick_port
-	local common=(-d softhca_lo -p "$PORT" -F -s 8 -n "$LAT_ITERS")
-	run_pair "softhca.$metric" 60 60 \
-		-- env LD_LIBRARY_PATH="$LIB" "$bin" "${common[@]}" \
-		-- env LD_LIBRARY_PATH="$LIB" "$bin" "${common[@]}" localhost
-	v=$(awk '/#bytes/ { h = 1; next }
-		h && $1 ~ /^[0-9]+$/ && NF >= 5 { print $5; exit }' \
-		"$RDIR/softhca.$metric.client.txt")
-	record softhca "$metric" "$v"
+	local metric=$1 bin=$2 v spec
+	for spec in "${SOFTHCA_RUNS[@]}"; do
+		softhca_env "$spec"
+		pick_port
+		local common=(-d softhca_lo -p "$PORT" -F -s 8 -n "$LAT_ITERS")
+		run_pair "$SRC.$metric" 60 60 \
+			-- "${SENV[@]}" "$bin" "${common[@]}" \
+			-- "${SENV[@]}" "$bin" "${common[@]}" localhost
+		v=$(awk '/#bytes/ { h = 1; next }
+			h && $1 ~ /^[0-9]+$/ && NF >= 5 { print $5; exit }' \
+			"$RDIR/$SRC.$metric.client.txt")
+		record "$SRC" "$metric" "$v"
+	done
 }
 
 # ib_write_bw in duration mode: BW average (Gb/s) and MsgRate (Mpps).
 perftest_bw() { # metric size field(4=Gb/s,5=Mpps)
-	local metric=$1 size=$2 field=$3 v
-	pick_port
-	local common=(-d softhca_lo -p "$PORT" -F -s "$size" -D "$BW_SECS" --report_gbits)
-	run_pair "softhca.$metric" 60 60 \
-		-- env LD_LIBRARY_PATH="$LIB" ib_write_bw "${common[@]}" \
-		-- env LD_LIBRARY_PATH="$LIB" ib_write_bw "${common[@]}" localhost
-	v=$(awk -v f="$field" '/#bytes/ { h = 1; next }
-		h && $1 ~ /^[0-9]+$/ && NF >= 5 { print $f; exit }' \
-		"$RDIR/softhca.$metric.client.txt")
-	record softhca "$metric" "$v"
+	local metric=$1 size=$2 field=$3 v spec
+	for spec in "${SOFTHCA_RUNS[@]}"; do
+		softhca_env "$spec"
+		pick_port
+		local common=(-d softhca_lo -p "$PORT" -F -s "$size" -D "$BW_SECS" --report_gbits)
+		run_pair "$SRC.$metric" 60 60 \
+			-- "${SENV[@]}" ib_write_bw "${common[@]}" \
+			-- "${SENV[@]}" ib_write_bw "${common[@]}" localhost
+		v=$(awk -v f="$field" '/#bytes/ { h = 1; next }
+			h && $1 ~ /^[0-9]+$/ && NF >= 5 { print $f; exit }' \
+			"$RDIR/$SRC.$metric.client.txt")
+		record "$SRC" "$metric" "$v"
+	done
 }
 
 run_softhca() {
@@ -556,7 +585,7 @@ for ROUND in $(seq "$ROUNDS"); do
 	mkdir -p "$RDIR"
 	log "round $ROUND/$ROUNDS: probe"
 	run_probe
-	log "round $ROUND/$ROUNDS: perftest over softhca_lo"
+	log "round $ROUND/$ROUNDS: perftest over softhca_lo (default, then SOFTHCA_MAP=0)"
 	run_softhca
 	log "round $ROUND/$ROUNDS: ucx_perftest (posix, sysv, cma)"
 	run_ucx

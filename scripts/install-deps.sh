@@ -43,6 +43,7 @@ PACKAGES=(
 	tshark           # tests/unit/test_wire_pcap.c: Wireshark's InfiniBand dissector
 	iputils-ping     # tests/netns: reachability between the namespaces
 	strace           # tests/security/flood_cm.c: counts a paused listener's accept4 calls
+	                 # and tests/external/test_syscalls.sh: no call per work request
 	clang            # make fuzz: the libFuzzer build of tests/fuzz
 	libclang-rt-14-dev # libFuzzer and sanitizer runtimes for clang 14
 )
