@@ -25,13 +25,10 @@
 #include <arpa/inet.h>
 #include <netinet/ip.h>
 
-#include "../shm/xfer.h"
-#include "../shm/host.h"
-#include "../common/slot.h"
 #include "../verbs/shca.h"
-#include "../net/transport.h"
 #include "engine.h"
 #include "requester.h"
+#include "xport.h"
 
 #define MAX_LOCAL_IOV 64
 
@@ -214,8 +211,7 @@ static bool is_atomic(enum ibv_wr_opcode op)
 static enum ibv_wc_status prepare(struct shca_qp *qp,
 				  const struct shca_send_wqe *w,
 				  struct shca_xfer *x, struct iovec *iov,
-				  uint8_t *grh, struct shca_peer **peer,
-				  enum ibv_wc_status *late)
+				  uint8_t *grh, enum ibv_wc_status *late)
 {
 	enum ibv_wr_opcode op = w->wr.opcode;
 	enum ibv_wc_status st;
@@ -289,46 +285,43 @@ static enum ibv_wc_status prepare(struct shca_qp *qp,
 			memset(&sgid, 0, sizeof(sgid));
 		shca_build_grh(grh, &sgid, &ah->attr.grh, x->length);
 		x->grh = grh;
-		/* the net path unless the AH is local (ah.c: not another
-		 * host, not SOFTHCA_NET=1), and when CMA is refused */
-		*peer = ah->local && x->dest_qpn != 0xffffff ?
-				shca_peer_get(shca_qpn_slot(x->dest_qpn)) :
-				NULL;
 	} else {
 		x->dest_qpn = qp->attr.dest_qp_num;
 		x->pmtu = 128u << qp->attr.path_mtu;
-		if (!qp->peer && !qp->net.on)
-			qp->peer = shca_peer_get(shca_qpn_slot(x->dest_qpn));
-		*peer = qp->peer;
 	}
 	return IBV_WC_SUCCESS;
 }
 
-/* UD multicast: every QP attached to the group gets a copy, on this host
- * (the host table) and on others (IP multicast). */
-static void send_multicast(struct shca_qp *qp, struct shca_send_wqe *w,
-			   struct shca_xfer *x)
+/*
+ * Hand the message to its transport (xport.h).  RC and UC: the QP's, chosen
+ * at RTR.  UD, a message at a time: the same host when the AH is local
+ * (ah.c: not another host, not SOFTHCA_NET=1) and the destination's
+ * process takes it that way (not when it refuses CMA), the net otherwise;
+ * a multicast message goes to the group's members on other hosts (one IP
+ * multicast datagram, sent without loopback) and then to those on this
+ * host, once each.
+ */
+static void xmit(struct shca_qp *qp, const struct shca_send_wqe *w,
+		 const struct shca_xfer *x, struct shca_xfer_result *res)
 {
-	struct shca_mcast_member m[64];
-	struct shca_ah *ah = to_sah(w->wr.wr.ud.ah);
-	int n, i;
+	const struct shca_transport_ops *host =
+		shca_transports[SHCA_ROUTE_HOST];
+	const struct shca_transport_ops *net = shca_transports[SHCA_ROUTE_NET];
 
-	/* other hosts' members: one IP multicast datagram, sent without
-	 * loopback (this host's members get theirs below, once) */
-	shca_net_ud_send(qp, w, x);
-	n = shca_host_mcast_members(&ah->attr.grh.dgid, m, 64);
-	for (i = 0; i < n; i++) {
-		struct shca_peer *p = shca_peer_get(m[i].slot);
-		struct shca_xfer_result res;
-
-		/* every member, the sender's own QP included: multicast
-		 * loopback is on unless blocked (IBV_QP_CREATE_BLOCK_SELF_
-		 * MCAST_LB, which softhca does not offer) */
-		if (!p)
-			continue;
-		x->dest_qpn = m[i].qpn;
-		shca_shm_execute(p, x, &res);
+	if (qp->ibqp.qp_type != IBV_QPT_UD) {
+		shca_transports[qp->route]->xmit(qp, w, x, res);
+		return;
 	}
+	if (x->dest_qpn == 0xffffff) {
+		net->xmit(qp, w, x, res);
+		host->xmit(qp, w, x, res);
+		return;
+	}
+	res->outcome = SHCA_XFER_UNREACHABLE;
+	if (to_sah(w->wr.wr.ud.ah)->local)
+		host->xmit(qp, w, x, res);
+	if (res->outcome == SHCA_XFER_UNREACHABLE)
+		net->xmit(qp, w, x, res);
 }
 
 /*
@@ -363,17 +356,17 @@ void shca_sq_failed(struct shca_qp *qp)
 		qp_to_sqe(qp);
 }
 
+static void execute_locked(struct shca_qp *qp);
+
+/* The QP's RNR or ACK timer: the transport's retry, or the head WQE's. */
 static void qp_retry_timer(struct shca_timer *t)
 {
 	struct shca_qp *qp = container_of(t, struct shca_qp, retry_timer);
 
-	if (qp->net.on && qp->ibqp.qp_type == IBV_QPT_RC) {
-		pthread_mutex_lock(&qp->exec_lock);
-		shca_net_rc_timer(qp);
-		pthread_mutex_unlock(&qp->exec_lock);
-		return;
-	}
-	shca_sq_execute(qp);
+	pthread_mutex_lock(&qp->exec_lock);
+	if (!shca_transports[qp->route]->timer(qp))
+		execute_locked(qp);
+	pthread_mutex_unlock(&qp->exec_lock);
 }
 
 /* One more of a QP's counters (`softhca stat`), as the net path counts. */
@@ -406,7 +399,6 @@ static void execute_locked(struct shca_qp *qp)
 	for (;;) {
 		struct shca_send_wqe *w = shca_sq_head(qp);
 		struct shca_xfer_result res;
-		struct shca_peer *peer = NULL;
 		enum ibv_wc_status st, late;
 		struct shca_xfer x;
 
@@ -431,34 +423,12 @@ static void execute_locked(struct shca_qp *qp)
 			}
 		}
 
-		st = prepare(qp, w, &x, iov, grh, &peer, &late);
+		st = prepare(qp, w, &x, iov, grh, &late);
 		if (st != IBV_WC_SUCCESS) {
 			fail_head(qp, w, st);
 			return;
 		}
-		if (qp->ibqp.qp_type == IBV_QPT_UD &&
-		    x.dest_qpn == 0xffffff) {
-			/* this host's members and other hosts' */
-			send_multicast(qp, w, &x);
-			res.outcome = SHCA_XFER_DONE;
-			res.status = IBV_WC_SUCCESS;
-		} else if (qp->ibqp.qp_type == IBV_QPT_UD &&
-			   (!to_sah(w->wr.wr.ud.ah)->local ||
-			    (peer && !peer->cma))) {
-			shca_net_ud_send(qp, w, &x);
-			res.outcome = SHCA_XFER_DONE;
-			res.status = IBV_WC_SUCCESS;
-		} else if (qp->net.on) {
-			/* UC over the net: sent is done */
-			shca_net_uc_send(qp, w, &x);
-			res.outcome = SHCA_XFER_DONE;
-			res.status = IBV_WC_SUCCESS;
-		} else {
-			x.count_resp = true;
-			shca_shm_execute(peer, &x, &res);
-			if (qp->shm)
-				shca_xfer_count(&qp->shm->stats, &x, true);
-		}
+		xmit(qp, w, &x, &res);
 
 		switch (res.outcome) {
 		case SHCA_XFER_RNR:
@@ -493,6 +463,7 @@ static void execute_locked(struct shca_qp *qp)
 				       shca_ack_timeout_ns(qp->attr.timeout));
 			return;
 		case SHCA_XFER_DONE:
+		case SHCA_XFER_UNREACHABLE:	/* (the net reaches all) */
 			break;
 		}
 
@@ -532,9 +503,7 @@ int shca_sq_execute(struct shca_qp *qp)
 	pthread_mutex_lock(&qp->exec_lock);
 	if (!qp->retry_timer.fn)
 		qp->retry_timer.fn = qp_retry_timer;
-	if (qp->net.on && qp->ibqp.qp_type == IBV_QPT_RC)
-		shca_net_rc_execute(qp);
-	else
+	if (!shca_transports[qp->route]->sq_run(qp))
 		execute_locked(qp);
 	pthread_mutex_unlock(&qp->exec_lock);
 	return 0;

@@ -436,7 +436,8 @@ static bool rd_atomic_before(struct shca_qp *qp, uint32_t head, uint32_t idx)
 	return false;
 }
 
-void shca_net_rc_execute(struct shca_qp *qp)
+/* RC: send what the window allows (exec_lock held). */
+static void rc_execute(struct shca_qp *qp)
 {
 	rc_send_window(qp);
 	if (qp->net.conn)
@@ -531,7 +532,7 @@ static void rc_send_window(struct shca_qp *qp)
 	}
 }
 
-void shca_net_rc_timer(struct shca_qp *qp)
+static void rc_timer(struct shca_qp *qp)
 {
 	uint32_t head, tail;
 	struct shca_send_wqe *w;
@@ -544,11 +545,11 @@ void shca_net_rc_timer(struct shca_qp *qp)
 		qp->net.rnr_wait = false;
 		if (w)
 			go_back(qp, head, w->psn);
-		shca_net_rc_execute(qp);
+		rc_execute(qp);
 		return;
 	}
 	if (!w || qp->net.send_idx == head) {
-		shca_net_rc_execute(qp);
+		rc_execute(qp);
 		return;
 	}
 	if (shca_net_queued(qp->net.conn)) {
@@ -564,7 +565,7 @@ void shca_net_rc_timer(struct shca_qp *qp)
 		return;
 	}
 	go_back(qp, head, w->psn);
-	shca_net_rc_execute(qp);
+	rc_execute(qp);
 	if (!shca_timer_armed(&qp->retry_timer))
 		arm_ack_timer(qp);
 }
@@ -774,14 +775,14 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 		else
 			arm_ack_timer(qp);
 	}
-	shca_net_rc_execute(qp);
+	rc_execute(qp);
 }
 
 /* ------------------------------------------------------------------ */
 /* UC and UD requesters                                                */
 
-void shca_net_uc_send(struct shca_qp *qp, struct shca_send_wqe *w,
-		      const struct shca_xfer *x)
+static void uc_send(struct shca_qp *qp, const struct shca_send_wqe *w,
+		    const struct shca_xfer *x)
 {
 	uint32_t n = npkts(x->length, path_mtu(qp)), k;
 	uint32_t psn = qp->net.next_psn;
@@ -795,8 +796,8 @@ void shca_net_uc_send(struct shca_qp *qp, struct shca_send_wqe *w,
 	shca_net_flush(qp->net.conn);
 }
 
-void shca_net_ud_send(struct shca_qp *qp, struct shca_send_wqe *w,
-		      const struct shca_xfer *x)
+static void ud_send(struct shca_qp *qp, const struct shca_send_wqe *w,
+		    const struct shca_xfer *x)
 {
 	struct shca_ah *ah = to_sah(w->wr.wr.ud.ah);
 	struct shca_context *ctx = to_sctx(qp->ibqp.context);
@@ -827,6 +828,47 @@ void shca_net_ud_send(struct shca_qp *qp, struct shca_send_wqe *w,
 			     x->nlocal))
 		count_pkts(qp, true, 1, (uint64_t)hlen + x->length);
 }
+
+/* ------------------------------------------------------------------ */
+/* The net transport's ops (engine/xport.h)                            */
+
+/* RC: the window runs the send queue (rc_execute), its timer retries. */
+static bool net_sq_run(struct shca_qp *qp)
+{
+	if (qp->ibqp.qp_type != IBV_QPT_RC)
+		return false;
+	rc_execute(qp);
+	return true;
+}
+
+static bool net_timer(struct shca_qp *qp)
+{
+	if (qp->ibqp.qp_type != IBV_QPT_RC)
+		return false;
+	rc_timer(qp);
+	return true;
+}
+
+/* UC and UD: a message is done once sent (UD multicast: IP multicast,
+ * to the group's members on other hosts). */
+static void net_xmit(struct shca_qp *qp, const struct shca_send_wqe *w,
+		     const struct shca_xfer *x, struct shca_xfer_result *res)
+{
+	if (qp->ibqp.qp_type == IBV_QPT_UD)
+		ud_send(qp, w, x);
+	else
+		uc_send(qp, w, x);
+	memset(res, 0, sizeof(*res));
+	res->outcome = SHCA_XFER_DONE;
+	res->status = IBV_WC_SUCCESS;
+}
+
+const struct shca_transport_ops shca_net_ops = {
+	.name = "net",
+	.sq_run = net_sq_run,
+	.timer = net_timer,
+	.xmit = net_xmit,
+};
 
 void shca_net_mcast(struct shca_qp *qp, const union ibv_gid *gid, bool join)
 {

@@ -26,6 +26,7 @@
 #include "../common/netif.h"
 #include "../common/util.h"
 #include "../engine/engine.h"
+#include "../engine/xport.h"
 #include "../shm/arena.h"
 #include "../shm/peer.h"
 #include "../sysfs/ident.h"
@@ -374,6 +375,8 @@ struct shca_qp {
 	uint32_t head_retries;		/* of the WQE at the SQ head */
 	uint32_t head_rnr_retries;
 	bool head_ack_wait;		/* its try is timing out */
+	enum shca_route route;		/* RC/UC: the transport (at RTR;
+					 * UD chooses by AH) */
 	struct shca_peer *peer;		/* RC/UC: the destination's process */
 	struct shca_net_qp net;		/* the net path (src/net/transport.c) */
 	bool comm_est_reported;
