@@ -89,4 +89,23 @@ void shca_engine_sync(void);
 /* true in the engine thread itself */
 bool shca_in_engine(void);
 
+/* ------------------------------------------------------------------ */
+/* responder.c: the responder's rules (transports reach them through   */
+/* shca_stages, xport.h)                                               */
+
+struct shca_peer;
+struct shca_xfer;
+struct shca_xfer_result;
+struct shca_stat_block;
+
+/* Carry out request x against the QP it names in p's arena: the answer in
+ * res (an absent or unreachable responder: RC gets no response, UC and UD
+ * lose the message). */
+void shca_respond(struct shca_peer *p, const struct shca_xfer *x,
+		  struct shca_xfer_result *res);
+/* The message in a QP's counters at the requester or the responder, as
+ * the packets it would be on a wire (shca_stages.count). */
+void shca_xfer_count(struct shca_stat_block *b, const struct shca_xfer *x,
+		     bool requester);
+
 #endif

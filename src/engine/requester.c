@@ -39,14 +39,6 @@ static const uint32_t rnr_timer_us[32] = {
 	40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
 };
 
-/* IBA 9.7.6.1.3: Local ACK Timeout = 4.096 us * 2^timeout (0: infinite) */
-uint64_t shca_ack_timeout_ns(uint8_t timeout)
-{
-	if (!timeout)
-		return 0;
-	return 4096ull << MIN(timeout, 31);
-}
-
 uint64_t shca_wqe_length(const struct shca_send_wqe *w)
 {
 	uint64_t len = 0;

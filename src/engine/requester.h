@@ -14,9 +14,6 @@
 struct shca_qp;
 struct shca_send_wqe;
 
-/* IBA 9.7.6.1.3: Local ACK Timeout in ns (0: infinite). */
-uint64_t shca_ack_timeout_ns(uint8_t timeout);
-
 /* The message length of a WQE (inline or its SGEs). */
 uint64_t shca_wqe_length(const struct shca_send_wqe *w);
 

@@ -25,6 +25,8 @@
 #include <sys/uio.h>
 #include <infiniband/verbs.h>
 
+#include "../shm/arena.h"
+
 struct shca_qp;
 struct shca_send_wqe;
 struct shca_peer;
@@ -118,5 +120,71 @@ enum shca_route {
 };
 
 extern const struct shca_transport_ops *const shca_transports[SHCA_NROUTES];
+
+/*
+ * The engine's stages, as a transport sees them (xport.c): the only way a
+ * transport reaches one.
+ */
+struct shca_stages {
+	/* responder.c: carry out request x against the QP it names in p's
+	 * arena (p: a process on this host, this one included; NULL or
+	 * gone: nothing answers) */
+	void (*respond)(struct shca_peer *p, const struct shca_xfer *x,
+			struct shca_xfer_result *res);
+	/*
+	 * Same-host traffic in the counters the net path keeps
+	 * (common/stat.h), as a NIC counts what it loops back: the packets
+	 * the message would be on a wire of the path MTU and their payload
+	 * bytes, seen from the requester (requester true) or the responder.
+	 * There are no ACKs.
+	 */
+	void (*count)(struct shca_stat_block *b, const struct shca_xfer *x,
+		      bool requester);
+	/* requester.c: a send WQE's length, its local buffers checked
+	 * against this process's MR table, a UD message's GRH */
+	uint64_t (*wqe_length)(const struct shca_send_wqe *w);
+	enum ibv_wc_status (*wqe_local_iov)(struct shca_qp *qp,
+					    const struct shca_send_wqe *w,
+					    bool write, struct iovec *iov,
+					    int *niov);
+	void (*build_grh)(uint8_t *grh, const union ibv_gid *sgid,
+			  const struct ibv_global_route *dst,
+			  uint64_t payload);
+	/* completer.c: a send WQE's completion, an atomic's result, and
+	 * the QP's fate after an error */
+	void (*complete_send)(struct shca_qp *qp,
+			      const struct shca_send_wqe *w,
+			      enum ibv_wc_status status, uint32_t byte_len);
+	void (*atomic_result)(const struct iovec *iov, int niov,
+			      uint64_t orig);
+	void (*sq_failed)(struct shca_qp *qp);
+};
+
+extern const struct shca_stages shca_stages;
+
+/* IBA 9.7.6.1.3: Local ACK Timeout = 4.096 us * 2^timeout, in ns (0:
+ * infinite). */
+static inline uint64_t shca_ack_timeout_ns(uint8_t timeout)
+{
+	if (!timeout)
+		return 0;
+	return 4096ull << (timeout < 31 ? timeout : 31);
+}
+
+/* The states in which a QP's receive side takes messages. */
+static inline bool shca_qp_state_can_receive(uint32_t state)
+{
+	return state == IBV_QPS_RTR || state == IBV_QPS_RTS ||
+	       state == IBV_QPS_SQD || state == IBV_QPS_SQE;
+}
+
+/* A responder found an error that moves the QP to the error state: until
+ * its owner does so, the QP takes nothing more. */
+static inline bool shca_qp_shm_failing(const struct shca_qp_shm *q)
+{
+	return __atomic_load_n(&q->pending, __ATOMIC_ACQUIRE) &
+	       (SHCA_QP_PEND_ACCESS_ERR | SHCA_QP_PEND_REQ_ERR |
+		SHCA_QP_PEND_FATAL | SHCA_QP_PEND_ERR);
+}
 
 #endif

@@ -15,11 +15,11 @@
  * Responder: packets are checked (shca_wire_parse, the QP's transport,
  * path MTU, state, PSN) before anything else; a multi-packet SEND or
  * WRITE is gathered, then the whole message is carried out by the same
- * code as the same-host path (shm/xfer.c, against this process as its own
- * peer): every R_Key, PD, access, bounds, receive queue and completion
- * rule is the same on both paths.  Duplicates are answered again (READ
- * re-read, atomics replayed from a small cache), a PSN beyond the
- * expected one gets one sequence NAK.
+ * code as the same-host path (engine/responder.c, through shca_stages,
+ * against this process as its own peer): every R_Key, PD, access,
+ * bounds, receive queue and completion rule is the same on both paths.
+ * Duplicates are answered again (READ re-read, atomics replayed from a
+ * small cache), a PSN beyond the expected one gets one sequence NAK.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -28,9 +28,8 @@
 #include "../common/dma.h"
 #include "../common/slot.h"
 #include "../common/stat.h"
-#include "../engine/requester.h"
+#include "../engine/xport.h"
 #include "../shm/host.h"
-#include "../shm/xfer.h"
 #include "../verbs/shca.h"
 #include "../wire/wire.h"
 #include "net.h"
@@ -393,11 +392,11 @@ static void complete_head(struct shca_qp *qp, struct shca_send_wqe *w,
 	/* free the slot first: an application that sees the completion
 	 * may post into it at once */
 	shca_sq_pop(qp);
-	shca_complete_send(qp, &done, st, byte_len);
+	shca_stages.complete_send(qp, &done, st, byte_len);
 	qp->head_retries = 0;
 	qp->head_rnr_retries = 0;
 	if (st != IBV_WC_SUCCESS)
-		shca_sq_failed(qp);
+		shca_stages.sq_failed(qp);
 }
 
 /* Go back to resend from psn, which WQE idx holds. */
@@ -485,11 +484,11 @@ static void rc_send_window(struct shca_qp *qp)
 		 * ACK), after the responder has carried the request out, as
 		 * a NIC does (requester.c, prepare).
 		 */
-		len = shca_wqe_length(w);
+		len = shca_stages.wqe_length(w);
 		niov = 0;
 		st = len > SHCA_MAX_MSG_SZ ? IBV_WC_LOC_LEN_ERR :
 		     wqe_needs_resp(w) ? IBV_WC_SUCCESS :
-		     shca_wqe_local_iov(qp, w, false, iov, &niov);
+		     shca_stages.wqe_local_iov(qp, w, false, iov, &niov);
 		if (st == IBV_WC_SUCCESS && w->wr.opcode != IBV_WR_RDMA_READ &&
 		    wqe_needs_resp(w) && len != 8)
 			st = IBV_WC_LOC_LEN_ERR;
@@ -582,7 +581,8 @@ static void implied_acks(struct shca_qp *qp, uint32_t psn, bool inclusive)
 		if (inclusive ? shca_psn_gt(wqe_last_psn(w), psn) :
 				shca_psn_ge(wqe_last_psn(w), psn))
 			return;
-		complete_head(qp, w, IBV_WC_SUCCESS, (uint32_t)shca_wqe_length(w));
+		complete_head(qp, w, IBV_WC_SUCCESS,
+			      (uint32_t)shca_stages.wqe_length(w));
 	}
 }
 
@@ -613,7 +613,8 @@ enum place {
 static enum place place_read(struct shca_qp *qp, struct shca_send_wqe *w,
 			     const struct shca_wire_msg *m, uint32_t k)
 {
-	uint64_t len = shca_wqe_length(w), off = (uint64_t)k * path_mtu(qp);
+	uint64_t len = shca_stages.wqe_length(w);
+	uint64_t off = (uint64_t)k * path_mtu(qp);
 	uint64_t want = MIN((uint64_t)path_mtu(qp), len - MIN(len, off));
 	struct iovec iov[MAX_IOV], dst[MAX_IOV];
 	const unsigned char *src = m->payload;
@@ -621,7 +622,7 @@ static enum place place_read(struct shca_qp *qp, struct shca_send_wqe *w,
 
 	if (m->payload_len != want)
 		return PLACE_DROP;
-	if (shca_wqe_local_iov(qp, w, true, iov, &niov) != IBV_WC_SUCCESS)
+	if (shca_stages.wqe_local_iov(qp, w, true, iov, &niov) != IBV_WC_SUCCESS)
 		return PLACE_LOC_PROT;
 	n = slice(iov, niov, off, want, dst, MAX_IOV);
 	if (n < 0)
@@ -726,9 +727,9 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 
 			if (w->wr.opcode == IBV_WR_RDMA_READ)
 				return;
-			if (shca_wqe_local_iov(qp, w, true, iov, &niov) ==
+			if (shca_stages.wqe_local_iov(qp, w, true, iov, &niov) ==
 			    IBV_WC_SUCCESS) {
-				shca_atomic_result(iov, niov, m->orig);
+				shca_stages.atomic_result(iov, niov, m->orig);
 				complete_head(qp, w, IBV_WC_SUCCESS, 8);
 			} else {
 				complete_head(qp, w, IBV_WC_LOC_PROT_ERR, 0);
@@ -759,7 +760,7 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 			qp->net.rd_gap = false;
 			if (last)
 				complete_head(qp, w, IBV_WC_SUCCESS,
-					      (uint32_t)shca_wqe_length(w));
+					(uint32_t)shca_stages.wqe_length(w));
 			progress = true;
 		}
 	}
@@ -939,7 +940,7 @@ static void answer(struct shca_conn *c, struct shca_qp *qp, uint32_t psn,
 }
 
 /*
- * Carry out a request that arrived on c (shca_shm_execute): an invalid
+ * Carry out a request that arrived on c (shca_stages.respond): an invalid
  * key counts against c's peer (keyguard.h); over the limit, c is closed
  * once this packet has been answered (shca_net_rx).  Engine thread.
  */
@@ -949,12 +950,12 @@ static void key_execute(struct shca_conn *c, struct shca_peer *self,
 			const struct shca_xfer *x,
 			struct shca_xfer_result *res)
 {
-	shca_shm_execute(self, x, res);
+	shca_stages.respond(self, x, res);
 	if (res->bad_key && c && shca_keyguard_strike_conn(c, x->dest_qpn))
 		key_abort_after = c;
 }
 
-/* What the responder carries out for request m (shca_shm_execute). */
+/* What the responder carries out for request m (shca_stages.respond). */
 static void xfer_init(struct shca_xfer *x, const struct shca_qp *qp,
 		      const struct shca_wire_msg *m, struct iovec *v)
 {
@@ -1566,7 +1567,7 @@ static void ud_deliver(uint32_t qpn, const struct shca_net_addr *addr,
 	memset(&dst, 0, sizeof(dst));
 	memcpy(dst.dgid.raw, addr->dst, 16);
 	memcpy(sgid.raw, addr->src, 16);
-	shca_build_grh(grh, &sgid, &dst, m->payload_len);
+	shca_stages.build_grh(grh, &sgid, &dst, m->payload_len);
 	memset(&x, 0, sizeof(x));
 	x.qp_type = IBV_QPT_UD;
 	x.src_qpn = m->sqpn;
@@ -1584,7 +1585,7 @@ static void ud_deliver(uint32_t qpn, const struct shca_net_addr *addr,
 	x.grh = grh;
 	count_pkts(shca_qp_lookup(qpn), false, 1,
 		   (uint64_t)m->op->hdr_len + m->payload_len + m->pad);
-	shca_shm_execute(self, &x, &res);
+	shca_stages.respond(self, &x, &res);
 	if (res.bad_key)
 		shca_keyguard_strike_src(addr, qpn);
 }

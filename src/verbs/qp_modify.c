@@ -605,7 +605,8 @@ static int modify_qp(struct shca_qp *qp, struct ibv_qp_attr *attr, int mask)
 	pthread_mutex_lock(&qp->sq.lock);
 	pthread_mutex_lock(&qp->rq.lock);
 	apply_attr(qp, &a, mask);
-	if ((mask & IBV_QP_STATE) && next == IBV_QPS_RTR && cur != IBV_QPS_RTR) {
+	if ((mask & IBV_QP_STATE) && next == IBV_QPS_RTR &&
+	    cur != IBV_QPS_RTR) {
 		shca_net_qp_rtr(qp, &qp->attr.ah_attr.grh.dgid, use_net);
 		qp->route = qp->net.on ? SHCA_ROUTE_NET : SHCA_ROUTE_HOST;
 	}
