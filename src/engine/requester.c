@@ -6,8 +6,10 @@
  * the engine thread when a retry timer fires.  It takes WQEs from the head
  * of the send queue one at a time, checks the local side (opcode against
  * the QP's transport, lengths, the L_Keys of a gather list), hands the
- * request to the transport, and completes it (a READ's or an atomic's
- * L_Keys are checked when the response is placed, as a NIC does):
+ * request to its transport (xmit below: through engine/xport.h, the QP's
+ * or, UD, the AH's; a transport with a window of its own, the net's RC,
+ * runs the queue itself), and completes it (completer.c; a READ's or an
+ * atomic's L_Keys are checked when the response is placed, as a NIC does):
  *
  *   done        completion (if signaled, or in error), next WQE
  *   RNR         RC: wait the responder's RNR timer, retry; rnr_retry 7 is
@@ -27,7 +29,6 @@
 
 #include "../verbs/shca.h"
 #include "engine.h"
-#include "requester.h"
 #include "xport.h"
 
 #define MAX_LOCAL_IOV 64
@@ -88,21 +89,6 @@ enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
 	return IBV_WC_SUCCESS;
 }
 
-void shca_atomic_result(const struct iovec *iov, int niov, uint64_t orig)
-{
-	const char *src = (const char *)&orig;
-	size_t left = sizeof(orig);
-	int i;
-
-	for (i = 0; i < niov && left; i++) {
-		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
-
-		memcpy(iov[i].iov_base, src, n);
-		src += n;
-		left -= n;
-	}
-}
-
 static uint16_t ip_csum(const void *data, size_t len)
 {
 	const uint16_t *p = data;
@@ -156,29 +142,6 @@ void shca_build_grh(uint8_t *grh, const union ibv_gid *sgid,
 		memcpy(grh + 8, sgid->raw, 16);
 		memcpy(grh + 24, dst->dgid.raw, 16);
 	}
-}
-
-void shca_complete_send(struct shca_qp *qp, const struct shca_send_wqe *w,
-			enum ibv_wc_status status, uint32_t byte_len)
-{
-	struct ibv_wc wc;
-
-	if (status == IBV_WC_SUCCESS && !qp->sq_sig_all &&
-	    !(w->wr.send_flags & IBV_SEND_SIGNALED))
-		return;
-	memset(&wc, 0, sizeof(wc));
-	wc.wr_id = w->wr.wr_id;
-	wc.status = status;
-	wc.opcode = shca_wr_wc_opcode(w->wr.opcode);
-	wc.byte_len = byte_len;
-	wc.qp_num = qp->ibqp.qp_num;
-	/* the sender's completion of a message with immediate data says
-	 * so, as mlx5's and rxe's do */
-	if (status == IBV_WC_SUCCESS &&
-	    (w->wr.opcode == IBV_WR_SEND_WITH_IMM ||
-	     w->wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM))
-		wc.wc_flags = IBV_WC_WITH_IMM;
-	shca_cq_push(qp->scq, &wc, false);
 }
 
 static bool is_atomic(enum ibv_wr_opcode op)
@@ -314,38 +277,6 @@ static void xmit(struct shca_qp *qp, const struct shca_send_wqe *w,
 		host->xmit(qp, w, x, res);
 	if (res->outcome == SHCA_XFER_UNREACHABLE)
 		net->xmit(qp, w, x, res);
-}
-
-/*
- * IBA 10.3.1 (SQEr): on UC and UD, a send WQE completed in error moves the
- * QP to the Send Queue Error state: what is left of the send queue is
- * flushed, the receive queue goes on working, and ibv_modify_qp(RTS)
- * resumes sending.  The locks as shca_qp_to_error() takes them.
- */
-static void qp_to_sqe(struct shca_qp *qp)
-{
-	pthread_mutex_lock(&qp->lock);
-	if (qp->attr.qp_state == IBV_QPS_RTS) {
-		pthread_mutex_lock(&qp->sq.lock);
-		pthread_mutex_lock(&qp->rq.lock);
-		qp->attr.qp_state = IBV_QPS_SQE;
-		qp->attr.cur_qp_state = IBV_QPS_SQE;
-		qp->ibqp.state = IBV_QPS_SQE;
-		shca_sq_flush(qp);
-		shca_qp_publish(qp);
-		pthread_mutex_unlock(&qp->rq.lock);
-		pthread_mutex_unlock(&qp->sq.lock);
-	}
-	pthread_mutex_unlock(&qp->lock);
-}
-
-/* After a send WQE completed in error: RC to ERR, UC and UD to SQE. */
-void shca_sq_failed(struct shca_qp *qp)
-{
-	if (qp->ibqp.qp_type == IBV_QPT_RC)
-		shca_qp_to_error(qp);
-	else
-		qp_to_sqe(qp);
 }
 
 static void execute_locked(struct shca_qp *qp);

@@ -5,7 +5,6 @@
  * transport's to call.
  */
 #include "engine.h"
-#include "requester.h"
 #include "xport.h"
 
 const struct shca_stages shca_stages = {

@@ -614,11 +614,7 @@ struct shca_qp *shca_qp_lookup(uint32_t qpn);
 /* Every QP of this process (under the QP table's lock). */
 void shca_qp_foreach(void (*fn)(struct shca_qp *qp, void *arg), void *arg);
 
-/*
- * engine/requester.c: execute what the send queue holds (called after
- * post_send queued work, when a QP returns to RTS, and by retry timers).
- */
-int shca_sq_execute(struct shca_qp *qp);
+/* (engine/requester.c: shca_sq_execute, in engine/engine.h) */
 /* Is this GID one of this host's (this network namespace's)? */
 bool shca_gid_is_local(const union ibv_gid *gid);
 /* The oldest send WQE (NULL: empty) and its removal, for the requester. */
