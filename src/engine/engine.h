@@ -1,15 +1,36 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The engine thread: one per process, blocked in epoll.  It wakes only for
- * control work: a peer connecting, a peer's doorbell (work it left for this
- * process's objects), a peer hanging up, and timers (RNR and retry).  It
- * never spins: an idle process uses no CPU.
+ * The engine, its table of contents by file:
+ *
+ *   engine.c     the engine thread, its fds and timers
+ *   requester.c  a QP's send queue, WQE by WQE, handed to a transport
+ *   completer.c  how a send WQE ends: completion, the QP after an error
+ *   responder.c  the responder's rules, for whichever transport
+ *   xport.c/.h   the one interface to the transports below (shca_stages
+ *                up, struct shca_transport_ops down)
  */
 #ifndef SOFTHCA_ENGINE_H
 #define SOFTHCA_ENGINE_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/uio.h>
+#include <infiniband/verbs.h>
+
+struct shca_qp;
+struct shca_send_wqe;
+struct shca_peer;
+struct shca_xfer;
+struct shca_xfer_result;
+struct shca_stat_block;
+
+/* ------------------------------------------------------------------ */
+/*
+ * engine.c: the engine thread, one per process, blocked in epoll.  It
+ * wakes only for control work: a peer connecting, a peer's doorbell (work
+ * it left for this process's objects), a peer hanging up, and timers (RNR
+ * and retry).  It never spins: an idle process uses no CPU.
+ */
 
 /* Start the thread (idempotent; again in a forked child).  0 or -errno. */
 int shca_engine_start(void);
@@ -88,5 +109,55 @@ void shca_engine_sync(void);
 
 /* true in the engine thread itself */
 bool shca_in_engine(void);
+
+/* ------------------------------------------------------------------ */
+/* requester.c: a QP's send queue in order (transports reach these     */
+/* through shca_stages, xport.h)                                       */
+
+/* Execute what the send queue holds (called after post_send queued work,
+ * when a QP returns to RTS, and by retry timers). */
+int shca_sq_execute(struct shca_qp *qp);
+
+/* The message length of a WQE (inline or its SGEs). */
+uint64_t shca_wqe_length(const struct shca_send_wqe *w);
+
+/* The WQE's local buffers as iovecs (at most 64), checked against this
+ * process's MR table; IBV_WC_LOC_PROT_ERR when an L_Key does not cover. */
+enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
+				      const struct shca_send_wqe *w,
+				      bool write, struct iovec *iov,
+				      int *niov);
+
+/* The 40-byte GRH a UD receive buffer starts with. */
+void shca_build_grh(uint8_t *grh, const union ibv_gid *sgid,
+		    const struct ibv_global_route *dst, uint64_t payload);
+
+/* ------------------------------------------------------------------ */
+/* completer.c: how a send WQE ends                                    */
+
+/* An atomic's 8-byte result into its local buffer, scattered over its
+ * SGEs in order (their lengths add up to 8: checked at the try). */
+void shca_atomic_result(const struct iovec *iov, int niov, uint64_t orig);
+
+/* Complete a send WQE (if signaled or in error). */
+void shca_complete_send(struct shca_qp *qp, const struct shca_send_wqe *w,
+			enum ibv_wc_status status, uint32_t byte_len);
+
+/* After a send WQE completed in error: RC to ERR, UC and UD to SQE. */
+void shca_sq_failed(struct shca_qp *qp);
+
+/* ------------------------------------------------------------------ */
+/* responder.c: the responder's rules (transports reach them through   */
+/* shca_stages, xport.h)                                               */
+
+/* Carry out request x against the QP it names in p's arena: the answer in
+ * res (an absent or unreachable responder: RC gets no response, UC and UD
+ * lose the message). */
+void shca_respond(struct shca_peer *p, const struct shca_xfer *x,
+		  struct shca_xfer_result *res);
+/* The message in a QP's counters at the requester or the responder, as
+ * the packets it would be on a wire (shca_stages.count). */
+void shca_xfer_count(struct shca_stat_block *b, const struct shca_xfer *x,
+		     bool requester);
 
 #endif

@@ -6,8 +6,10 @@
  * the engine thread when a retry timer fires.  It takes WQEs from the head
  * of the send queue one at a time, checks the local side (opcode against
  * the QP's transport, lengths, the L_Keys of a gather list), hands the
- * request to the transport, and completes it (a READ's or an atomic's
- * L_Keys are checked when the response is placed, as a NIC does):
+ * request to its transport (xmit below: through engine/xport.h, the QP's
+ * or, UD, the AH's; a transport with a window of its own, the net's RC,
+ * runs the queue itself), and completes it (completer.c; a READ's or an
+ * atomic's L_Keys are checked when the response is placed, as a NIC does):
  *
  *   done        completion (if signaled, or in error), next WQE
  *   RNR         RC: wait the responder's RNR timer, retry; rnr_retry 7 is
@@ -25,13 +27,9 @@
 #include <arpa/inet.h>
 #include <netinet/ip.h>
 
-#include "../shm/xfer.h"
-#include "../shm/host.h"
-#include "../common/slot.h"
 #include "../verbs/shca.h"
-#include "../net/transport.h"
 #include "engine.h"
-#include "requester.h"
+#include "xport.h"
 
 #define MAX_LOCAL_IOV 64
 
@@ -41,14 +39,6 @@ static const uint32_t rnr_timer_us[32] = {
 	1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720,
 	40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
 };
-
-/* IBA 9.7.6.1.3: Local ACK Timeout = 4.096 us * 2^timeout (0: infinite) */
-uint64_t shca_ack_timeout_ns(uint8_t timeout)
-{
-	if (!timeout)
-		return 0;
-	return 4096ull << MIN(timeout, 31);
-}
 
 uint64_t shca_wqe_length(const struct shca_send_wqe *w)
 {
@@ -97,21 +87,6 @@ enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
 	}
 	*niov = n;
 	return IBV_WC_SUCCESS;
-}
-
-void shca_atomic_result(const struct iovec *iov, int niov, uint64_t orig)
-{
-	const char *src = (const char *)&orig;
-	size_t left = sizeof(orig);
-	int i;
-
-	for (i = 0; i < niov && left; i++) {
-		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
-
-		memcpy(iov[i].iov_base, src, n);
-		src += n;
-		left -= n;
-	}
 }
 
 static uint16_t ip_csum(const void *data, size_t len)
@@ -169,29 +144,6 @@ void shca_build_grh(uint8_t *grh, const union ibv_gid *sgid,
 	}
 }
 
-void shca_complete_send(struct shca_qp *qp, const struct shca_send_wqe *w,
-			enum ibv_wc_status status, uint32_t byte_len)
-{
-	struct ibv_wc wc;
-
-	if (status == IBV_WC_SUCCESS && !qp->sq_sig_all &&
-	    !(w->wr.send_flags & IBV_SEND_SIGNALED))
-		return;
-	memset(&wc, 0, sizeof(wc));
-	wc.wr_id = w->wr.wr_id;
-	wc.status = status;
-	wc.opcode = shca_wr_wc_opcode(w->wr.opcode);
-	wc.byte_len = byte_len;
-	wc.qp_num = qp->ibqp.qp_num;
-	/* the sender's completion of a message with immediate data says
-	 * so, as mlx5's and rxe's do */
-	if (status == IBV_WC_SUCCESS &&
-	    (w->wr.opcode == IBV_WR_SEND_WITH_IMM ||
-	     w->wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM))
-		wc.wc_flags = IBV_WC_WITH_IMM;
-	shca_cq_push(qp->scq, &wc, false);
-}
-
 static bool is_atomic(enum ibv_wr_opcode op)
 {
 	return op == IBV_WR_ATOMIC_CMP_AND_SWP ||
@@ -214,8 +166,7 @@ static bool is_atomic(enum ibv_wr_opcode op)
 static enum ibv_wc_status prepare(struct shca_qp *qp,
 				  const struct shca_send_wqe *w,
 				  struct shca_xfer *x, struct iovec *iov,
-				  uint8_t *grh, struct shca_peer **peer,
-				  enum ibv_wc_status *late)
+				  uint8_t *grh, enum ibv_wc_status *late)
 {
 	enum ibv_wr_opcode op = w->wr.opcode;
 	enum ibv_wc_status st;
@@ -289,91 +240,56 @@ static enum ibv_wc_status prepare(struct shca_qp *qp,
 			memset(&sgid, 0, sizeof(sgid));
 		shca_build_grh(grh, &sgid, &ah->attr.grh, x->length);
 		x->grh = grh;
-		/* the net path unless the AH is local (ah.c: not another
-		 * host, not SOFTHCA_NET=1), and when CMA is refused */
-		*peer = ah->local && x->dest_qpn != 0xffffff ?
-				shca_peer_get(shca_qpn_slot(x->dest_qpn)) :
-				NULL;
 	} else {
 		x->dest_qpn = qp->attr.dest_qp_num;
 		x->pmtu = 128u << qp->attr.path_mtu;
-		if (!qp->peer && !qp->net.on)
-			qp->peer = shca_peer_get(shca_qpn_slot(x->dest_qpn));
-		*peer = qp->peer;
 	}
 	return IBV_WC_SUCCESS;
 }
 
-/* UD multicast: every QP attached to the group gets a copy, on this host
- * (the host table) and on others (IP multicast). */
-static void send_multicast(struct shca_qp *qp, struct shca_send_wqe *w,
-			   struct shca_xfer *x)
-{
-	struct shca_mcast_member m[64];
-	struct shca_ah *ah = to_sah(w->wr.wr.ud.ah);
-	int n, i;
-
-	/* other hosts' members: one IP multicast datagram, sent without
-	 * loopback (this host's members get theirs below, once) */
-	shca_net_ud_send(qp, w, x);
-	n = shca_host_mcast_members(&ah->attr.grh.dgid, m, 64);
-	for (i = 0; i < n; i++) {
-		struct shca_peer *p = shca_peer_get(m[i].slot);
-		struct shca_xfer_result res;
-
-		/* every member, the sender's own QP included: multicast
-		 * loopback is on unless blocked (IBV_QP_CREATE_BLOCK_SELF_
-		 * MCAST_LB, which softhca does not offer) */
-		if (!p)
-			continue;
-		x->dest_qpn = m[i].qpn;
-		shca_shm_execute(p, x, &res);
-	}
-}
-
 /*
- * IBA 10.3.1 (SQEr): on UC and UD, a send WQE completed in error moves the
- * QP to the Send Queue Error state: what is left of the send queue is
- * flushed, the receive queue goes on working, and ibv_modify_qp(RTS)
- * resumes sending.  The locks as shca_qp_to_error() takes them.
+ * Hand the message to its transport (xport.h).  RC and UC: the QP's, chosen
+ * at RTR.  UD, a message at a time: the same host when the AH is local
+ * (ah.c: not another host, not SOFTHCA_NET=1) and the destination's
+ * process takes it that way (not when it refuses CMA), the net otherwise;
+ * a multicast message goes to the group's members on other hosts (one IP
+ * multicast datagram, sent without loopback) and then to those on this
+ * host, once each.
  */
-static void qp_to_sqe(struct shca_qp *qp)
+static void xmit(struct shca_qp *qp, const struct shca_send_wqe *w,
+		 const struct shca_xfer *x, struct shca_xfer_result *res)
 {
-	pthread_mutex_lock(&qp->lock);
-	if (qp->attr.qp_state == IBV_QPS_RTS) {
-		pthread_mutex_lock(&qp->sq.lock);
-		pthread_mutex_lock(&qp->rq.lock);
-		qp->attr.qp_state = IBV_QPS_SQE;
-		qp->attr.cur_qp_state = IBV_QPS_SQE;
-		qp->ibqp.state = IBV_QPS_SQE;
-		shca_sq_flush(qp);
-		shca_qp_publish(qp);
-		pthread_mutex_unlock(&qp->rq.lock);
-		pthread_mutex_unlock(&qp->sq.lock);
+	const struct shca_transport_ops *host =
+		shca_transports[SHCA_ROUTE_HOST];
+	const struct shca_transport_ops *net = shca_transports[SHCA_ROUTE_NET];
+
+	if (qp->ibqp.qp_type != IBV_QPT_UD) {
+		shca_transports[qp->route]->xmit(qp, w, x, res);
+		return;
 	}
-	pthread_mutex_unlock(&qp->lock);
+	if (x->dest_qpn == 0xffffff) {
+		net->xmit(qp, w, x, res);
+		host->xmit(qp, w, x, res);
+		return;
+	}
+	res->outcome = SHCA_XFER_UNREACHABLE;
+	if (to_sah(w->wr.wr.ud.ah)->local)
+		host->xmit(qp, w, x, res);
+	if (res->outcome == SHCA_XFER_UNREACHABLE)
+		net->xmit(qp, w, x, res);
 }
 
-/* After a send WQE completed in error: RC to ERR, UC and UD to SQE. */
-void shca_sq_failed(struct shca_qp *qp)
-{
-	if (qp->ibqp.qp_type == IBV_QPT_RC)
-		shca_qp_to_error(qp);
-	else
-		qp_to_sqe(qp);
-}
+static void execute_locked(struct shca_qp *qp);
 
+/* The QP's RNR or ACK timer: the transport's retry, or the head WQE's. */
 static void qp_retry_timer(struct shca_timer *t)
 {
 	struct shca_qp *qp = container_of(t, struct shca_qp, retry_timer);
 
-	if (qp->net.on && qp->ibqp.qp_type == IBV_QPT_RC) {
-		pthread_mutex_lock(&qp->exec_lock);
-		shca_net_rc_timer(qp);
-		pthread_mutex_unlock(&qp->exec_lock);
-		return;
-	}
-	shca_sq_execute(qp);
+	pthread_mutex_lock(&qp->exec_lock);
+	if (!shca_transports[qp->route]->timer(qp))
+		execute_locked(qp);
+	pthread_mutex_unlock(&qp->exec_lock);
 }
 
 /* One more of a QP's counters (`softhca stat`), as the net path counts. */
@@ -406,7 +322,6 @@ static void execute_locked(struct shca_qp *qp)
 	for (;;) {
 		struct shca_send_wqe *w = shca_sq_head(qp);
 		struct shca_xfer_result res;
-		struct shca_peer *peer = NULL;
 		enum ibv_wc_status st, late;
 		struct shca_xfer x;
 
@@ -431,34 +346,12 @@ static void execute_locked(struct shca_qp *qp)
 			}
 		}
 
-		st = prepare(qp, w, &x, iov, grh, &peer, &late);
+		st = prepare(qp, w, &x, iov, grh, &late);
 		if (st != IBV_WC_SUCCESS) {
 			fail_head(qp, w, st);
 			return;
 		}
-		if (qp->ibqp.qp_type == IBV_QPT_UD &&
-		    x.dest_qpn == 0xffffff) {
-			/* this host's members and other hosts' */
-			send_multicast(qp, w, &x);
-			res.outcome = SHCA_XFER_DONE;
-			res.status = IBV_WC_SUCCESS;
-		} else if (qp->ibqp.qp_type == IBV_QPT_UD &&
-			   (!to_sah(w->wr.wr.ud.ah)->local ||
-			    (peer && !peer->cma))) {
-			shca_net_ud_send(qp, w, &x);
-			res.outcome = SHCA_XFER_DONE;
-			res.status = IBV_WC_SUCCESS;
-		} else if (qp->net.on) {
-			/* UC over the net: sent is done */
-			shca_net_uc_send(qp, w, &x);
-			res.outcome = SHCA_XFER_DONE;
-			res.status = IBV_WC_SUCCESS;
-		} else {
-			x.count_resp = true;
-			shca_shm_execute(peer, &x, &res);
-			if (qp->shm)
-				shca_xfer_count(&qp->shm->stats, &x, true);
-		}
+		xmit(qp, w, &x, &res);
 
 		switch (res.outcome) {
 		case SHCA_XFER_RNR:
@@ -493,6 +386,7 @@ static void execute_locked(struct shca_qp *qp)
 				       shca_ack_timeout_ns(qp->attr.timeout));
 			return;
 		case SHCA_XFER_DONE:
+		case SHCA_XFER_UNREACHABLE:	/* (the net reaches all) */
 			break;
 		}
 
@@ -532,9 +426,7 @@ int shca_sq_execute(struct shca_qp *qp)
 	pthread_mutex_lock(&qp->exec_lock);
 	if (!qp->retry_timer.fn)
 		qp->retry_timer.fn = qp_retry_timer;
-	if (qp->net.on && qp->ibqp.qp_type == IBV_QPT_RC)
-		shca_net_rc_execute(qp);
-	else
+	if (!shca_transports[qp->route]->sq_run(qp))
 		execute_locked(qp);
 	pthread_mutex_unlock(&qp->exec_lock);
 	return 0;

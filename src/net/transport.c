@@ -15,11 +15,11 @@
  * Responder: packets are checked (shca_wire_parse, the QP's transport,
  * path MTU, state, PSN) before anything else; a multi-packet SEND or
  * WRITE is gathered, then the whole message is carried out by the same
- * code as the same-host path (shm/xfer.c, against this process as its own
- * peer): every R_Key, PD, access, bounds, receive queue and completion
- * rule is the same on both paths.  Duplicates are answered again (READ
- * re-read, atomics replayed from a small cache), a PSN beyond the
- * expected one gets one sequence NAK.
+ * code as the same-host path (engine/responder.c, through shca_stages,
+ * against this process as its own peer): every R_Key, PD, access,
+ * bounds, receive queue and completion rule is the same on both paths.
+ * Duplicates are answered again (READ re-read, atomics replayed from a
+ * small cache), a PSN beyond the expected one gets one sequence NAK.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -28,9 +28,8 @@
 #include "../common/dma.h"
 #include "../common/slot.h"
 #include "../common/stat.h"
-#include "../engine/requester.h"
+#include "../engine/xport.h"
 #include "../shm/host.h"
-#include "../shm/xfer.h"
 #include "../verbs/shca.h"
 #include "../wire/wire.h"
 #include "net.h"
@@ -393,11 +392,11 @@ static void complete_head(struct shca_qp *qp, struct shca_send_wqe *w,
 	/* free the slot first: an application that sees the completion
 	 * may post into it at once */
 	shca_sq_pop(qp);
-	shca_complete_send(qp, &done, st, byte_len);
+	shca_stages.complete_send(qp, &done, st, byte_len);
 	qp->head_retries = 0;
 	qp->head_rnr_retries = 0;
 	if (st != IBV_WC_SUCCESS)
-		shca_sq_failed(qp);
+		shca_stages.sq_failed(qp);
 }
 
 /* Go back to resend from psn, which WQE idx holds. */
@@ -436,7 +435,8 @@ static bool rd_atomic_before(struct shca_qp *qp, uint32_t head, uint32_t idx)
 	return false;
 }
 
-void shca_net_rc_execute(struct shca_qp *qp)
+/* RC: send what the window allows (exec_lock held). */
+static void rc_execute(struct shca_qp *qp)
 {
 	rc_send_window(qp);
 	if (qp->net.conn)
@@ -484,11 +484,11 @@ static void rc_send_window(struct shca_qp *qp)
 		 * ACK), after the responder has carried the request out, as
 		 * a NIC does (requester.c, prepare).
 		 */
-		len = shca_wqe_length(w);
+		len = shca_stages.wqe_length(w);
 		niov = 0;
 		st = len > SHCA_MAX_MSG_SZ ? IBV_WC_LOC_LEN_ERR :
 		     wqe_needs_resp(w) ? IBV_WC_SUCCESS :
-		     shca_wqe_local_iov(qp, w, false, iov, &niov);
+		     shca_stages.wqe_local_iov(qp, w, false, iov, &niov);
 		if (st == IBV_WC_SUCCESS && w->wr.opcode != IBV_WR_RDMA_READ &&
 		    wqe_needs_resp(w) && len != 8)
 			st = IBV_WC_LOC_LEN_ERR;
@@ -531,7 +531,7 @@ static void rc_send_window(struct shca_qp *qp)
 	}
 }
 
-void shca_net_rc_timer(struct shca_qp *qp)
+static void rc_timer(struct shca_qp *qp)
 {
 	uint32_t head, tail;
 	struct shca_send_wqe *w;
@@ -544,11 +544,11 @@ void shca_net_rc_timer(struct shca_qp *qp)
 		qp->net.rnr_wait = false;
 		if (w)
 			go_back(qp, head, w->psn);
-		shca_net_rc_execute(qp);
+		rc_execute(qp);
 		return;
 	}
 	if (!w || qp->net.send_idx == head) {
-		shca_net_rc_execute(qp);
+		rc_execute(qp);
 		return;
 	}
 	if (shca_net_queued(qp->net.conn)) {
@@ -564,7 +564,7 @@ void shca_net_rc_timer(struct shca_qp *qp)
 		return;
 	}
 	go_back(qp, head, w->psn);
-	shca_net_rc_execute(qp);
+	rc_execute(qp);
 	if (!shca_timer_armed(&qp->retry_timer))
 		arm_ack_timer(qp);
 }
@@ -581,7 +581,8 @@ static void implied_acks(struct shca_qp *qp, uint32_t psn, bool inclusive)
 		if (inclusive ? shca_psn_gt(wqe_last_psn(w), psn) :
 				shca_psn_ge(wqe_last_psn(w), psn))
 			return;
-		complete_head(qp, w, IBV_WC_SUCCESS, (uint32_t)shca_wqe_length(w));
+		complete_head(qp, w, IBV_WC_SUCCESS,
+			      (uint32_t)shca_stages.wqe_length(w));
 	}
 }
 
@@ -612,7 +613,8 @@ enum place {
 static enum place place_read(struct shca_qp *qp, struct shca_send_wqe *w,
 			     const struct shca_wire_msg *m, uint32_t k)
 {
-	uint64_t len = shca_wqe_length(w), off = (uint64_t)k * path_mtu(qp);
+	uint64_t len = shca_stages.wqe_length(w);
+	uint64_t off = (uint64_t)k * path_mtu(qp);
 	uint64_t want = MIN((uint64_t)path_mtu(qp), len - MIN(len, off));
 	struct iovec iov[MAX_IOV], dst[MAX_IOV];
 	const unsigned char *src = m->payload;
@@ -620,7 +622,7 @@ static enum place place_read(struct shca_qp *qp, struct shca_send_wqe *w,
 
 	if (m->payload_len != want)
 		return PLACE_DROP;
-	if (shca_wqe_local_iov(qp, w, true, iov, &niov) != IBV_WC_SUCCESS)
+	if (shca_stages.wqe_local_iov(qp, w, true, iov, &niov) != IBV_WC_SUCCESS)
 		return PLACE_LOC_PROT;
 	n = slice(iov, niov, off, want, dst, MAX_IOV);
 	if (n < 0)
@@ -725,9 +727,9 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 
 			if (w->wr.opcode == IBV_WR_RDMA_READ)
 				return;
-			if (shca_wqe_local_iov(qp, w, true, iov, &niov) ==
+			if (shca_stages.wqe_local_iov(qp, w, true, iov, &niov) ==
 			    IBV_WC_SUCCESS) {
-				shca_atomic_result(iov, niov, m->orig);
+				shca_stages.atomic_result(iov, niov, m->orig);
 				complete_head(qp, w, IBV_WC_SUCCESS, 8);
 			} else {
 				complete_head(qp, w, IBV_WC_LOC_PROT_ERR, 0);
@@ -758,7 +760,7 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 			qp->net.rd_gap = false;
 			if (last)
 				complete_head(qp, w, IBV_WC_SUCCESS,
-					      (uint32_t)shca_wqe_length(w));
+					(uint32_t)shca_stages.wqe_length(w));
 			progress = true;
 		}
 	}
@@ -774,14 +776,14 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 		else
 			arm_ack_timer(qp);
 	}
-	shca_net_rc_execute(qp);
+	rc_execute(qp);
 }
 
 /* ------------------------------------------------------------------ */
 /* UC and UD requesters                                                */
 
-void shca_net_uc_send(struct shca_qp *qp, struct shca_send_wqe *w,
-		      const struct shca_xfer *x)
+static void uc_send(struct shca_qp *qp, const struct shca_send_wqe *w,
+		    const struct shca_xfer *x)
 {
 	uint32_t n = npkts(x->length, path_mtu(qp)), k;
 	uint32_t psn = qp->net.next_psn;
@@ -795,8 +797,8 @@ void shca_net_uc_send(struct shca_qp *qp, struct shca_send_wqe *w,
 	shca_net_flush(qp->net.conn);
 }
 
-void shca_net_ud_send(struct shca_qp *qp, struct shca_send_wqe *w,
-		      const struct shca_xfer *x)
+static void ud_send(struct shca_qp *qp, const struct shca_send_wqe *w,
+		    const struct shca_xfer *x)
 {
 	struct shca_ah *ah = to_sah(w->wr.wr.ud.ah);
 	struct shca_context *ctx = to_sctx(qp->ibqp.context);
@@ -827,6 +829,47 @@ void shca_net_ud_send(struct shca_qp *qp, struct shca_send_wqe *w,
 			     x->nlocal))
 		count_pkts(qp, true, 1, (uint64_t)hlen + x->length);
 }
+
+/* ------------------------------------------------------------------ */
+/* The net transport's ops (engine/xport.h)                            */
+
+/* RC: the window runs the send queue (rc_execute), its timer retries. */
+static bool net_sq_run(struct shca_qp *qp)
+{
+	if (qp->ibqp.qp_type != IBV_QPT_RC)
+		return false;
+	rc_execute(qp);
+	return true;
+}
+
+static bool net_timer(struct shca_qp *qp)
+{
+	if (qp->ibqp.qp_type != IBV_QPT_RC)
+		return false;
+	rc_timer(qp);
+	return true;
+}
+
+/* UC and UD: a message is done once sent (UD multicast: IP multicast,
+ * to the group's members on other hosts). */
+static void net_xmit(struct shca_qp *qp, const struct shca_send_wqe *w,
+		     const struct shca_xfer *x, struct shca_xfer_result *res)
+{
+	if (qp->ibqp.qp_type == IBV_QPT_UD)
+		ud_send(qp, w, x);
+	else
+		uc_send(qp, w, x);
+	memset(res, 0, sizeof(*res));
+	res->outcome = SHCA_XFER_DONE;
+	res->status = IBV_WC_SUCCESS;
+}
+
+const struct shca_transport_ops shca_net_ops = {
+	.name = "net",
+	.sq_run = net_sq_run,
+	.timer = net_timer,
+	.xmit = net_xmit,
+};
 
 void shca_net_mcast(struct shca_qp *qp, const union ibv_gid *gid, bool join)
 {
@@ -897,7 +940,7 @@ static void answer(struct shca_conn *c, struct shca_qp *qp, uint32_t psn,
 }
 
 /*
- * Carry out a request that arrived on c (shca_shm_execute): an invalid
+ * Carry out a request that arrived on c (shca_stages.respond): an invalid
  * key counts against c's peer (keyguard.h); over the limit, c is closed
  * once this packet has been answered (shca_net_rx).  Engine thread.
  */
@@ -907,12 +950,12 @@ static void key_execute(struct shca_conn *c, struct shca_peer *self,
 			const struct shca_xfer *x,
 			struct shca_xfer_result *res)
 {
-	shca_shm_execute(self, x, res);
+	shca_stages.respond(self, x, res);
 	if (res->bad_key && c && shca_keyguard_strike_conn(c, x->dest_qpn))
 		key_abort_after = c;
 }
 
-/* What the responder carries out for request m (shca_shm_execute). */
+/* What the responder carries out for request m (shca_stages.respond). */
 static void xfer_init(struct shca_xfer *x, const struct shca_qp *qp,
 		      const struct shca_wire_msg *m, struct iovec *v)
 {
@@ -1524,7 +1567,7 @@ static void ud_deliver(uint32_t qpn, const struct shca_net_addr *addr,
 	memset(&dst, 0, sizeof(dst));
 	memcpy(dst.dgid.raw, addr->dst, 16);
 	memcpy(sgid.raw, addr->src, 16);
-	shca_build_grh(grh, &sgid, &dst, m->payload_len);
+	shca_stages.build_grh(grh, &sgid, &dst, m->payload_len);
 	memset(&x, 0, sizeof(x));
 	x.qp_type = IBV_QPT_UD;
 	x.src_qpn = m->sqpn;
@@ -1542,7 +1585,7 @@ static void ud_deliver(uint32_t qpn, const struct shca_net_addr *addr,
 	x.grh = grh;
 	count_pkts(shca_qp_lookup(qpn), false, 1,
 		   (uint64_t)m->op->hdr_len + m->payload_len + m->pad);
-	shca_shm_execute(self, &x, &res);
+	shca_stages.respond(self, &x, &res);
 	if (res.bad_key)
 		shca_keyguard_strike_src(addr, qpn);
 }

@@ -13,6 +13,7 @@
 struct shca_qp;
 struct shca_send_wqe;
 struct shca_xfer;
+struct shca_transport_ops;
 
 /*
  * At RTR (modify, qp->lock held): choose the net path for an RC or UC QP
@@ -28,15 +29,12 @@ void shca_net_qp_rts(struct shca_qp *qp);
 /* Reset or error: forget what is in flight and being reassembled. */
 void shca_net_qp_stop(struct shca_qp *qp, bool reset);
 
-/* RC: send what the window allows (exec_lock held), and its timer. */
-void shca_net_rc_execute(struct shca_qp *qp);
-void shca_net_rc_timer(struct shca_qp *qp);
-
-/* UC and UD: send one message now (the WQE completes as sent). */
-void shca_net_uc_send(struct shca_qp *qp, struct shca_send_wqe *w,
-		      const struct shca_xfer *x);
-void shca_net_ud_send(struct shca_qp *qp, struct shca_send_wqe *w,
-		      const struct shca_xfer *x);
+/*
+ * The net transport (engine/xport.h), shca_transports[SHCA_ROUTE_NET]: RC
+ * sends what its window allows and retries on its timer; UC and UD send
+ * one message now (the WQE completes as sent).
+ */
+extern const struct shca_transport_ops shca_net_ops;
 
 /* Multicast membership of a QP's port's interface. */
 void shca_net_mcast(struct shca_qp *qp, const union ibv_gid *gid, bool join);

@@ -29,6 +29,7 @@
 #include "shca.h"
 #include "../net/net.h"
 #include "../net/transport.h"
+#include "../shm/xfer.h"
 #include "../common/env.h"
 #include "../engine/engine.h"
 #include "../common/slot.h"
@@ -321,6 +322,13 @@ static int check_values(const struct shca_qp *qp, const struct ibv_qp_attr *a,
 	return 0;
 }
 
+/* The transports below the engine (engine/xport.h), by route: the QP's
+ * (qp->route, below) or, UD, the AH's. */
+const struct shca_transport_ops *const shca_transports[SHCA_NROUTES] = {
+	[SHCA_ROUTE_HOST] = &shca_host_ops,
+	[SHCA_ROUTE_NET] = &shca_net_ops,
+};
+
 /*
  * INIT -> RTR of a connected QP names its destination and so its path: a
  * destination on this host (a GID of one of its interfaces, in this
@@ -480,6 +488,7 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 		qp->peer = NULL;
 		shca_timer_disarm(&qp->retry_timer);
 		shca_net_qp_stop(qp, true);
+		qp->route = SHCA_ROUTE_HOST;
 		qp->head_retries = qp->head_rnr_retries = 0;
 		qp->head_ack_wait = false;
 		qp->comm_est_reported = false;
@@ -596,8 +605,11 @@ static int modify_qp(struct shca_qp *qp, struct ibv_qp_attr *attr, int mask)
 	pthread_mutex_lock(&qp->sq.lock);
 	pthread_mutex_lock(&qp->rq.lock);
 	apply_attr(qp, &a, mask);
-	if ((mask & IBV_QP_STATE) && next == IBV_QPS_RTR && cur != IBV_QPS_RTR)
+	if ((mask & IBV_QP_STATE) && next == IBV_QPS_RTR &&
+	    cur != IBV_QPS_RTR) {
 		shca_net_qp_rtr(qp, &qp->attr.ah_attr.grh.dgid, use_net);
+		qp->route = qp->net.on ? SHCA_ROUTE_NET : SHCA_ROUTE_HOST;
+	}
 	if (mask & IBV_QP_STATE)
 		todo = enter_state(qp, cur, next);
 	shca_qp_publish(qp);

@@ -26,6 +26,7 @@
 #include "../common/netif.h"
 #include "../common/util.h"
 #include "../engine/engine.h"
+#include "../engine/xport.h"
 #include "../shm/arena.h"
 #include "../shm/peer.h"
 #include "../sysfs/ident.h"
@@ -376,6 +377,8 @@ struct shca_qp {
 	uint32_t head_retries;		/* of the WQE at the SQ head */
 	uint32_t head_rnr_retries;
 	bool head_ack_wait;		/* its try is timing out */
+	enum shca_route route;		/* RC/UC: the transport (at RTR;
+					 * UD chooses by AH) */
 	struct shca_peer *peer;		/* RC/UC: the destination's process */
 	struct shca_net_qp net;		/* the net path (src/net/transport.c) */
 	bool comm_est_reported;
@@ -613,11 +616,7 @@ struct shca_qp *shca_qp_lookup(uint32_t qpn);
 /* Every QP of this process (under the QP table's lock). */
 void shca_qp_foreach(void (*fn)(struct shca_qp *qp, void *arg), void *arg);
 
-/*
- * engine/requester.c: execute what the send queue holds (called after
- * post_send queued work, when a QP returns to RTS, and by retry timers).
- */
-int shca_sq_execute(struct shca_qp *qp);
+/* (engine/requester.c: shca_sq_execute, in engine/engine.h) */
 /* Is this GID one of this host's (this network namespace's)? */
 bool shca_gid_is_local(const union ibv_gid *gid);
 /* The oldest send WQE (NULL: empty) and its removal, for the requester. */

@@ -5,7 +5,7 @@
  * reads ERR (issue 12: it read RTS in 9 of 20 runs, until the engine
  * thread got round to the peer's mark).  The peer that causes the error
  * marks the QP before the completion can be seen, and ibv_query_qp takes
- * the marks before it reads the state (src/shm/xfer.c fail_wqe,
+ * the marks before it reads the state (src/engine/responder.c fail_wqe,
  * src/verbs/doorbell.c).
  *
  *   receive buffer too small             LOC_LEN_ERR

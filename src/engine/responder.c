@@ -1,0 +1,696 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The responder: the rules a responder NIC applies to a request that
+ * reached one of this host's QPs, whichever transport carried it.  The
+ * same-host transport runs them in the requester's process against the
+ * responder's arena and memory (shm/xfer.c: "the requester does the DMA");
+ * the net transport runs them in the responder's own process, against
+ * itself as its own peer, once a message has arrived whole
+ * (net/transport.c).  Both reach them through engine/xport.h.
+ *
+ * Every check is made against the responder's arena before its memory is
+ * touched: QP number, type and state, Q_Key, receive WQE, the R_Key /
+ * L_Key, PD, access rights and bounds in its MR table.
+ *
+ * What the responder must do afterwards (report a completion event, raise
+ * an async event, move its QP to the error state) is left in its arena as a
+ * *_pending word and its engine is woken with the doorbell.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+#include "../shm/arena.h"
+#include "../shm/host.h"
+#include "../shm/mem.h"
+#include "../shm/peer.h"
+#include "../shm/queues.h"
+#include "engine.h"
+#include "xport.h"
+
+#define MAX_IOV 64
+
+/*
+ * Has the peer's process gone?  A hang-up of its socket says so (the
+ * engine marks the peer dead), and so does a failed process_vm_*v; when a
+ * request moves no data it makes no such call, and a forked child of the
+ * peer may hold the socket open: its life word says (arena.h, no system
+ * call), or, while its engine thread has not taken it yet, the kernel.
+ */
+static bool peer_gone(struct shca_peer *p)
+{
+	if (shca_peer_dead(p))
+		return true;
+	if (p->self)
+		return false;
+	if (p->life && shca_arena_life_died(p->life))
+		goto gone;
+	if ((p->life && shca_arena_life_held(p->life)) || !kill(p->pid, 0) ||
+	    errno != ESRCH)
+		return false;
+gone:
+	shca_peer_set_dead(p);
+	return true;
+}
+
+/* No access lane came free (mem.h): as if the responder had not answered;
+ * UC and UD lose the message. */
+static void lanes_busy(struct shca_xfer_result *res, const struct shca_xfer *x)
+{
+	res->outcome = x->qp_type == IBV_QPT_RC ? SHCA_XFER_NO_RESPONSE :
+						  SHCA_XFER_DONE;
+}
+
+static void qp_pending(struct shca_peer *p, struct shca_qp_shm *q,
+		       uint32_t bits)
+{
+	__atomic_or_fetch(&q->pending, bits, __ATOMIC_ACQ_REL);
+	shca_peer_doorbell(p);
+}
+
+/*
+ * An invalid R_Key (or, UD, Q_Key) reached the responder's QP: counted
+ * there, whoever carries the request out (the requester on this host, or
+ * the net path's responder), and reported to the net path, which limits
+ * how many a connection may send (net/keyguard.c).
+ */
+static void bad_key(struct shca_qp_shm *q, struct shca_xfer_result *res,
+		    enum shca_stat what)
+{
+	shca_stat_add(&q->stats, what, 1);
+	res->bad_key = true;
+}
+
+static struct shca_qp_shm *lookup_qp(struct shca_peer *p, uint32_t qpn)
+{
+	uint64_t *tbl = shca_arena_qp_table(p->arena);
+	struct shca_qp_shm *q;
+	uint64_t off;
+
+	off = __atomic_load_n(&tbl[qpn & (SHCA_ARENA_QP_ENTRIES - 1)],
+			      __ATOMIC_ACQUIRE);
+	q = shca_arena_ptr(p->arena, p->arena_size, off, sizeof(*q));
+	if (!q || __atomic_load_n(&q->qpn, __ATOMIC_ACQUIRE) != qpn)
+		return NULL;
+	return q;
+}
+
+/*
+ * The responder's MR for key: PD, access and [addr, addr + len) in its
+ * iova space.  On success *va is the responder's virtual address of addr.
+ * -ENOKEY when no MR of the PD has the key (unknown, deregistered, or
+ * another PD's: what guessing produces), -EACCES when the MR is the PD's
+ * but the access or the range is wrong, -EBUSY when no access lane came
+ * free (the lane is claimed before the entry is read: mem.h).  The key
+ * index and the table are the responder's bytes: both look-ups are
+ * bounded (shm/mrkey.c).
+ */
+static int lookup_mr(struct shca_peer *p, uint32_t pd, uint32_t key,
+		     uint32_t access, uint64_t addr, uint64_t len,
+		     uint64_t *va)
+{
+	struct shca_mr_shm e, *slot;
+
+	if (!key || key == UINT32_MAX)
+		return -ENOKEY;
+	if (shca_mem_claim(p, key))
+		return -EBUSY;
+	slot = shca_mr_table_entry(p->arena, p->arena_size,
+				   shca_mr_index_find(p->arena, p->arena_size,
+						      key));
+	if (!slot || !shca_mr_shm_read(slot, &e) || e.key != key ||
+	    e.pd != pd)
+		return -ENOKEY;
+	shca_mem_note(p, &e);
+	if ((e.access & access) != access)
+		return -EACCES;
+	if (e.iova + e.length < e.iova ||
+	    !shca_range_ok(addr, len, e.iova, e.iova + e.length))
+		return -EACCES;
+	*va = e.addr + (addr - e.iova);
+	return 0;
+}
+
+/*
+ * Put a completion in the responder's receive CQ.  false when the CQ
+ * overran (or had overrun before): the completion is lost, and the CQ's
+ * owner moves the QPs that use it to the error state (IBA o11-5.2.2).
+ */
+static bool resp_complete(struct shca_peer *p, struct shca_qp_shm *q,
+			  const struct ibv_wc *wc, bool solicited)
+{
+	struct shca_cq_shm *cq = shca_arena_ptr(p->arena, p->arena_size,
+						q->rcq_off, sizeof(*cq));
+	int r;
+
+	if (!cq)
+		return false;
+	r = shca_cqshm_push(p->arena, p->arena_size, cq, wc, solicited);
+	if (r == SHCA_CQ_FIRED) {
+		shca_peer_notify_cq(p, cq);
+	} else if (r == SHCA_CQ_OVERRUN) {
+		__atomic_store_n(&cq->overflow_pending, 1, __ATOMIC_RELEASE);
+		shca_peer_doorbell(p);
+	}
+	return r == SHCA_CQ_PUSHED || r == SHCA_CQ_FIRED;
+}
+
+/*
+ * A UD receive on a RoCE v2 port reports in wc.sl which network header
+ * the first 40 bytes hold (IBA A17.4.5.1: "a flag that indicates if the
+ * received frame is an IPv4, IPv6 or RoCE packet"), as mlx5 does (its
+ * CQE's roce_pkt_type: 0 GRH of RoCE v1, 1 IPv6, 2 IPv4) and hns does:
+ * UCX's ud_verbs reads it to find the destination address in the GRH and
+ * drops the packet otherwise.  rxe leaves it 0 (the kernel reports the
+ * type in ib_wc.network_hdr_type, which ibv_wc does not carry).
+ */
+static uint8_t roce_l3_type(const uint8_t *grh)
+{
+	if (!grh)
+		return 0;
+	if (grh[0] >> 4 == 6)
+		return 1;
+	return grh[20] >> 4 == 4 ? 2 : 0;
+}
+
+static void resp_wc(struct ibv_wc *wc, const struct shca_xfer *x,
+		    const struct shca_qp_shm *q, uint64_t wr_id,
+		    enum ibv_wc_status status, uint32_t byte_len)
+{
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = wr_id;
+	wc->status = status;
+	wc->opcode = x->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ?
+		     IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+	wc->byte_len = byte_len;
+	wc->qp_num = q->qpn;
+	wc->src_qp = x->src_qpn;
+	if (x->opcode == IBV_WR_SEND_WITH_IMM ||
+	    x->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+		wc->wc_flags |= IBV_WC_WITH_IMM;
+		wc->imm_data = x->imm_data;
+	}
+	if (x->qp_type == IBV_QPT_UD) {
+		wc->wc_flags |= IBV_WC_GRH;
+		wc->sl = roce_l3_type(x->grh);
+	}
+}
+
+/* RC: the requester's status and the responder's fate for an error
+ * (pend 0: the QP was marked already, fail_wqe). */
+static void fail_rc(struct shca_xfer_result *res, struct shca_peer *p,
+		    struct shca_qp_shm *q, enum ibv_wc_status status,
+		    uint32_t pend)
+{
+	/* a dead process NAKs nothing: its QPs are gone */
+	if (peer_gone(p)) {
+		res->outcome = SHCA_XFER_NO_RESPONSE;
+		return;
+	}
+	res->outcome = SHCA_XFER_DONE;
+	res->status = status;
+	if (pend)
+		qp_pending(p, q, pend);
+}
+
+/*
+ * Build the responder's scatter list for len bytes from a receive WQE:
+ * every SGE needs its L_Key, the receive queue's PD (an SRQ's own, not
+ * the QP's) and local write.  skip bytes at
+ * the start go to `head` instead (the UD GRH).
+ */
+static int build_scatter(struct shca_peer *p, struct shca_qp_shm *q,
+			 const struct shca_recv_wqe_shm *w, uint64_t len,
+			 struct iovec *iov, int *niov)
+{
+	uint64_t left = len;
+	uint32_t i;
+	int n = 0, ret;
+
+	for (i = 0; i < w->num_sge && left; i++) {
+		const struct ibv_sge *s = &w->sge[i];
+		uint64_t take = MIN((uint64_t)s->length, left), va;
+
+		if (!take)
+			continue;
+		ret = lookup_mr(p, q->rq_pd, s->lkey, IBV_ACCESS_LOCAL_WRITE,
+				s->addr, take, &va);
+		if (ret)
+			return ret == -EBUSY ? ret : -EACCES;
+		if (n == MAX_IOV)
+			return -E2BIG;
+		iov[n].iov_base = (void *)(uintptr_t)va;
+		iov[n].iov_len = take;
+		n++;
+		left -= take;
+	}
+	*niov = n;
+	return left ? -EMSGSIZE : 0;
+}
+
+/*
+ * Where an RDMA WRITE's (or READ's) data go in the responder: the message
+ * at va, or, for a packet of it (x->partial), its part.
+ */
+static void place_range(const struct shca_xfer *x, uint64_t va,
+			struct iovec *r, int *n)
+{
+	uint64_t off = x->partial ? MIN(x->part_off, x->length) : 0;
+
+	/* never past the range the R_Key was checked for */
+	r->iov_base = (void *)(uintptr_t)(va + off);
+	r->iov_len = x->partial ? MIN(x->part_len, x->length - off) :
+				  x->length;
+	*n = r->iov_len ? 1 : 0;
+}
+
+static uint64_t wqe_capacity(const struct shca_recv_wqe_shm *w)
+{
+	uint64_t c = 0;
+	uint32_t i;
+
+	for (i = 0; i < w->num_sge; i++)
+		c += w->sge[i].length;
+	return c;
+}
+
+/*
+ * After a receive WQE was taken from an SRQ: below its armed limit, the
+ * owner raises IBV_EVENT_SRQ_LIMIT_REACHED (IBA 10.2.9.2).
+ */
+static void check_srq_limit(struct shca_peer *p, const struct shca_qp_shm *q,
+			    struct shca_rq_shm *rq)
+{
+	uint32_t limit;
+
+	if (!q->has_srq)
+		return;
+	limit = __atomic_load_n(&rq->srq_limit, __ATOMIC_ACQUIRE);
+	if (limit && shca_rqshm_count(rq) < limit) {
+		__atomic_store_n(&rq->limit_pending, 1, __ATOMIC_RELEASE);
+		shca_peer_doorbell(p);
+	}
+}
+
+/* Consume the WQE at the head of rq and drop rq->lock. */
+static void take_wqe(struct shca_peer *p, const struct shca_qp_shm *q,
+		     struct shca_rq_shm *rq)
+{
+	shca_rqshm_pop(rq);
+	shca_plock_unlock(&rq->lock);
+	check_srq_limit(p, q, rq);
+}
+
+/*
+ * The responder's side of an error it detected on the WQE at rq's head
+ * (rq->lock held): the WQE completes with status, and the QP is marked
+ * with pend (SHCA_QP_PEND_*, 0: none) *before* its completion can be
+ * seen, so that an application that polls the completion and then asks
+ * the QP's state finds it in error (ibv_query_qp takes the marks,
+ * doorbell.c).  The lock is dropped after the completion: the owner's
+ * flush of the receive queue, under the same lock, comes after it.
+ */
+static void fail_wqe(struct shca_peer *p, struct shca_qp_shm *q,
+		     struct shca_rq_shm *rq, const struct shca_xfer *x,
+		     uint64_t wr_id, enum ibv_wc_status status, uint32_t pend)
+{
+	struct ibv_wc wc;
+
+	shca_rqshm_pop(rq);
+	if (pend)
+		__atomic_or_fetch(&q->pending, pend, __ATOMIC_ACQ_REL);
+	resp_wc(&wc, x, q, wr_id, status, 0);
+	resp_complete(p, q, &wc, true);
+	shca_plock_unlock(&rq->lock);
+	check_srq_limit(p, q, rq);
+	if (pend)
+		shca_peer_doorbell(p);
+}
+
+/*
+ * SEND, SEND_WITH_IMM and RDMA_WRITE_WITH_IMM's receive side.  Errors, as
+ * the responder classes of IBA 9.9.3 (and rxe_resp.c) sort them:
+ *
+ *   QP without RDMA Write enabled  RC: NAK remote access (no WQE taken);
+ *                                  UC: dropped
+ *   no receive WQE                 RC: RNR NAK; UC, UD: dropped
+ *   R_Key violation (write+imm)    RC: WQE done with LOC_ACCESS_ERR, NAK
+ *                                  remote access; UC: dropped
+ *   message longer than the WQE    WQE done with LOC_LEN_ERR; RC: NAK
+ *                                  invalid request, QP to error; UC: QP
+ *                                  to error; UD: dropped, the WQE stays
+ *   bad L_Key in the WQE           WQE done with LOC_PROT_ERR, QP to
+ *                                  error; RC: NAK remote operational
+ *   receive CQ overrun             completion lost, QP to error; RC: no
+ *                                  ACK (the requester times out)
+ */
+static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
+		       const struct shca_xfer *x,
+		       struct shca_xfer_result *res)
+{
+	struct shca_rq_shm *rq = shca_arena_ptr(p->arena, p->arena_size,
+						q->rq_off, sizeof(*rq));
+	bool is_send = x->opcode != IBV_WR_RDMA_WRITE_WITH_IMM;
+	bool rc = x->qp_type == IBV_QPT_RC;
+	bool uc = x->qp_type == IBV_QPT_UC;
+	struct shca_recv_wqe_shm *w;
+	struct iovec iov[MAX_IOV + 1];
+	uint64_t wr_id, need, va = 0;
+	struct ibv_wc wc;
+	int niov = 0, ret;
+
+	if (!rq) {
+		res->outcome = rc ? SHCA_XFER_NO_RESPONSE : SHCA_XFER_DONE;
+		return;
+	}
+	/* the QP's RDMA Write enable comes before any WQE (rxe's
+	 * check_op_valid); like the R_Key, not for a zero-length write */
+	if (!is_send && x->length && !(q->access & IBV_ACCESS_REMOTE_WRITE)) {
+		if (rc)
+			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
+				SHCA_QP_PEND_ACCESS_ERR);
+		return;
+	}
+	shca_plock_lock(&rq->lock);
+	w = shca_rqshm_peek(p->arena, p->arena_size, rq);
+	if (!w) {
+		shca_plock_unlock(&rq->lock);
+		/* IBA 9.7.5.2.8: RC answers RNR NAK; UC and UD drop */
+		if (rc && peer_gone(p)) {
+			res->outcome = SHCA_XFER_NO_RESPONSE;
+		} else if (rc) {
+			res->outcome = SHCA_XFER_RNR;
+			res->rnr_timer = (uint8_t)q->min_rnr_timer;
+		}
+		return;
+	}
+	wr_id = w->wr_id;
+
+	if (!is_send) {
+		/* RDMA WRITE with immediate: the data goes where the rkey
+		 * says, the WQE only reports it (IBA 9.4.3) */
+		ret = x->length ? lookup_mr(p, q->pd, x->rkey,
+					    IBV_ACCESS_REMOTE_WRITE,
+					    x->remote_addr, x->length, &va) :
+				  0;
+		if (ret == -ENOKEY)
+			bad_key(q, res, SHCA_STAT_INVALID_RKEY);
+		if (ret == -EBUSY || (ret && !rc)) {
+			shca_plock_unlock(&rq->lock);
+			if (ret == -EBUSY)
+				lanes_busy(res, x);
+			return;
+		}
+		if (ret) {
+			fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_ACCESS_ERR,
+				 SHCA_QP_PEND_ACCESS_ERR);
+			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR, 0);
+			return;
+		}
+		place_range(x, va, iov, &niov);
+	} else {
+		need = x->length + (x->grh ? SHCA_GRH_LEN : 0);
+		if (need > wqe_capacity(w) && !rc && !uc) {
+			/* UD: a datagram longer than the receive buffer is
+			 * dropped, and the WQE stays for the next one (as
+			 * IBA's UD receive rules and hfi1/qib, which reuse
+			 * the WQE); counted as a length error */
+			shca_plock_unlock(&rq->lock);
+			shca_stat_add(&q->stats, SHCA_STAT_LENGTH_ERR, 1);
+			return;
+		}
+		if (need > wqe_capacity(w)) {
+			/* IBA 10.7.2.1: receive buffer too small */
+			fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_LEN_ERR,
+				 SHCA_QP_PEND_ERR);
+			if (rc)
+				fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, 0);
+			return;
+		}
+		ret = build_scatter(p, q, w, need, iov, &niov);
+		if (ret == -EBUSY) {
+			shca_plock_unlock(&rq->lock);
+			lanes_busy(res, x);
+			return;
+		}
+		if (ret) {
+			fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_PROT_ERR,
+				 SHCA_QP_PEND_ERR);
+			if (rc)
+				fail_rc(res, p, q, IBV_WC_REM_OP_ERR, 0);
+			return;
+		}
+	}
+
+	/* place the data: GRH first for UD, then the payload */
+	if (!niov) {
+		ret = peer_gone(p) ? -ESRCH : 0;
+	} else if (x->grh) {
+		/* one gather list: the GRH, then the payload */
+		struct iovec g[MAX_IOV + 1];
+
+		if (x->nlocal > MAX_IOV) {
+			ret = -E2BIG;
+		} else {
+			g[0].iov_base = (void *)x->grh;
+			g[0].iov_len = SHCA_GRH_LEN;
+			memcpy(g + 1, x->local,
+			       sizeof(*g) * (size_t)x->nlocal);
+			ret = shca_mem_write(p, g, x->nlocal + 1, iov, niov);
+		}
+	} else {
+		ret = shca_mem_write(p, x->local, x->nlocal, iov, niov);
+	}
+	if (ret == -ESRCH) {
+		/* the responder's process is gone: nothing answers */
+		shca_plock_unlock(&rq->lock);
+		res->outcome = rc ? SHCA_XFER_NO_RESPONSE : SHCA_XFER_DONE;
+		return;
+	}
+	if (ret) {
+		fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_PROT_ERR,
+			 SHCA_QP_PEND_ERR);
+		if (rc)
+			fail_rc(res, p, q, IBV_WC_REM_OP_ERR, 0);
+		return;
+	}
+	take_wqe(p, q, rq);
+	resp_wc(&wc, x, q, wr_id, IBV_WC_SUCCESS,
+		(uint32_t)(is_send ? x->length + (x->grh ? SHCA_GRH_LEN : 0) :
+				     x->length));
+	if (!resp_complete(p, q, &wc, x->solicited)) {
+		/* IBA o11-5.2.2, rxe's class G: the CQ overran, the QP goes
+		 * to error and sends no ACK */
+		qp_pending(p, q, SHCA_QP_PEND_ERR);
+		if (rc)
+			res->outcome = SHCA_XFER_NO_RESPONSE;
+		return;
+	}
+	res->outcome = SHCA_XFER_DONE;
+	res->status = IBV_WC_SUCCESS;
+}
+
+static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
+		    const struct shca_xfer *x, struct shca_xfer_result *res)
+{
+	bool write = x->opcode == IBV_WR_RDMA_WRITE;
+	uint32_t access = write ? IBV_ACCESS_REMOTE_WRITE :
+				  IBV_ACCESS_REMOTE_READ;
+	struct iovec r;
+	uint64_t va;
+	int ret, n;
+
+	res->outcome = SHCA_XFER_DONE;
+	res->status = IBV_WC_SUCCESS;
+	if (!x->length) {
+		/* IBA C9-88: no R_Key check for length 0 */
+		if (peer_gone(p))
+			res->outcome = SHCA_XFER_NO_RESPONSE;
+		return;
+	}
+	ret = (q->access & access) ? lookup_mr(p, q->pd, x->rkey, access,
+					       x->remote_addr, x->length,
+					       &va) :
+				     -EACCES;
+	if (ret == -ENOKEY)
+		bad_key(q, res, SHCA_STAT_INVALID_RKEY);
+	if (ret == -EBUSY) {
+		lanes_busy(res, x);
+		return;
+	}
+	if (ret) {
+		if (x->qp_type == IBV_QPT_RC)
+			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
+				SHCA_QP_PEND_ACCESS_ERR);
+		return;		/* UC: the responder drops it */
+	}
+	place_range(x, va, &r, &n);
+	ret = write ? shca_mem_write(p, x->local, x->nlocal, &r, n) :
+		      shca_mem_read(p, x->local, x->nlocal, &r, 1);
+	if (ret == -ESRCH) {
+		res->outcome = SHCA_XFER_NO_RESPONSE;
+	} else if (ret == -EFAULT && !write) {
+		/* our own buffer was not writable */
+		res->status = IBV_WC_LOC_PROT_ERR;
+	} else if (ret) {
+		if (x->qp_type == IBV_QPT_RC)
+			fail_rc(res, p, q, IBV_WC_REM_OP_ERR, SHCA_QP_PEND_ERR);
+	}
+}
+
+static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
+		      const struct shca_xfer *x, struct shca_xfer_result *res)
+{
+	uint64_t va, orig = 0;
+	int ret;
+
+	res->outcome = SHCA_XFER_DONE;
+	res->status = IBV_WC_SUCCESS;
+	if (x->remote_addr & 7) {
+		/* IBA o9-21: atomics need natural alignment */
+		fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, SHCA_QP_PEND_REQ_ERR);
+		return;
+	}
+	ret = (q->access & IBV_ACCESS_REMOTE_ATOMIC) ?
+		      lookup_mr(p, q->pd, x->rkey, IBV_ACCESS_REMOTE_ATOMIC,
+				x->remote_addr, 8, &va) :
+		      -EACCES;
+	if (ret == -ENOKEY)
+		bad_key(q, res, SHCA_STAT_INVALID_RKEY);
+	if (ret == -EBUSY) {
+		lanes_busy(res, x);
+		return;
+	}
+	if (ret) {
+		fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
+			SHCA_QP_PEND_ACCESS_ERR);
+		return;
+	}
+	ret = shca_mem_atomic(p, va, x->opcode, x->compare_add, x->swap,
+			      &orig);
+	if (ret == -ENOLCK) {
+		/* the host's lock stripes are out of reach */
+		res->status = IBV_WC_GENERAL_ERR;
+		return;
+	}
+	if (ret == -ESRCH) {
+		res->outcome = SHCA_XFER_NO_RESPONSE;
+		return;
+	}
+	if (ret) {
+		fail_rc(res, p, q, IBV_WC_REM_OP_ERR, SHCA_QP_PEND_ERR);
+		return;
+	}
+	res->atomic_orig = orig;
+}
+
+static void execute(struct shca_peer *p, const struct shca_xfer *x,
+		    struct shca_xfer_result *res);
+
+static uint64_t wire_pkts(uint64_t len, uint32_t mtu)
+{
+	return mtu && len > mtu ? (len + mtu - 1) / mtu : 1;
+}
+
+void shca_xfer_count(struct shca_stat_block *b, const struct shca_xfer *x,
+		     bool requester)
+{
+	uint64_t data = wire_pkts(x->length, x->pmtu);
+	enum shca_stat out_p = requester ? SHCA_STAT_SENT_PKTS :
+					   SHCA_STAT_RCVD_PKTS;
+	enum shca_stat out_b = requester ? SHCA_STAT_SENT_BYTES :
+					   SHCA_STAT_RCVD_BYTES;
+	enum shca_stat back_p = requester ? SHCA_STAT_RCVD_PKTS :
+					    SHCA_STAT_SENT_PKTS;
+	enum shca_stat back_b = requester ? SHCA_STAT_RCVD_BYTES :
+					    SHCA_STAT_SENT_BYTES;
+
+	switch (x->opcode) {
+	case IBV_WR_RDMA_READ:
+		/* a request one way, the data back */
+		shca_stat_add(b, out_p, 1);
+		shca_stat_add(b, back_p, data);
+		shca_stat_add(b, back_b, x->length);
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		shca_stat_add(b, out_p, 1);
+		shca_stat_add(b, back_p, 1);
+		shca_stat_add(b, back_b, 8);
+		break;
+	default:
+		shca_stat_add(b, out_p, data);
+		shca_stat_add(b, out_b, x->length);
+		break;
+	}
+}
+
+void shca_respond(struct shca_peer *p, const struct shca_xfer *x,
+		  struct shca_xfer_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	res->status = IBV_WC_SUCCESS;
+	/* an unreachable or absent responder: RC retries until its retry
+	 * count runs out, UC and UD lose the message */
+	res->outcome = x->qp_type == IBV_QPT_RC ? SHCA_XFER_NO_RESPONSE :
+						  SHCA_XFER_DONE;
+	/* the peer's arena stays mapped while we use it */
+	if (!p || !shca_peer_hold(p))
+		return;
+	shca_mem_begin(p);
+	execute(p, x, res);
+	shca_mem_end(p);
+	shca_peer_release(p);
+}
+
+static void execute(struct shca_peer *p, const struct shca_xfer *x,
+		    struct shca_xfer_result *res)
+{
+	struct shca_cq_shm *cq;
+	struct shca_qp_shm *q;
+	uint32_t state;
+
+	q = lookup_qp(p, x->dest_qpn);
+	if (!q || q->qp_type != (uint32_t)x->qp_type)
+		return;
+	if (x->count_resp)
+		shca_xfer_count(&q->stats, x, false);
+	cq = shca_arena_ptr(p->arena, p->arena_size, q->rcq_off, sizeof(*cq));
+	if (cq)
+		shca_peer_prefetch_channel(p, cq);
+	state = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
+	if (!shca_qp_state_can_receive(state) || shca_qp_shm_failing(q))
+		return;
+	/* IBA C10-15: UD delivers only with the right Q_Key */
+	if (x->qp_type == IBV_QPT_UD && x->qkey != q->qkey) {
+		bad_key(q, res, SHCA_STAT_INVALID_QKEY);
+		return;
+	}
+	if (state == IBV_QPS_RTR && x->qp_type != IBV_QPT_UD &&
+	    !(__atomic_load_n(&q->pending, __ATOMIC_ACQUIRE) &
+	      SHCA_QP_PEND_COMM_EST))
+		qp_pending(p, q, SHCA_QP_PEND_COMM_EST);
+
+	switch (x->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		do_receive(p, q, x, res);
+		break;
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_READ:
+		do_rdma(p, q, x, res);
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		do_atomic(p, q, x, res);
+		break;
+	default:
+		res->outcome = SHCA_XFER_DONE;
+		res->status = IBV_WC_LOC_QP_OP_ERR;
+		break;
+	}
+}
+

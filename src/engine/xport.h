@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The one interface between the engine's stages (requester, responder,
+ * completer: engine/) and the transports below them: the same host
+ * (src/shm/xfer.c) and the net (src/net/transport.c).
+ *
+ * Down: a transport is a struct shca_transport_ops.  The verbs layer
+ * chooses it (qp_modify.c at RTR for RC and UC, the AH for each UD
+ * message) and fills shca_transports[]; the engine calls a transport only
+ * through those ops and names none.
+ *
+ * Up: a transport reaches the stages only through shca_stages (xport.c),
+ * never by their names: the responder's rules for a request that reached
+ * this host, and the completer's pieces for a transport that completes
+ * send WQEs itself (the net path's RC window).
+ *
+ * A request travels between them as a struct shca_xfer and comes back as a
+ * struct shca_xfer_result.
+ */
+#ifndef SOFTHCA_ENGINE_XPORT_H
+#define SOFTHCA_ENGINE_XPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include <infiniband/verbs.h>
+
+#include "../shm/arena.h"
+
+struct shca_qp;
+struct shca_send_wqe;
+struct shca_peer;
+struct shca_stat_block;
+
+#define SHCA_GRH_LEN 40
+
+struct shca_xfer {
+	enum ibv_qp_type qp_type;
+	uint32_t src_qpn;
+	uint32_t dest_qpn;
+	uint32_t qkey;			/* UD: the Q_Key the message carries */
+	enum ibv_wr_opcode opcode;
+	bool solicited;
+	__be32 imm_data;
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint64_t compare_add;
+	uint64_t swap;
+	const struct iovec *local;	/* gather list, or READ/atomic target */
+	int nlocal;
+	uint64_t length;		/* message length */
+	uint32_t pmtu;			/* RC/UC: path MTU in bytes (the
+					 * packets the message would be, for
+					 * the counters); 0: one packet */
+	bool count_resp;		/* the same-host requester: count the
+					 * message at the responder too (the
+					 * net path counts what it receives) */
+	const uint8_t *grh;		/* UD: SHCA_GRH_LEN bytes to place */
+	/*
+	 * RDMA WRITE (with immediate) a packet at a time (the net path):
+	 * local holds bytes [part_off, part_off + part_len) of the message;
+	 * the R_Key is checked for the whole [remote_addr, + length).
+	 */
+	bool partial;
+	uint64_t part_off, part_len;
+};
+
+enum shca_xfer_outcome {
+	SHCA_XFER_DONE,			/* completed (status says how) */
+	SHCA_XFER_RNR,			/* RC: receiver not ready, retry */
+	SHCA_XFER_NO_RESPONSE,		/* RC: nothing answered, retry */
+	SHCA_XFER_UNREACHABLE,		/* UD: this transport cannot reach
+					 * the destination (a process on
+					 * this host that refuses CMA): the
+					 * requester tries the net */
+};
+
+struct shca_xfer_result {
+	enum shca_xfer_outcome outcome;
+	enum ibv_wc_status status;	/* for the requester's completion */
+	uint8_t rnr_timer;		/* responder's min_rnr_timer */
+	uint64_t atomic_orig;		/* atomics: the original value */
+	bool bad_key;			/* an invalid R_Key (no MR of the
+					 * QP's PD has it) or, UD, Q_Key:
+					 * counted on the responder's QP */
+};
+
+/*
+ * A transport, as the requester sees it.  Every slot holds a function.
+ * The requester calls them with the QP's exec_lock held.
+ */
+struct shca_transport_ops {
+	const char *name;
+	/*
+	 * A transport that keeps several requests of the QP in flight and
+	 * completes them from its acknowledgements (the net path's RC
+	 * window) runs the send queue itself: true.  false: the requester
+	 * runs it a WQE at a time through xmit.
+	 */
+	bool (*sq_run)(struct shca_qp *qp);
+	/* The QP's retry timer fired: true if the transport's own (sq_run)
+	 * retry was due; false: the requester retries its head WQE. */
+	bool (*timer)(struct shca_qp *qp);
+	/*
+	 * Carry out or send one message (x, from WQE w): res says how it
+	 * ended.  The same host answers at once (DONE with a status, RNR,
+	 * NO_RESPONSE, UNREACHABLE); the net's UC and UD are done once sent.
+	 * UD with dest_qpn 0xffffff: every member of the group the
+	 * transport reaches.
+	 */
+	void (*xmit)(struct shca_qp *qp, const struct shca_send_wqe *w,
+		     const struct shca_xfer *x, struct shca_xfer_result *res);
+};
+
+/* Which transport: the index of shca_transports[] (verbs/qp_modify.c). */
+enum shca_route {
+	SHCA_ROUTE_HOST,		/* same host: src/shm/xfer.c */
+	SHCA_ROUTE_NET,			/* other hosts: src/net/transport.c */
+	SHCA_NROUTES,
+};
+
+extern const struct shca_transport_ops *const shca_transports[SHCA_NROUTES];
+
+/*
+ * The engine's stages, as a transport sees them (xport.c): the only way a
+ * transport reaches one.
+ */
+struct shca_stages {
+	/* responder.c: carry out request x against the QP it names in p's
+	 * arena (p: a process on this host, this one included; NULL or
+	 * gone: nothing answers) */
+	void (*respond)(struct shca_peer *p, const struct shca_xfer *x,
+			struct shca_xfer_result *res);
+	/*
+	 * Same-host traffic in the counters the net path keeps
+	 * (common/stat.h), as a NIC counts what it loops back: the packets
+	 * the message would be on a wire of the path MTU and their payload
+	 * bytes, seen from the requester (requester true) or the responder.
+	 * There are no ACKs.
+	 */
+	void (*count)(struct shca_stat_block *b, const struct shca_xfer *x,
+		      bool requester);
+	/* requester.c: a send WQE's length, its local buffers checked
+	 * against this process's MR table, a UD message's GRH */
+	uint64_t (*wqe_length)(const struct shca_send_wqe *w);
+	enum ibv_wc_status (*wqe_local_iov)(struct shca_qp *qp,
+					    const struct shca_send_wqe *w,
+					    bool write, struct iovec *iov,
+					    int *niov);
+	void (*build_grh)(uint8_t *grh, const union ibv_gid *sgid,
+			  const struct ibv_global_route *dst,
+			  uint64_t payload);
+	/* completer.c: a send WQE's completion, an atomic's result, and
+	 * the QP's fate after an error */
+	void (*complete_send)(struct shca_qp *qp,
+			      const struct shca_send_wqe *w,
+			      enum ibv_wc_status status, uint32_t byte_len);
+	void (*atomic_result)(const struct iovec *iov, int niov,
+			      uint64_t orig);
+	void (*sq_failed)(struct shca_qp *qp);
+};
+
+extern const struct shca_stages shca_stages;
+
+/* IBA 9.7.6.1.3: Local ACK Timeout = 4.096 us * 2^timeout, in ns (0:
+ * infinite). */
+static inline uint64_t shca_ack_timeout_ns(uint8_t timeout)
+{
+	if (!timeout)
+		return 0;
+	return 4096ull << (timeout < 31 ? timeout : 31);
+}
+
+/* The states in which a QP's receive side takes messages. */
+static inline bool shca_qp_state_can_receive(uint32_t state)
+{
+	return state == IBV_QPS_RTR || state == IBV_QPS_RTS ||
+	       state == IBV_QPS_SQD || state == IBV_QPS_SQE;
+}
+
+/* A responder found an error that moves the QP to the error state: until
+ * its owner does so, the QP takes nothing more. */
+static inline bool shca_qp_shm_failing(const struct shca_qp_shm *q)
+{
+	return __atomic_load_n(&q->pending, __ATOMIC_ACQUIRE) &
+	       (SHCA_QP_PEND_ACCESS_ERR | SHCA_QP_PEND_REQ_ERR |
+		SHCA_QP_PEND_FATAL | SHCA_QP_PEND_ERR);
+}
+
+#endif
