@@ -99,7 +99,7 @@ static pid_t owner(enum lie lie, bool other_user)
 {
 	struct sockaddr_un sa;
 	socklen_t len;
-	int ls, c, fds[2], ready[2];
+	int ls, c, fds[3], ready[2];
 	pid_t pid;
 	char b;
 
@@ -143,10 +143,13 @@ static pid_t owner(enum lie lie, bool other_user)
 		}
 		fds[0] = make_arena(lie);
 		fds[1] = eventfd(0, EFD_CLOEXEC);
+		/* the pool, as a real owner's hello carries it */
+		fds[2] = memfd_create("pool", MFD_CLOEXEC);
 		shca_sock_send_fds(c, &h, sizeof(h), fds,
-				   lie == NO_FDS ? 0 : 2);
+				   lie == NO_FDS ? 0 : 3);
 		close(fds[0]);
 		close(fds[1]);
+		close(fds[2]);
 		close(c);
 	}
 }
