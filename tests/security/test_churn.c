@@ -405,7 +405,7 @@ TEST(max_cqs_after_qp_churn)
 static void full_arena(struct result *r)
 {
 	struct ibv_srq_attr sattr = { .max_wr = 16384 };
-	struct ibv_qp *qp, *last = NULL;
+	struct ibv_qp *qp, *last = NULL, *prev = NULL;
 	struct ibv_srq *srq;
 	struct ibv_cq *cq;
 	struct env e;
@@ -420,6 +420,7 @@ static void full_arena(struct result *r)
 	ASSERT_NOT_NULL(srq);
 	errno = 0;
 	while ((qp = qp_make(&e, RQ_BIG, 1))) {
+		prev = last;
 		last = qp;
 		r->count++;
 	}
@@ -435,8 +436,12 @@ static void full_arena(struct result *r)
 	ASSERT_EQ(ibv_query_srq(srq, &sattr), 0);
 	ASSERT_LT(sattr.max_wr, 1024);
 	sattr.max_wr = 1024;
+	/* one QP's memory for the CQ, another's for the SRQ: where the
+	 * arena's blocks fall decides whether one would hold both */
+	ASSERT_NOT_NULL(prev);
 	ASSERT_EQ(ibv_destroy_qp(last), 0);
 	ASSERT_EQ(ibv_resize_cq(cq, 1024), 0);
+	ASSERT_EQ(ibv_destroy_qp(prev), 0);
 	ASSERT_EQ(ibv_modify_srq(srq, &sattr, IBV_SRQ_MAX_WR), 0);
 	r->err = 0;
 	r->max_qp = e.attr.max_qp;
