@@ -26,12 +26,22 @@
  * in ibv_get_cq_event or rdma_get_cm_event); the others are syscall(2).
  * Calls made inside glibc itself (getaddrinfo, fopen) never go through
  * the PLT and need nothing.
+ *
+ * The memory-map calls too (mmap, munmap, mremap, mprotect, madvise):
+ * UCX's memory hooks (ucm) patch those symbols in every loaded object and
+ * take an munmap or mremap as "this memory went away", dropping the
+ * registrations over it.  softhca's own mappings (the arena, a peer's
+ * segments) are none of the program's business, and its re-backing of
+ * registered memory in place (shm/seg.c) keeps addresses and contents:
+ * telling UCX that the memory it just registered was unmapped made it
+ * deregister it again (Open MPI's osc ucx stalled).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -194,4 +204,69 @@ SHCA_WRAP(int, fcntl, int fd, int cmd, ...)
 	arg = va_arg(ap, unsigned long);
 	va_end(ap);
 	return __fcntl(fd, cmd, arg);
+}
+
+/*
+ * The memory-map calls, unseen by memory hooks (above).  Under a
+ * sanitizer they go to the libc names it intercepts (__real_*), so that
+ * its shadow of remapped memory stays true; no memory hook runs there.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SHCA_MM_REAL 1
+#else
+#define SHCA_MM_REAL 0
+#endif
+
+void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd,
+		  off_t off);
+int __real_munmap(void *addr, size_t len);
+void *__real_mremap(void *old, size_t old_len, size_t new_len, int flags,
+		    ...);
+int __real_mprotect(void *addr, size_t len, int prot);
+int __real_madvise(void *addr, size_t len, int advice);
+
+SHCA_WRAP(void *, mmap, void *addr, size_t len, int prot, int flags, int fd,
+	  off_t off)
+{
+	if (SHCA_MM_REAL)
+		return __real_mmap(addr, len, prot, flags, fd, off);
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+SHCA_WRAP(int, munmap, void *addr, size_t len)
+{
+	if (SHCA_MM_REAL)
+		return __real_munmap(addr, len);
+	return (int)syscall(SYS_munmap, addr, len);
+}
+
+/* mremap's fifth argument (the new address) only with MREMAP_FIXED */
+SHCA_WRAP(void *, mremap, void *old, size_t old_len, size_t new_len,
+	  int flags, ...)
+{
+	void *to = NULL;
+	va_list ap;
+
+	if (flags & MREMAP_FIXED) {
+		va_start(ap, flags);
+		to = va_arg(ap, void *);
+		va_end(ap);
+	}
+	if (SHCA_MM_REAL)
+		return __real_mremap(old, old_len, new_len, flags, to);
+	return (void *)syscall(SYS_mremap, old, old_len, new_len, flags, to);
+}
+
+SHCA_WRAP(int, mprotect, void *addr, size_t len, int prot)
+{
+	if (SHCA_MM_REAL)
+		return __real_mprotect(addr, len, prot);
+	return (int)syscall(SYS_mprotect, addr, len, prot);
+}
+
+SHCA_WRAP(int, madvise, void *addr, size_t len, int advice)
+{
+	if (SHCA_MM_REAL)
+		return __real_madvise(addr, len, advice);
+	return (int)syscall(SYS_madvise, addr, len, advice);
 }

@@ -55,6 +55,12 @@
 pthread_mutex_t shca_seg_lock = PTHREAD_MUTEX_INITIALIZER;
 struct shca_seg **shca_segs;		/* sorted by va, never overlapping */
 uint32_t shca_nsegs;
+struct shca_seg *shca_orphans;		/* linked by next_orphan */
+
+struct shca_seg_hold {
+	uint32_t n;
+	struct shca_seg *seg[];
+};
 static uint32_t segs_cap;
 static uint64_t next_gen = 1;		/* never reused in the process */
 static uint32_t slot_next;
@@ -127,6 +133,12 @@ void shca_seg_forget_all(void)
 	for (uint32_t i = 0; i < shca_nsegs; i++)
 		free(shca_segs[i]);
 	shca_nsegs = 0;
+	while (shca_orphans) {
+		struct shca_seg *o = shca_orphans;
+
+		shca_orphans = o->next_orphan;
+		free(o);
+	}
 	memset(slot_used, 0, sizeof(slot_used));
 	if (pool_ready)
 		shca_heap_fini(&pool);
@@ -376,7 +388,15 @@ static void seg_release(struct shca_arena *a, struct shca_seg *s)
 {
 	int ret;
 
-	seg_table_write(a, s, false);
+	if (s->orphan) {
+		struct shca_seg **pp = &shca_orphans;
+
+		while (*pp != s)
+			pp = &(*pp)->next_orphan;
+		*pp = s->next_orphan;
+	} else {
+		seg_table_write(a, s, false);
+	}
 	ret = shca_seg_privatize(s, a->pool_fd, maps_fd, true);
 	if (ret)	/* the memory stays in the pool: its range too */
 		shca_warn("seg: %#lx+%zu stays shared memory: %s",
@@ -602,19 +622,56 @@ err_free:
 	return ret;
 }
 
-/* Drops one reference of each segment over [s, e); lock held. */
-static void segs_put(struct shca_arena *a, uintptr_t s, uintptr_t e)
+/* Drops the references a hold took; lock held. */
+static void hold_put(struct shca_arena *a, struct shca_seg_hold *h)
 {
-	uint32_t i = seg_first_above(s);
+	for (uint32_t i = 0; i < h->n; i++)
+		if (!h->seg[i]->refs || !--h->seg[i]->refs)
+			seg_release(a, h->seg[i]);
+	free(h);
+}
 
-	while (i < shca_nsegs && shca_segs[i]->va < e) {
-		struct shca_seg *seg = shca_segs[i];
+/*
+ * Does seg still back [s, e) (a part of it)?  The program may have
+ * unmapped or replaced registered memory under an MR (free, then a new
+ * allocation at the same address): those pages are no longer the pool's.
+ */
+static bool seg_backs(const struct shca_seg *seg, uintptr_t s, uintptr_t e)
+{
+	struct shca_vma v;
+	struct stat st;
+	uintptr_t c = s;
 
-		if (seg->refs && --seg->refs)
-			i++;
-		else
-			seg_release(a, seg);	/* shifts the rest down */
+	if (fstat(shca_arena_self()->pool_fd, &st))
+		return false;
+	while (c < e) {
+		if (shca_vma_find(maps_fd, c, &v) || v.start > c ||
+		    !v.shared || v.ino != st.st_ino ||
+		    v.dev_major != major(st.st_dev) ||
+		    v.dev_minor != minor(st.st_dev) ||
+		    v.pgoff + (c - v.start) != seg->off + (c - seg->va))
+			return false;
+		c = v.end;
 	}
+	return true;
+}
+
+/*
+ * seg no longer holds the pages at its address: out of the list by va
+ * (the pages get segments of their own if registered again) and out of
+ * the arena's table (a peer's access by address finds the memory there
+ * now, as a CMA access would); kept until its last MR goes.  Lock held.
+ */
+static void seg_orphan(struct shca_arena *a, struct shca_seg *seg)
+{
+	seg_table_write(a, seg, false);
+	seg_remove(seg);
+	seg->orphan = true;
+	seg->next_orphan = shca_orphans;
+	shca_orphans = seg;
+	shca_dbg("seg %u gen %llu: %#lx+%zu replaced under its MRs",
+		 seg->slot, (unsigned long long)seg->gen,
+		 (unsigned long)seg->va, seg->len);
 }
 
 static void page_range(const void *addr, size_t len, uintptr_t *s,
@@ -624,10 +681,11 @@ static void page_range(const void *addr, size_t len, uintptr_t *s,
 	*e = ((uintptr_t)addr + (len ? len : 1) + PS - 1) & ~(PS - 1);
 }
 
-/* Lock held: the MR's page range [s, e) in segments, references taken;
- * NULL or why not (nothing changed then). */
+/* Lock held: the MR's page range [s, e) in segments, references taken
+ * in *hold; NULL or why not (nothing changed then). */
 static const char *map_locked(struct shca_arena *a, uintptr_t s,
-			      uintptr_t e, bool dontfork)
+			      uintptr_t e, bool dontfork,
+			      struct shca_seg_hold **hold)
 {
 	struct plan p = { 0 };
 	const char *why = NULL;
@@ -641,7 +699,14 @@ static const char *map_locked(struct shca_arena *a, uintptr_t s,
 	i = seg_first_above(c);
 	while (c < e && !why) {
 		if (i < shca_nsegs && shca_segs[i]->va <= c) {
-			c = shca_segs[i]->va + shca_segs[i]->len;
+			struct shca_seg *o = shca_segs[i];
+			uintptr_t oe = o->va + o->len;
+
+			if (!seg_backs(o, c, oe < e ? oe : e)) {
+				seg_orphan(a, o);	/* shifts the rest */
+				continue;
+			}
+			c = oe;
 			i++;
 			continue;
 		}
@@ -684,17 +749,33 @@ static const char *map_locked(struct shca_arena *a, uintptr_t s,
 		for (k = 0; k < made; k++)
 			seg_release(a, created[k]);
 	} else {
-		for (i = seg_first_above(s);
-		     i < shca_nsegs && shca_segs[i]->va < e; i++)
-			shca_segs[i]->refs++;
+		uint32_t first = seg_first_above(s), n = 0;
+
+		while (first + n < shca_nsegs && shca_segs[first + n]->va < e)
+			n++;
+		*hold = malloc(sizeof(**hold) + n * sizeof((*hold)->seg[0]));
+		if (*hold) {
+			(*hold)->n = n;
+			for (i = 0; i < n; i++) {
+				(*hold)->seg[i] = shca_segs[first + i];
+				shca_segs[first + i]->refs++;
+			}
+		} else {
+			why = "out of memory";
+			for (k = 0; k < made; k++)
+				if (!created[k]->refs)
+					seg_release(a, created[k]);
+		}
 	}
 	free(created);
 	free(p.parts);
 	return why;
 }
 
-bool shca_seg_map(const void *addr, size_t len, bool dontfork)
+struct shca_seg_hold *shca_seg_map(const void *addr, size_t len,
+				   bool dontfork)
 {
+	struct shca_seg_hold *hold = NULL;
 	struct shca_arena *a;
 	const char *why;
 	uintptr_t s, e;
@@ -706,30 +787,31 @@ bool shca_seg_map(const void *addr, size_t len, bool dontfork)
 	} else {
 		page_range(addr, len, &s, &e);
 		pthread_mutex_lock(&shca_seg_lock);
-		why = map_locked(a, s, e, dontfork);
+		why = map_locked(a, s, e, dontfork, &hold);
 		pthread_mutex_unlock(&shca_seg_lock);
 	}
 	if (why) {
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_MR_CMA, 1);
 		shca_dbg("mr %p+%zu: CMA (%s)", addr, len, why);
-		return false;
+		return NULL;
 	}
 	shca_stat_add(shca_stat_proc(), SHCA_STAT_MR_MAPPED, 1);
 	shca_dbg("mr %p+%zu: mapped", addr, len);
-	return true;
+	return hold;
 }
 
-void shca_seg_unmap(const void *addr, size_t len)
+void shca_seg_unmap(struct shca_seg_hold *h)
 {
 	struct shca_arena *a = shca_arena_self();
-	uintptr_t s, e;
 
-	if (!a)
+	if (!h)
 		return;
-	page_range(addr, len, &s, &e);
 	pthread_mutex_lock(&shca_seg_lock);
-	if (state_pid == shca_getpid())
-		segs_put(a, s, e);
+	/* a forked child forgot its parent's segments (seg_fork.c) */
+	if (a && state_pid == shca_getpid())
+		hold_put(a, h);
+	else
+		free(h);
 	pthread_mutex_unlock(&shca_seg_lock);
 }
 

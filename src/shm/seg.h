@@ -27,18 +27,22 @@
 /* SOFTHCA_MAP (default 1): 0 leaves registered memory as it is (CMA). */
 bool shca_map_enabled(void);
 
+/* What an MR holds: a reference to each segment under it. */
+struct shca_seg_hold;
+
 /*
  * Makes the pages of [addr, addr + len) (len 0: the page of addr)
- * shareable.  true: every page is in a live segment and the caller holds
- * a reference to each of them; false: nothing changed, the MR keeps the
- * CMA path (and the reason is in the debug log).  dontfork: new
+ * shareable.  Non-NULL: every page is in a live segment and the caller
+ * holds a reference to each of them; NULL: nothing changed, the MR keeps
+ * the CMA path (and the reason is in the debug log).  dontfork: new
  * segments are MADV_DONTFORK (ibv_fork_init: a child gets no copy).
  * Counts the choice (mr_mapped, mr_cma).
  */
-bool shca_seg_map(const void *addr, size_t len, bool dontfork);
+struct shca_seg_hold *shca_seg_map(const void *addr, size_t len,
+				   bool dontfork);
 
-/* Gives back what a true shca_seg_map of the same range took. */
-void shca_seg_unmap(const void *addr, size_t len);
+/* Gives back what shca_seg_map returned (NULL: nothing). */
+void shca_seg_unmap(struct shca_seg_hold *h);
 
 /*
  * After the MR entry of key is cleared: waits until no lane of a live
@@ -73,12 +77,18 @@ struct shca_seg {
 	uint32_t slot;			/* in the arena's segment table */
 	uint32_t refs;			/* MRs over it */
 	bool dontfork;
+	/* no longer what the pages at va hold (the program unmapped or
+	 * replaced them under an MR): out of the list by va and out of the
+	 * arena's table, kept until its last MR goes (shca_orphans) */
+	bool orphan;
+	struct shca_seg *next_orphan;
 };
 
 /* seg.c's state, for seg_fork.c (under shca_seg_lock). */
 extern pthread_mutex_t shca_seg_lock;
 extern struct shca_seg **shca_segs;	/* by va */
 extern uint32_t shca_nsegs;
+extern struct shca_seg *shca_orphans;
 
 /*
  * Turns the parts of seg's range that the pool still backs at the right

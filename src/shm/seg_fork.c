@@ -90,6 +90,13 @@ static void fork_child(void)
 				munmap((void *)s->va, s->len);
 			}
 		}
+		/* an orphan's pages may still be the pool's where the
+		 * program did not replace them */
+		for (const struct shca_seg *o = shca_orphans; o;
+		     o = o->next_orphan)
+			if (!o->dontfork && mfd >= 0)
+				(void)shca_seg_privatize(o, fork_pool_fd, mfd,
+							 false);
 		if (mfd >= 0)
 			close(mfd);
 		close(fork_pool_fd);

@@ -123,7 +123,7 @@ static void mr_publish(struct shca_mr *mr)
 	e.iova = mr->iova;
 	e.addr = (uintptr_t)mr->ibmr.addr;
 	e.length = mr->ibmr.length;
-	e.flags = mr->mapped ? SHCA_MR_SHM_MAPPED : 0;
+	e.flags = mr->segs ? SHCA_MR_SHM_MAPPED : 0;
 	shca_mr_shm_write(slot, &e);
 }
 
@@ -241,9 +241,8 @@ static void table_remove(struct shca_mr *mr)
 /* What a registration holds of the memory: the segments' references. */
 static void mr_unmap(struct shca_mr *mr)
 {
-	if (mr->mapped)
-		shca_seg_unmap(mr->ibmr.addr, mr->ibmr.length);
-	mr->mapped = false;
+	shca_seg_unmap(mr->segs);
+	mr->segs = NULL;
 }
 
 /*
@@ -254,8 +253,8 @@ static void mr_unmap(struct shca_mr *mr)
  */
 static bool mr_map(struct shca_mr *mr)
 {
-	mr->mapped = shca_seg_map(mr->ibmr.addr, mr->ibmr.length, false);
-	return mr->mapped;
+	mr->segs = shca_seg_map(mr->ibmr.addr, mr->ibmr.length, false);
+	return mr->segs;
 }
 
 /*
@@ -455,7 +454,8 @@ int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 		  void *addr, size_t length, int access)
 {
 	struct shca_mr *mr, old;
-	bool moved = flags & IBV_REREG_MR_CHANGE_TRANSLATION, mapped;
+	bool moved = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+	struct shca_seg_hold *segs;
 	struct rereg r;
 	int ret;
 
@@ -471,11 +471,11 @@ int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 	/* the new range shareable before the old one is let go: both hold
 	 * references to the pages they share */
 	old = *mr;
-	mapped = moved ? shca_seg_map(r.addr, r.length, false) : mr->mapped;
+	segs = moved ? shca_seg_map(r.addr, r.length, false) : mr->segs;
 	/* no peer uses the old translation, PD or access once this returns */
 	mr_unpublish(mr);
 	pthread_mutex_lock(&mr_table_lock);
-	mr->mapped = mapped;
+	mr->segs = segs;
 	if (r.pd) {
 		shca_pd_get(r.pd);
 		shca_pd_put(mr->pd);

@@ -197,8 +197,9 @@ struct shca_mr {
 	uint64_t iova;			/* remote address of byte 0 */
 	unsigned int access;
 	uint32_t index;			/* slot in the process's MR table */
-	bool mapped;			/* its pages are in segments (shm/seg.c),
-					 * a reference to each held */
+	struct shca_seg_hold *segs;	/* its pages are in segments
+					 * (shm/seg.c), a reference to each
+					 * held; NULL: CMA */
 };
 
 /* A completion channel: CQs that fired, behind a pollable eventfd. */

@@ -804,3 +804,53 @@ TEST(unmapped_before_dereg)
 	ASSERT_EQ(errno, ENOMEM);
 	teardown(&e);
 }
+
+/*
+ * What UCX's registration cache does: memory freed (here: unmapped and a
+ * new mapping made at the same address) while its MR lives on, and the
+ * new memory registered.  The new MR must be backed by what the program
+ * has there now, not by the old MR's segment, which no longer holds those
+ * pages (a peer writing through it would write into nothing the program
+ * sees: Open MPI's osc ucx stalled on exactly that).  The old MR keeps its
+ * old pages, as an MR on hardware keeps the pages it pinned.
+ */
+TEST(replaced_under_live_mr)
+{
+	struct env e = setup();
+	size_t n = 4 * PS;
+	unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *old, *mr;
+
+	ASSERT(p != MAP_FAILED);
+	fill(p, n, 21);
+	old = ibv_reg_mr(e.pd, p, n, RW);
+	ASSERT_NOT_NULL(old);
+	ASSERT(mr_mapped(&e, old));
+	ASSERT_EQ(seg_bytes(&e, (uintptr_t)p, n), n);
+	/* the program replaces the memory, the old MR still registered */
+	ASSERT(mmap(p, n, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == p);
+	ASSERT(!in_pool(p));
+	fill(p, n, 22);
+	mr = ibv_reg_mr(e.pd, p, n, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	/* the new pages are in the pool now, with their contents, and the
+	 * segments the table shows over them are theirs alone */
+	ASSERT(in_pool(p));
+	ASSERT(in_pool(p + n - 1));
+	ASSERT(same(p, n, 22));
+	ASSERT_EQ(seg_bytes(&e, (uintptr_t)p, n), n);
+	/* the old MR goes: the new memory stays as it is */
+	ASSERT_EQ(ibv_dereg_mr(old), 0);
+	ASSERT(in_pool(p));
+	ASSERT(same(p, n, 22));
+	ASSERT_EQ(seg_bytes(&e, (uintptr_t)p, n), n);
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT(!in_pool(p));
+	ASSERT(same(p, n, 22));
+	ASSERT_EQ(live_segs(&e), 0);
+	ASSERT_EQ(munmap(p, n), 0);
+	teardown(&e);
+}
