@@ -281,6 +281,22 @@ static void seg_remove(const struct shca_seg *s)
 /* ------------------------------------------------------------------ */
 /* Giving memory back                                                  */
 
+/*
+ * Whole pages of the program's memory to and from the pool, as a DMA
+ * engine moves them: straight to the kernel, not through a sanitizer's
+ * pread/pwrite interceptor, which would take the bytes of a page around
+ * the program's objects (ASan's redzones) for an overflow.
+ */
+static ssize_t page_pread(int fd, void *buf, size_t n, off_t off)
+{
+	return syscall(SYS_pread64, fd, buf, n, off);
+}
+
+static ssize_t page_pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	return syscall(SYS_pwrite64, fd, buf, n, off);
+}
+
 /* Copies the data extents of pool bytes [poff, poff + n) to dst. */
 static int pool_copy_out(int fd, uint64_t poff, size_t n, char *dst)
 {
@@ -299,8 +315,8 @@ static int pool_copy_out(int fd, uint64_t poff, size_t n, char *dst)
 		if ((uint64_t)h > end)
 			h = (off_t)end;
 		for (off_t p = d; p < h;) {
-			ssize_t r = pread(fd, dst + (p - (off_t)poff),
-					  (size_t)(h - p), p);
+			ssize_t r = page_pread(fd, dst + (p - (off_t)poff),
+					       (size_t)(h - p), p);
 
 			if (r <= 0)
 				return r < 0 ? -errno : -EIO;
@@ -516,8 +532,8 @@ static int copy_pages(uintptr_t s, uintptr_t e, void *arg)
 	struct copy_arg *c = arg;
 
 	while (s < e) {
-		ssize_t n = pwrite(c->fd, (const void *)s, e - s,
-				   (off_t)(c->off + (s - c->base)));
+		ssize_t n = page_pwrite(c->fd, (const void *)s, e - s,
+					(off_t)(c->off + (s - c->base)));
 
 		if (n <= 0)
 			return n < 0 ? -errno : -EIO;
@@ -835,7 +851,18 @@ void shca_seg_drain(uint32_t key)
 	if (!a)
 		return;
 	lanes = shca_arena_lanes(a->base);
+	/* the entry's clearing stores before the lanes' loads */
+#if defined(__SANITIZE_THREAD__)
+	{
+		/* TSan has no fences: a locked RMW is a full barrier on the
+		 * machines it runs on */
+		static uint64_t barrier;
+
+		__atomic_fetch_add(&barrier, 1, __ATOMIC_SEQ_CST);
+	}
+#else
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
 	for (uint32_t i = 0; i < SHCA_ARENA_LANES; i++) {
 		for (unsigned int waits = 0;; waits++) {
 			uint64_t w = __atomic_load_n(&lanes[i],

@@ -159,9 +159,14 @@ TEST(dereg_after_writer_killed)
 	struct duo d;
 	struct ep a;
 	uint8_t *mem;
-	int status, round;
+	int status, round, rounds = 3;
 
-	for (round = 0; round < 3; round++) {
+#if defined(__SANITIZE_THREAD__)
+	/* TSan runs no thread in the child of a threaded process: after the
+	 * first round this one has softhca's engine thread */
+	rounds = 1;
+#endif
+	for (round = 0; round < rounds; round++) {
 		duo_fork(&d, writer, &msg);
 		ep_default_opts(&o, IBV_QPT_RC);
 		ep_open_remote(&a, &o, d.fd);
