@@ -20,6 +20,10 @@
  *         other-user  listens as UID (SO_PEERCRED says UID)
  *         unsealed    listens as root, the memfd is not sealed
  *         wrong-pid   listens as root, the hello names another pid
+ *         bad-pool    listens as root, the arena is sealed and well
+ *                     formed, the pool beside it is not sealed against
+ *                     shrinking (a peer that mapped it could be made to
+ *                     fault by an ftruncate)
  *       Prints "ready"; serves until killed (60 s at most).
  */
 #include <dirent.h>
@@ -204,7 +208,7 @@ static int occupy(unsigned int uid, unsigned int base)
 }
 
 /* An arena as softhca would send it (header valid), named "impostor". */
-static int impostor_arena(pid_t pid)
+static int impostor_arena(pid_t pid, bool sealed)
 {
 	struct shca_arena_hdr h;
 	uint64_t size = 64ull << 20;
@@ -222,9 +226,15 @@ static int impostor_arena(pid_t pid)
 	h.mr_table_off = 4096 + SHCA_ARENA_QP_ENTRIES * 8;
 	h.heap_off = h.mr_table_off +
 		     SHCA_ARENA_MR_ENTRIES * sizeof(struct shca_mr_shm);
+	h.seg_table_off = h.heap_off;
+	h.lanes_off = h.seg_table_off +
+		      SHCA_ARENA_SEG_ENTRIES * sizeof(struct shca_seg_shm);
+	h.heap_off = h.lanes_off + SHCA_ARENA_LANES * 8;
 	if (h.heap_off > size)
 		h.heap_off = size;
 	if (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+		return -1;
+	if (sealed && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW))
 		return -1;
 	return fd;
 }
@@ -276,9 +286,11 @@ static int serve(unsigned int base, unsigned int port, const char *kind,
 	}
 	printf("ready\n");
 	fflush(stdout);
+	bool bad_pool = !strcmp(kind, "bad-pool");
+
 	for (;;) {
 		struct shca_hello h;
-		int fds[2];
+		int fds[3];
 
 		c = accept(ls, NULL, NULL);
 		if (c < 0)
@@ -289,16 +301,25 @@ static int serve(unsigned int base, unsigned int port, const char *kind,
 		h.pid = getpid() + !strcmp(kind, "wrong-pid");
 		h.slot = port - base;
 		h.uid = getuid();
-		fds[0] = impostor_arena(h.pid);
+		fds[0] = impostor_arena(h.pid, bad_pool);
 		fds[1] = eventfd(0, EFD_CLOEXEC);
-		shca_sock_send_fds(c, &h, sizeof(h), fds, 2);
+		/* a pool as a real owner's (sealed against shrinking), so
+		 * that the arena is the one thing wrong; or not (bad-pool) */
+		fds[2] = memfd_create("softhca-mem", MFD_CLOEXEC |
+						      MFD_ALLOW_SEALING);
+		if (fds[2] >= 0 && !bad_pool)
+			(void)fcntl(fds[2], F_ADD_SEALS, F_SEAL_SHRINK);
+		shca_sock_send_fds(c, &h, sizeof(h), fds, 3);
 		/* the attack, once the victim has had time to map it: a
 		 * peer that mapped it would fault on touch */
 		usleep(200000);
-		if (fds[0] >= 0 && ftruncate(fds[0], 0))
+		if (fds[0] >= 0 && !bad_pool && ftruncate(fds[0], 0))
+			perror("ftruncate");
+		if (fds[2] >= 0 && bad_pool && ftruncate(fds[2], 0))
 			perror("ftruncate");
 		close(fds[0]);
 		close(fds[1]);
+		close(fds[2]);
 	}
 }
 

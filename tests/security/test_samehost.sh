@@ -194,7 +194,7 @@ open(sys.argv[1], "wb").write(struct.pack("<QI", 0x54534f4841484353, 2) +
 done
 
 echo "=== 3. listeners that are not the peer they claim"
-for kind in other-user wrong-pid unsealed; do
+for kind in other-user wrong-pid unsealed bad-pool; do
 	slot=1000
 	port=$((43300 + slot))
 	$T/samehost_impostor serve 43300 $port $kind $IMP_UID \
@@ -222,6 +222,8 @@ for kind in other-user wrong-pid unsealed; do
 		[ "$cred" -ge 1 ] || fail "wrong-pid: not refused" ;;
 	unsealed)
 		[ "$arena" -ge 1 ] || fail "unsealed arena: not refused" ;;
+	bad-pool)
+		[ "$arena" -ge 1 ] || fail "unsealed pool: not refused" ;;
 	esac
 	grep -q "WRITE status success" "$W/probe-$kind.out" &&
 		fail "$kind: the WRITE reached the impostor"
