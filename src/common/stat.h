@@ -12,16 +12,22 @@
 #include <stdint.h>
 
 enum shca_stat {
+	/*
+	 * The first cache line (8 counters) is the block owner's: what it
+	 * sends.  The received ones start the second: on the same host a
+	 * peer counts them in this QP's block, and a line both processes
+	 * write per message would bounce between their cores.
+	 */
 	SHCA_STAT_SENT_PKTS,		/* IB packets sent on the net path */
 	SHCA_STAT_SENT_BYTES,		/* ... their bytes (headers too) */
-	SHCA_STAT_RCVD_PKTS,		/* IB packets received */
-	SHCA_STAT_RCVD_BYTES,
 	SHCA_STAT_RETRANS_PKTS,		/* packets sent again (go-back-N) */
 	SHCA_STAT_DUPLICATE_REQUEST,	/* responder: request PSN already seen */
 	SHCA_STAT_OUT_OF_SEQ_REQUEST,	/* responder: PSN after the expected */
 	SHCA_STAT_SEND_RNR_ERR,		/* responder: RNR NAKs sent */
 	SHCA_STAT_RCVD_RNR_ERR,		/* requester: RNR NAKs received */
 	SHCA_STAT_RCVD_SEQ_ERR,		/* requester: PSN sequence NAKs received */
+	SHCA_STAT_RCVD_PKTS,		/* IB packets received */
+	SHCA_STAT_RCVD_BYTES,
 	SHCA_STAT_SEND_SEQ_ERR,		/* responder: PSN sequence NAKs sent */
 	SHCA_STAT_ACCESS_ERR,		/* remote access errors (NAKed/received) */
 	SHCA_STAT_LENGTH_ERR,		/* length errors (either side) */
@@ -77,7 +83,9 @@ extern const char *const shca_stat_names[SHCA_STAT_MAX];
 
 struct shca_stat_block {
 	uint64_t v[SHCA_STAT_MAX];
-};
+} __attribute__((aligned(64)));
+
+_Static_assert(SHCA_STAT_RCVD_PKTS == 8, "received counters: line 2");
 
 static inline void shca_stat_add(struct shca_stat_block *b, enum shca_stat s,
 				 uint64_t n)
