@@ -30,8 +30,7 @@ static void adder(int fd, void *arg)
 	struct ep b;
 	int i;
 
-	if (arg)
-		setenv("SOFTHCA_MAP", "0", 1);
+	setenv("SOFTHCA_MAP", arg ? "0" : "1", 1);
 	ep_default_opts(&o, IBV_QPT_RC);
 	o.buf_size = 4096;
 	ep_open_remote(&b, &o, fd);
@@ -75,6 +74,8 @@ static void many_adders(unsigned int cma_mask, bool own_adds)
 	uint8_t *mem;
 	int i;
 
+	/* the owner maps its memory, whatever the environment says */
+	setenv("SOFTHCA_MAP", "1", 1);
 	/* all forks first: a child decides its own SOFTHCA_MAP */
 	for (i = 0; i < NPROC; i++)
 		duo_fork(&d[i], adder,

@@ -103,8 +103,8 @@ static void dereg_while_written(bool mapped)
 	uint8_t *mem, *snap;
 	uint64_t n;
 
-	if (!mapped)
-		setenv("SOFTHCA_MAP", "0", 1);	/* both processes */
+	/* both processes; whatever the environment said */
+	setenv("SOFTHCA_MAP", mapped ? "1" : "0", 1);
 	duo_fork(&d, writer, &msg);
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_open_remote(&a, &o, d.fd);

@@ -111,6 +111,8 @@ static void send_to(enum kind k)
 	struct ep a;
 	int i;
 
+	/* the mapped path in both processes, whatever the environment */
+	setenv("SOFTHCA_MAP", "1", 1);
 	duo_fork(&d, receiver, &k);
 	opts(&o, k);
 	ep_open_remote(&a, &o, d.fd);
