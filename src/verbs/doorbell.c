@@ -10,6 +10,7 @@
  * the error state.
  */
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -23,7 +24,7 @@
  * engine does it at the doorbell, ibv_query_qp before it reads the state
  * (a peer marks the QP before the error completion it causes is seen).
  */
-void shca_qp_take_marks(struct shca_qp *qp)
+static void take_marks(struct shca_qp *qp)
 {
 	struct shca_context *sctx = to_sctx(qp->ibqp.context);
 	bool comm_est = false;
@@ -57,6 +58,26 @@ void shca_qp_take_marks(struct shca_qp *qp)
 		shca_async_event(sctx, IBV_EVENT_QP_REQ_ERR, qp);
 	else if (bits & SHCA_QP_PEND_FATAL)
 		shca_async_event(sctx, IBV_EVENT_QP_FATAL, qp);
+}
+
+/*
+ * The engine thread may have taken the marks a moment before the
+ * application's ibv_query_qp: then it is still applying them, and the
+ * query must wait for it (marks_busy), or it reads the state from before
+ * an error completion the application has already polled.
+ */
+void shca_qp_take_marks(struct shca_qp *qp)
+{
+	__atomic_add_fetch(&qp->marks_busy, 1, __ATOMIC_SEQ_CST);
+	take_marks(qp);
+	__atomic_sub_fetch(&qp->marks_busy, 1, __ATOMIC_RELEASE);
+}
+
+void shca_qp_await_marks(struct shca_qp *qp)
+{
+	shca_qp_take_marks(qp);
+	while (__atomic_load_n(&qp->marks_busy, __ATOMIC_ACQUIRE))
+		sched_yield();
 }
 
 static void qp_doorbell(struct shca_qp *qp, void *arg)

@@ -698,8 +698,9 @@ int shca_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 		return -EINVAL;
 
 	/* what peers marked, before the state is read: an error completion
-	 * already polled has its state change visible (doorbell.c) */
-	shca_qp_take_marks(qp);
+	 * already polled has its state change visible, also when the engine
+	 * took the marks first (doorbell.c) */
+	shca_qp_await_marks(qp);
 	memset(&i, 0, sizeof(i));
 	pthread_mutex_lock(&qp->lock);
 	a = qp->attr;

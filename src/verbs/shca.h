@@ -383,6 +383,9 @@ struct shca_qp {
 	struct shca_peer *peer;		/* RC/UC: the destination's process */
 	struct shca_net_qp net;		/* the net path (src/net/transport.c) */
 	bool comm_est_reported;
+	int marks_busy;			/* threads in shca_qp_take_marks
+					 * (atomic): ibv_query_qp waits for
+					 * one applying marks it took */
 	struct shca_qp *next;		/* the process's QP list */
 };
 
@@ -660,6 +663,7 @@ int shca_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 /* doorbell.c: what peers left for this process; the transport's start */
 void shca_doorbell(void);
 void shca_qp_take_marks(struct shca_qp *qp);
+void shca_qp_await_marks(struct shca_qp *qp);
 void shca_doorbell_ring(void);
 void shca_qp_cq_overrun(struct shca_cq *cq);
 /* Publish the QP's attributes where peers read them. */
