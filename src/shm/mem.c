@@ -177,35 +177,6 @@ static void count(enum shca_stat what)
 /* ------------------------------------------------------------------ */
 /* local: the responder is this process                                */
 
-/* Copy between iovec lists in this process (they may overlap: a QP that
- * writes its own buffer). */
-static void copy_iov(const struct iovec *dst, int nd, const struct iovec *src,
-		     int ns)
-{
-	size_t di = 0, doff = 0, si = 0, soff = 0;
-
-	while ((int)di < nd && (int)si < ns) {
-		size_t n = MIN(dst[di].iov_len - doff, src[si].iov_len - soff);
-
-		if (n) {
-			SHCA_DMA_BEGIN();
-			memmove((char *)dst[di].iov_base + doff,
-				(const char *)src[si].iov_base + soff, n);
-			SHCA_DMA_END();
-		}
-		doff += n;
-		soff += n;
-		if (doff == dst[di].iov_len) {
-			di++;
-			doff = 0;
-		}
-		if (soff == src[si].iov_len) {
-			si++;
-			soff = 0;
-		}
-	}
-}
-
 /* The word at w (ours, or mapped here), under the host lock stripe. */
 static uint64_t atomic_word(uint64_t *w, enum ibv_wr_opcode op,
 			    uint64_t compare_add, uint64_t swap)
@@ -304,9 +275,9 @@ static int mapped_xfer(struct shca_peer *p, const struct iovec *local, int nl,
 	if (n < 0)
 		return -ENOENT;
 	if (write)
-		copy_iov(piece, n, local, nl);
+		shca_copy_iov(piece, n, local, nl);
 	else
-		copy_iov(local, nl, piece, n);
+		shca_copy_iov(local, nl, piece, n);
 	shca_segmap_unlock(p->segmap);
 	count(SHCA_STAT_MAP_XFERS);
 	/* what a dead owner's memory took is lost, as CMA's ESRCH says */
@@ -320,9 +291,9 @@ static int mem_xfer(struct shca_peer *p, const struct iovec *local, int nl,
 
 	if (p->self) {
 		if (write)
-			copy_iov(remote, nr, local, nl);
+			shca_copy_iov(remote, nr, local, nl);
 		else
-			copy_iov(local, nl, remote, nr);
+			shca_copy_iov(local, nl, remote, nr);
 		count(SHCA_STAT_LOCAL_XFERS);
 		return 0;
 	}

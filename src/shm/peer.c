@@ -613,9 +613,10 @@ void shca_peer_doorbell(struct shca_peer *p)
 			 strerror(errno));
 }
 
-/* Copy between iovec lists in this process. */
-static void copy_iov(const struct iovec *dst, int nd, const struct iovec *src,
-		     int ns)
+/* Copy between iovec lists in this process (they may overlap: a QP that
+ * writes its own buffer). */
+void shca_copy_iov(const struct iovec *dst, int nd, const struct iovec *src,
+		   int ns)
 {
 	size_t di = 0, doff = 0, si = 0, soff = 0;
 
@@ -697,9 +698,9 @@ static int peer_xfer(struct shca_peer *p, const struct iovec *local, int nl,
 
 	if (p->self) {
 		if (write)
-			copy_iov(remote, nr, local, nl);
+			shca_copy_iov(remote, nr, local, nl);
 		else
-			copy_iov(local, nl, remote, nr);
+			shca_copy_iov(local, nl, remote, nr);
 		return 0;
 	}
 	if (!want)

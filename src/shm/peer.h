@@ -103,5 +103,8 @@ int shca_peer_write(struct shca_peer *p, const struct iovec *local, int nl,
 		    const struct iovec *remote, int nr);
 int shca_peer_read(struct shca_peer *p, const struct iovec *local, int nl,
 		   const struct iovec *remote, int nr);
+/* Copy between iovec lists in this process (memmove: they may overlap). */
+void shca_copy_iov(const struct iovec *dst, int nd, const struct iovec *src,
+		   int ns);
 
 #endif
