@@ -15,9 +15,10 @@ set_target_properties(samehost_impostor PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 
 add_dependencies(samehost_pair softhca)
-# both hold ports of SOFTHCA_PORT_BASE=43300: one at a time
+# both hold every port of a range of their own (29100 and 26000, below the
+# ephemeral ports): one at a time, so that neither starves the other
 set_tests_properties(security_test_samehost security_test_port_exhaust
-  PROPERTIES RESOURCE_LOCK softhca_port_base_43300)
+  PROPERTIES RESOURCE_LOCK softhca_port_ranges)
 
 # the private directory and its keyed hash, on their own
 add_executable(security_samehost_rundir

@@ -30,7 +30,10 @@
 #     first: refused, ibv_create_qp fails with EPERM and a message that
 #     says why; once it is gone, the victim's pair works.
 #
-# Root only (exit 77 otherwise).  Ports: SOFTHCA_PORT_BASE=43300.
+# Root only (exit 77 otherwise).  Ports: SOFTHCA_PORT_BASE=29100, below the
+# ephemeral range (32768-60999): a connection of a test beside this one
+# once took port 44300 of the old base 43300, the impostor could not bind
+# it and every probe of section 3 missed it.
 set -u
 
 if [ "$(id -u)" != 0 ]; then
@@ -46,7 +49,7 @@ done
 B=${SOFTHCA_BUILD:?SOFTHCA_BUILD}
 T=$B/tests
 TO="timeout -s KILL 90"
-export LD_LIBRARY_PATH=$B/lib SOFTHCA_PORT_BASE=43300
+export LD_LIBRARY_PATH=$B/lib SOFTHCA_PORT_BASE=29100
 export SOFTHCA_TOOL=$B/bin/softhca
 IMP=shca_sh1
 VIC=shca_sh2
@@ -85,7 +88,8 @@ counter() {
 	grep -o "$1 [0-9]*" "$2" | awk '{ if ($2 > m) m = $2 } END { print m + 0 }'
 }
 
-# wait_for FILE TEXT: up to 30 s for TEXT in FILE
+# wait_for FILE RE: up to 30 s for a line matching RE in FILE (anchored:
+# "ready" alone also matched "Address already in use")
 wait_for() {
 	local i
 	for i in $(seq 300); do
@@ -117,15 +121,15 @@ fi
 echo "=== 1. the impostor occupies every name it can"
 mkfifo "$W/f0" "$W/f2"
 chmod 666 "$W/f0" "$W/f2"
-runuser -u $IMP -- $T/samehost_impostor occupy 0 43300 <"$W/f0" \
+runuser -u $IMP -- $T/samehost_impostor occupy 0 29100 <"$W/f0" \
 	>"$W/occ0.out" 2>&1 &
 PIDS+=($!)
-runuser -u $IMP -- $T/samehost_impostor occupy $VIC_UID 43300 <"$W/f2" \
+runuser -u $IMP -- $T/samehost_impostor occupy $VIC_UID 29100 <"$W/f2" \
 	>"$W/occ2.out" 2>&1 &
 PIDS+=($!)
 exec 3>"$W/f0" 4>"$W/f2"
-wait_for "$W/occ0.out" ready || fail "impostor (root) not ready"
-wait_for "$W/occ2.out" ready || fail "impostor ($VIC) not ready"
+wait_for "$W/occ0.out" "^ready$" || fail "impostor (root) not ready"
+wait_for "$W/occ2.out" "^ready$" || fail "impostor ($VIC) not ready"
 cat "$W/occ0.out" "$W/occ2.out"
 for f in occ0 occ2; do
 	line=$(grep occupied "$W/$f.out")
@@ -196,12 +200,12 @@ done
 echo "=== 3. listeners that are not the peer they claim"
 for kind in other-user wrong-pid unsealed bad-pool; do
 	slot=1000
-	port=$((43300 + slot))
-	$T/samehost_impostor serve 43300 $port $kind $IMP_UID \
+	port=$((29100 + slot))
+	$T/samehost_impostor serve 29100 $port $kind $IMP_UID \
 		>"$W/serve-$kind.out" 2>&1 &
 	spid=$!
 	PIDS+=($spid)
-	wait_for "$W/serve-$kind.out" ready || fail "serve $kind not ready"
+	wait_for "$W/serve-$kind.out" "^ready$" || fail "serve $kind not ready"
 	extra=
 	[ $kind = other-user ] && extra=$IMP_UID
 	if ! $TO $T/samehost_pair probe $slot $extra >"$W/probe-$kind.out" 2>&1; then
@@ -255,7 +259,7 @@ def udp_free(p):
 # the two ports left free are free for TCP and UDP, as a slot needs
 free = []
 held = []
-for p in range(43300, 43300 + 1024):
+for p in range(29100, 29100 + 1024):
     s = tcp(p)
     if s and len(free) < 2 and udp_free(p):
         s.close(); free.append(p)
@@ -266,11 +270,11 @@ time.sleep(60)
 EOF
 PIDS+=($!)
 sq=$!
-wait_for "$W/squat.out" held || fail "squatter not ready"
+wait_for "$W/squat.out" "^held" || fail "squatter not ready"
 $T/samehost_pair hold >"$W/hold.out" 2>&1 &
 hp=$!
 PIDS+=($hp)
-wait_for "$W/hold.out" held || fail "hold: no QP"
+wait_for "$W/hold.out" "^held" || fail "hold: no QP"
 port=$(sed -n 's/held //p' "$W/hold.out")
 kill -9 $hp
 wait $hp 2>/dev/null
