@@ -7,8 +7,9 @@
  * The CM thread must then pause, not spin: strace counts its accept4
  * calls over 3 s of exhaustion (a count, not a speed: a handful with the
  * pause, hundreds of thousands with a spin).  After the flood the
- * victim's descriptors are back to their number before it and a real
- * client connects and sends a message.  Skips without strace or when it
+ * victim's descriptors are back to their number before it, its listener
+ * has taken every connection left queued, and a real client connects and
+ * sends a message.  Skips without strace or when it
  * may not trace the victim.
  */
 #include <dirent.h>
@@ -101,12 +102,34 @@ static int traced_accepts(pid_t pid, int ms)
 	return n;
 }
 
+/* Connections waiting in the accept queue of the IPv4 listener on port,
+ * as /proc/net/tcp gives it (rx_queue of a LISTEN socket), or -1. */
+static int listen_queue(uint16_t port)
+{
+	char line[256], want[32];
+	unsigned int rx;
+	int n = -1;
+	FILE *f = fopen("/proc/net/tcp", "r");
+
+	if (!f)
+		return -1;
+	snprintf(want, sizeof(want), ":%04X 00000000:0000 0A ", port);
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, want);
+
+		if (p && sscanf(p + strlen(want), "%*x:%x", &rx) == 1)
+			n = (int)rx;
+	}
+	fclose(f);
+	return n;
+}
+
 static void flooder(int fd, pid_t victim, int limit, int baseline)
 {
 	struct sockaddr_in sin;
 	struct rlimit rl;
 	static int held[N_TCP];
-	int n = 0, i, fds = 0, accepts;
+	int n = 0, i, fds = 0, accepts, queued = -1;
 	char c = 'f';
 
 	ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
@@ -146,12 +169,19 @@ static void flooder(int fd, pid_t victim, int limit, int baseline)
 
 	for (i = 0; i < n; i++)
 		close(held[i]);
+	/* over when the victim has its descriptors back and has taken
+	 * every closed connection left queued on its listener: with some
+	 * still queued, it would take them (up to its limit) while the
+	 * real client connects */
 	for (i = 0; i < 200; i++) {
 		fds = count_fds(victim);
-		if (fds <= baseline)
+		queued = listen_queue(CM_PORT);
+		if (fds <= baseline && queued == 0)
 			break;
 		pause_ms(100);
 	}
+	printf("  connections still queued on the listener: %d\n", queued);
+	ASSERT_EQ(queued, 0);
 	printf("  victim descriptors: %d before the flood, %d after\n",
 	       baseline, fds);
 	ASSERT_LE(fds, baseline);
