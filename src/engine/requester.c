@@ -220,6 +220,19 @@ static enum ibv_wc_status prepare(struct shca_qp *qp,
 	default:
 		break;
 	}
+	/* IBA Annex A19 (qp.c built them: no local memory) */
+	if (op == IBV_WR_ATOMIC_WRITE) {
+		x->remote_addr = w->wr.wr.atomic.remote_addr;
+		x->rkey = w->wr.wr.atomic.rkey;
+		x->swap = w->wr.wr.atomic.swap;
+		x->length = 8;
+	} else if ((unsigned int)op == SHCA_WR_FLUSH) {
+		x->remote_addr = w->wr.wr.atomic.remote_addr;
+		x->rkey = w->wr.wr.atomic.rkey;
+		x->length = w->wr.wr.atomic.compare_add;
+		x->flush_type = (uint8_t)w->wr.wr.atomic.swap;
+		x->flush_level = (uint8_t)(w->wr.wr.atomic.swap >> 8);
+	}
 
 	if (qp->ibqp.qp_type == IBV_QPT_UD) {
 		struct shca_ah *ah = to_sah(w->wr.wr.ud.ah);

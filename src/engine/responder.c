@@ -22,6 +22,7 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
+#include "../common/verbs_ext.h"
 #include "../shm/arena.h"
 #include "../shm/host.h"
 #include "../shm/mem.h"
@@ -107,6 +108,9 @@ static struct shca_qp_shm *lookup_qp(struct shca_peer *p, uint32_t qpn)
  * index and the table are the responder's bytes: both look-ups are
  * bounded (shm/mrkey.c).
  */
+/* lookup_mr's len for "any range": FLUSH of a whole region */
+#define LOOKUP_WHOLE_MR UINT64_MAX
+
 static int lookup_mr(struct shca_peer *p, uint32_t pd, uint32_t key,
 		     uint32_t access, uint64_t addr, uint64_t len,
 		     uint64_t *va)
@@ -126,6 +130,10 @@ static int lookup_mr(struct shca_peer *p, uint32_t pd, uint32_t key,
 	shca_mem_note(p, &e);
 	if ((e.access & access) != access)
 		return -EACCES;
+	if (len == LOOKUP_WHOLE_MR) {
+		*va = e.addr;
+		return 0;
+	}
 	if (e.iova + e.length < e.iova ||
 	    !shca_range_ok(addr, len, e.iova, e.iova + e.length))
 		return -EACCES;
@@ -586,6 +594,115 @@ static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
 	res->atomic_orig = orig;
 }
 
+/*
+ * IBA Annex A19 ATOMIC WRITE: 8 bytes at an 8-byte aligned address
+ * (else an invalid request, as for the atomics, o9-21), through an R_Key
+ * with remote write (the spec's and rxe's rule: the write class of
+ * access, not the atomic one), placed whole (shca_mem_atomic: under the
+ * host's atomic lock stripe, a CPU store where the memory is mapped).
+ */
+static void do_atomic_write(struct shca_peer *p, struct shca_qp_shm *q,
+			    const struct shca_xfer *x,
+			    struct shca_xfer_result *res)
+{
+	uint64_t va, orig;
+	int ret;
+
+	res->outcome = SHCA_XFER_DONE;
+	res->status = IBV_WC_SUCCESS;
+	if (x->remote_addr & 7) {
+		fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, SHCA_QP_PEND_REQ_ERR);
+		return;
+	}
+	ret = (q->access & IBV_ACCESS_REMOTE_WRITE) ?
+		      lookup_mr(p, q->pd, x->rkey, IBV_ACCESS_REMOTE_WRITE,
+				x->remote_addr, 8, &va) :
+		      -EACCES;
+	if (ret == -ENOKEY)
+		bad_key(q, res, SHCA_STAT_INVALID_RKEY);
+	if (ret == -EBUSY) {
+		lanes_busy(res, x);
+		return;
+	}
+	if (ret) {
+		fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
+			SHCA_QP_PEND_ACCESS_ERR);
+		return;
+	}
+	ret = shca_mem_atomic(p, va, IBV_WR_ATOMIC_WRITE, 0, x->swap, &orig);
+	if (ret == -ENOLCK) {
+		res->status = IBV_WC_GENERAL_ERR;
+		return;
+	}
+	if (ret == -ESRCH) {
+		res->outcome = SHCA_XFER_NO_RESPONSE;
+		return;
+	}
+	if (ret)
+		fail_rc(res, p, q, IBV_WC_REM_OP_ERR, SHCA_QP_PEND_ERR);
+}
+
+/*
+ * IBA Annex A19 FLUSH.  The QP and the R_Key's region must both allow
+ * each placement type asked for (IBV_ACCESS_FLUSH_GLOBAL, _PERSISTENT:
+ * rxe's rule); the range must lie in the region unless the level is the
+ * whole region; a type or level the annex does not define is an invalid
+ * request.  A range of no bytes flushes nothing and checks no key (as a
+ * READ or WRITE of length 0, C9-88).
+ *
+ * What it does: every request before it on this QP was carried out
+ * before it (in order, on both paths), so their data are placed; the
+ * fence makes them visible to every CPU of the host before the response
+ * (global visibility).  Persistence is never reached: no region can have
+ * IBV_ACCESS_FLUSH_PERSISTENT (mr.c), so such a FLUSH fails its access
+ * check (docs/verbs.md).
+ */
+static void do_flush(struct shca_peer *p, struct shca_qp_shm *q,
+		     const struct shca_xfer *x, struct shca_xfer_result *res)
+{
+	uint32_t access = 0;
+	uint64_t va;
+	int ret;
+
+	res->outcome = SHCA_XFER_DONE;
+	res->status = IBV_WC_SUCCESS;
+	if (x->flush_type & SHCA_FLUSH_GLOBAL)
+		access |= SHCA_ACCESS_FLUSH_GLOBAL;
+	if (x->flush_type & SHCA_FLUSH_PERSISTENT)
+		access |= SHCA_ACCESS_FLUSH_PERSISTENT;
+	if (!access ||
+	    (x->flush_type & ~(SHCA_FLUSH_GLOBAL | SHCA_FLUSH_PERSISTENT)) ||
+	    x->flush_level > SHCA_FLUSH_MR) {
+		fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, SHCA_QP_PEND_REQ_ERR);
+		return;
+	}
+	if (x->flush_level == SHCA_FLUSH_RANGE && !x->length) {
+		if (peer_gone(p))
+			res->outcome = SHCA_XFER_NO_RESPONSE;
+		return;
+	}
+	ret = (q->access & access) == access ?
+		      lookup_mr(p, q->pd, x->rkey, access, x->remote_addr,
+				x->flush_level == SHCA_FLUSH_MR ?
+					LOOKUP_WHOLE_MR : x->length,
+				&va) :
+		      -EACCES;
+	if (ret == -ENOKEY)
+		bad_key(q, res, SHCA_STAT_INVALID_RKEY);
+	if (ret == -EBUSY) {
+		lanes_busy(res, x);
+		return;
+	}
+	if (ret) {
+		fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
+			SHCA_QP_PEND_ACCESS_ERR);
+		return;
+	}
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (peer_gone(p))
+		res->outcome = SHCA_XFER_NO_RESPONSE;
+}
+
 static void execute(struct shca_peer *p, const struct shca_xfer *x,
 		    struct shca_xfer_result *res);
 
@@ -607,7 +724,17 @@ void shca_xfer_count(struct shca_stat_block *b, const struct shca_xfer *x,
 	enum shca_stat back_b = requester ? SHCA_STAT_RCVD_BYTES :
 					    SHCA_STAT_SENT_BYTES;
 
+	if ((unsigned int)x->opcode == SHCA_WR_FLUSH) {
+		/* a request, a response of no data */
+		shca_stat_add(b, out_p, 1);
+		shca_stat_add(b, back_p, 1);
+		return;
+	}
 	switch (x->opcode) {
+	case IBV_WR_ATOMIC_WRITE:
+		shca_stat_add(b, out_p, 1);
+		shca_stat_add(b, out_b, 8);
+		break;
 	case IBV_WR_RDMA_READ:
 		/* a request one way, the data back */
 		shca_stat_add(b, out_p, 1);
@@ -673,7 +800,14 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 	      SHCA_QP_PEND_COMM_EST))
 		qp_pending(p, q, SHCA_QP_PEND_COMM_EST);
 
+	if ((unsigned int)x->opcode == SHCA_WR_FLUSH) {
+		do_flush(p, q, x, res);
+		return;
+	}
 	switch (x->opcode) {
+	case IBV_WR_ATOMIC_WRITE:
+		do_atomic_write(p, q, x, res);
+		break;
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:

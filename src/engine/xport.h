@@ -45,7 +45,11 @@ struct shca_xfer {
 	uint64_t remote_addr;
 	uint32_t rkey;
 	uint64_t compare_add;
-	uint64_t swap;
+	uint64_t swap;			/* ATOMIC_WRITE: the 8 bytes, as
+					 * they lie in memory */
+	uint8_t flush_type;		/* FLUSH: SHCA_FLUSH_GLOBAL | ... */
+	uint8_t flush_level;		/* FLUSH: SHCA_FLUSH_RANGE or _MR;
+					 * the range's length in length */
 	const struct iovec *local;	/* gather list, or READ/atomic target */
 	int nlocal;
 	uint64_t length;		/* message length */

@@ -297,7 +297,34 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 	m.pkey = SHCA_DEFAULT_PKEY;
 	m.dqpn = qp->attr.dest_qp_num;
 	m.psn = shca_psn_add(psn0, k);
+	if ((unsigned int)op == SHCA_WR_FLUSH) {
+		/* IBA Annex A19: FETH and RETH (qp.c: wr.atomic holds the
+		 * length, type and level) */
+		m.opcode = SHCA_OP_RC_FLUSH;
+		m.va = w->wr.wr.atomic.remote_addr;
+		m.rkey = w->wr.wr.atomic.rkey;
+		m.dma_len = (uint32_t)w->wr.wr.atomic.compare_add;
+		m.flush_plt = (uint8_t)(w->wr.wr.atomic.swap &
+					SHCA_FETH_PLT_MASK);
+		m.flush_sel = (uint8_t)((w->wr.wr.atomic.swap >> 8) & 3);
+		m.ackreq = true;
+		goto build;
+	}
 	switch (op) {
+	case IBV_WR_ATOMIC_WRITE:
+		/* IBA Annex A19: RETH of 8 bytes, the 8 bytes as payload */
+		m.opcode = SHCA_OP_RC_ATOMIC_WRITE;
+		m.va = w->wr.wr.atomic.remote_addr;
+		m.rkey = w->wr.wr.atomic.rkey;
+		m.dma_len = 8;
+		m.ackreq = true;
+		pl[0].iov_base = (void *)&w->wr.wr.atomic.swap;
+		pl[0].iov_len = 8;
+		npl = 1;
+		m.payload = pl[0].iov_base;
+		m.payload_len = 8;
+		copy = true;
+		break;
 	case IBV_WR_RDMA_READ: {
 		/* asked again from response k on: the rest of the range */
 		uint64_t off = MIN((uint64_t)k * mtu, len);
@@ -348,6 +375,7 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 		break;
 	}
 	}
+build:
 	hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &m);
 	if (hlen < 0)
 		return (int)hlen;
@@ -358,11 +386,25 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 /* ------------------------------------------------------------------ */
 /* RC requester                                                        */
 
+/* FLUSH (IBA Annex A19): answered by an RDMA READ response of no data */
+static bool wqe_is_flush(const struct shca_send_wqe *w)
+{
+	return (unsigned int)w->wr.opcode == SHCA_WR_FLUSH;
+}
+
+/* An atomic: answered by an atomic ACK with 8 bytes for its buffer */
+static bool wqe_is_atomic(const struct shca_send_wqe *w)
+{
+	return w->wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       w->wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
 static bool wqe_needs_resp(const struct shca_send_wqe *w)
 {
 	return w->wr.opcode == IBV_WR_RDMA_READ ||
 	       w->wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       w->wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	       w->wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+	       wqe_is_flush(w);
 }
 
 static uint32_t wqe_last_psn(const struct shca_send_wqe *w)
@@ -489,8 +531,7 @@ static void rc_send_window(struct shca_qp *qp)
 		st = len > SHCA_MAX_MSG_SZ ? IBV_WC_LOC_LEN_ERR :
 		     wqe_needs_resp(w) ? IBV_WC_SUCCESS :
 		     shca_stages.wqe_local_iov(qp, w, false, iov, &niov);
-		if (st == IBV_WC_SUCCESS && w->wr.opcode != IBV_WR_RDMA_READ &&
-		    wqe_needs_resp(w) && len != 8)
+		if (st == IBV_WC_SUCCESS && wqe_is_atomic(w) && len != 8)
 			st = IBV_WC_LOC_LEN_ERR;
 		if (st != IBV_WC_SUCCESS) {
 			/* completes in order: once it is at the head */
@@ -725,7 +766,7 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 			struct iovec iov[MAX_IOV];
 			int niov;
 
-			if (w->wr.opcode == IBV_WR_RDMA_READ)
+			if (!wqe_is_atomic(w))
 				return;
 			if (shca_stages.wqe_local_iov(qp, w, true, iov, &niov) ==
 			    IBV_WC_SUCCESS) {
@@ -735,6 +776,19 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 				complete_head(qp, w, IBV_WC_LOC_PROT_ERR, 0);
 				return;
 			}
+			progress = true;
+		} else if (wqe_is_flush(w)) {
+			/* its one response: an RDMA READ response only, of
+			 * no data; anything else is dropped (its timer asks
+			 * again) */
+			if (!(m->op->mask & SHCA_OPM_READ_RESP) ||
+			    !shca_wire_op_is(m->op, SHCA_OPM_ONLY) ||
+			    m->payload_len) {
+				count(qp, SHCA_STAT_DROPPED_PKTS);
+				return;
+			}
+			complete_head(qp, w, IBV_WC_SUCCESS,
+				      (uint32_t)w->wr.wr.atomic.compare_add);
 			progress = true;
 		} else if (w->wr.opcode == IBV_WR_RDMA_READ) {
 			uint32_t k = w->nrecv;
@@ -1098,13 +1152,15 @@ static void rd_drain(struct shca_conn *c)
 	}
 }
 
+static void rd_queue(struct shca_conn *c, struct shca_qp *qp,
+		     const struct shca_wire_msg *m, uint32_t len, bool is_new);
+
 /* Serve a READ request at psn (new or duplicate). */
 static void serve_read(struct shca_conn *c, struct shca_qp *qp,
 		       struct shca_peer *self, const struct shca_wire_msg *m,
 		       bool is_new)
 {
 	struct shca_xfer_result res;
-	struct shca_net_read *e;
 	struct iovec none = { NULL, 0 };
 	struct shca_xfer x;
 
@@ -1121,9 +1177,21 @@ static void serve_read(struct shca_conn *c, struct shca_qp *qp,
 		answer(c, qp, m->psn, &res);
 		return;
 	}
+	rd_queue(c, qp, m, m->dma_len, is_new);
+}
+
+/*
+ * Queue the responses of a READ of len bytes at m's PSN, checked (len 0:
+ * one response of no data, a FLUSH's answer too): in the same queue, so
+ * that they go out after those of every earlier READ.
+ */
+static void rd_queue(struct shca_conn *c, struct shca_qp *qp,
+		     const struct shca_wire_msg *m, uint32_t len, bool is_new)
+{
+	struct shca_net_read *e;
+
 	if (is_new) {
-		qp->net.epsn = shca_psn_add(m->psn, npkts(m->dma_len,
-							  path_mtu(qp)));
+		qp->net.epsn = shca_psn_add(m->psn, npkts(len, path_mtu(qp)));
 		qp->net.msn++;
 	} else {
 		/* the requester went back to this READ (go-back-N): what
@@ -1142,7 +1210,7 @@ static void serve_read(struct shca_conn *c, struct shca_qp *qp,
 	e->msn = qp->net.msn;
 	e->va = m->va;
 	e->rkey = m->rkey;
-	e->len = m->dma_len;
+	e->len = len;
 	e->sent = 0;
 	qp->net.rd_conn = c;
 	qp->net.rd_gen = shca_net_conn_gen(c);
@@ -1182,6 +1250,34 @@ static void serve_atomic(struct shca_conn *c, struct shca_qp *qp,
 	qp->net.atomics[i].valid = true;
 	send_ack(c, qp, SHCA_OP_RC_ATOMIC_ACKNOWLEDGE, m->psn, ACK_OK,
 		 res.atomic_orig);
+}
+
+/*
+ * IBA Annex A19 FLUSH (new or duplicate: carried out again, which
+ * changes nothing): every check (responder.c, do_flush), then the
+ * answer, an RDMA READ response of no data, after those of earlier READs.
+ */
+static void serve_flush(struct shca_conn *c, struct shca_qp *qp,
+			struct shca_peer *self, const struct shca_wire_msg *m,
+			bool is_new)
+{
+	struct shca_xfer_result res;
+	struct iovec none = { NULL, 0 };
+	struct shca_xfer x;
+
+	xfer_init(&x, qp, m, &none);
+	x.opcode = (enum ibv_wr_opcode)SHCA_WR_FLUSH;
+	x.remote_addr = m->va;
+	x.rkey = m->rkey;
+	x.length = m->dma_len;
+	x.flush_type = m->flush_plt;
+	x.flush_level = m->flush_sel;
+	key_execute(c, self, &x, &res);
+	if (res.outcome != SHCA_XFER_DONE || res.status != IBV_WC_SUCCESS) {
+		answer(c, qp, m->psn, &res);
+		return;
+	}
+	rd_queue(c, qp, m, 0, is_new);
 }
 
 static bool rx_append(struct shca_qp *qp, const struct shca_wire_msg *m)
@@ -1247,6 +1343,38 @@ static void message_done(struct shca_conn *c, struct shca_qp *qp,
 		return;
 	}
 	answer(c, qp, m->psn, res);
+}
+
+/*
+ * IBA Annex A19 ATOMIC WRITE: a RETH for 8 bytes and 8 bytes of payload
+ * (anything else is an invalid request, as a WRITE whose payload does
+ * not match its RETH), carried out as on the same host (responder.c,
+ * do_atomic_write) and acknowledged like a WRITE.  A duplicate is only
+ * acknowledged again (duplicate()): the 8 bytes are not placed twice.
+ */
+static void serve_atomic_write(struct shca_conn *c, struct shca_qp *qp,
+			       struct shca_peer *self,
+			       const struct shca_wire_msg *m)
+{
+	struct shca_xfer_result res;
+	struct iovec none = { NULL, 0 };
+	struct shca_xfer x;
+
+	if (m->payload_len != 8 || m->dma_len != 8) {
+		count(qp, SHCA_STAT_LENGTH_ERR);
+		invalid_request(c, qp, m->psn);
+		return;
+	}
+	rx_reset(qp);
+	xfer_init(&x, qp, m, &none);
+	x.opcode = IBV_WR_ATOMIC_WRITE;
+	x.remote_addr = m->va;
+	x.rkey = m->rkey;
+	x.length = 8;
+	memcpy(&x.swap, m->payload, 8);
+	qp->net.epsn = shca_psn_add(m->psn, 1);
+	key_execute(c, self, &x, &res);
+	message_done(c, qp, m, m->psn, &res);
 }
 
 /* The middle packets left of qp's WRITE in progress: all but its last. */
@@ -1483,6 +1611,10 @@ static void duplicate(struct shca_conn *c, struct shca_qp *qp,
 		serve_read(c, qp, self, m, false);
 		return;
 	}
+	if (m->op->mask & SHCA_OPM_FLUSH) {
+		serve_flush(c, qp, self, m, false);
+		return;
+	}
 	if (m->op->mask & SHCA_OPM_ATOMIC) {
 		for (i = 0; i < 16; i++)
 			if (qp->net.atomics[i].valid &&
@@ -1549,6 +1681,10 @@ static void responder(struct shca_conn *c, struct shca_qp *qp,
 		serve_read(c, qp, self, m, true);
 	else if (m->op->mask & SHCA_OPM_ATOMIC)
 		serve_atomic(c, qp, self, m);
+	else if (m->op->mask & SHCA_OPM_FLUSH)
+		serve_flush(c, qp, self, m, true);
+	else if (m->op->mask & SHCA_OPM_ATOMIC_WRITE)
+		serve_atomic_write(c, qp, self, m);
 	else
 		data_packet(c, qp, self, m);
 }

@@ -183,6 +183,15 @@ static uint64_t atomic_word(uint64_t *w, enum ibv_wr_opcode op,
 {
 	uint64_t v;
 
+	if (op == IBV_WR_ATOMIC_WRITE) {
+		/* IBA Annex A19: the 8 bytes placed whole, after everything
+		 * before them (release) */
+		if ((uintptr_t)w & 7)
+			memcpy(w, &swap, 8);
+		else
+			__atomic_store_n(w, swap, __ATOMIC_SEQ_CST);
+		return 0;
+	}
 	if ((uintptr_t)w & 7) {
 		/* unaligned here (an iova that is not congruent to its
 		 * address): no CPU atomic, the lock stripe alone */
@@ -331,6 +340,12 @@ static int cma_atomic(struct shca_peer *p, uint64_t va, enum ibv_wr_opcode op,
 	struct iovec r = { (void *)(uintptr_t)va, 8 };
 	int ret;
 
+	if (op == IBV_WR_ATOMIC_WRITE) {
+		/* one 8-byte write, under the stripe like the others */
+		l.iov_base = &swap;
+		*orig = 0;
+		return shca_peer_write(p, &l, 1, &r, 1);
+	}
 	ret = shca_peer_read(p, &l, 1, &r, 1);
 	if (!ret) {
 		if (op == IBV_WR_ATOMIC_CMP_AND_SWP)

@@ -59,7 +59,8 @@ int shca_mem_read(struct shca_peer *p, const struct iovec *local, int nl,
 		  const struct iovec *remote, int nr);
 /*
  * IBV_WR_ATOMIC_CMP_AND_SWP or _FETCH_AND_ADD on the responder's 8 bytes
- * at va (its address): the original value in *orig.  Under the host's
+ * at va (its address): the original value in *orig; IBV_WR_ATOMIC_WRITE
+ * stores swap there (*orig 0).  Under the host's
  * atomic lock stripe of (pid, va), so that every path's atomics are
  * atomic with each other; on the mapped and local paths with the CPU's
  * atomic instructions, so also with the owner's own.  0 or -errno

@@ -97,7 +97,11 @@ int shca_query_device_ex(struct ibv_context *ctx,
 	full.comp_mask = 0;
 	full.completion_timestamp_mask = ~0ull;
 	full.hca_core_clock = SHCA_CORE_CLOCK_KHZ;
-	full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
+	/* IBA Annex A19: ATOMIC WRITE, and FLUSH of the global visibility
+	 * placement type (not persistence: docs/verbs.md) */
+	full.device_cap_flags_ex = full.orig_attr.device_cap_flags |
+				   SHCA_DEVICE_ATOMIC_WRITE |
+				   SHCA_DEVICE_FLUSH_GLOBAL;
 	full.phys_port_cnt_ex = 1;
 	memcpy(attr, &full, MIN(attr_size, sizeof(full)));
 	if (attr_size > sizeof(full))

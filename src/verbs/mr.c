@@ -42,7 +42,8 @@ static uint32_t mr_count;
  * FLUSH bits 8 and 9 (kernel 6.2 and later), and the optional range
  * 20..29, which a device may ignore.
  */
-#define SHCA_MR_ACCESS_FLUSH	(1u << 8 | 1u << 9)
+#define SHCA_MR_ACCESS_FLUSH                                              \
+	(SHCA_ACCESS_FLUSH_GLOBAL | SHCA_ACCESS_FLUSH_PERSISTENT)
 #define SHCA_MR_ACCESS_KNOWN                                              \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                \
 	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |               \
@@ -60,7 +61,7 @@ static bool access_needs_write(unsigned int access)
 /*
  * The kernel's ib_check_mr_access(), in its order: remote write and remote
  * atomic need local write (IBA o10-36.2.1), unknown bits are EINVAL, ODP
- * and FLUSH are EOPNOTSUPP on a device without them.  MW_BIND and HUGETLB
+ * and FLUSH_PERSISTENT are EOPNOTSUPP on a device without them.  MW_BIND and HUGETLB
  * are accepted, as rxe and mlx5 accept them; ZERO_BASED is honoured (the
  * MR's iova is 0, shca_reg_mr); the optional bits are ignored.
  */
@@ -73,8 +74,10 @@ static int check_access(unsigned int access)
 		return -EINVAL;
 	if (access & IBV_ACCESS_ON_DEMAND)
 		return -EOPNOTSUPP;	/* no ODP: odp_caps are zero */
-	if (access & SHCA_MR_ACCESS_FLUSH)
-		return -EOPNOTSUPP;	/* no RDMA FLUSH */
+	/* FLUSH: global visibility, not persistence (docs/verbs.md,
+	 * "ATOMIC WRITE and FLUSH") */
+	if (access & SHCA_ACCESS_FLUSH_PERSISTENT)
+		return -EOPNOTSUPP;
 	return 0;
 }
 

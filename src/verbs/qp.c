@@ -24,6 +24,7 @@
 #include "../common/nocancel.h"
 #include "../common/slot.h"
 #include "../net/net.h"
+#include "../common/verbs_ext.h"
 #include "shca.h"
 
 #define QPT(t)		(1u << (t))
@@ -37,11 +38,18 @@ enum wr_class {
 	WR_SEND,	/* data from local memory or inline */
 	WR_READ,	/* data into local memory: never inline */
 	WR_ATOMIC,	/* 8 bytes into local memory; aligned remote */
+	WR_PLACE,	/* ATOMIC_WRITE, FLUSH (IBA Annex A19): no local
+			 * memory; built by ibv_wr_* only */
 };
 
 /*
  * One row per opcode softhca executes; an opcode without a row (memory
- * windows, invalidation, TSO, flush, atomic write) is not supported.
+ * windows, invalidation, TSO) is not supported.  ATOMIC_WRITE and FLUSH
+ * have no ibv_send_wr form in rdma-core (no field for the 8 bytes, the
+ * length, type and level): ibv_post_send refuses them, ibv_wr_atomic_write
+ * and ibv_wr_flush build them, into wr.atomic (remote_addr, rkey; swap:
+ * the 8 bytes of ATOMIC_WRITE as they lie in memory; compare_add: the
+ * FLUSH length, swap: its type | level << 8).
  */
 static const struct wr_info {
 	uint32_t qp_types;		/* where the opcode is legal */
@@ -65,6 +73,11 @@ static const struct wr_info {
 	[IBV_WR_ATOMIC_FETCH_AND_ADD] = { QPT(IBV_QPT_RC), WR_ATOMIC,
 					  IBV_WC_FETCH_ADD,
 					  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD },
+	[IBV_WR_ATOMIC_WRITE] = { QPT(IBV_QPT_RC), WR_PLACE,
+				  IBV_WC_ATOMIC_WRITE,
+				  IBV_QP_EX_WITH_ATOMIC_WRITE },
+	[SHCA_WR_FLUSH] = { QPT(IBV_QPT_RC), WR_PLACE, SHCA_WC_FLUSH,
+			    SHCA_QP_EX_WITH_FLUSH },
 };
 
 static const struct wr_info *wr_info(unsigned int opcode)
@@ -335,7 +348,8 @@ static bool ah_ok(const struct shca_qp *qp, struct ibv_ah *ah)
  * the requester completes it with IBV_WC_LOC_QP_OP_ERR and the QP goes to
  * SQE (engine/requester.c; docs/conformance.md).
  */
-static int sq_check_wr(const struct shca_qp *qp, const struct ibv_send_wr *wr)
+static int sq_check_wr(const struct shca_qp *qp, const struct ibv_send_wr *wr,
+		       bool builder)
 {
 	const struct wr_info *op = wr_info(wr->opcode);
 	uint64_t len = 0;
@@ -343,6 +357,10 @@ static int sq_check_wr(const struct shca_qp *qp, const struct ibv_send_wr *wr)
 
 	if (!op)
 		return -EINVAL;
+	/* ATOMIC_WRITE and FLUSH: from their ibv_wr_* builders only, with
+	 * no local memory (the table's comment) */
+	if (op->cls == WR_PLACE)
+		return builder && !wr->num_sge ? 0 : -EINVAL;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->sq.max_sge ||
 	    (wr->num_sge && !wr->sg_list))
 		return -EINVAL;
@@ -426,7 +444,7 @@ static int sq_post(struct shca_qp *qp, struct ibv_send_wr *wr,
 		uint32_t n = 0;
 
 		for (w = wr; w; w = w->next, n++) {
-			ret = sq_check_wr(qp, w);
+			ret = sq_check_wr(qp, w, all_or_none);
 			if (ret) {
 				*bad = w;
 				goto out;
@@ -439,7 +457,7 @@ static int sq_post(struct shca_qp *qp, struct ibv_send_wr *wr,
 		}
 	}
 	for (; wr; wr = wr->next) {
-		ret = sq_check_wr(qp, wr);
+		ret = sq_check_wr(qp, wr, all_or_none);
 		if (!ret && !flush && sq->tail - sq->head >= sq->max_wr)
 			ret = -ENOMEM;
 		if (ret) {
@@ -867,11 +885,58 @@ static void qpx_wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
 	qpx_unsupported(qpx);
 }
 
+/*
+ * IBA Annex A19 ATOMIC WRITE: the 8 bytes at atomic_wr, as they lie in
+ * memory, written whole at the responder's 8-byte aligned remote_addr
+ * (an R_Key with remote write; a misaligned address is the responder's
+ * invalid request).  Read now: the caller's buffer is free on return.
+ */
 static void qpx_wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey,
 				uint64_t remote_addr, const void *atomic_wr)
 {
-	qpx_unsupported(qpx);
+	struct batch_wr *e = batch_new(qpx, IBV_WR_ATOMIC_WRITE);
+
+	if (!e)
+		return;
+	if (!atomic_wr) {
+		batch_fail(qpx_batch(qpx), EINVAL);
+		return;
+	}
+	e->wr.wr.atomic.remote_addr = remote_addr;
+	e->wr.wr.atomic.rkey = rkey;
+	memcpy(&e->wr.wr.atomic.swap, atomic_wr, 8);
 }
+
+/*
+ * IBA Annex A19 FLUSH (rdma-core 45's ibv_wr_flush): type a non-empty
+ * mask of IBV_FLUSH_GLOBAL and IBV_FLUSH_PERSISTENT, level
+ * IBV_FLUSH_RANGE ([remote_addr, + len)) or IBV_FLUSH_MR (the R_Key's
+ * whole region; remote_addr and len unused).  Anything else: EINVAL at
+ * wr_complete.  The length travels in the RETH: at most 2^32 - 1.
+ */
+static void qpx_wr_flush(struct ibv_qp_ex *qpx, uint32_t rkey,
+			 uint64_t remote_addr, size_t len, uint8_t type,
+			 uint8_t level)
+{
+	struct batch_wr *e = batch_new(qpx, SHCA_WR_FLUSH);
+
+	if (!e)
+		return;
+	if (!type || (type & ~(SHCA_FLUSH_GLOBAL | SHCA_FLUSH_PERSISTENT)) ||
+	    level > SHCA_FLUSH_MR ||
+	    (level == SHCA_FLUSH_RANGE && len > UINT32_MAX)) {
+		batch_fail(qpx_batch(qpx), EINVAL);
+		return;
+	}
+	e->wr.wr.atomic.remote_addr = remote_addr;
+	e->wr.wr.atomic.rkey = rkey;
+	e->wr.wr.atomic.compare_add = level == SHCA_FLUSH_RANGE ? len : 0;
+	e->wr.wr.atomic.swap = type | (uint64_t)level << 8;
+}
+
+_Static_assert(offsetof(struct shca_qp, wr_flush) ==
+		       offsetof(struct shca_qp, qpx) + sizeof(struct ibv_qp_ex),
+	       "wr_flush follows ibv_qp_ex, as in rdma-core 45");
 
 static int batch_init(struct shca_qp *qp)
 {
@@ -906,6 +971,7 @@ static int batch_init(struct shca_qp *qp)
 	x->wr_send_tso = qpx_wr_send_tso;
 	x->wr_set_xrc_srqn = qpx_wr_set_xrc_srqn;
 	x->wr_atomic_write = qpx_wr_atomic_write;
+	qp->wr_flush = qpx_wr_flush;
 	return 0;
 }
 

@@ -61,7 +61,8 @@
 /* What qp_access_flags may hold (rxe: RXE_ACCESS_SUPPORTED_QP). */
 #define QP_ACCESS_SUPPORTED                                              \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |               \
-	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |              \
+	 SHCA_ACCESS_FLUSH_GLOBAL | SHCA_ACCESS_FLUSH_PERSISTENT)
 
 #define PSN_MASK	0xffffffu
 

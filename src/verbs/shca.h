@@ -25,6 +25,7 @@
 #include "../common/log.h"
 #include "../common/netif.h"
 #include "../common/util.h"
+#include "../common/verbs_ext.h"
 #include "../engine/engine.h"
 #include "../engine/xport.h"
 #include "../shm/arena.h"
@@ -352,6 +353,11 @@ struct shca_qp {
 		struct ibv_qp ibqp;
 		struct ibv_qp_ex qpx;
 	};
+	/* rdma-core 45's ibv_qp_ex.wr_flush, the member after
+	 * wr_atomic_write (common/verbs_ext.h) */
+	void (*wr_flush)(struct ibv_qp_ex *qp, uint32_t rkey,
+			 uint64_t remote_addr, size_t len, uint8_t type,
+			 uint8_t level);
 	struct shca_obj obj;
 	pthread_mutex_t lock;
 	uint32_t qpn_index;		/* slot in the process's QP table */

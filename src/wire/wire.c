@@ -14,6 +14,7 @@
 /* Length of the headers an opcode carries, from its mask. */
 #define HDR_LEN(m)                                                  \
 	(SHCA_BTH_LEN + ((m) & SHCA_OPM_DETH ? SHCA_DETH_LEN : 0) +   \
+	 ((m) & SHCA_OPM_FETH ? SHCA_FETH_LEN : 0) +                  \
 	 ((m) & SHCA_OPM_RETH ? SHCA_RETH_LEN : 0) +                  \
 	 ((m) & SHCA_OPM_ATMETH ? SHCA_ATMETH_LEN : 0) +              \
 	 ((m) & SHCA_OPM_AETH ? SHCA_AETH_LEN : 0) +                  \
@@ -83,6 +84,12 @@ const struct shca_wire_opinfo shca_wire_optab[256] = {
 	   ONLY | SHCA_OPM_ATMETH),
 	OP(RC, SEND_LAST_WITH_INVALIDATE, RC_REQ | SEND | LAST | COMP | INV),
 	OP(RC, SEND_ONLY_WITH_INVALIDATE, RC_REQ | SEND | ONLY | COMP | INV),
+	/* answered with an RDMA READ response of no data (Annex A19) */
+	OP(RC, FLUSH, RC_REQ | SHCA_OPM_FLUSH | SHCA_OPM_NEEDS_RESP | ONLY |
+	   SHCA_OPM_FETH | RETH),
+	/* acknowledged like an RDMA WRITE; its payload is the 8 bytes */
+	OP(RC, ATOMIC_WRITE, RC_REQ | SHCA_OPM_ATOMIC_WRITE | SHCA_OPM_PAYLOAD |
+	   ONLY | RETH),
 
 	CONNECTED_OPS(UC, UC_REQ),
 
@@ -136,6 +143,10 @@ static int check_msg(const struct shca_wire_opinfo *op,
 		return -EINVAL;
 	if (op->mask & SHCA_OPM_DETH && m->sqpn > SHCA_QPN_MASK)
 		return -EINVAL;
+	if (op->mask & SHCA_OPM_FETH &&
+	    (m->flush_plt > SHCA_FETH_PLT_MASK ||
+	     m->flush_sel > (SHCA_FETH_SEL_MASK >> SHCA_FETH_SEL_SHIFT)))
+		return -EINVAL;
 	if (op->mask & SHCA_OPM_AETH) {
 		if (!shca_aeth_syn_valid(m->syndrome) ||
 		    m->msn > SHCA_MSN_MASK)
@@ -182,6 +193,12 @@ ssize_t shca_wire_build_hdr(void *buf, size_t cap,
 		shca_deth_set_qkey(deth, m->qkey);
 		shca_deth_set_sqpn(deth, m->sqpn);
 		off += SHCA_DETH_LEN;
+	}
+	if (op->mask & SHCA_OPM_FETH) {
+		struct shca_feth *feth = (void *)(p + off);
+
+		shca_feth_set(feth, m->flush_plt, m->flush_sel);
+		off += SHCA_FETH_LEN;
 	}
 	if (op->mask & SHCA_OPM_RETH) {
 		struct shca_reth *reth = (void *)(p + off);
@@ -293,6 +310,13 @@ int shca_wire_parse(const void *buf, size_t len, struct shca_wire_msg *out)
 		m.qkey = shca_deth_qkey(deth);
 		m.sqpn = shca_deth_sqpn(deth);
 		off += SHCA_DETH_LEN;
+	}
+	if (op->mask & SHCA_OPM_FETH) {
+		const struct shca_feth *feth = (const void *)(p + off);
+
+		m.flush_plt = shca_feth_plt(feth);
+		m.flush_sel = shca_feth_sel(feth);
+		off += SHCA_FETH_LEN;
 	}
 	if (op->mask & SHCA_OPM_RETH) {
 		const struct shca_reth *reth = (const void *)(p + off);

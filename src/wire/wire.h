@@ -49,6 +49,7 @@
 #define SHCA_ATMACK_LEN		8
 #define SHCA_IMMDT_LEN		4
 #define SHCA_IETH_LEN		4
+#define SHCA_FETH_LEN		4
 #define SHCA_ICRC_LEN		4
 
 /* The longest header chain of any opcode (BTH + AtomicETH). */
@@ -435,6 +436,47 @@ static inline void shca_ieth_set_rkey(struct shca_ieth *ieth, uint32_t rkey)
 	ieth->rkey = htobe32(rkey);
 }
 
+/*
+ * FLUSH Extended Transport Header (IBA Annex A19, Memory Placement
+ * Extensions): 26 reserved bits, the selectivity level (SEL, 2 bits:
+ * 0 the range of the RETH, 1 the whole memory region) and the placement
+ * type (PLT, 4 bits: 1 global visibility, 2 persistence).  It follows the
+ * BTH, before the RETH.
+ */
+struct shca_feth {
+	uint32_t bits;
+} __attribute__((packed));
+_Static_assert(sizeof(struct shca_feth) == SHCA_FETH_LEN, "FETH is 4 bytes");
+
+#define SHCA_FETH_PLT_MASK	0x0000000fu
+#define SHCA_FETH_SEL_MASK	0x00000030u
+#define SHCA_FETH_SEL_SHIFT	4
+
+#define SHCA_FLUSH_PLT_GLOBAL		1u
+#define SHCA_FLUSH_PLT_PERSISTENT	2u
+#define SHCA_FLUSH_SEL_RANGE		0u
+#define SHCA_FLUSH_SEL_MR		1u
+
+static inline uint8_t shca_feth_plt(const struct shca_feth *f)
+{
+	return (uint8_t)(be32toh(f->bits) & SHCA_FETH_PLT_MASK);
+}
+
+static inline uint8_t shca_feth_sel(const struct shca_feth *f)
+{
+	return (uint8_t)((be32toh(f->bits) & SHCA_FETH_SEL_MASK) >>
+			 SHCA_FETH_SEL_SHIFT);
+}
+
+/* Reserved bits are sent as 0 (and ignored when received, IBA 9.2). */
+static inline void shca_feth_set(struct shca_feth *f, uint8_t plt,
+				 uint8_t sel)
+{
+	f->bits = htobe32((plt & SHCA_FETH_PLT_MASK) |
+			  (((uint32_t)sel << SHCA_FETH_SEL_SHIFT) &
+			   SHCA_FETH_SEL_MASK));
+}
+
 /* 3. The opcode table --------------------------------------------------- */
 
 /*
@@ -475,6 +517,9 @@ enum shca_wire_opcode {
 	/* 0x15 reserved */
 	SHCA_OP_RC_SEND_LAST_WITH_INVALIDATE		= 0x16,
 	SHCA_OP_RC_SEND_ONLY_WITH_INVALIDATE		= 0x17,
+	/* IBA Annex A19 (Memory Placement Extensions) */
+	SHCA_OP_RC_FLUSH				= 0x1c,
+	SHCA_OP_RC_ATOMIC_WRITE				= 0x1d,
 
 	SHCA_OP_UC_SEND_FIRST				= 0x20,
 	SHCA_OP_UC_SEND_MIDDLE				= 0x21,
@@ -530,6 +575,11 @@ enum shca_wire_opmask {
 	/* completes a receive WQE at the responder (last/only of a SEND, or
 	 * of an RDMA WRITE with immediate) */
 	SHCA_OPM_COMP		= 1u << 22,
+	/* Annex A19: FLUSH (FETH then RETH), ATOMIC WRITE (RETH and an
+	 * 8-byte payload) */
+	SHCA_OPM_FETH		= 1u << 23,	/* before the RETH on the wire */
+	SHCA_OPM_FLUSH		= 1u << 24,
+	SHCA_OPM_ATOMIC_WRITE	= 1u << 25,
 };
 #define SHCA_OPM_ONLY (SHCA_OPM_FIRST | SHCA_OPM_LAST)
 
@@ -715,6 +765,9 @@ struct shca_wire_msg {
 	uint32_t imm_be;
 	/* IETH */
 	uint32_t inv_rkey;
+	/* FETH: placement type, selectivity level */
+	uint8_t flush_plt;
+	uint8_t flush_sel;
 	/* DETH */
 	uint32_t qkey;
 	uint32_t sqpn;
