@@ -41,6 +41,7 @@
 #include <infiniband/verbs.h>
 
 #include "fuzz.h"
+#include "common/verbs_ext.h"
 #include "common/slot.h"
 #include "engine/engine.h"
 #include "net/keyguard.h"
@@ -549,7 +550,8 @@ static void qp_restart(struct ibv_qp *qp)
 				    IBV_ACCESS_REMOTE_WRITE;
 		if (rc)
 			a.qp_access_flags |= IBV_ACCESS_REMOTE_READ |
-					     IBV_ACCESS_REMOTE_ATOMIC;
+					     IBV_ACCESS_REMOTE_ATOMIC |
+					     SHCA_ACCESS_FLUSH_GLOBAL;
 		mask |= IBV_QP_ACCESS_FLAGS;
 	}
 	modify(qp, &a, mask);
@@ -751,6 +753,8 @@ static void patch(unsigned char *pkt, size_t len, uint8_t sel,
 					   FUZZ_NET_QKEY);
 		off += SHCA_DETH_LEN;
 	}
+	if (op->mask & SHCA_OPM_FETH)
+		off += SHCA_FETH_LEN;		/* FLUSH: before the RETH */
 	if (op->mask & SHCA_OPM_RETH) {
 		if (len >= off + SHCA_RETH_LEN)
 			shca_reth_set_rkey((struct shca_reth *)(pkt + off),
@@ -899,7 +903,8 @@ static void setup(void)
 				IBV_ACCESS_LOCAL_WRITE |
 				IBV_ACCESS_REMOTE_WRITE |
 				IBV_ACCESS_REMOTE_READ |
-				IBV_ACCESS_REMOTE_ATOMIC);
+				IBV_ACCESS_REMOTE_ATOMIC |
+				SHCA_ACCESS_FLUSH_GLOBAL);
 	CHECK(fz.mr);
 	fz.cq = ibv_create_cq(fz.ctx, CQ_DEPTH, NULL, NULL, 0);
 	CHECK(fz.cq);

@@ -191,6 +191,38 @@ static void seed_rc_rdma(struct seed_buf *b, unsigned int v)
 			.va = FUZZ_NET_IOVA + 100, .dma_len = 300,
 			.ackreq = true));
 		break;
+	case 7:		/* Annex A19: ATOMIC WRITE and FLUSH */
+		rec(b, RC, MSG(SHCA_OP_RC_ATOMIC_WRITE,
+			       .va = FUZZ_NET_IOVA + 16, .dma_len = 8,
+			       .payload_len = 8, .ackreq = true));
+		rec(b, RC, MSG(SHCA_OP_RC_FLUSH, .va = FUZZ_NET_IOVA,
+			       .dma_len = 64, .flush_plt = SHCA_FLUSH_PLT_GLOBAL,
+			       .flush_sel = SHCA_FLUSH_SEL_RANGE,
+			       .ackreq = true));
+		rec(b, RC, MSG(SHCA_OP_RC_FLUSH,
+			       .flush_plt = SHCA_FLUSH_PLT_GLOBAL,
+			       .flush_sel = SHCA_FLUSH_SEL_MR, .ackreq = true));
+		/* the FLUSH again: answered again */
+		rec(b, RC | FUZZ_NET_PSN_DELTA(5),
+		    MSG(SHCA_OP_RC_FLUSH, .flush_plt = SHCA_FLUSH_PLT_GLOBAL,
+			.flush_sel = SHCA_FLUSH_SEL_MR, .ackreq = true));
+		/* persistence (no region has it), an undefined level */
+		rec(b, RC, MSG(SHCA_OP_RC_FLUSH, .va = FUZZ_NET_IOVA,
+			       .dma_len = 8,
+			       .flush_plt = SHCA_FLUSH_PLT_PERSISTENT,
+			       .ackreq = true));
+		break;
+	case 8:		/* ATOMIC WRITE: misaligned, and a short payload */
+		rec(b, RC, MSG(SHCA_OP_RC_ATOMIC_WRITE,
+			       .va = FUZZ_NET_IOVA + 20, .dma_len = 8,
+			       .payload_len = 8, .ackreq = true));
+		rec(b, RC, MSG(SHCA_OP_RC_ATOMIC_WRITE,
+			       .va = FUZZ_NET_IOVA + 16, .dma_len = 8,
+			       .payload_len = 4, .ackreq = true));
+		rec(b, RC, MSG(SHCA_OP_RC_FLUSH, .va = FUZZ_NET_IOVA,
+			       .dma_len = 8, .flush_plt = SHCA_FLUSH_PLT_GLOBAL,
+			       .flush_sel = 3, .ackreq = true));
+		break;
 	}
 }
 
@@ -357,7 +389,7 @@ static const struct {
 	unsigned int n;
 } groups[] = {
 	{ seed_rc_send, 7 },
-	{ seed_rc_rdma, 7 },
+	{ seed_rc_rdma, 9 },
 	{ seed_rc_answers, 9 },
 	{ seed_other, 10 },
 };

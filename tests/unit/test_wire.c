@@ -302,6 +302,8 @@ TEST(opcode_table)
 		{ 0x14, "RC_FETCH_ADD", 40 },
 		{ 0x16, "RC_SEND_LAST_WITH_INVALIDATE", 16 },
 		{ 0x17, "RC_SEND_ONLY_WITH_INVALIDATE", 16 },
+		{ 0x1c, "RC_FLUSH", 32 },		/* Annex A19 */
+		{ 0x1d, "RC_ATOMIC_WRITE", 28 },
 		{ 0x20, "UC_SEND_FIRST", 12 },
 		{ 0x21, "UC_SEND_MIDDLE", 12 },
 		{ 0x22, "UC_SEND_LAST", 12 },
@@ -351,7 +353,8 @@ TEST(opcode_masks)
 	const uint32_t kind = SHCA_OPM_SEND | SHCA_OPM_WRITE |
 			      SHCA_OPM_READ_REQ | SHCA_OPM_READ_RESP |
 			      SHCA_OPM_ATOMIC | SHCA_OPM_ACK |
-			      SHCA_OPM_ATOMIC_ACK;
+			      SHCA_OPM_ATOMIC_ACK | SHCA_OPM_FLUSH |
+			      SHCA_OPM_ATOMIC_WRITE;
 	unsigned int opc;
 
 	for (opc = 0; opc < 256; opc++) {
@@ -369,17 +372,23 @@ TEST(opcode_masks)
 		       (m & pos) == SHCA_OPM_MIDDLE ||
 		       (m & pos) == SHCA_OPM_LAST ||
 		       (m & pos) == SHCA_OPM_ONLY);
-		/* payload exactly for SEND, WRITE and read responses */
+		/* payload exactly for SEND, WRITE, ATOMIC WRITE and read
+		 * responses */
 		ASSERT_EQ(!!(m & SHCA_OPM_PAYLOAD),
 			  !!(m & (SHCA_OPM_SEND | SHCA_OPM_WRITE |
-				  SHCA_OPM_READ_RESP)));
+				  SHCA_OPM_ATOMIC_WRITE | SHCA_OPM_READ_RESP)));
 		/* RC requests need an ACK; nothing else does */
 		ASSERT_EQ(!!(m & SHCA_OPM_NEEDS_ACK),
 			  op->transport == SHCA_TP_RC && (m & SHCA_OPM_REQ));
 		ASSERT_EQ(!!(m & SHCA_OPM_NEEDS_RESP),
-			  !!(m & (SHCA_OPM_READ_REQ | SHCA_OPM_ATOMIC)));
-		/* a WRITE carries the RETH on its first packet */
-		if (m & (SHCA_OPM_WRITE | SHCA_OPM_READ_REQ))
+			  !!(m & (SHCA_OPM_READ_REQ | SHCA_OPM_ATOMIC |
+				  SHCA_OPM_FLUSH)));
+		/* a WRITE carries the RETH on its first packet; FLUSH and
+		 * ATOMIC WRITE are single packets with one, FLUSH alone
+		 * with the FETH (before it) */
+		ASSERT_EQ(!!(m & SHCA_OPM_FETH), !!(m & SHCA_OPM_FLUSH));
+		if (m & (SHCA_OPM_WRITE | SHCA_OPM_READ_REQ | SHCA_OPM_FLUSH |
+			 SHCA_OPM_ATOMIC_WRITE))
 			ASSERT_EQ(!!(m & SHCA_OPM_RETH),
 				  !!(m & SHCA_OPM_FIRST));
 		else
@@ -715,7 +724,7 @@ TEST(parse_reserved_opcodes)
 		expect_parse(buf, 12, -EOPNOTSUPP);
 		n++;
 	}
-	ASSERT_EQ(n, 256 - 37);
+	ASSERT_EQ(n, 256 - 39);
 	/* ... but a truncated BTH is malformed whatever its opcode */
 	buf[0] = 0x15;
 	expect_parse(buf, 11, -EBADMSG);

@@ -598,6 +598,102 @@ TEST(pcap_tshark_decodes_every_opcode)
 }
 
 /*
+ * FLUSH (0x1c: FETH, RETH) and ATOMIC WRITE (0x1d: RETH, 8 bytes) of IBA
+ * Annex A19.  Debian 12's Wireshark (4.0) has no names for them: it
+ * prints the BTH, "Unknown (28)", and the rest as vendor data.  Its BTH
+ * must be whole and right, and the rest must be the headers softhca
+ * built, byte for byte (a later Wireshark that names them: its name).
+ */
+TEST(pcap_tshark_annex_a19_opcodes)
+{
+	static const struct {
+		uint8_t opcode;
+		const char *unknown, *named, *rest;
+	} fc[] = {
+		/* FETH: PLT 1 (global), SEL 1 (region); RETH */
+		{ SHCA_OP_RC_FLUSH, "Opcode: Unknown (28)", "FLUSH (28)",
+		  "00000011" "00007f1234560000" "00abcd01" "00000040" },
+		/* RETH of 8 bytes, the 8 bytes */
+		{ SHCA_OP_RC_ATOMIC_WRITE, "Opcode: Unknown (29)",
+		  "ATOMIC WRITE (29)",
+		  "00007f1234560000" "00abcd01" "00000008"
+		  "0102030405060708" },
+	};
+	const uint8_t bytes[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	const char *path = tmp_file("a19");
+	static uint8_t pkt[SHCA_WIRE_MAX_PKT];
+	struct shca_pcap *pcap;
+	struct shca_wire_msg m, back;
+	char cmd[512], *out, *fr;
+	unsigned int i;
+	ssize_t n;
+	int status;
+
+	if (!in_path("tshark"))
+		SKIP_ENV("tshark not installed (Debian package tshark, "
+			 "scripts/install-deps.sh)");
+	ASSERT_EQ(shca_pcap_open(path, 0, &pcap), 0);
+	for (i = 0; i < ARRAY_LEN(fc); i++) {
+		memset(&m, 0, sizeof(m));
+		m.opcode = fc[i].opcode;
+		m.pkey = SHCA_PKEY_DEFAULT;
+		m.dqpn = 0x000c21;
+		m.psn = 0x000100 + i;
+		m.ackreq = true;
+		m.va = 0x00007f1234560000ull;
+		m.rkey = 0x00abcd01;
+		if (fc[i].opcode == SHCA_OP_RC_FLUSH) {
+			m.dma_len = 64;
+			m.flush_plt = SHCA_FLUSH_PLT_GLOBAL;
+			m.flush_sel = SHCA_FLUSH_SEL_MR;
+		} else {
+			m.dma_len = 8;
+			m.payload = bytes;
+			m.payload_len = 8;
+		}
+		n = shca_wire_build(pkt, sizeof(pkt), &m);
+		ASSERT_GT(n, 0);
+		/* and softhca reads back what it wrote */
+		ASSERT_EQ(shca_wire_parse(pkt, (size_t)n, &back), 0);
+		ASSERT_EQ(back.flush_plt, m.flush_plt);
+		ASSERT_EQ(back.flush_sel, m.flush_sel);
+		ASSERT_U64_EQ(back.va, m.va);
+		ASSERT_EQ(back.rkey, m.rkey);
+		ASSERT_EQ(back.dma_len, m.dma_len);
+		ASSERT_EQ(back.payload_len, m.payload_len);
+		ASSERT_EQ(shca_pcap_write(pcap, gid4_a, gid4_b, pkt, (size_t)n,
+					  NULL),
+			  0);
+	}
+	ASSERT_EQ(shca_pcap_close(pcap), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "tshark -n -r '%s' -V -o ip.check_checksum:TRUE "
+		 "-o udp.check_checksum:TRUE 2>&1",
+		 path);
+	out = run(cmd, &status);
+	unlink(path);
+	ASSERT_EQ(status, 0);
+	for (i = 0; i < ARRAY_LEN(fc); i++) {
+		char *copy = strdup(out);
+
+		ASSERT_NOT_NULL(copy);
+		fr = frame_text(copy, i + 1);
+		ASSERT_NOT_NULL(fr);
+		if (!strstr(fr, "\nInfiniBand\n") ||
+		    !strstr(fr, "Header Version: 0") ||
+		    !strstr(fr, "Destination Queue Pair: 0x000c21") ||
+		    strstr(fr, "Checksum Status: Bad") ||
+		    (!strstr(fr, fc[i].unknown) && !strstr(fr, fc[i].named)) ||
+		    (strstr(fr, fc[i].unknown) && !strstr(fr, fc[i].rest))) {
+			fprintf(stderr, "%s\n", fr);
+			harness_fail(__FILE__, __LINE__, "frame %u", i + 1);
+		}
+		free(copy);
+	}
+	free(out);
+}
+
+/*
  * Short SEND payloads: the transport headers decode; the only complaints
  * allowed are those of Wireshark's own payload heuristics (see above).
  */
