@@ -204,8 +204,17 @@ TEST(reg_mr_access_rules)
 	/* features the device lacks */
 	reg_fails(e.pd, buf, page, IBV_ACCESS_ON_DEMAND, EOPNOTSUPP);
 	reg_fails(e.pd, buf, page, lw | IBV_ACCESS_ON_DEMAND, EOPNOTSUPP);
-	reg_fails(e.pd, buf, page, lw | FLUSH_GLOBAL, EOPNOTSUPP);
+	/* FLUSH: global visibility is offered, persistence is not */
 	reg_fails(e.pd, buf, page, lw | FLUSH_PERSISTENT, EOPNOTSUPP);
+	reg_fails(e.pd, buf, page, lw | FLUSH_GLOBAL | FLUSH_PERSISTENT,
+		  EOPNOTSUPP);
+	{
+		struct ibv_mr *mr = ibv_reg_mr(e.pd, buf, page,
+					       lw | FLUSH_GLOBAL);
+
+		ASSERT_NOT_NULL(mr);
+		ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	}
 	teardown(&e);
 }
 

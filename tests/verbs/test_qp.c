@@ -389,6 +389,8 @@ TEST(create_ex_send_ops_flags)
 	ASSERT(x->wr_rdma_write && x->wr_rdma_write_imm && x->wr_rdma_read);
 	ASSERT(x->wr_atomic_cmp_swp && x->wr_atomic_fetch_add &&
 	       x->wr_atomic_write);
+	/* and rdma-core 45's wr_flush, the word after ibv_qp_ex */
+	ASSERT(*(void *const *)(const void *)(x + 1) != NULL);
 	ASSERT(x->wr_bind_mw && x->wr_local_inv);
 	ASSERT(x->wr_set_sge && x->wr_set_sge_list && x->wr_set_inline_data &&
 	       x->wr_set_inline_data_list && x->wr_set_ud_addr &&
@@ -397,9 +399,10 @@ TEST(create_ex_send_ops_flags)
 
 	a.send_ops_flags = IBV_QP_EX_WITH_BIND_MW;
 	ASSERT_NULL_ERRNO(ibv_create_qp_ex(e.ctx, &a), EOPNOTSUPP);
+	a.qp_type = IBV_QPT_UC;
+	/* ATOMIC WRITE: RC only (tests/traffic/test_atomic_write_flush.c) */
 	a.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE;
 	ASSERT_NULL_ERRNO(ibv_create_qp_ex(e.ctx, &a), EOPNOTSUPP);
-	a.qp_type = IBV_QPT_UC;
 	a.send_ops_flags = IBV_QP_EX_WITH_RDMA_READ;
 	ASSERT_NULL_ERRNO(ibv_create_qp_ex(e.ctx, &a), EOPNOTSUPP);
 	a.qp_type = IBV_QPT_UD;
@@ -1117,9 +1120,10 @@ TEST(wr_builder_errors_post_nothing)
 	ibv_wr_send(x);
 	ibv_wr_set_xrc_srqn(x, 5);
 	ASSERT_EQ(ibv_wr_complete(x), EOPNOTSUPP);
+	/* an operation the QP was not created with */
 	ibv_wr_start(x);
 	ibv_wr_atomic_write(x, 0, 0x1000, big);
-	ASSERT_EQ(ibv_wr_complete(x), EOPNOTSUPP);
+	ASSERT_EQ(ibv_wr_complete(x), EINVAL);
 	/* more SGEs than max_send_sge, more inline than max_inline_data */
 	ibv_wr_start(x);
 	ibv_wr_send(x);
