@@ -655,7 +655,7 @@ static void do_atomic_write(struct shca_peer *p, struct shca_qp_shm *q,
  * fence makes them visible to every CPU of the host before the response
  * (global visibility).  Persistence is never reached: no region can have
  * IBV_ACCESS_FLUSH_PERSISTENT (mr.c), so such a FLUSH fails its access
- * check (docs/verbs.md).
+ * check (docs/conformance.md).
  */
 static void do_flush(struct shca_peer *p, struct shca_qp_shm *q,
 		     const struct shca_xfer *x, struct shca_xfer_result *res)

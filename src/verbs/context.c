@@ -98,7 +98,7 @@ int shca_query_device_ex(struct ibv_context *ctx,
 	full.completion_timestamp_mask = ~0ull;
 	full.hca_core_clock = SHCA_CORE_CLOCK_KHZ;
 	/* IBA Annex A19: ATOMIC WRITE, and FLUSH of the global visibility
-	 * placement type (not persistence: docs/verbs.md) */
+	 * placement type (not persistence: docs/conformance.md) */
 	full.device_cap_flags_ex = full.orig_attr.device_cap_flags |
 				   SHCA_DEVICE_ATOMIC_WRITE |
 				   SHCA_DEVICE_FLUSH_GLOBAL;

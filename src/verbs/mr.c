@@ -74,7 +74,7 @@ static int check_access(unsigned int access)
 		return -EINVAL;
 	if (access & IBV_ACCESS_ON_DEMAND)
 		return -EOPNOTSUPP;	/* no ODP: odp_caps are zero */
-	/* FLUSH: global visibility, not persistence (docs/verbs.md,
+	/* FLUSH: global visibility, not persistence (docs/conformance.md,
 	 * "ATOMIC WRITE and FLUSH") */
 	if (access & SHCA_ACCESS_FLUSH_PERSISTENT)
 		return -EOPNOTSUPP;
