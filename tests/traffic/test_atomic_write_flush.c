@@ -26,6 +26,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "ep.h"
@@ -122,10 +123,36 @@ static void resp_check(struct ep *b)
 	ASSERT_EQ(ep_find_non_sentinel(b->buf + DATA + DLEN, 64), -1);
 }
 
+/* A counter of process pid, as `softhca stat` prints it. */
+static long long proc_counter(pid_t pid, const char *name)
+{
+	char cmd[512], want[64], key[64], *out = NULL;
+	const char *line, *end, *p;
+	long long v;
+
+	snprintf(cmd, sizeof(cmd), "%s stat --pid %d --all 2>/dev/null",
+		 SOFTHCA_TOOL, (int)pid);
+	ASSERT_EQ(harness_run(cmd, &out), 0);
+	snprintf(want, sizeof(want), "pid %d slot ", (int)pid);
+	snprintf(key, sizeof(key), " %s ", name);
+	line = strstr(out, want);
+	ASSERT_NOT_NULL(line);
+	end = strchr(line, '\n');
+	p = strstr(line, key);
+	if (!p || (end && p > end))
+		harness_fail(__FILE__, __LINE__, "no %s in:\n%s", name, out);
+	v = strtoll(p + strlen(key), NULL, 10);
+	free(out);
+	return v;
+}
+
 static void set_path(enum path p)
 {
 	if (p == NET1 || p == NET2)
 		ASSERT_EQ(setenv("SOFTHCA_NET", "1", 1), 0);
+	/* mapped and CMA are same-host ways, whatever the environment */
+	if (p == MAPPED || p == CMA)
+		ASSERT_EQ(unsetenv("SOFTHCA_NET"), 0);
 }
 
 static void responder(int fd, void *arg)
@@ -151,6 +178,7 @@ static void run_success(enum path p)
 	struct ep_opts o;
 	struct ep a, b;
 	struct duo d;
+	long long map0, cma0;
 
 	set_path(p);
 	opts(&o);
@@ -172,9 +200,19 @@ static void run_success(enum path p)
 		ASSERT_EQ(setenv("SOFTHCA_MAP", "1", 1), 0);
 	ep_open_remote(&a, &o, d.fd);
 	duo_expect(d.fd, 'p');
+	map0 = proc_counter(getpid(), "map_xfers");
+	cma0 = proc_counter(getpid(), "cma_xfers");
 	req_success(&a);
-	if (p == NET2)
+	/* the way the requester reached the responder's memory */
+	if (p == MAPPED) {
+		ASSERT_GT(proc_counter(getpid(), "map_xfers"), map0);
+		ASSERT_EQ(proc_counter(getpid(), "cma_xfers"), cma0);
+	} else if (p == CMA) {
+		ASSERT_GT(proc_counter(getpid(), "cma_xfers"), cma0);
+		ASSERT_EQ(proc_counter(getpid(), "map_xfers"), map0);
+	} else {
 		ASSERT_GT(ep_tcp_bytes(), 0);
+	}
 	duo_signal(d.fd, 'r');
 	duo_expect(d.fd, 'c');
 	duo_wait(&d);
