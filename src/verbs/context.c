@@ -394,6 +394,9 @@ void shca_context_fill_ops(struct shca_context *sctx)
 	v->create_cq_ex = shca_create_cq_ex;
 	v->create_qp_ex = shca_create_qp_ex;
 	v->create_srq_ex = shca_create_srq_ex;
+	v->alloc_td = shca_alloc_td;
+	v->dealloc_td = shca_dealloc_td;
+	v->alloc_parent_domain = shca_alloc_parent_domain;
 
 	o->_compat_query_device = ibv_query_device;
 	o->_compat_query_port = ibv_query_port;
@@ -481,6 +484,8 @@ static int destroy_left(enum shca_otype t, struct shca_obj *o)
 				       false);
 	case SHCA_OT_PD:
 		return shca_pd_destroy(container_of(o, struct shca_pd, obj));
+	case SHCA_OT_TD:
+		return shca_td_destroy(container_of(o, struct shca_td, obj));
 	default:
 		shca_obj_put(o);
 		return -EINVAL;
@@ -496,20 +501,32 @@ static int destroy_left(enum shca_otype t, struct shca_obj *o)
  */
 static void close_children(struct ibv_context *ctx)
 {
+	/* PDs twice: parent domains, then the PDs they held (pdom.c) */
 	static const enum shca_otype order[] = {
-		SHCA_OT_QP, SHCA_OT_AH, SHCA_OT_MR,
-		SHCA_OT_SRQ, SHCA_OT_CQ, SHCA_OT_PD,
+		SHCA_OT_QP, SHCA_OT_AH, SHCA_OT_MR, SHCA_OT_SRQ,
+		SHCA_OT_CQ, SHCA_OT_PD, SHCA_OT_PD, SHCA_OT_TD,
 	};
 	unsigned int i;
 
 	for (i = 0; i < ARRAY_SIZE(order); i++) {
+		bool first_pds = order[i] == SHCA_OT_PD &&
+				 i + 1 < ARRAY_SIZE(order) &&
+				 order[i + 1] == SHCA_OT_PD;
 		struct shca_obj **v;
 		int n, j, left = 0;
 
 		n = shca_obj_collect(order[i], ctx, &v);
-		for (j = 0; j < n; j++)
+		for (j = 0; j < n; j++) {
+			if (first_pds &&
+			    !shca_pd_is_parent(container_of(v[j],
+							    struct shca_pd,
+							    obj))) {
+				shca_obj_put(v[j]);
+				continue;
+			}
 			if (destroy_left(order[i], v[j]))
 				left++;
+		}
 		free(v);
 		if (left)
 			shca_warn("%s: %d objects (type %d) busy at close, "

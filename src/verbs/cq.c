@@ -436,12 +436,15 @@ struct ibv_cq *shca_create_cq(struct ibv_context *ctx, int cqe,
  * The checks of rdma-core (wc_flags it does not know: EOPNOTSUPP), then a
  * provider's: cqe 0 and unknown comp_mask bits are EINVAL (mlx5); creation
  * flags and wc_flags the device lacks are EOPNOTSUPP (rxe; pyverbs'
- * test_cqex accepts nothing else); IBV_CQ_INIT_ATTR_MASK_PD needs a parent
- * domain, which softhca never hands out (EINVAL, as mlx5).
+ * test_cqex accepts nothing else); IBV_CQ_INIT_ATTR_MASK_PD needs a live
+ * parent domain of ctx (else EINVAL, as mlx5), which the CQ holds until
+ * it is destroyed.  Its allocator is not asked for the ring: peers on this
+ * host write completions there, so it lives in the arena (pdom.c).
  */
 struct ibv_cq_ex *shca_create_cq_ex(struct ibv_context *ctx,
 				    struct ibv_cq_init_attr_ex *attr)
 {
+	struct shca_pd *pdom = NULL;
 	struct shca_cq *cq;
 	int ret;
 
@@ -459,17 +462,31 @@ struct ibv_cq_ex *shca_create_cq_ex(struct ibv_context *ctx,
 		return SHCA_ERR_PTR(EOPNOTSUPP);
 	if (attr->wc_flags & ~(uint64_t)CQ_WC_FLAGS_SUPPORTED)
 		return SHCA_ERR_PTR(EOPNOTSUPP);
-	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD)
-		return SHCA_ERR_PTR(EINVAL);
 	if (attr->cqe > INT32_MAX)
 		return SHCA_ERR_PTR(EINVAL);
 	ret = check_cqe(ctx, (int)attr->cqe, (int)attr->comp_vector);
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
+	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
+		pdom = shca_pd_lookup(attr->parent_domain, ctx);
+		if (pdom && !shca_pd_is_parent(pdom)) {
+			shca_obj_put(&pdom->obj);
+			pdom = NULL;
+		}
+		if (!pdom)
+			return SHCA_ERR_PTR(EINVAL);
+	}
 	cq = cq_alloc(ctx, (int)attr->cqe, attr->channel, attr->cq_context,
 		      attr->wc_flags &
 			      (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
 			       IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK));
+	if (pdom) {
+		if (cq) {
+			shca_pd_get(pdom);
+			cq->pdom = pdom;
+		}
+		shca_obj_put(&pdom->obj);
+	}
 	if (!cq)
 		return NULL;
 	cq->is_ex = true;
@@ -563,6 +580,8 @@ int shca_cq_destroy(struct shca_cq *cq, bool wait_acks)
 	pthread_mutex_destroy(&cq->lock);
 	shca_cqshm_fini(cq->shm, &cq->ring);
 	shca_arena_free(cq->shm);
+	if (cq->pdom)
+		shca_pd_put(cq->pdom);
 	shca_obj_retire(&cq->obj, cq, sizeof(*cq));
 	return 0;
 }

@@ -3,12 +3,14 @@
  * Handles: what makes `->handle` mean something, as the kernel's uverbs
  * object table does for rdma-core (docs/conformance.md, "Handles").
  *
- * Every PD, MR, CQ, SRQ, QP and AH gets a handle from the table of its
- * type when it is created; every verb that acts on one finds it again by
- * (handle, context) before it touches anything past the public struct,
- * and acts only if the handle names that very struct in that context.
- * So a destroyed object, a handle the client changed, an object of
- * another context or a copy of the struct is refused, never acted on,
+ * Every PD (parent domains too), MR, CQ, SRQ, QP, AH and TD gets a
+ * handle from the table of its type when it is created (a TD keeps it
+ * after its public struct, which has no handle field); every verb that
+ * acts on one finds it again by (handle, context) before it touches
+ * anything past the public struct, and acts only if the handle names
+ * that very struct in that context.  So a destroyed object, a handle the
+ * client changed, an object of another context or a copy of the struct
+ * is refused, never acted on,
  * and a second destroy fails instead of freeing twice.
  *
  *   handle = generation << 20 | index

@@ -122,7 +122,8 @@ static void mr_publish(struct shca_mr *mr)
 	memset(&e, 0, sizeof(e));
 	e.key = mr->ibmr.lkey;
 	e.access = mr->access;
-	e.pd = mr->pd->obj.handle;	/* unique in the process (handle.c) */
+	/* unique in the process (handle.c); a parent domain's PD */
+	e.pd = mr->pd->prot->obj.handle;
 	e.iova = mr->iova;
 	e.addr = (uintptr_t)mr->ibmr.addr;
 	e.length = mr->ibmr.length;
@@ -275,7 +276,7 @@ struct shca_mr *shca_lookup_mr(struct shca_pd *pd, uint32_t key,
 	mr = shca_mr_key_find(key);
 	if (mr && (remote ? mr->ibmr.rkey : mr->ibmr.lkey) != key)
 		mr = NULL;
-	if (mr && mr->pd != pd)
+	if (mr && mr->pd->prot != pd->prot)
 		mr = NULL;
 	if (mr && (mr->access & access) != access)
 		mr = NULL;

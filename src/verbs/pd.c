@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Protection domains.  A PD counts the objects created in it (MRs, QPs,
- * SRQs, AHs); deallocating a PD that still has any fails with EBUSY, as the
- * kernel's uverbs reports it.  Its handle (handle.c) is unique in the
+ * SRQs, AHs, parent domains, and CQs on a parent domain); deallocating
+ * a PD that still has any fails with EBUSY, as the kernel's uverbs
+ * reports it.  Its handle (handle.c) is unique in the
  * process, so the arena's MR and QP entries name a PD by it.
  */
 #include <errno.h>
@@ -20,16 +21,26 @@ void shca_pd_put(struct shca_pd *pd)
 	__atomic_sub_fetch(&pd->refs, 1, __ATOMIC_RELAXED);
 }
 
-/* A context that is not open: its uverbs file would be closed. */
-struct ibv_pd *shca_alloc_pd(struct ibv_context *ctx)
+/* A parent domain lets go of its PD and TD. */
+static void pdom_release(struct shca_pd *pd)
 {
-	struct shca_context *sctx;
+	if (pd->td)
+		__atomic_sub_fetch(&pd->td->refs, 1, __ATOMIC_RELEASE);
+	shca_pd_put(pd->prot);
+}
+
+/*
+ * A PD, or with proto a parent domain (pdom.c) whose prot, td and
+ * allocator proto gives: the new one holds a use of prot and td from
+ * before it is findable.
+ */
+struct ibv_pd *shca_pd_create(struct ibv_context *ctx,
+			      const struct shca_pd *proto)
+{
+	struct shca_context *sctx = to_sctx(ctx);
 	struct shca_pd *pd;
 	int ret;
 
-	if (!shca_ctx_live(ctx))
-		return SHCA_ERR_PTR(EBADF);
-	sctx = to_sctx(ctx);
 	pthread_mutex_lock(&sctx->lock);
 	if (sctx->npd >= SHCA_MAX_PD) {
 		pthread_mutex_unlock(&sctx->lock);
@@ -39,9 +50,25 @@ struct ibv_pd *shca_alloc_pd(struct ibv_context *ctx)
 	pthread_mutex_unlock(&sctx->lock);
 
 	pd = calloc(1, sizeof(*pd));
+	if (pd) {
+		pd->prot = pd;
+		if (proto) {
+			pd->prot = proto->prot;
+			pd->td = proto->td;
+			pd->alloc = proto->alloc;
+			pd->free = proto->free;
+			pd->pd_context = proto->pd_context;
+			shca_pd_get(pd->prot);
+			if (pd->td)
+				__atomic_add_fetch(&pd->td->refs, 1,
+						   __ATOMIC_RELAXED);
+		}
+	}
 	ret = pd ? shca_obj_add(&pd->obj, SHCA_OT_PD, ctx, &pd->ibpd,
 				&pd->ibpd.handle) : -ENOMEM;
 	if (ret) {
+		if (pd && shca_pd_is_parent(pd))
+			pdom_release(pd);
 		free(pd);
 		pthread_mutex_lock(&sctx->lock);
 		sctx->npd--;
@@ -52,7 +79,16 @@ struct ibv_pd *shca_alloc_pd(struct ibv_context *ctx)
 	return &pd->ibpd;
 }
 
-/* pd holds a use (shca_pd_lookup), which this consumes. */
+/* A context that is not open: its uverbs file would be closed. */
+struct ibv_pd *shca_alloc_pd(struct ibv_context *ctx)
+{
+	if (!shca_ctx_live(ctx))
+		return SHCA_ERR_PTR(EBADF);
+	return shca_pd_create(ctx, NULL);
+}
+
+/* pd holds a use (shca_pd_lookup), which this consumes.  A parent domain
+ * is deallocated the same way (man ibv_alloc_parent_domain). */
 int shca_pd_destroy(struct shca_pd *pd)
 {
 	struct shca_context *sctx = to_sctx(pd->obj.ctx);
@@ -63,6 +99,8 @@ int shca_pd_destroy(struct shca_pd *pd)
 		shca_obj_put(&pd->obj);
 		return ret;
 	}
+	if (shca_pd_is_parent(pd))
+		pdom_release(pd);
 	pthread_mutex_lock(&sctx->lock);
 	sctx->npd--;
 	pthread_mutex_unlock(&sctx->lock);

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/nocancel.h"
 #include "../common/slot.h"
@@ -210,11 +211,15 @@ static struct shca_send_wqe *sq_entry(const struct shca_sq *sq, uint32_t n)
 
 /*
  * A WQE holds max_sge SGEs or max_inline bytes in the same space, so
- * each is what that space allows (at least what was asked for).
+ * each is what that space allows (at least what was asked for).  The
+ * ring is the process's own (the requester runs here), so a parent
+ * domain's allocator provides it (pdom.c), page-aligned as mlx5 asks.
  */
-static int sq_init(struct shca_sq *sq, uint32_t max_wr, uint32_t max_sge,
-		   uint32_t max_inline)
+static int sq_init(struct shca_sq *sq, struct shca_pd *pd, uint32_t max_wr,
+		   uint32_t max_sge, uint32_t max_inline)
 {
+	int ret;
+
 	size_t area = MAX((size_t)max_sge * sizeof(struct ibv_sge),
 			  (size_t)max_inline);
 
@@ -226,17 +231,21 @@ static int sq_init(struct shca_sq *sq, uint32_t max_wr, uint32_t max_sge,
 	sq->max_inline = MIN(area, SHCA_MAX_INLINE);
 	sq->size = shca_roundup_pow2(sq->max_wr);
 	sq->wqe_size = sizeof(struct shca_send_wqe) + area;
-	sq->buf = calloc(sq->size, sq->wqe_size);
-	if (!sq->buf)
-		return -ENOMEM;
+	ret = shca_qbuf_alloc(&sq->mem, pd, (size_t)sq->size * sq->wqe_size,
+			      (size_t)sysconf(_SC_PAGESIZE), SHCA_RES_TYPE_SQ);
+	if (ret)
+		return ret;
+	sq->buf = sq->mem.addr;
 	pthread_mutex_init(&sq->lock, NULL);
 	return 0;
 }
 
+/* Before the QP lets go of its PD: the ring may be the PD's. */
 static void sq_destroy(struct shca_sq *sq)
 {
 	pthread_mutex_destroy(&sq->lock);
-	free(sq->buf);
+	shca_qbuf_free(&sq->mem);
+	sq->buf = NULL;
 }
 
 /* The requester's side; it alone consumes, so the head stays valid. */
@@ -1158,8 +1167,9 @@ static struct shca_qp *qp_create(struct ibv_context *ctx,
 		goto err_free;
 	/* `softhca stat` counts the QP under its device */
 	memcpy(qp->shm->dev, sctx->dev->ifname, sizeof(qp->shm->dev));
-	if (sq_init(&qp->sq, a->cap.max_send_wr, a->cap.max_send_sge,
-		    a->cap.max_inline_data))
+	ret = sq_init(&qp->sq, par.pd, a->cap.max_send_wr,
+		      a->cap.max_send_sge, a->cap.max_inline_data);
+	if (ret)
 		goto err_free;
 	if (a->srq) {
 		ret = 0;	/* the SRQ's ring; only the lock is ours */
@@ -1337,10 +1347,11 @@ int shca_qp_destroy(struct shca_qp *qp, bool wait_acks)
 	 * (qp_table_insert goes round), so no new QP meets them; a reset
 	 * still drops them (qp_modify.c).
 	 */
-	qp_put_refs(qp);
 	pthread_mutex_destroy(&qp->lock);
 	pthread_mutex_destroy(&qp->exec_lock);
+	/* the send ring may be a parent domain's: freed while it is held */
 	qp_release(qp);
+	qp_put_refs(qp);
 	pthread_mutex_lock(&sctx->lock);
 	sctx->nqp--;
 	pthread_mutex_unlock(&sctx->lock);

@@ -395,14 +395,15 @@ void shca_qp_publish(struct shca_qp *qp)
 	/* peers read these at any time: only what changed is written
 	 * (moving to ERR, the common case, writes nothing but the state) */
 	PUBLISH(m->qp_type, qp->ibqp.qp_type);
-	PUBLISH(m->pd, qp->pd->obj.handle);	/* unique in the process */
+	/* unique in the process; a parent domain's PD */
+	PUBLISH(m->pd, qp->pd->prot->obj.handle);
 	PUBLISH(m->access, (uint32_t)qp->attr.qp_access_flags);
 	PUBLISH(m->qkey, qp->attr.qkey);
 	PUBLISH(m->dest_qpn, qp->attr.dest_qp_num);
 	PUBLISH(m->min_rnr_timer, qp->attr.min_rnr_timer);
 	PUBLISH(m->has_srq, qp->srq != NULL);
 	/* receive WQEs are checked in their queue's PD: an SRQ's own */
-	PUBLISH(m->rq_pd, qp->srq ? qp->srq->pd->obj.handle : m->pd);
+	PUBLISH(m->rq_pd, qp->srq ? qp->srq->pd->prot->obj.handle : m->pd);
 	PUBLISH(m->rq_off, shca_arena_off(a, rq));
 	PUBLISH(m->rcq_off, shca_arena_off(a, qp->rcq->shm));
 	__atomic_store_n(&m->state, qp->attr.qp_state, __ATOMIC_RELEASE);

@@ -70,6 +70,7 @@ enum shca_otype {
 	SHCA_OT_SRQ,
 	SHCA_OT_QP,
 	SHCA_OT_AH,
+	SHCA_OT_TD,
 	SHCA_OT_NUM
 };
 
@@ -185,10 +186,59 @@ struct shca_context {
 	struct shca_context *link_next;	/* dev->link_ctxs, under dev->lock */
 };
 
+/*
+ * A thread domain (pdom.c): the application's promise that the objects
+ * of the parent domains holding it are used by one thread at a time.
+ * struct ibv_td has no handle: ours follows it.
+ */
+struct shca_td {
+	struct ibv_td ibtd;
+	uint32_t handle;		/* ibv_td has none: the handle table's */
+	struct shca_obj obj;
+	int refs;			/* parent domains holding it */
+};
+
+/*
+ * A protection domain, or a parent domain (pdom.c): both are PDs to every
+ * verb.  prot is the protection domain that keys, QPs and MRs are checked
+ * against: the PD itself, or the one a parent domain contains.  Objects
+ * created on a parent domain hold a use of it (refs), and it holds one of
+ * prot and of its TD.
+ */
 struct shca_pd {
 	struct ibv_pd ibpd;
 	struct shca_obj obj;
-	int refs;			/* MRs, MWs, QPs, SRQs, AHs using it */
+	int refs;			/* MRs, MWs, QPs, SRQs, AHs, CQs, parent
+					 * domains using it */
+	struct shca_pd *prot;		/* self, or the contained PD */
+	struct shca_td *td;		/* parent domain: its TD, or NULL */
+	/* parent domain: IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS (both set)
+	 * and _PD_CONTEXT, as given */
+	void *(*alloc)(struct ibv_pd *pd, void *pd_context, size_t size,
+		       size_t alignment, uint64_t resource_type);
+	void (*free)(struct ibv_pd *pd, void *pd_context, void *ptr,
+		     uint64_t resource_type);
+	void *pd_context;
+};
+
+static inline bool shca_pd_is_parent(const struct shca_pd *pd)
+{
+	return pd->prot != pd;
+}
+
+/*
+ * Queue memory from a parent domain's allocator (pdom.c): the resource
+ * types softhca passes, in the form the man page gives (the driver id in
+ * the upper 32 bits: softhca has none, RDMA_DRIVER_UNKNOWN, 0).
+ * docs/parent-domain.md says which memory is asked for.
+ */
+#define SHCA_RES_TYPE_SQ	((uint64_t)0 << 32 | 1)	/* a QP's send ring */
+
+/* Memory that came from a parent domain's allocator or from calloc. */
+struct shca_qbuf {
+	void *addr;
+	struct shca_pd *pd;		/* whose free() takes it; NULL: free() */
+	uint64_t type;
 };
 
 struct shca_mr {
@@ -228,6 +278,7 @@ struct shca_cq {
 	uint64_t wc_flags;		/* create_cq_ex flags */
 	struct shca_cqe cur_cqe;	/* ibv_cq_ex: the entry being read */
 	bool single_threaded;		/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED */
+	struct shca_pd *pdom;		/* IBV_CQ_INIT_ATTR_MASK_PD: its use */
 	bool overrun_reported;		/* IBV_EVENT_CQ_ERR raised */
 	int refs;			/* QPs and SRQs using it */
 	uint32_t comp_events_reported;
@@ -281,7 +332,8 @@ struct shca_sq {
 	uint32_t size;
 	size_t wqe_size;
 	uint32_t head, tail;
-	unsigned char *buf;
+	unsigned char *buf;		/* = mem.addr */
+	struct shca_qbuf mem;		/* the PD's allocator, or calloc */
 };
 
 struct shca_mcast {
@@ -418,6 +470,11 @@ static inline struct shca_pd *to_spd(struct ibv_pd *p)
 	return container_of(p, struct shca_pd, ibpd);
 }
 
+static inline struct shca_td *to_std(struct ibv_td *t)
+{
+	return container_of(t, struct shca_td, ibtd);
+}
+
 static inline struct shca_mr *to_smr(struct ibv_mr *m)
 {
 	return container_of(m, struct shca_mr, ibmr);
@@ -475,6 +532,17 @@ SHCA_DEFINE_LOOKUP(shca_cq_lookup, shca_cq, ibv_cq, SHCA_OT_CQ)
 SHCA_DEFINE_LOOKUP(shca_srq_lookup, shca_srq, ibv_srq, SHCA_OT_SRQ)
 SHCA_DEFINE_LOOKUP(shca_qp_lookup_obj, shca_qp, ibv_qp, SHCA_OT_QP)
 SHCA_DEFINE_LOOKUP(shca_ah_lookup, shca_ah, ibv_ah, SHCA_OT_AH)
+
+/* The TD's handle is in our struct, after the public one. */
+static inline struct shca_td *shca_td_lookup(struct ibv_td *t,
+					     struct ibv_context *want)
+{
+	struct shca_obj *o =
+		t ? shca_obj_get(SHCA_OT_TD, t, t->context,
+				 to_std(t)->handle, want) : NULL;
+
+	return o ? container_of(o, struct shca_td, obj) : NULL;
+}
 
 /*
  * The verbs that also have a libibverbs 1.0 compat alias (compat.c) are
@@ -545,6 +613,8 @@ void shca_async_forget(struct shca_context *sctx, void *obj);
 
 /* pd.c, mr.c */
 struct ibv_pd *shca_alloc_pd(struct ibv_context *ctx);
+struct ibv_pd *shca_pd_create(struct ibv_context *ctx,
+			      const struct shca_pd *proto);
 int shca_dealloc_pd(struct ibv_pd *pd);
 /* The destroys of an object found with its use (consumed), as the verbs
  * and the close of its context call them; wait_acks: wait for the acks of
@@ -562,6 +632,20 @@ struct ibv_mr *shca_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 int shca_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		  void *addr, size_t length, int access);
 int shca_dereg_mr(struct ibv_mr *mr);
+/* pdom.c: thread domains, parent domains, their allocators */
+struct ibv_td *shca_alloc_td(struct ibv_context *ctx,
+			     struct ibv_td_init_attr *attr);
+int shca_dealloc_td(struct ibv_td *td);
+int shca_td_destroy(struct shca_td *td);
+struct ibv_pd *shca_alloc_parent_domain(struct ibv_context *ctx,
+					struct ibv_parent_domain_init_attr *attr);
+/* size bytes, zeroed, aligned to align: from pd's allocator if it has
+ * one (and it does not answer IBV_ALLOCATOR_USE_DEFAULT), else calloc;
+ * 0 or -ENOMEM.  pd may be NULL. */
+int shca_qbuf_alloc(struct shca_qbuf *b, struct shca_pd *pd, size_t size,
+		    size_t align, uint64_t type);
+/* Give it back to whoever provided it, once. */
+void shca_qbuf_free(struct shca_qbuf *b);
 struct shca_mr *shca_lookup_mr(struct shca_pd *pd, uint32_t key,
 			       unsigned int access, uint64_t addr,
 			       uint64_t len, bool remote);

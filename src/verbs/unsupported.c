@@ -5,7 +5,7 @@
  * every failing verb here sets it), or NULL with errno EOPNOTSUPP.
  * Features listed here are reported absent by ibv_query_device(_ex): no
  * memory windows, XRC, device memory, flow steering, counters, WQs/RSS,
- * tag matching, parent domains, ODP.
+ * tag matching, ODP.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -104,26 +104,6 @@ static int modify_qp_rate_limit(struct ibv_qp *qp,
 {
 	(void)qp; (void)a;
 	return INT_EOPNOTSUPP;
-}
-
-static struct ibv_pd *alloc_parent_domain(struct ibv_context *ctx,
-					  struct ibv_parent_domain_init_attr *a)
-{
-	(void)ctx; (void)a;
-	return NULL_EOPNOTSUPP;
-}
-
-static int dealloc_td(struct ibv_td *td)
-{
-	(void)td;
-	return INT_EOPNOTSUPP;
-}
-
-static struct ibv_td *alloc_td(struct ibv_context *ctx,
-			       struct ibv_td_init_attr *a)
-{
-	(void)ctx; (void)a;
-	return NULL_EOPNOTSUPP;
 }
 
 static int modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *a)
@@ -257,9 +237,6 @@ void shca_unsupported_fill(struct verbs_context *v)
 	v->destroy_flow_action = destroy_flow_action;
 	v->create_flow_action_esp = create_flow_action_esp;
 	v->modify_qp_rate_limit = modify_qp_rate_limit;
-	v->alloc_parent_domain = alloc_parent_domain;
-	v->dealloc_td = dealloc_td;
-	v->alloc_td = alloc_td;
 	v->modify_cq = modify_cq;
 	v->post_srq_ops = post_srq_ops;
 	v->destroy_rwq_ind_table = destroy_rwq_ind_table;

@@ -256,6 +256,14 @@ void ep_create(struct ep *e, const struct ep_opts *o)
 	}
 	e->pd = ibv_alloc_pd(e->ctx);
 	ASSERT_NOT_NULL(e->pd);
+	if (o->pdom) {
+		struct ibv_parent_domain_init_attr pa = *o->pdom;
+
+		pa.pd = e->pd;
+		e->base_pd = e->pd;
+		e->pd = ibv_alloc_parent_domain(e->ctx, &pa);
+		ASSERT_NOT_NULL(e->pd);
+	}
 	if (o->channel) {
 		e->ch = ibv_create_comp_channel(e->ctx);
 		ASSERT_NOT_NULL(e->ch);
@@ -268,6 +276,10 @@ void ep_create(struct ep *e, const struct ep_opts *o)
 		ca.cq_context = o->cq_context;
 		ca.channel = e->ch;
 		ca.wc_flags = o->wc_flags;
+		if (o->pdom) {
+			ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD;
+			ca.parent_domain = e->pd;
+		}
 		e->scqx = ibv_create_cq_ex(e->ctx, &ca);
 		ASSERT_NOT_NULL(e->scqx);
 		e->rcqx = ibv_create_cq_ex(e->ctx, &ca);
@@ -439,6 +451,8 @@ void ep_destroy(struct ep *e)
 	if (e->ch)
 		ASSERT_EQ(ibv_destroy_comp_channel(e->ch), 0);
 	ASSERT_EQ(ibv_dealloc_pd(e->pd), 0);
+	if (e->base_pd)
+		ASSERT_EQ(ibv_dealloc_pd(e->base_pd), 0);
 	ASSERT_EQ(ibv_close_device(e->ctx), 0);
 	free(e->buf);
 }

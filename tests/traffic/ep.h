@@ -35,7 +35,8 @@ struct ep_info {
 
 struct ep {
 	struct ibv_context *ctx;
-	struct ibv_pd *pd;
+	struct ibv_pd *pd;		/* ep_opts.pdom: the parent domain */
+	struct ibv_pd *base_pd;		/* ep_opts.pdom: the PD it holds */
 	struct ibv_cq *scq, *rcq;
 	struct ibv_cq_ex *scqx, *rcqx;	/* ep_opts.wc_flags: CQs ex */
 	struct ibv_comp_channel *ch;
@@ -72,6 +73,11 @@ struct ep_opts {
 	int qp_access;			/* these */
 	uint64_t wc_flags;		/* non-zero: create_cq_ex */
 	uint64_t send_ops_flags;	/* non-zero: ibv_create_qp_ex, qpx */
+	/* non-NULL: everything is created on a parent domain of the
+	 * endpoint's PD made with these attributes (their pd is filled in):
+	 * MR, SRQ, QP, AH, and with wc_flags the CQs
+	 * (IBV_CQ_INIT_ATTR_MASK_PD) */
+	const struct ibv_parent_domain_init_attr *pdom;
 };
 
 void ep_default_opts(struct ep_opts *o, enum ibv_qp_type type);
