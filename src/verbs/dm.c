@@ -31,6 +31,7 @@
 
 static pthread_mutex_t dm_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t dm_total;		/* bytes allocated by this process */
+static pid_t dm_pid;		/* ... which is this one (not after fork) */
 
 #define DM_ACCESS_ALLOWED                                                 \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                \
@@ -83,12 +84,23 @@ static int memcpy_from_dm(void *host, struct ibv_dm *ibdm, uint64_t off,
 	return ret;
 }
 
+/* A child of fork() starts with its own budget: the DMs it inherited
+ * belong to its parent's contexts; dm_lock held. */
+static void dm_budget_mine(void)
+{
+	if (dm_pid != shca_getpid()) {
+		dm_pid = shca_getpid();
+		dm_total = 0;
+	}
+}
+
 /* The process's budget of device memory: 0 or -ENOMEM. */
 static int dm_charge(size_t len)
 {
 	int ret = 0;
 
 	pthread_mutex_lock(&dm_lock);
+	dm_budget_mine();
 	if (len > SHCA_MAX_DM_SIZE - dm_total)
 		ret = -ENOMEM;
 	else
@@ -100,7 +112,8 @@ static int dm_charge(size_t len)
 static void dm_uncharge(size_t len)
 {
 	pthread_mutex_lock(&dm_lock);
-	dm_total -= len;
+	dm_budget_mine();
+	dm_total -= MIN(len, dm_total);
 	pthread_mutex_unlock(&dm_lock);
 }
 

@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 #include "common.h"
@@ -227,4 +229,31 @@ TEST(close_with_dm_left)
 	ASSERT_NOT_NULL(dm);
 	ASSERT_EQ(ibv_free_dm(dm), 0);
 	ASSERT_EQ(ibv_close_device(e.ctx), 0);
+}
+
+/* A child of fork() has a budget of its own: the parent's DMs do not
+ * count against it (pyverbs allocates DMs in forked processes). */
+TEST(fork_child_budget)
+{
+	struct env e = setup();
+	struct ibv_dm *dm = dm_alloc(&e, e.max);
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		struct ibv_context *ctx = open_lo();
+		struct ibv_alloc_dm_attr a = { .length = e.max };
+		struct ibv_dm *c = ibv_alloc_dm(ctx, &a);
+
+		_exit(c && !ibv_free_dm(c) && !ibv_close_device(ctx) ? 0 : 1);
+	}
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* and the parent's is still full */
+	alloc_fails(&e, 4, 0, 0, ENOMEM);
+	ASSERT_EQ(ibv_free_dm(dm), 0);
+	teardown(&e);
 }
