@@ -755,6 +755,7 @@ int shca_advise_mr(struct ibv_pd *ibpd, enum ibv_advise_mr_advice advice,
 	for (i = 0; i < num_sge && !ret; i++)
 		ret = advise_sge(pd, &sg_list[i], advice, &base);
 	for (i = 0; i < num_sge && !ret; i++) {
+		bool write = advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE;
 		int r;
 
 		if (advice == IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
@@ -762,9 +763,7 @@ int shca_advise_mr(struct ibv_pd *ibpd, enum ibv_advise_mr_advice advice,
 		/* again: the MR may have gone meanwhile */
 		r = advise_sge(pd, &sg_list[i], advice, &base);
 		if (!r)
-			r = advise_populate(base, sg_list[i].length,
-					    advice ==
-					    IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE);
+			r = advise_populate(base, sg_list[i].length, write);
 		if (flags & IBV_ADVISE_MR_FLAG_FLUSH)
 			ret = r;
 	}
