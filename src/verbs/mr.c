@@ -5,7 +5,9 @@
  * softhca never pins memory (ulimit -l does not matter): registration
  * checks that the range is mapped with the permissions the access flags
  * need, as pinning would (EFAULT otherwise), and records it in the
- * process's MR table.  One deviation: pages pinned for writing need only
+ * process's MR table.  An ODP MR (IBV_ACCESS_ON_DEMAND, implicit ODP
+ * too) checks no page then: its pages are checked at each access, as a
+ * NIC faults them in, and it is never re-backed (docs/dm-odp.md).  One deviation: pages pinned for writing need only
  * write permission in the kernel; softhca also wants them readable, as
  * peers read registered memory with process_vm_readv.
  *
