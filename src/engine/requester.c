@@ -81,7 +81,7 @@ enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
 				    s->addr, s->length, false);
 		if (!mr)
 			return IBV_WC_LOC_PROT_ERR;
-		iov[n].iov_base = (char *)mr->ibmr.addr + (s->addr - mr->iova);
+		iov[n].iov_base = (char *)mr->base + (s->addr - mr->iova);
 		iov[n].iov_len = s->length;
 		n++;
 	}

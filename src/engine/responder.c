@@ -138,6 +138,14 @@ static int lookup_mr(struct shca_peer *p, uint32_t pd, uint32_t key,
 	    !shca_range_ok(addr, len, e.iova, e.iova + e.length))
 		return -EACCES;
 	*va = e.addr + (addr - e.iova);
+	/* ODP: a page that is not mapped cannot be faulted in, as a NIC
+	 * finds out (docs/dm-odp.md) */
+	if ((e.access & IBV_ACCESS_ON_DEMAND) &&
+	    !shca_mem_present(p, *va, len,
+			      access & (IBV_ACCESS_LOCAL_WRITE |
+					IBV_ACCESS_REMOTE_WRITE |
+					IBV_ACCESS_REMOTE_ATOMIC)))
+		return -EACCES;
 	return 0;
 }
 
@@ -477,6 +485,15 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 		res->outcome = rc ? SHCA_XFER_NO_RESPONSE : SHCA_XFER_DONE;
 		return;
 	}
+	if (ret == -EFAULT && !is_send && shca_mem_odp()) {
+		/* the target page of an ODP MR is gone: as the R_Key
+		 * check above fails */
+		fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_ACCESS_ERR,
+			 SHCA_QP_PEND_ACCESS_ERR);
+		if (rc)
+			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR, 0);
+		return;
+	}
 	if (ret) {
 		fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_PROT_ERR,
 			 SHCA_QP_PEND_ERR);
@@ -539,6 +556,12 @@ static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
 		      shca_mem_read(p, x->local, x->nlocal, &r, 1);
 	if (ret == -ESRCH) {
 		res->outcome = SHCA_XFER_NO_RESPONSE;
+	} else if (ret == -EFAULT && shca_mem_odp()) {
+		/* a page of the responder's ODP MR is not there (our own
+		 * ODP pages were checked by the requester) */
+		if (x->qp_type == IBV_QPT_RC)
+			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
+				SHCA_QP_PEND_ACCESS_ERR);
 	} else if (ret == -EFAULT && !write) {
 		/* our own buffer was not writable */
 		res->status = IBV_WC_LOC_PROT_ERR;
@@ -585,6 +608,11 @@ static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
 	}
 	if (ret == -ESRCH) {
 		res->outcome = SHCA_XFER_NO_RESPONSE;
+		return;
+	}
+	if (ret == -EFAULT && shca_mem_odp()) {
+		fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
+			SHCA_QP_PEND_ACCESS_ERR);
 		return;
 	}
 	if (ret) {

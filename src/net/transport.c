@@ -1097,7 +1097,7 @@ static bool rd_pump(struct shca_qp *qp)
 			rd_clear(qp);
 			break;
 		}
-		pl.iov_base = mr ? (char *)mr->ibmr.addr +
+		pl.iov_base = mr ? (char *)mr->base +
 					   (e->va + off - mr->iova) : NULL;
 		memset(&r, 0, sizeof(r));
 		r.opcode = n == 1 ? SHCA_OP_RC_RDMA_READ_RESPONSE_ONLY :
@@ -1453,7 +1453,7 @@ static void place_where(struct shca_conn *c, uint32_t qpn,
 	if (shca_wire_build_hdr(hdr, sizeof(hdr), &m) != SHCA_BTH_LEN)
 		goto out;
 	memcpy(&p->bth, hdr, SHCA_BTH_LEN);
-	p->dst = (unsigned char *)mr->ibmr.addr + (va - mr->iova);
+	p->dst = (unsigned char *)mr->base + (va - mr->iova);
 	p->mtu = mtu;
 	p->count = n;
 out:

@@ -13,6 +13,7 @@
 #include "../common/log.h"
 #include "../common/stat.h"
 #include "../common/util.h"
+#include "../verbs/shca.h"
 #include "host.h"
 #include "mem.h"
 #include "seg.h"
@@ -28,6 +29,7 @@ struct mem_access {
 	unsigned int nlanes;
 	bool noted;		/* an MR entry was read */
 	bool unmapped;		/* ... one of them not MAPPED */
+	bool odp;		/* ... one of them IBV_ACCESS_ON_DEMAND */
 	uint32_t lane[SHCA_MEM_MAX_KEYS];
 	uint32_t key[SHCA_MEM_MAX_KEYS];
 };
@@ -40,6 +42,7 @@ void shca_mem_begin(struct shca_peer *p)
 	cur.nlanes = 0;
 	cur.noted = false;
 	cur.unmapped = false;
+	cur.odp = false;
 }
 
 /* Where this thread starts looking for a free lane: by pid and thread,
@@ -148,6 +151,22 @@ void shca_mem_note(struct shca_peer *p, const struct shca_mr_shm *e)
 	cur.noted = true;
 	if (!(e->flags & SHCA_MR_SHM_MAPPED))
 		cur.unmapped = true;
+	if (e->access & IBV_ACCESS_ON_DEMAND)
+		cur.odp = true;
+}
+
+bool shca_mem_odp(void)
+{
+	return cur.odp;
+}
+
+bool shca_mem_present(struct shca_peer *p, uint64_t va, uint64_t len,
+		      bool write)
+{
+	if (!p->self || !len)
+		return true;
+	return !shca_check_range((const void *)(uintptr_t)va, (size_t)len,
+				 write);
 }
 
 void shca_mem_end(struct shca_peer *p)

@@ -69,4 +69,18 @@ int shca_mem_read(struct shca_peer *p, const struct iovec *local, int nl,
 int shca_mem_atomic(struct shca_peer *p, uint64_t va, enum ibv_wr_opcode op,
 		    uint64_t compare_add, uint64_t swap, uint64_t *orig);
 
+/*
+ * On-demand paging (docs/dm-odp.md): an ODP MR is never mapped by peers
+ * (CMA, or local), and its pages are looked at as they are used.
+ * shca_mem_odp: an entry noted in the access in progress is ODP, so an
+ * -EFAULT of the copy is the responder's page that is not there.
+ * shca_mem_present: [va, va + len) of the responder is mapped now, and
+ * writable for a write: checked against our own mappings when the
+ * responder is this process (a local copy would fault); another
+ * process's is found out by the copy itself (CMA's EFAULT).
+ */
+bool shca_mem_odp(void);
+bool shca_mem_present(struct shca_peer *p, uint64_t va, uint64_t len,
+		      bool write);
+
 #endif

@@ -80,6 +80,26 @@ static void fill_device_attr(struct shca_device *dev,
 	a->phys_port_cnt = 1;
 }
 
+/*
+ * On-demand paging (docs/dm-odp.md): every MR may be ODP, implicit ODP
+ * too, and what an ODP MR can serve per transport is all that softhca
+ * does on it: RC send, receive, write, read, atomics and SRQ receives;
+ * UC send, receive and write; UD send and receive.  (XRC is not
+ * offered: no xrc_odp_caps.)
+ */
+static void fill_odp_caps(struct ibv_odp_caps *c)
+{
+	const uint32_t sr = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV;
+
+	c->general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+	c->per_transport_caps.rc_odp_caps = sr | IBV_ODP_SUPPORT_WRITE |
+					    IBV_ODP_SUPPORT_READ |
+					    IBV_ODP_SUPPORT_ATOMIC |
+					    IBV_ODP_SUPPORT_SRQ_RECV;
+	c->per_transport_caps.uc_odp_caps = sr | IBV_ODP_SUPPORT_WRITE;
+	c->per_transport_caps.ud_odp_caps = sr;
+}
+
 int shca_query_device_ex(struct ibv_context *ctx,
 			 const struct ibv_query_device_ex_input *input,
 			 struct ibv_device_attr_ex *attr, size_t attr_size)
@@ -103,6 +123,8 @@ int shca_query_device_ex(struct ibv_context *ctx,
 				   SHCA_DEVICE_ATOMIC_WRITE |
 				   SHCA_DEVICE_FLUSH_GLOBAL;
 	full.phys_port_cnt_ex = 1;
+	full.max_dm_size = SHCA_MAX_DM_SIZE;
+	fill_odp_caps(&full.odp_caps);
 	memcpy(attr, &full, MIN(attr_size, sizeof(full)));
 	if (attr_size > sizeof(full))
 		memset((char *)attr + sizeof(full), 0,
@@ -397,6 +419,10 @@ void shca_context_fill_ops(struct shca_context *sctx)
 	v->alloc_td = shca_alloc_td;
 	v->dealloc_td = shca_dealloc_td;
 	v->alloc_parent_domain = shca_alloc_parent_domain;
+	v->advise_mr = shca_advise_mr;
+	v->alloc_dm = shca_alloc_dm;
+	v->free_dm = shca_free_dm;
+	v->reg_dm_mr = shca_reg_dm_mr;
 
 	o->_compat_query_device = ibv_query_device;
 	o->_compat_query_port = ibv_query_port;
@@ -486,6 +512,8 @@ static int destroy_left(enum shca_otype t, struct shca_obj *o)
 		return shca_pd_destroy(container_of(o, struct shca_pd, obj));
 	case SHCA_OT_TD:
 		return shca_td_destroy(container_of(o, struct shca_td, obj));
+	case SHCA_OT_DM:
+		return shca_dm_destroy(container_of(o, struct shca_dm, obj));
 	default:
 		shca_obj_put(o);
 		return -EINVAL;
@@ -503,8 +531,8 @@ static void close_children(struct ibv_context *ctx)
 {
 	/* PDs twice: parent domains, then the PDs they held (pdom.c) */
 	static const enum shca_otype order[] = {
-		SHCA_OT_QP, SHCA_OT_AH, SHCA_OT_MR, SHCA_OT_SRQ,
-		SHCA_OT_CQ, SHCA_OT_PD, SHCA_OT_PD, SHCA_OT_TD,
+		SHCA_OT_QP, SHCA_OT_AH, SHCA_OT_MR, SHCA_OT_DM,
+		SHCA_OT_SRQ, SHCA_OT_CQ, SHCA_OT_PD, SHCA_OT_PD, SHCA_OT_TD,
 	};
 	unsigned int i;
 

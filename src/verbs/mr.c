@@ -5,7 +5,9 @@
  * softhca never pins memory (ulimit -l does not matter): registration
  * checks that the range is mapped with the permissions the access flags
  * need, as pinning would (EFAULT otherwise), and records it in the
- * process's MR table.  One deviation: pages pinned for writing need only
+ * process's MR table.  An ODP MR (IBV_ACCESS_ON_DEMAND, implicit ODP
+ * too) checks no page then: its pages are checked at each access, as a
+ * NIC faults them in, and it is never re-backed (docs/dm-odp.md).  One deviation: pages pinned for writing need only
  * write permission in the kernel; softhca also wants them readable, as
  * peers read registered memory with process_vm_readv.
  *
@@ -60,10 +62,12 @@ static bool access_needs_write(unsigned int access)
 
 /*
  * The kernel's ib_check_mr_access(), in its order: remote write and remote
- * atomic need local write (IBA o10-36.2.1), unknown bits are EINVAL, ODP
- * and FLUSH_PERSISTENT are EOPNOTSUPP on a device without them.  MW_BIND and HUGETLB
- * are accepted, as rxe and mlx5 accept them; ZERO_BASED is honoured (the
- * MR's iova is 0, shca_reg_mr); the optional bits are ignored.
+ * atomic need local write (IBA o10-36.2.1), unknown bits are EINVAL,
+ * FLUSH_PERSISTENT is EOPNOTSUPP (global visibility is offered,
+ * persistence is not: docs/conformance.md).  ON_DEMAND is offered
+ * (odp_caps; docs/dm-odp.md).  MW_BIND and HUGETLB are accepted, as rxe
+ * and mlx5 accept them; ZERO_BASED is honoured (the MR's iova is 0,
+ * shca_reg_mr); the optional bits are ignored.
  */
 static int check_access(unsigned int access)
 {
@@ -72,8 +76,6 @@ static int check_access(unsigned int access)
 		return -EINVAL;
 	if (access & ~(unsigned int)SHCA_MR_ACCESS_KNOWN)
 		return -EINVAL;
-	if (access & IBV_ACCESS_ON_DEMAND)
-		return -EOPNOTSUPP;	/* no ODP: odp_caps are zero */
 	/* FLUSH: global visibility, not persistence (docs/conformance.md,
 	 * "ATOMIC WRITE and FLUSH") */
 	if (access & SHCA_ACCESS_FLUSH_PERSISTENT)
@@ -125,7 +127,7 @@ static void mr_publish(struct shca_mr *mr)
 	/* unique in the process (handle.c); a parent domain's PD */
 	e.pd = mr->pd->prot->obj.handle;
 	e.iova = mr->iova;
-	e.addr = (uintptr_t)mr->ibmr.addr;
+	e.addr = (uintptr_t)mr->base;
 	e.length = mr->ibmr.length;
 	e.flags = mr->segs ? SHCA_MR_SHM_MAPPED : 0;
 	shca_mr_shm_write(slot, &e);
@@ -257,8 +259,29 @@ static void mr_unmap(struct shca_mr *mr)
  */
 static bool mr_map(struct shca_mr *mr)
 {
-	mr->segs = shca_seg_map(mr->ibmr.addr, mr->ibmr.length, false);
+	if (mr->access & IBV_ACCESS_ON_DEMAND)
+		return false;	/* it follows the mapping: never re-backed */
+	mr->segs = shca_seg_map(mr->base, mr->ibmr.length, false);
 	return mr->segs;
+}
+
+/*
+ * An ODP MR's pages are looked at when they are used, as a NIC faults
+ * them in: [addr, addr + len) of its iova space must be mapped now, and
+ * writable for a write.  What hardware answers for a page that cannot
+ * be faulted in is the caller's (LOC_PROT_ERR, REM_ACCESS_ERR).
+ */
+static bool odp_present(const struct shca_mr *mr, uint64_t addr,
+			uint64_t len, unsigned int access)
+{
+	bool write = access & (IBV_ACCESS_LOCAL_WRITE |
+			       IBV_ACCESS_REMOTE_WRITE |
+			       IBV_ACCESS_REMOTE_ATOMIC);
+
+	if (!len)
+		return true;
+	return !shca_check_range((char *)mr->base + (addr - mr->iova),
+				 (size_t)len, write);
 }
 
 /*
@@ -284,7 +307,26 @@ struct shca_mr *shca_lookup_mr(struct shca_pd *pd, uint32_t key,
 	    !shca_range_ok(addr, len, mr->iova, mr->iova + mr->ibmr.length))
 		mr = NULL;
 	pthread_mutex_unlock(&mr_table_lock);
+	if (mr && (mr->access & IBV_ACCESS_ON_DEMAND) &&
+	    !odp_present(mr, addr, len, access))
+		mr = NULL;
 	return mr;
+}
+
+/*
+ * An ODP registration pins nothing and faults nothing in (the kernel's
+ * ib_umem_odp_get): a range that wraps or is empty is EINVAL, pages need
+ * not be mapped yet.  Implicit ODP is the whole address space.
+ */
+static int odp_check(const void *addr, size_t len)
+{
+	uintptr_t start = (uintptr_t)addr;
+
+	if (!addr && len == SIZE_MAX)
+		return 0;
+	if (!len || len > UINTPTR_MAX - start)
+		return -EINVAL;
+	return 0;
 }
 
 /*
@@ -310,25 +352,30 @@ static int reg_check(struct ibv_pd *ibpd, void *addr, size_t length,
 		*iova = 0;
 	if (length > UINT64_MAX - *iova)
 		return -EINVAL;	/* iova space wraps */
+	/* implicit ODP (ibv_reg_mr(3)): addr NULL, length SIZE_MAX, the
+	 * whole address space, iova = address */
+	if (!addr && length == SIZE_MAX && *iova)
+		return -EINVAL;
 	*pd = shca_pd_lookup(ibpd, NULL);
 	if (!*pd)
 		return -EINVAL;
-	ret = check_pages(addr, length, access_needs_write(*access));
+	if (*access & IBV_ACCESS_ON_DEMAND)
+		ret = odp_check(addr, length);
+	else
+		ret = check_pages(addr, length, access_needs_write(*access));
 	if (ret)
 		shca_obj_put(&(*pd)->obj);
 	return ret;
 }
 
-struct ibv_mr *shca_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
-			   uint64_t iova, unsigned int access)
+/* A new MR over [base, base + length) at iova, in pd (its use is
+ * consumed); dm: a DM MR, whose public addr is NULL. */
+static struct ibv_mr *mr_create(struct ibv_pd *ibpd, struct shca_pd *pd,
+				void *base, size_t length, uint64_t iova,
+				unsigned int access, struct shca_dm *dm)
 {
-	struct shca_pd *pd;
 	struct shca_mr *mr;
 	int ret;
-
-	ret = reg_check(ibpd, addr, length, &iova, &access, &pd);
-	if (ret)
-		return SHCA_ERR_PTR(-ret);
 
 	ret = -ENOMEM;
 	mr = calloc(1, sizeof(*mr));
@@ -337,9 +384,11 @@ struct ibv_mr *shca_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	mr->pd = pd;
 	mr->iova = iova;
 	mr->access = access;
+	mr->base = base;
+	mr->dm = dm;
 	mr->ibmr.context = ibpd->context;
 	mr->ibmr.pd = ibpd;
-	mr->ibmr.addr = addr;
+	mr->ibmr.addr = dm ? NULL : base;
 	mr->ibmr.length = length;
 	mr_map(mr);
 	ret = table_insert(mr);
@@ -352,6 +401,8 @@ struct ibv_mr *shca_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 		goto err_unmap;
 	}
 	shca_pd_get(pd);	/* while the PD's use keeps it */
+	if (dm)
+		__atomic_add_fetch(&dm->refs, 1, __ATOMIC_RELAXED);
 	shca_obj_put(&pd->obj);
 	return &mr->ibmr;
 
@@ -361,6 +412,37 @@ err_unmap:
 err_pd:
 	shca_obj_put(&pd->obj);
 	return SHCA_ERR_PTR(-ret);
+}
+
+struct ibv_mr *shca_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
+			   uint64_t iova, unsigned int access)
+{
+	struct shca_pd *pd;
+	int ret;
+
+	ret = reg_check(ibpd, addr, length, &iova, &access, &pd);
+	if (ret)
+		return SHCA_ERR_PTR(-ret);
+	return mr_create(ibpd, pd, addr, length, iova, access, NULL);
+}
+
+/* dm.c checked the DM, the range and the access (zero-based). */
+struct ibv_mr *shca_reg_mr_dm(struct ibv_pd *ibpd, struct shca_dm *dm,
+			      uint64_t offset, size_t length,
+			      unsigned int access)
+{
+	struct shca_pd *pd;
+	int ret;
+
+	ret = check_access(access);
+	if (ret)
+		return SHCA_ERR_PTR(-ret);
+	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+	pd = shca_pd_lookup(ibpd, NULL);
+	if (!pd)
+		return SHCA_ERR_PTR(EINVAL);
+	return mr_create(ibpd, pd, (char *)dm->mem + offset, length, 0,
+			 access, dm);
 }
 
 /* mr holds a use (shca_mr_lookup), which this consumes. */
@@ -375,6 +457,8 @@ int shca_mr_destroy(struct shca_mr *mr)
 	table_remove(mr);
 	mr_unmap(mr);
 	shca_pd_put(mr->pd);
+	if (mr->dm)
+		__atomic_sub_fetch(&mr->dm->refs, 1, __ATOMIC_RELAXED);
 	shca_obj_retire(&mr->obj, mr, sizeof(*mr));
 	return 0;
 }
@@ -417,11 +501,13 @@ static int rereg_check(struct shca_mr *mr, int flags, struct ibv_pd *ibpd,
 
 	r->pd = NULL;
 	r->access = mr->access;
-	r->addr = mr->ibmr.addr;
+	r->addr = mr->base;
 	r->length = mr->ibmr.length;
 	r->iova = mr->iova;
 	if (!flags)
 		return -EINVAL;
+	if (mr->dm)
+		return -EINVAL;	/* the kernel: no rereg of a DM MR */
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
 		ret = check_access((unsigned int)access);
 		if (ret)
@@ -434,11 +520,19 @@ static int rereg_check(struct shca_mr *mr, int flags, struct ibv_pd *ibpd,
 		if (!r->pd)
 			return -EINVAL;
 	}
-	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
-		r->addr = addr;
-		r->length = length;
-		r->iova = (uintptr_t)addr;
-		ret = check_pages(addr, length, access_needs_write(r->access));
+	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) ||
+	    ((mr->access & ~r->access) & IBV_ACCESS_ON_DEMAND)) {
+		/* a new range, or an ODP MR that becomes an ordinary one:
+		 * its pages are checked as registration checks them */
+		if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+			r->addr = addr;
+			r->length = length;
+			r->iova = (uintptr_t)addr;
+		}
+		ret = r->access & IBV_ACCESS_ON_DEMAND ?
+			      odp_check(r->addr, r->length) :
+			      check_pages(r->addr, r->length,
+					  access_needs_write(r->access));
 		if (ret) {
 			if (r->pd)
 				shca_obj_put(&r->pd->obj);
@@ -450,7 +544,7 @@ static int rereg_check(struct shca_mr *mr, int flags, struct ibv_pd *ibpd,
 		r->iova = 0;
 	else if ((mr->access & IBV_ACCESS_ZERO_BASED) &&
 		 !(flags & IBV_REREG_MR_CHANGE_TRANSLATION))
-		r->iova = (uintptr_t)mr->ibmr.addr;
+		r->iova = (uintptr_t)mr->base;
 	return 0;
 }
 
@@ -458,7 +552,7 @@ int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 		  void *addr, size_t length, int access)
 {
 	struct shca_mr *mr, old;
-	bool moved = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+	bool moved;
 	struct shca_seg_hold *segs;
 	struct rereg r;
 	int ret;
@@ -473,9 +567,13 @@ int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 	}
 
 	/* the new range shareable before the old one is let go: both hold
-	 * references to the pages they share */
+	 * references to the pages they share; an ODP MR holds none */
 	old = *mr;
-	segs = moved ? shca_seg_map(r.addr, r.length, false) : mr->segs;
+	moved = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ||
+		((mr->access ^ r.access) & IBV_ACCESS_ON_DEMAND);
+	segs = !moved ? mr->segs :
+	       r.access & IBV_ACCESS_ON_DEMAND ?
+			NULL : shca_seg_map(r.addr, r.length, false);
 	/* no peer uses the old translation, PD or access once this returns */
 	mr_unpublish(mr);
 	pthread_mutex_lock(&mr_table_lock);
@@ -488,6 +586,7 @@ int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 	}
 	mr->access = r.access;
 	mr->iova = r.iova;
+	mr->base = r.addr;
 	mr->ibmr.addr = r.addr;
 	mr->ibmr.length = r.length;
 	mr_publish(mr);
@@ -572,4 +671,109 @@ int shca_latest_ibv_dereg_mr(struct ibv_mr *mr)
 	if (!ret)
 		shca_fork_range_used();
 	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* ibv_advise_mr                                                       */
+
+/*
+ * One SGE of a prefetch, as ibv_advise_mr(3) words the errors: an lkey
+ * that names no ODP MR, or a range outside it, EFAULT; an MR of another
+ * PD EPERM ("outside the caller's security scope"); PREFETCH_WRITE on an
+ * MR that is not writable EPERM.  *base: where the range is here.
+ */
+static int advise_sge(struct shca_pd *pd, const struct ibv_sge *s,
+		      enum ibv_advise_mr_advice advice, void **base)
+{
+	struct shca_mr *mr;
+	int ret = 0;
+
+	pthread_mutex_lock(&mr_table_lock);
+	mr = shca_mr_key_find(s->lkey);
+	if (!mr || mr->ibmr.lkey != s->lkey ||
+	    !(mr->access & IBV_ACCESS_ON_DEMAND))
+		ret = -EFAULT;
+	else if (mr->pd != pd)
+		ret = -EPERM;
+	else if (advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+		 !(mr->access & IBV_ACCESS_LOCAL_WRITE))
+		ret = -EPERM;
+	else if (!shca_range_ok(s->addr, s->length, mr->iova,
+				mr->iova + mr->ibmr.length))
+		ret = -EFAULT;
+	else
+		*base = (char *)mr->base + (s->addr - mr->iova);
+	pthread_mutex_unlock(&mr_table_lock);
+	return ret;
+}
+
+/*
+ * Fault the pages in, as the NIC's prefetch does: MADV_POPULATE_READ or
+ * _WRITE (Linux 5.14) makes them present with that permission and fails
+ * on a page that is not mapped (ENOMEM) or cannot be faulted (EFAULT);
+ * where the kernel lacks it, the mapping is checked instead.  EFAULT for
+ * "parts of it are not part of the process address space".
+ */
+static int advise_populate(void *addr, size_t len, bool write)
+{
+	uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t s = (uintptr_t)addr & ~(ps - 1);
+	uintptr_t e = ((uintptr_t)addr + len + ps - 1) & ~(ps - 1);
+
+	if (!len)
+		return 0;
+	if (!madvise((void *)s, e - s, write ? 23 /* MADV_POPULATE_WRITE */ :
+					       22 /* MADV_POPULATE_READ */))
+		return 0;
+	if (errno == EINVAL)
+		return shca_check_range(addr, len, write);
+	return -EFAULT;
+}
+
+/*
+ * ibv_advise_mr(3): the advice is one of the three prefetches
+ * (EOPNOTSUPP otherwise, as mlx5_ib_advise_mr), the flags at most
+ * IBV_ADVISE_MR_FLAG_FLUSH and the PD live (EINVAL), every SGE checked
+ * before any page is touched.  PREFETCH_NO_FAULT touches nothing: pages
+ * that are present are what the device would use, and softhca looks at
+ * them at each access anyway.  Without FLUSH the prefetch is
+ * asynchronous on hardware and its page faults are not reported; softhca
+ * does it before returning and reports them only with FLUSH.
+ */
+int shca_advise_mr(struct ibv_pd *ibpd, enum ibv_advise_mr_advice advice,
+		   uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge)
+{
+	struct shca_pd *pd;
+	void *base = NULL;
+	uint32_t i;
+	int ret = 0;
+
+	if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH &&
+	    advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+	    advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+		return shca_ret_errno(-EOPNOTSUPP);
+	if (flags & ~(uint32_t)IBV_ADVISE_MR_FLAG_FLUSH)
+		return shca_ret_errno(-EINVAL);
+	if (!num_sge || !sg_list)
+		return shca_ret_errno(-EINVAL);
+	pd = shca_pd_lookup(ibpd, NULL);
+	if (!pd)
+		return shca_ret_errno(-EINVAL);
+	for (i = 0; i < num_sge && !ret; i++)
+		ret = advise_sge(pd, &sg_list[i], advice, &base);
+	for (i = 0; i < num_sge && !ret; i++) {
+		bool write = advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE;
+		int r;
+
+		if (advice == IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+			break;
+		/* again: the MR may have gone meanwhile */
+		r = advise_sge(pd, &sg_list[i], advice, &base);
+		if (!r)
+			r = advise_populate(base, sg_list[i].length, write);
+		if (flags & IBV_ADVISE_MR_FLAG_FLUSH)
+			ret = r;
+	}
+	shca_obj_put(&pd->obj);
+	return shca_ret_errno(ret);
 }

@@ -58,11 +58,15 @@
 /* rdma-core's ibv_modify_qp passes these; later bits need the _ex path */
 #define QP_ATTR_STANDARD	((IBV_QP_DEST_QPN << 1) - 1)
 
-/* What qp_access_flags may hold (rxe: RXE_ACCESS_SUPPORTED_QP). */
+/* What qp_access_flags may hold (rxe: RXE_ACCESS_SUPPORTED_QP).
+ * ON_DEMAND means nothing for a QP; it is accepted and ignored, as mlx5
+ * and rxe with ODP accept it (pyverbs' test_odp sets the MR's access,
+ * ON_DEMAND included, on its QPs). */
 #define QP_ACCESS_SUPPORTED                                              \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |               \
 	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |              \
-	 SHCA_ACCESS_FLUSH_GLOBAL | SHCA_ACCESS_FLUSH_PERSISTENT)
+	 SHCA_ACCESS_FLUSH_GLOBAL | SHCA_ACCESS_FLUSH_PERSISTENT |        \
+	 IBV_ACCESS_ON_DEMAND)
 
 #define PSN_MASK	0xffffffu
 

@@ -45,6 +45,8 @@
 #define SHCA_MAX_CQE		((1 << 20) - 1)
 #define SHCA_MAX_MR		((1 << 20) - 1)	/* MR table slots */
 #define SHCA_MAX_MR_SIZE	(~0ull)
+#define SHCA_MAX_DM_SIZE	(4u << 20)	/* device memory, per process */
+#define SHCA_DM_LOG_ALIGN_MAX	12		/* a DM starts on a page */
 #define SHCA_MAX_PD		65535
 #define SHCA_MAX_QP_RD_ATOM	128
 #define SHCA_MAX_QP_INIT_RD_ATOM 128
@@ -71,6 +73,7 @@ enum shca_otype {
 	SHCA_OT_QP,
 	SHCA_OT_AH,
 	SHCA_OT_TD,
+	SHCA_OT_DM,
 	SHCA_OT_NUM
 };
 
@@ -251,6 +254,20 @@ struct shca_mr {
 	struct shca_seg_hold *segs;	/* its pages are in segments
 					 * (shm/seg.c), a reference to each
 					 * held; NULL: CMA */
+	void *base;			/* where byte 0 is in this process:
+					 * ibmr.addr, but for a DM MR (whose
+					 * addr is NULL, as rdma-core's) */
+	struct shca_dm *dm;		/* a DM MR's device memory (dm.c) */
+};
+
+/* Device memory (dm.c): memory softhca owns, reached through DM MRs. */
+struct shca_dm {
+	struct ibv_dm ibdm;
+	struct shca_obj obj;
+	void *mem;			/* private anonymous, page-rounded */
+	size_t length;			/* as allocated (ibv_alloc_dm_attr) */
+	size_t map_len;			/* mem's mapping */
+	int refs;			/* DM MRs on it */
 };
 
 /* A completion channel: CQs that fired, behind a pollable eventfd. */
@@ -532,6 +549,7 @@ SHCA_DEFINE_LOOKUP(shca_cq_lookup, shca_cq, ibv_cq, SHCA_OT_CQ)
 SHCA_DEFINE_LOOKUP(shca_srq_lookup, shca_srq, ibv_srq, SHCA_OT_SRQ)
 SHCA_DEFINE_LOOKUP(shca_qp_lookup_obj, shca_qp, ibv_qp, SHCA_OT_QP)
 SHCA_DEFINE_LOOKUP(shca_ah_lookup, shca_ah, ibv_ah, SHCA_OT_AH)
+SHCA_DEFINE_LOOKUP(shca_dm_lookup, shca_dm, ibv_dm, SHCA_OT_DM)
 
 /* The TD's handle is in our struct, after the public one. */
 static inline struct shca_td *shca_td_lookup(struct ibv_td *t,
@@ -650,6 +668,20 @@ struct shca_mr *shca_lookup_mr(struct shca_pd *pd, uint32_t key,
 			       unsigned int access, uint64_t addr,
 			       uint64_t len, bool remote);
 int shca_check_range(const void *addr, size_t len, bool write);
+/* A DM MR (dm.c checks the DM, mr.c registers): the MR or NULL, errno */
+struct ibv_mr *shca_reg_mr_dm(struct ibv_pd *pd, struct shca_dm *dm,
+			      uint64_t offset, size_t length,
+			      unsigned int access);
+int shca_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		   uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge);
+/* dm.c */
+struct ibv_dm *shca_alloc_dm(struct ibv_context *ctx,
+			     struct ibv_alloc_dm_attr *attr);
+int shca_free_dm(struct ibv_dm *dm);
+int shca_dm_destroy(struct shca_dm *dm);
+struct ibv_mr *shca_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm,
+			      uint64_t offset, size_t length,
+			      unsigned int access);
 /* mr_keys.c: random MR keys (caller serializes: mr.c's table lock) */
 int shca_mr_key_new(void *mr, bool (*fits)(uint32_t key, void *arg),
 		    void *arg, uint32_t *key);

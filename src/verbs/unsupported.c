@@ -4,8 +4,7 @@
  * without the feature: EOPNOTSUPP as a return value (errno set too, as
  * every failing verb here sets it), or NULL with errno EOPNOTSUPP.
  * Features listed here are reported absent by ibv_query_device(_ex): no
- * memory windows, XRC, device memory, flow steering, counters, WQs/RSS,
- * tag matching, ODP.
+ * memory windows, XRC, flow steering, counters, WQs/RSS, tag matching.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -16,13 +15,6 @@
 #define NULL_EOPNOTSUPP (errno = EOPNOTSUPP, NULL)
 /* the int verbs: EOPNOTSUPP returned, and in errno (docs/conformance.md) */
 #define INT_EOPNOTSUPP (errno = EOPNOTSUPP)
-
-static int advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
-		     uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sges)
-{
-	(void)pd; (void)advice; (void)flags; (void)sg_list; (void)num_sges;
-	return INT_EOPNOTSUPP;
-}
 
 static struct ibv_mr *alloc_null_mr(struct ibv_pd *pd)
 {
@@ -55,26 +47,6 @@ static struct ibv_counters *create_counters(struct ibv_context *ctx,
 static int destroy_counters(struct ibv_counters *c)
 {
 	(void)c;
-	return INT_EOPNOTSUPP;
-}
-
-static struct ibv_mr *reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm,
-				uint64_t off, size_t len, unsigned int access)
-{
-	(void)pd; (void)dm; (void)off; (void)len; (void)access;
-	return NULL_EOPNOTSUPP;
-}
-
-static struct ibv_dm *alloc_dm(struct ibv_context *ctx,
-			       struct ibv_alloc_dm_attr *a)
-{
-	(void)ctx; (void)a;
-	return NULL_EOPNOTSUPP;
-}
-
-static int free_dm(struct ibv_dm *dm)
-{
-	(void)dm;
 	return INT_EOPNOTSUPP;
 }
 
@@ -224,15 +196,11 @@ void shca_unsupported_fill(struct verbs_context *v)
 {
 	struct ibv_context_ops *o = &v->context.ops;
 
-	v->advise_mr = advise_mr;
 	v->alloc_null_mr = alloc_null_mr;
 	v->read_counters = read_counters;
 	v->attach_counters_point_flow = attach_counters_point_flow;
 	v->create_counters = create_counters;
 	v->destroy_counters = destroy_counters;
-	v->reg_dm_mr = reg_dm_mr;
-	v->alloc_dm = alloc_dm;
-	v->free_dm = free_dm;
 	v->modify_flow_action_esp = modify_flow_action_esp;
 	v->destroy_flow_action = destroy_flow_action;
 	v->create_flow_action_esp = create_flow_action_esp;

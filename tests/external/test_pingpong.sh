@@ -125,7 +125,18 @@ pp rc-100000 ibv_rc_pingpong -n 100000
 pp rc-events-sizes ibv_rc_pingpong -e -s 65536 -n 500 -c
 pp rc-new-send ibv_rc_pingpong -N
 pp rc-timestamps ibv_rc_pingpong -t
+# on-demand paging (explicit, implicit, prefetched) and device memory
+# (docs/dm-odp.md): the clients refuse to start on a device without them
+pp rc-odp ibv_rc_pingpong -o -n 200 -c
+pp rc-odp-implicit ibv_rc_pingpong -o -O -n 200 -c
+pp rc-odp-prefetch ibv_rc_pingpong -o -P -n 200 -c
+pp rc-odp-implicit-prefetch ibv_rc_pingpong -o -O -P -n 200 -c
+pp rc-dm ibv_rc_pingpong -j -n 200
 expect_out_pair() { grep -Eq -- "$2" "$T/$1.client" && ok "$1 /$2/" || fail "$1: no /$2/"; }
 expect_out_pair rc-100000 '^100000 iters in'
 expect_out_pair rc-timestamps 'Average receive completion clock cycles'
+for t in rc-odp rc-odp-implicit rc-odp-prefetch rc-odp-implicit-prefetch \
+	 rc-dm; do
+	expect_out_pair "$t" '^200 iters in'
+done
 finish

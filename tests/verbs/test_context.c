@@ -159,8 +159,10 @@ TEST(query_device_ex_op)
 	ASSERT_EQ(ibv_query_device(ctx, &a), 0);
 	ASSERT_EQ(memcmp(&ex.orig_attr, &a, sizeof(a)), 0);
 	ASSERT_EQ(ex.phys_port_cnt_ex, 1);
-	ASSERT_EQ(ex.odp_caps.general_caps, 0);
-	ASSERT_EQ(ex.max_dm_size, 0);
+	/* ODP and device memory are offered (test_odp.c, test_dm.c) */
+	ASSERT_EQ(ex.odp_caps.general_caps,
+		  IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT);
+	ASSERT_NE(ex.max_dm_size, 0);
 	ASSERT_EQ(ibv_close_device(ctx), 0);
 }
 
