@@ -385,6 +385,12 @@ static long strace_calls(const char *cases, long n)
  * SOFTHCA_MAP=0 the same loop makes one process_vm_writev per message:
  * the check can fail.
  */
+#if defined(__SANITIZE_THREAD__)
+#define MAPPED_SLACK	3000
+#else
+#define MAPPED_SLACK	500
+#endif
+
 static void syscalls_per_wr(bool mapped)
 {
 	long base, loop;
@@ -399,9 +405,12 @@ static void syscalls_per_wr(bool mapped)
 	ASSERT(loop >= 0);
 	/* one call per work request would be 6000 more (4000 sends, 2000
 	 * WRITEs); what is allowed is a lock contended now and then (a
-	 * futex wait, a yield) while other tests load the machine */
+	 * futex wait, a yield) while other tests load the machine.
+	 * ThreadSanitizer's own locks contend far more (1041 in a CI run
+	 * beside other tests): there, less than one call per two work
+	 * requests still tells the mapped path from one call per WR. */
 	if (mapped)
-		ASSERT_LT(loop - base, 500);
+		ASSERT_LT(loop - base, MAPPED_SLACK);
 	else
 		ASSERT_GE(loop - base, 5000);
 }
