@@ -327,6 +327,12 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 		uint64_t take = MIN((uint64_t)mtu, len - MIN(len, off));
 
 		m.opcode = data_opcode(qp, op, k, n);
+		if (op == IBV_WR_SEND_WITH_INV && k + 1 == n) {
+			/* RC only (qp.c's table): the IETH on the last */
+			m.opcode = n == 1 ? SHCA_OP_RC_SEND_ONLY_WITH_INVALIDATE :
+				   SHCA_OP_RC_SEND_LAST_WITH_INVALIDATE;
+			m.inv_rkey = w->wr.invalidate_rkey;
+		}
 		if (k == 0 && (op == IBV_WR_RDMA_WRITE ||
 			       op == IBV_WR_RDMA_WRITE_WITH_IMM)) {
 			m.va = w->wr.wr.rdma.remote_addr;
@@ -477,6 +483,24 @@ static void rc_send_window(struct shca_qp *qp)
 		if ((w->wr.send_flags & IBV_SEND_FENCE) &&
 		    rd_atomic_before(qp, head, idx))
 			break;
+		/*
+		 * A bind or an invalidation (verbs/mw.c) sends nothing: it is
+		 * carried out once every earlier WQE has completed, so that
+		 * none of them meets a window it does not expect.
+		 */
+		if (shca_wr_is_local(w->wr.opcode)) {
+			if (idx != head)
+				break;
+			st = shca_wr_local_exec(qp, w);
+			if (qp->net.assigned == idx)
+				qp->net.assigned = idx + 1;
+			qp->net.send_idx = idx + 1;
+			qp->net.send_pkt = 0;
+			complete_head(qp, w, st, 0);
+			if (st != IBV_WC_SUCCESS)
+				return;
+			continue;
+		}
 		/*
 		 * The local side: lengths, and the L_Keys of a gather list.
 		 * A READ's or an atomic's L_Keys are those of the response's
@@ -1464,7 +1488,9 @@ static void data_packet(struct shca_conn *c, struct shca_qp *qp,
 	}
 	xfer_init(&x, qp, m, &v);
 	x.opcode = (mask & SHCA_OPM_IMMDT) ? IBV_WR_SEND_WITH_IMM :
+		   (mask & SHCA_OPM_IETH)  ? IBV_WR_SEND_WITH_INV :
 					     IBV_WR_SEND;
+	x.inv_rkey = m->inv_rkey;
 	x.length = v.iov_len;
 	key_execute(c, self, &x, &res);
 	rx_reset(qp);
