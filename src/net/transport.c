@@ -1046,8 +1046,7 @@ static bool rd_pump(struct shca_qp *qp)
 		uint64_t off = (uint64_t)k * mtu;
 		unsigned char hdr[HDR_MAX];
 		struct shca_wire_msg r;
-		struct shca_mr *mr = NULL;
-		struct iovec pl;
+		struct iovec pl = { NULL, 0 };
 		ssize_t hlen;
 
 		if (shca_net_queued(c) >= RD_QUEUED) {
@@ -1060,15 +1059,14 @@ static bool rd_pump(struct shca_qp *qp)
 		 * the responses (the requester times out, asks again, and
 		 * is refused) */
 		if (pl.iov_len)
-			mr = shca_lookup_mr(qp->pd, e->rkey,
-					    IBV_ACCESS_REMOTE_READ, e->va + off,
-					    pl.iov_len, true);
-		if (pl.iov_len && !mr) {
+			pl.iov_base = shca_rkey_addr(qp->pd, qp->ibqp.qp_num,
+						     e->rkey,
+						     IBV_ACCESS_REMOTE_READ,
+						     e->va + off, pl.iov_len);
+		if (pl.iov_len && !pl.iov_base) {
 			rd_clear(qp);
 			break;
 		}
-		pl.iov_base = mr ? (char *)mr->ibmr.addr +
-					   (e->va + off - mr->iova) : NULL;
 		memset(&r, 0, sizeof(r));
 		r.opcode = n == 1 ? SHCA_OP_RC_RDMA_READ_RESPONSE_ONLY :
 			   k == 0 ? SHCA_OP_RC_RDMA_READ_RESPONSE_FIRST :
@@ -1318,7 +1316,7 @@ static void place_where(struct shca_conn *c, uint32_t qpn,
 	struct shca_qp *qp = shca_qp_lookup(qpn);
 	unsigned char hdr[HDR_MAX];
 	struct shca_wire_msg m;
-	struct shca_mr *mr;
+	unsigned char *dst;
 	uint32_t mtu, n;
 	uint64_t va;
 
@@ -1336,9 +1334,10 @@ static void place_where(struct shca_conn *c, uint32_t qpn,
 	    !(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE))
 		goto out;
 	va = qp->net.rx_va + qp->net.rx_len;
-	mr = shca_lookup_mr(qp->pd, qp->net.rx_rkey, IBV_ACCESS_REMOTE_WRITE,
-			    va, (uint64_t)n * mtu, true);
-	if (!mr)
+	/* an MR's or a memory window's (verbs/mw.c) */
+	dst = shca_rkey_addr(qp->pd, qp->ibqp.qp_num, qp->net.rx_rkey,
+			     IBV_ACCESS_REMOTE_WRITE, va, (uint64_t)n * mtu);
+	if (!dst)
 		goto out;
 	/* the BTH of the next packet as a softhca requester builds it */
 	memset(&m, 0, sizeof(m));
@@ -1349,7 +1348,7 @@ static void place_where(struct shca_conn *c, uint32_t qpn,
 	if (shca_wire_build_hdr(hdr, sizeof(hdr), &m) != SHCA_BTH_LEN)
 		goto out;
 	memcpy(&p->bth, hdr, SHCA_BTH_LEN);
-	p->dst = (unsigned char *)mr->ibmr.addr + (va - mr->iova);
+	p->dst = dst;
 	p->mtu = mtu;
 	p->count = n;
 out:

@@ -627,6 +627,9 @@ enum ibv_wc_status shca_local_inv_exec(struct shca_qp *qp, uint32_t rkey);
  * find it): -EBUSY while an MW bound to it is valid; otherwise every
  * earlier binding is let go, and no peer is inside it any more. */
 int shca_mw_release_mr(struct shca_mr *mr);
+/* An R_Key's memory as its owner reaches it (an MR's or a window's). */
+void *shca_rkey_addr(struct shca_pd *pd, uint32_t qpn, uint32_t rkey,
+		     unsigned int access, uint64_t va, uint64_t len);
 
 /* cq.c */
 struct ibv_cq *shca_create_cq(struct ibv_context *ctx, int cqe,
