@@ -628,3 +628,98 @@ TEST(qp_ex_bind_and_local_inv)
 	ASSERT_EQ(ibv_destroy_qp(qp), 0);
 	ASSERT_EQ(ibv_dealloc_mw(mw), 0);
 }
+
+/* A type 2 window is reached only through the QP it is bound to (2B); a
+ * type 1 window through any QP of its PD. */
+static void through_other_qp(enum ibv_mw_type type)
+{
+	struct ibv_mw_bind b;
+	struct ibv_qp *qp2;
+	struct ibv_mw *mw;
+	struct ibv_wc wc;
+	struct env e;
+	uint32_t k;
+
+	env_open(&e, MR_ACC);
+	qp2 = self_qp(&e, e.pd);
+	mw = ibv_alloc_mw(e.pd, type);
+	ASSERT_NOT_NULL(mw);
+	b = bind_of(e.mr, 0, 4096, IBV_ACCESS_REMOTE_WRITE, 1);
+	if (type == IBV_MW_TYPE_1) {
+		ASSERT_EQ(ibv_bind_mw(e.qp, mw, &b), 0);
+		k = mw->rkey;
+	} else {
+		k = ibv_inc_rkey(mw->rkey);
+		ASSERT_EQ(post_bind2(e.qp, mw, k, &b.bind_info, 1), 0);
+	}
+	expect_wc(&e, 1, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	/* through the QP it was bound on: fine */
+	loop_write(&e, k, 64, 2);
+	expect_wc(&e, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	/* qp2 (same PD) writes to itself with the window's key */
+	{
+		struct ibv_qp *keep = e.qp;
+
+		e.qp = qp2;
+		loop_write(&e, k, 128, 3);
+		e.qp = keep;
+	}
+	wc = poll_one(e.cq);
+	ASSERT_EQ(wc.wr_id, 3);
+	ASSERT_EQ(wc.status, type == IBV_MW_TYPE_1 ? IBV_WC_SUCCESS :
+						     IBV_WC_REM_ACCESS_ERR);
+}
+
+TEST(type2_only_through_its_qp)
+{
+	through_other_qp(IBV_MW_TYPE_2);
+}
+
+TEST(type1_through_any_qp_of_its_pd)
+{
+	through_other_qp(IBV_MW_TYPE_1);
+}
+
+/* The QP's PD is checked at each access too: a type 1 window of PD 1 is
+ * not reached through a QP of PD 2 (IBA 10.6.7.2.1). */
+TEST(type1_not_through_another_pd)
+{
+	struct ibv_mw_bind b;
+	struct ibv_pd *pd2;
+	struct ibv_qp *qp2;
+	struct ibv_mr *mr2;
+	struct ibv_mw *mw;
+	struct ibv_wc wc;
+	struct env e;
+	static char b2[4096] __attribute__((aligned(4096)));
+
+	env_open(&e, MR_ACC);
+	pd2 = ibv_alloc_pd(e.ctx);
+	ASSERT_NOT_NULL(pd2);
+	qp2 = self_qp(&e, pd2);
+	mr2 = ibv_reg_mr(pd2, b2, sizeof(b2), IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NOT_NULL(mr2);
+	mw = ibv_alloc_mw(e.pd, IBV_MW_TYPE_1);
+	ASSERT_NOT_NULL(mw);
+	b = bind_of(e.mr, 0, 4096, IBV_ACCESS_REMOTE_WRITE, 1);
+	ASSERT_EQ(ibv_bind_mw(e.qp, mw, &b), 0);
+	expect_wc(&e, 1, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	{
+		struct ibv_sge sge = { .addr = (uintptr_t)b2, .length = 8,
+				       .lkey = mr2->lkey };
+		struct ibv_send_wr wr, *bad;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = 2;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = (uintptr_t)e.buf;
+		wr.wr.rdma.rkey = mw->rkey;
+		ASSERT_EQ(ibv_post_send(qp2, &wr, &bad), 0);
+	}
+	wc = poll_one(e.cq);
+	ASSERT_EQ(wc.wr_id, 2);
+	ASSERT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+}
