@@ -16,6 +16,7 @@
 
 #include "harness.h"
 #include "common.h"
+#include "shm/arena.h"
 
 #define BUF	16384
 
@@ -727,4 +728,76 @@ TEST(type1_not_through_another_pd)
 	wc = poll_one(e.cq);
 	ASSERT_EQ(wc.wr_id, 2);
 	ASSERT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+}
+
+/* This process's arena, as a peer maps it (as test_remap.c finds it). */
+static char *arena_base(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	unsigned long lo = 0;
+
+	ASSERT_NOT_NULL(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "softhca-arena") &&
+		    sscanf(line, "%lx-", &lo) == 1)
+			break;
+	fclose(f);
+	ASSERT_NE(lo, 0);
+	return (char *)lo;
+}
+
+static struct shca_mr_shm *entry_of(uint32_t key)
+{
+	struct shca_mr_shm *t = shca_arena_mr_table(arena_base());
+
+	for (uint32_t i = 1; i < 65536; i++)
+		if (__atomic_load_n(&t[i].key, __ATOMIC_ACQUIRE) == key)
+			return &t[i];
+	return NULL;
+}
+
+/*
+ * What a peer reads of a type 2 window (arena.h): an R_Key-only entry
+ * bound to its QP, the window's range and rights; and a peer's Send with
+ * Invalidate (the CAS of the key word to 0) is what the owner goes by:
+ * the window is no longer valid, its MR may go, a LOCAL_INV fails.
+ */
+TEST(window_entry_as_peers_see_it)
+{
+	struct shca_mr_shm *ent;
+	struct ibv_mw_bind b;
+	struct ibv_mw *mw;
+	struct env e;
+	uint32_t k, expect;
+
+	env_open(&e, MR_ACC);
+	mw = ibv_alloc_mw(e.pd, IBV_MW_TYPE_2);
+	ASSERT_NOT_NULL(mw);
+	/* unbound: nothing in the table has its key */
+	ASSERT_NULL(entry_of(mw->rkey));
+	b = bind_of(e.mr, 4096, 4096, IBV_ACCESS_REMOTE_WRITE |
+					 IBV_ACCESS_LOCAL_WRITE, 1);
+	k = ibv_inc_rkey(mw->rkey);
+	ASSERT_EQ(post_bind2(e.qp, mw, k, &b.bind_info, 1), 0);
+	expect_wc(&e, 1, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	ent = entry_of(k);
+	ASSERT_NOT_NULL(ent);
+	ASSERT(ent->flags & SHCA_MR_SHM_MW);
+	ASSERT(ent->flags & SHCA_MR_SHM_MW_QP);
+	ASSERT_EQ(ent->qpn, e.qp->qp_num);
+	ASSERT_U64_EQ(ent->addr, (uintptr_t)e.buf + 4096);
+	ASSERT_U64_EQ(ent->iova, (uintptr_t)e.buf + 4096);
+	ASSERT_U64_EQ(ent->length, 4096);
+	ASSERT_EQ(ent->access, IBV_ACCESS_REMOTE_WRITE);
+	ASSERT_EQ(ibv_dereg_mr(e.mr), EBUSY);
+	/* a peer's Send with Invalidate */
+	expect = k;
+	ASSERT(__atomic_compare_exchange_n(&ent->key, &expect, 0, false,
+					   __ATOMIC_ACQ_REL,
+					   __ATOMIC_RELAXED));
+	ASSERT_EQ(post_local_inv(e.qp, k, 2), 0);
+	expect_wc(&e, 2, IBV_WC_LOC_QP_OP_ERR, 0);
+	ASSERT_EQ(ibv_dereg_mr(e.mr), 0);
+	ASSERT_EQ(ibv_dealloc_mw(mw), 0);
 }
