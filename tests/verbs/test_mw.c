@@ -801,3 +801,33 @@ TEST(window_entry_as_peers_see_it)
 	ASSERT_EQ(ibv_dereg_mr(e.mr), 0);
 	ASSERT_EQ(ibv_dealloc_mw(mw), 0);
 }
+
+/* ibv_rereg_mr of an MR with a valid window bound: refused like the
+ * dereg (EBUSY); the window keeps working. */
+TEST(rereg_with_bound_window_is_ebusy)
+{
+	struct ibv_mw_bind b;
+	struct ibv_mw *mw;
+	struct env e;
+
+	env_open(&e, MR_ACC);
+	mw = ibv_alloc_mw(e.pd, IBV_MW_TYPE_1);
+	ASSERT_NOT_NULL(mw);
+	b = bind_of(e.mr, 0, 4096, IBV_ACCESS_REMOTE_WRITE, 1);
+	ASSERT_EQ(ibv_bind_mw(e.qp, mw, &b), 0);
+	expect_wc(&e, 1, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	errno = 0;
+	ASSERT_EQ(ibv_rereg_mr(e.mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL,
+			       0, IBV_ACCESS_LOCAL_WRITE),
+		  IBV_REREG_MR_ERR_CMD);
+	ASSERT_EQ(errno, EBUSY);
+	loop_write(&e, mw->rkey, 256, 2);
+	expect_wc(&e, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	/* unbound: the rereg goes through */
+	b = bind_of(e.mr, 0, 0, 0, 3);
+	ASSERT_EQ(ibv_bind_mw(e.qp, mw, &b), 0);
+	expect_wc(&e, 3, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	ASSERT_EQ(ibv_rereg_mr(e.mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL,
+			       0, IBV_ACCESS_LOCAL_WRITE), 0);
+	ASSERT_EQ(ibv_dealloc_mw(mw), 0);
+}
