@@ -184,6 +184,8 @@ static enum ibv_wc_status prepare(struct shca_qp *qp,
 	x->opcode = op;
 	x->solicited = w->wr.send_flags & IBV_SEND_SOLICITED;
 	x->imm_data = w->wr.imm_data;
+	if (op == IBV_WR_SEND_WITH_INV)
+		x->inv_rkey = w->wr.invalidate_rkey;
 	x->length = shca_wqe_length(w);
 	if (x->length > SHCA_MAX_MSG_SZ)
 		return IBV_WC_LOC_LEN_ERR;
@@ -326,6 +328,17 @@ static void fail_head(struct shca_qp *qp, struct shca_send_wqe *w,
 	shca_sq_failed(qp);
 }
 
+/* A local operation at the head completed. */
+static void complete_local(struct shca_qp *qp, struct shca_send_wqe *w)
+{
+	struct shca_send_wqe done = *w;
+
+	qp->head_retries = 0;
+	qp->head_rnr_retries = 0;
+	shca_sq_pop(qp);
+	shca_complete_send(qp, &done, IBV_WC_SUCCESS, 0);
+}
+
 /* The QP's send queue; call with qp->exec_lock held. */
 static void execute_locked(struct shca_qp *qp)
 {
@@ -359,6 +372,18 @@ static void execute_locked(struct shca_qp *qp)
 			}
 		}
 
+		if (shca_wr_is_local(w->wr.opcode) &&
+		    shca_wr_legal(qp->ibqp.qp_type, w->wr.opcode)) {
+			/* a bind or an invalidation: carried out here, in
+			 * its place in the queue (mw.c) */
+			st = shca_wr_local_exec(qp, w);
+			if (st != IBV_WC_SUCCESS) {
+				fail_head(qp, w, st);
+				return;
+			}
+			complete_local(qp, w);
+			continue;
+		}
 		st = prepare(qp, w, &x, iov, grh, &late);
 		if (st != IBV_WC_SUCCESS) {
 			fail_head(qp, w, st);

@@ -99,21 +99,39 @@ static struct shca_qp_shm *lookup_qp(struct shca_peer *p, uint32_t qpn)
 }
 
 /*
- * The responder's MR for key: PD, access and [addr, addr + len) in its
- * iova space.  On success *va is the responder's virtual address of addr.
- * -ENOKEY when no MR of the PD has the key (unknown, deregistered, or
- * another PD's: what guessing produces), -EACCES when the MR is the PD's
- * but the access or the range is wrong, -EBUSY when no access lane came
- * free (the lane is claimed before the entry is read: mem.h).  The key
- * index and the table are the responder's bytes: both look-ups are
- * bounded (shm/mrkey.c).
+ * The arena slot of key's entry: an MR's key is in the key index whole,
+ * a memory window's by its prefix (tag 0, verbs/mw.c).  Both are bounded
+ * look-ups in the responder's bytes; the caller checks the entry's key.
  */
-/* lookup_mr's len for "any range": FLUSH of a whole region */
+/* lookup_key's len for "any range": FLUSH of a whole region */
 #define LOOKUP_WHOLE_MR UINT64_MAX
 
-static int lookup_mr(struct shca_peer *p, uint32_t pd, uint32_t key,
-		     uint32_t access, uint64_t addr, uint64_t len,
-		     uint64_t *va)
+static struct shca_mr_shm *key_slot(struct shca_peer *p, uint32_t key)
+{
+	uint32_t slot = shca_mr_index_find(p->arena, p->arena_size, key);
+
+	if (!slot)
+		slot = shca_mr_index_find(p->arena, p->arena_size,
+					  key & ~0xffu);
+	return shca_mr_table_entry(p->arena, p->arena_size, slot);
+}
+
+/*
+ * The responder's MR or memory window for key, reached through QP q: PD,
+ * access and [addr, addr + len) in its iova space.  A window is an R_Key
+ * only (remote), with its own rights and bounds (its binding lies within
+ * its MR, checked at the bind: verbs/mw.c), and a type 2 window is
+ * reached only through the QP it is bound to.  On success *va is the
+ * responder's virtual address of addr.  -ENOKEY when nothing of the PD
+ * has the key for this use (unknown, deregistered, invalidated, another
+ * PD's or QP's: what guessing produces), -EACCES when the access or the
+ * range is wrong, -EBUSY when no access lane came free (the lane is
+ * claimed before the entry is read: mem.h).  The key index and the table
+ * are the responder's bytes: both look-ups are bounded (shm/mrkey.c).
+ */
+static int lookup_key(struct shca_peer *p, const struct shca_qp_shm *q,
+		      uint32_t pd, uint32_t key, uint32_t access,
+		      uint64_t addr, uint64_t len, bool remote, uint64_t *va)
 {
 	struct shca_mr_shm e, *slot;
 
@@ -121,11 +139,12 @@ static int lookup_mr(struct shca_peer *p, uint32_t pd, uint32_t key,
 		return -ENOKEY;
 	if (shca_mem_claim(p, key))
 		return -EBUSY;
-	slot = shca_mr_table_entry(p->arena, p->arena_size,
-				   shca_mr_index_find(p->arena, p->arena_size,
-						      key));
+	slot = key_slot(p, key);
 	if (!slot || !shca_mr_shm_read(slot, &e) || e.key != key ||
 	    e.pd != pd)
+		return -ENOKEY;
+	if ((e.flags & SHCA_MR_SHM_MW) &&
+	    (!remote || ((e.flags & SHCA_MR_SHM_MW_QP) && e.qpn != q->qpn)))
 		return -ENOKEY;
 	shca_mem_note(p, &e);
 	if ((e.access & access) != access)
@@ -146,6 +165,40 @@ static int lookup_mr(struct shca_peer *p, uint32_t pd, uint32_t key,
 					IBV_ACCESS_REMOTE_WRITE |
 					IBV_ACCESS_REMOTE_ATOMIC)))
 		return -EACCES;
+	return 0;
+}
+
+/* An R_Key of a request that came through QP q. */
+static int lookup_mr(struct shca_peer *p, const struct shca_qp_shm *q,
+		     uint32_t key, uint32_t access, uint64_t addr,
+		     uint64_t len, uint64_t *va)
+{
+	return lookup_key(p, q, q->pd, key, access, addr, len, true, va);
+}
+
+/*
+ * A Send with Invalidate's R_Key (IBA 9.4.4.1, 10.6.7.2.5): it must name
+ * a valid type 2 window of the QP's PD bound to this QP (a type 1 window
+ * or an MR cannot be invalidated so: o10-37.2.26).  The window ends with
+ * a CAS of its entry's key to 0, the one word of the entry a peer writes
+ * (arena.h); the owner's own record reads it (mw.c).  0 or -EINVAL.
+ */
+static int remote_invalidate(struct shca_peer *p, const struct shca_qp_shm *q,
+			     uint32_t rkey)
+{
+	struct shca_mr_shm e, *slot;
+	uint32_t expect = rkey;
+
+	if (!rkey || rkey == UINT32_MAX)
+		return -EINVAL;
+	slot = key_slot(p, rkey);
+	if (!slot || !shca_mr_shm_read(slot, &e) || e.key != rkey ||
+	    e.pd != q->pd || !(e.flags & SHCA_MR_SHM_MW_QP) ||
+	    e.qpn != q->qpn)
+		return -EINVAL;
+	if (!__atomic_compare_exchange_n(&slot->key, &expect, 0, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return -EINVAL;
 	return 0;
 }
 
@@ -208,6 +261,10 @@ static void resp_wc(struct ibv_wc *wc, const struct shca_xfer *x,
 		wc->wc_flags |= IBV_WC_WITH_IMM;
 		wc->imm_data = x->imm_data;
 	}
+	if (x->opcode == IBV_WR_SEND_WITH_INV && status == IBV_WC_SUCCESS) {
+		wc->wc_flags |= IBV_WC_WITH_INV;
+		wc->invalidated_rkey = x->inv_rkey;
+	}
 	if (x->qp_type == IBV_QPT_UD) {
 		wc->wc_flags |= IBV_WC_GRH;
 		wc->sl = roce_l3_type(x->grh);
@@ -251,8 +308,9 @@ static int build_scatter(struct shca_peer *p, struct shca_qp_shm *q,
 
 		if (!take)
 			continue;
-		ret = lookup_mr(p, q->rq_pd, s->lkey, IBV_ACCESS_LOCAL_WRITE,
-				s->addr, take, &va);
+		ret = lookup_key(p, q, q->rq_pd, s->lkey,
+				 IBV_ACCESS_LOCAL_WRITE, s->addr, take, false,
+				 &va);
 		if (ret)
 			return ret == -EBUSY ? ret : -EACCES;
 		if (n == MAX_IOV)
@@ -407,7 +465,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	if (!is_send) {
 		/* RDMA WRITE with immediate: the data goes where the rkey
 		 * says, the WQE only reports it (IBA 9.4.3) */
-		ret = x->length ? lookup_mr(p, q->pd, x->rkey,
+		ret = x->length ? lookup_mr(p, q, x->rkey,
 					    IBV_ACCESS_REMOTE_WRITE,
 					    x->remote_addr, x->length, &va) :
 				  0;
@@ -501,6 +559,16 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 			fail_rc(res, p, q, IBV_WC_REM_OP_ERR, 0);
 		return;
 	}
+	if (x->opcode == IBV_WR_SEND_WITH_INV &&
+	    remote_invalidate(p, q, x->inv_rkey)) {
+		/* rxe's class J: the WQE completes in error, the QP goes to
+		 * error, the requester sees an invalid request */
+		fail_wqe(p, q, rq, x, wr_id, IBV_WC_REM_INV_REQ_ERR,
+			 SHCA_QP_PEND_ERR);
+		if (rc)
+			fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, 0);
+		return;
+	}
 	take_wqe(p, q, rq);
 	resp_wc(&wc, x, q, wr_id, IBV_WC_SUCCESS,
 		(uint32_t)(is_send ? x->length + (x->grh ? SHCA_GRH_LEN : 0) :
@@ -535,7 +603,7 @@ static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
 			res->outcome = SHCA_XFER_NO_RESPONSE;
 		return;
 	}
-	ret = (q->access & access) ? lookup_mr(p, q->pd, x->rkey, access,
+	ret = (q->access & access) ? lookup_mr(p, q, x->rkey, access,
 					       x->remote_addr, x->length,
 					       &va) :
 				     -EACCES;
@@ -585,7 +653,7 @@ static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
 		return;
 	}
 	ret = (q->access & IBV_ACCESS_REMOTE_ATOMIC) ?
-		      lookup_mr(p, q->pd, x->rkey, IBV_ACCESS_REMOTE_ATOMIC,
+		      lookup_mr(p, q, x->rkey, IBV_ACCESS_REMOTE_ATOMIC,
 				x->remote_addr, 8, &va) :
 		      -EACCES;
 	if (ret == -ENOKEY)
@@ -643,7 +711,7 @@ static void do_atomic_write(struct shca_peer *p, struct shca_qp_shm *q,
 		return;
 	}
 	ret = (q->access & IBV_ACCESS_REMOTE_WRITE) ?
-		      lookup_mr(p, q->pd, x->rkey, IBV_ACCESS_REMOTE_WRITE,
+		      lookup_mr(p, q, x->rkey, IBV_ACCESS_REMOTE_WRITE,
 				x->remote_addr, 8, &va) :
 		      -EACCES;
 	if (ret == -ENOKEY)
@@ -710,7 +778,7 @@ static void do_flush(struct shca_peer *p, struct shca_qp_shm *q,
 		return;
 	}
 	ret = (q->access & access) == access ?
-		      lookup_mr(p, q->pd, x->rkey, access, x->remote_addr,
+		      lookup_mr(p, q, x->rkey, access, x->remote_addr,
 				x->flush_level == SHCA_FLUSH_MR ?
 					LOOKUP_WHOLE_MR : x->length,
 				&va) :
@@ -838,6 +906,7 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 		break;
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 		do_receive(p, q, x, res);
 		break;

@@ -42,6 +42,7 @@ struct shca_xfer {
 	enum ibv_wr_opcode opcode;
 	bool solicited;
 	__be32 imm_data;
+	uint32_t inv_rkey;		/* SEND_WITH_INV: the R_Key to end */
 	uint64_t remote_addr;
 	uint32_t rkey;
 	uint64_t compare_add;

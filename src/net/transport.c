@@ -354,6 +354,12 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 		uint64_t take = MIN((uint64_t)mtu, len - MIN(len, off));
 
 		m.opcode = data_opcode(qp, op, k, n);
+		if (op == IBV_WR_SEND_WITH_INV && k + 1 == n) {
+			/* RC only (qp.c's table): the IETH on the last */
+			m.opcode = n == 1 ? SHCA_OP_RC_SEND_ONLY_WITH_INVALIDATE :
+				   SHCA_OP_RC_SEND_LAST_WITH_INVALIDATE;
+			m.inv_rkey = w->wr.invalidate_rkey;
+		}
 		if (k == 0 && (op == IBV_WR_RDMA_WRITE ||
 			       op == IBV_WR_RDMA_WRITE_WITH_IMM)) {
 			m.va = w->wr.wr.rdma.remote_addr;
@@ -519,6 +525,24 @@ static void rc_send_window(struct shca_qp *qp)
 		if ((w->wr.send_flags & IBV_SEND_FENCE) &&
 		    rd_atomic_before(qp, head, idx))
 			break;
+		/*
+		 * A bind or an invalidation (verbs/mw.c) sends nothing: it is
+		 * carried out once every earlier WQE has completed, so that
+		 * none of them meets a window it does not expect.
+		 */
+		if (shca_wr_is_local(w->wr.opcode)) {
+			if (idx != head)
+				break;
+			st = shca_wr_local_exec(qp, w);
+			if (qp->net.assigned == idx)
+				qp->net.assigned = idx + 1;
+			qp->net.send_idx = idx + 1;
+			qp->net.send_pkt = 0;
+			complete_head(qp, w, st, 0);
+			if (st != IBV_WC_SUCCESS)
+				return;
+			continue;
+		}
 		/*
 		 * The local side: lengths, and the L_Keys of a gather list.
 		 * A READ's or an atomic's L_Keys are those of the response's
@@ -1076,8 +1100,7 @@ static bool rd_pump(struct shca_qp *qp)
 		uint64_t off = (uint64_t)k * mtu;
 		unsigned char hdr[HDR_MAX];
 		struct shca_wire_msg r;
-		struct shca_mr *mr = NULL;
-		struct iovec pl;
+		struct iovec pl = { NULL, 0 };
 		ssize_t hlen;
 
 		if (shca_net_queued(c) >= RD_QUEUED) {
@@ -1090,15 +1113,14 @@ static bool rd_pump(struct shca_qp *qp)
 		 * the responses (the requester times out, asks again, and
 		 * is refused) */
 		if (pl.iov_len)
-			mr = shca_lookup_mr(qp->pd, e->rkey,
-					    IBV_ACCESS_REMOTE_READ, e->va + off,
-					    pl.iov_len, true);
-		if (pl.iov_len && !mr) {
+			pl.iov_base = shca_rkey_addr(qp->pd, qp->ibqp.qp_num,
+						     e->rkey,
+						     IBV_ACCESS_REMOTE_READ,
+						     e->va + off, pl.iov_len);
+		if (pl.iov_len && !pl.iov_base) {
 			rd_clear(qp);
 			break;
 		}
-		pl.iov_base = mr ? (char *)mr->base +
-					   (e->va + off - mr->iova) : NULL;
 		memset(&r, 0, sizeof(r));
 		r.opcode = n == 1 ? SHCA_OP_RC_RDMA_READ_RESPONSE_ONLY :
 			   k == 0 ? SHCA_OP_RC_RDMA_READ_RESPONSE_FIRST :
@@ -1422,7 +1444,7 @@ static void place_where(struct shca_conn *c, uint32_t qpn,
 	struct shca_qp *qp = shca_qp_lookup(qpn);
 	unsigned char hdr[HDR_MAX];
 	struct shca_wire_msg m;
-	struct shca_mr *mr;
+	unsigned char *dst;
 	uint32_t mtu, n;
 	uint64_t va;
 
@@ -1440,9 +1462,10 @@ static void place_where(struct shca_conn *c, uint32_t qpn,
 	    !(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE))
 		goto out;
 	va = qp->net.rx_va + qp->net.rx_len;
-	mr = shca_lookup_mr(qp->pd, qp->net.rx_rkey, IBV_ACCESS_REMOTE_WRITE,
-			    va, (uint64_t)n * mtu, true);
-	if (!mr)
+	/* an MR's or a memory window's (verbs/mw.c) */
+	dst = shca_rkey_addr(qp->pd, qp->ibqp.qp_num, qp->net.rx_rkey,
+			     IBV_ACCESS_REMOTE_WRITE, va, (uint64_t)n * mtu);
+	if (!dst)
 		goto out;
 	/* the BTH of the next packet as a softhca requester builds it */
 	memset(&m, 0, sizeof(m));
@@ -1453,7 +1476,7 @@ static void place_where(struct shca_conn *c, uint32_t qpn,
 	if (shca_wire_build_hdr(hdr, sizeof(hdr), &m) != SHCA_BTH_LEN)
 		goto out;
 	memcpy(&p->bth, hdr, SHCA_BTH_LEN);
-	p->dst = (unsigned char *)mr->base + (va - mr->iova);
+	p->dst = dst;
 	p->mtu = mtu;
 	p->count = n;
 out:
@@ -1592,7 +1615,9 @@ static void data_packet(struct shca_conn *c, struct shca_qp *qp,
 	}
 	xfer_init(&x, qp, m, &v);
 	x.opcode = (mask & SHCA_OPM_IMMDT) ? IBV_WR_SEND_WITH_IMM :
+		   (mask & SHCA_OPM_IETH)  ? IBV_WR_SEND_WITH_INV :
 					     IBV_WR_SEND;
+	x.inv_rkey = m->inv_rkey;
 	x.length = v.iov_len;
 	key_execute(c, self, &x, &res);
 	rx_reset(qp);

@@ -355,6 +355,7 @@ bool shca_mr_shm_read(const struct shca_mr_shm *e, struct shca_mr_shm *out)
 		out->addr = __atomic_load_n(&e->addr, __ATOMIC_ACQUIRE);
 		out->length = __atomic_load_n(&e->length, __ATOMIC_ACQUIRE);
 		out->flags = __atomic_load_n(&e->flags, __ATOMIC_ACQUIRE);
+		out->qpn = __atomic_load_n(&e->qpn, __ATOMIC_ACQUIRE);
 		s2 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
 	} while (s1 != s2 || (s1 & 1));
 	return out->key != 0;
@@ -372,6 +373,7 @@ static void mr_shm_store(struct shca_mr_shm *e, const struct shca_mr_shm *v)
 	__atomic_store_n(&e->addr, v->addr, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->length, v->length, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->flags, v->flags, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->qpn, v->qpn, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
 }
 

@@ -113,13 +113,20 @@ struct shca_mr_shm {
 	uint64_t addr;		/* owner's virtual address of byte 0 */
 	uint64_t length;
 	uint32_t flags;		/* SHCA_MR_SHM_* */
-	uint32_t pad;
+	uint32_t qpn;		/* SHCA_MR_SHM_MW_QP: the only QP through
+				 * which the window is reached */
 };
 
 enum {
 	/* every page of [addr, addr + length) lies in a live segment of
 	 * the segment table: a peer may reach it through the pool */
 	SHCA_MR_SHM_MAPPED = 1 << 0,
+	/* a memory window's binding (verbs/mw.c): an R_Key only, never an
+	 * L_Key; its key word is the only one a peer writes, with a CAS
+	 * from the key to 0, to carry out a Send with Invalidate */
+	SHCA_MR_SHM_MW = 1 << 1,
+	/* a type 2 window: qpn is the QP it is bound to */
+	SHCA_MR_SHM_MW_QP = 1 << 2,
 };
 
 /*

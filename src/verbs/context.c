@@ -47,7 +47,9 @@ static void fill_device_attr(struct shca_device *dev,
 			      IBV_DEVICE_CURR_QP_STATE_MOD |
 			      IBV_DEVICE_SYS_IMAGE_GUID |
 			      IBV_DEVICE_PORT_ACTIVE_EVENT |
-			      IBV_DEVICE_SRQ_RESIZE;
+			      IBV_DEVICE_SRQ_RESIZE |
+			      IBV_DEVICE_MEM_WINDOW |
+			      IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 	a->max_sge = SHCA_MAX_SGE;
 	a->max_sge_rd = SHCA_MAX_SGE_RD;
 	a->max_cq = SHCA_MAX_CQ;
@@ -62,7 +64,7 @@ static void fill_device_attr(struct shca_device *dev,
 	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_ee = 0;
 	a->max_rdd = 0;
-	a->max_mw = 0;
+	a->max_mw = SHCA_MAX_MW;
 	a->max_raw_ipv6_qp = 0;
 	a->max_raw_ethy_qp = 0;
 	a->max_mcast_grp = SHCA_MAX_MCAST_GRP;
@@ -431,6 +433,9 @@ void shca_context_fill_ops(struct shca_context *sctx)
 	o->post_srq_recv = shca_post_srq_recv;
 	o->post_send = shca_post_send;
 	o->post_recv = shca_post_recv;
+	o->alloc_mw = shca_alloc_mw;
+	o->bind_mw = shca_bind_mw;
+	o->dealloc_mw = shca_dealloc_mw;
 }
 
 SHCA_DEFAULT_VERSION(ibv_open_device)
@@ -500,6 +505,8 @@ static int destroy_left(enum shca_otype t, struct shca_obj *o)
 				       false);
 	case SHCA_OT_AH:
 		return shca_ah_destroy(container_of(o, struct shca_ah, obj));
+	case SHCA_OT_MW:
+		return shca_mw_destroy(container_of(o, struct shca_mw, obj));
 	case SHCA_OT_MR:
 		return shca_mr_destroy(container_of(o, struct shca_mr, obj));
 	case SHCA_OT_SRQ:
@@ -531,7 +538,7 @@ static void close_children(struct ibv_context *ctx)
 {
 	/* PDs twice: parent domains, then the PDs they held (pdom.c) */
 	static const enum shca_otype order[] = {
-		SHCA_OT_QP, SHCA_OT_AH, SHCA_OT_MR, SHCA_OT_DM,
+		SHCA_OT_QP, SHCA_OT_AH, SHCA_OT_MW, SHCA_OT_MR, SHCA_OT_DM,
 		SHCA_OT_SRQ, SHCA_OT_CQ, SHCA_OT_PD, SHCA_OT_PD, SHCA_OT_TD,
 	};
 	unsigned int i;

@@ -34,7 +34,7 @@
 /* The process's MR table: slot i holds the MR with index i (its entry in
  * the arena's MR table has the same slot); keys find MRs (mr_keys.c). */
 static pthread_mutex_t mr_table_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct shca_mr **mr_table;
+static void **mr_table;		/* an MR or an MW (mw.c) */
 static uint32_t mr_table_size;	/* slots allocated */
 static uint32_t mr_next;	/* next slot to try: slots are reused slowly */
 static uint32_t mr_count;
@@ -141,23 +141,32 @@ static bool key_fits(uint32_t key, void *arg)
 	return shca_mr_index_room(a->base, a->size, key);
 }
 
-static int table_insert(struct shca_mr *mr)
+bool shca_mr_key_fits(uint32_t key, void *arena)
 {
-	struct shca_arena *a = shca_arena_self();
-	uint32_t i, idx, key;
-	int ret;
+	return key_fits(key, arena);
+}
 
-	if (!a)
-		return -ENOMEM;		/* peers could not see the MR */
+void shca_mr_table_lock(void)
+{
 	pthread_mutex_lock(&mr_table_lock);
-	if (mr_count >= SHCA_MAX_MR) {
-		pthread_mutex_unlock(&mr_table_lock);
+}
+
+void shca_mr_table_unlock(void)
+{
+	pthread_mutex_unlock(&mr_table_lock);
+}
+
+/* A free slot of the table for obj (an MR or an MW); lock held. */
+int shca_mr_slot_take(void *obj, uint32_t *out)
+{
+	uint32_t i, idx;
+
+	if (mr_count >= SHCA_MAX_MR)
 		return -ENOMEM;
-	}
 	if (mr_count + 1 >= mr_table_size / 2 &&
 	    mr_table_size <= SHCA_MAX_MR) {
 		uint32_t nsize = mr_table_size ? mr_table_size * 2 : 256;
-		struct shca_mr **nt;
+		void **nt;
 
 		if (nsize > SHCA_MAX_MR + 1)
 			nsize = SHCA_MAX_MR + 1;
@@ -175,9 +184,34 @@ static int table_insert(struct shca_mr *mr)
 		if (idx && !mr_table[idx])
 			break;
 	}
-	if (i == mr_table_size) {
-		pthread_mutex_unlock(&mr_table_lock);
+	if (i == mr_table_size)
 		return -ENOMEM;
+	mr_table[idx] = obj;
+	mr_next = idx + 1;
+	mr_count++;
+	*out = idx;
+	return 0;
+}
+
+void shca_mr_slot_free(uint32_t idx)
+{
+	mr_table[idx] = NULL;
+	mr_count--;
+}
+
+static int table_insert(struct shca_mr *mr)
+{
+	struct shca_arena *a = shca_arena_self();
+	uint32_t idx, key;
+	int ret;
+
+	if (!a)
+		return -ENOMEM;		/* peers could not see the MR */
+	pthread_mutex_lock(&mr_table_lock);
+	ret = shca_mr_slot_take(mr, &idx);
+	if (ret) {
+		pthread_mutex_unlock(&mr_table_lock);
+		return ret;
 	}
 	ret = shca_mr_key_new(mr, key_fits, a, &key);
 	if (!ret) {
@@ -188,12 +222,10 @@ static int table_insert(struct shca_mr *mr)
 			shca_mr_key_retire(key);
 	}
 	if (ret) {
+		shca_mr_slot_free(idx);
 		pthread_mutex_unlock(&mr_table_lock);
 		return -ENOMEM;
 	}
-	mr_table[idx] = mr;
-	mr_next = idx + 1;
-	mr_count++;
 	mr->index = idx;
 	mr->ibmr.lkey = key;
 	mr->ibmr.rkey = key;
@@ -237,8 +269,7 @@ static void table_remove(struct shca_mr *mr)
 			shca_mr_shm_clear(slot);
 	}
 	shca_mr_key_retire(mr->ibmr.lkey);
-	mr_table[mr->index] = NULL;
-	mr_count--;
+	shca_mr_slot_free(mr->index);
 	pthread_mutex_unlock(&mr_table_lock);
 	if (a)
 		shca_seg_drain(mr->ibmr.lkey);
@@ -445,12 +476,22 @@ struct ibv_mr *shca_reg_mr_dm(struct ibv_pd *ibpd, struct shca_dm *dm,
 			 access, dm);
 }
 
-/* mr holds a use (shca_mr_lookup), which this consumes. */
+/*
+ * mr holds a use (shca_mr_lookup), which this consumes.  An MR with a
+ * valid memory window bound to it stays: EBUSY (docs/memory-windows.md;
+ * IBA 10.6.7.2 and rxe refuse it too, mlx5 lets the windows die with it).
+ */
 int shca_mr_destroy(struct shca_mr *mr)
 {
 	int ret = shca_obj_claim(&mr->obj, NULL);
 
 	if (ret) {
+		shca_obj_put(&mr->obj);
+		return ret;
+	}
+	ret = shca_mw_release_mr(mr);
+	if (ret) {
+		shca_obj_unclaim(&mr->obj);
 		shca_obj_put(&mr->obj);
 		return ret;
 	}
@@ -562,6 +603,14 @@ int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 		return -ENOENT;
 	ret = rereg_check(mr, flags, ibpd, addr, length, access, &r);
 	if (ret) {
+		shca_obj_put(&mr->obj);
+		return ret;
+	}
+	/* the windows bound to it would outlive what they were bound to */
+	ret = shca_mw_release_mr(mr);
+	if (ret) {
+		if (r.pd)
+			shca_obj_put(&r.pd->obj);
 		shca_obj_put(&mr->obj);
 		return ret;
 	}

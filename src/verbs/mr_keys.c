@@ -39,7 +39,8 @@ static char quarantined_mark;
 
 struct key_slot {
 	uint32_t key;		/* 0: empty */
-	void *val;		/* the MR, or QUARANTINED */
+	bool mw;		/* key is an MW's prefix (low byte 0) */
+	void *val;		/* the MR or MW, or QUARANTINED */
 };
 
 static struct key_slot *map;
@@ -70,13 +71,14 @@ static struct key_slot *map_find_slot(uint32_t key)
 	return NULL;
 }
 
-static void map_put_nogrow(uint32_t key, void *val)
+static void map_put_nogrow(uint32_t key, void *val, bool mw)
 {
 	uint32_t i, mask = map_size - 1;
 
 	for (i = key_hash(key) & mask; map[i].key; i = (i + 1) & mask)
 		;
 	map[i].key = key;
+	map[i].mw = mw;
 	map[i].val = val;
 }
 
@@ -99,7 +101,7 @@ static int map_reserve(void)
 	map_size = nsize;
 	for (i = 0; i < osize; i++)
 		if (old[i].key)
-			map_put_nogrow(old[i].key, old[i].val);
+			map_put_nogrow(old[i].key, old[i].val, old[i].mw);
 	free(old);
 	return 0;
 }
@@ -114,6 +116,7 @@ static void map_del(uint32_t key)
 		return;
 	i = (uint32_t)(s - map);
 	map[i].key = 0;
+	map[i].mw = false;
 	map[i].val = NULL;
 	map_used--;
 	for (j = (i + 1) & mask; map[j].key; j = (j + 1) & mask) {
@@ -123,6 +126,7 @@ static void map_del(uint32_t key)
 		if (((j - home) & mask) >= ((j - i) & mask)) {
 			map[i] = map[j];
 			map[j].key = 0;
+			map[j].mw = false;
 			map[j].val = NULL;
 			i = j;
 		}
@@ -155,9 +159,54 @@ int shca_mr_key_new(void *mr, bool (*fits)(uint32_t key, void *arg),
 		key = shca_random_u32();
 		if (key_reserved(key) || map_find_slot(key))
 			continue;
+		/* never under an MW's prefix, live or retired */
+		if (map_find_slot(key & ~0xffu))
+			continue;
 		if (fits && !fits(key, arg))
 			continue;
-		map_put_nogrow(key, mr);
+		map_put_nogrow(key, mr, false);
+		map_used++;
+		*out = key;
+		return 0;
+	}
+	return -ENOMEM;
+}
+
+/* Is any of the 256 keys of prefix in the map (live or quarantined)? */
+static bool prefix_used(uint32_t prefix)
+{
+	uint32_t t;
+
+	for (t = 0; t < 256; t++)
+		if (map_find_slot(prefix | t))
+			return true;
+	return false;
+}
+
+/*
+ * An MW's key: the prefix (key & ~0xff) is the MW's for its life, and
+ * retired into the quarantine with it; the tag (low byte) is the
+ * consumer's, changed at each bind.  The map holds the prefix, so that
+ * the MR generator above refuses every key under it.
+ */
+int shca_mw_key_new(void *mw, bool (*fits)(uint32_t key, void *arg),
+		    void *arg, uint32_t *out)
+{
+	uint32_t key, prefix;
+	int tries, ret;
+
+	ret = map_reserve();
+	if (ret)
+		return ret;
+	for (tries = 0; tries < KEY_TRIES; tries++) {
+		key = shca_random_u32();
+		prefix = key & ~0xffu;
+		if (!prefix || key_reserved(prefix | 0xff) ||
+		    prefix_used(prefix))
+			continue;
+		if (fits && !fits(prefix, arg))
+			continue;
+		map_put_nogrow(prefix, mw, true);
 		map_used++;
 		*out = key;
 		return 0;
@@ -169,7 +218,14 @@ void *shca_mr_key_find(uint32_t key)
 {
 	struct key_slot *s = key_reserved(key) ? NULL : map_find_slot(key);
 
-	return s && s->val != QUARANTINED ? s->val : NULL;
+	return s && !s->mw && s->val != QUARANTINED ? s->val : NULL;
+}
+
+void *shca_mw_key_find(uint32_t key)
+{
+	struct key_slot *s = map_find_slot(key & ~0xffu);
+
+	return s && s->mw && s->val != QUARANTINED ? s->val : NULL;
 }
 
 void shca_mr_key_retire(uint32_t key)

@@ -41,12 +41,12 @@ enum wr_class {
 	WR_ATOMIC,	/* 8 bytes into local memory; aligned remote */
 	WR_PLACE,	/* ATOMIC_WRITE, FLUSH (IBA Annex A19): no local
 			 * memory; built by ibv_wr_* only */
+	WR_LOCAL,	/* no message: bind, invalidate (mw.c) */
 };
 
 /*
- * One row per opcode softhca executes; an opcode without a row (memory
- * windows, invalidation, TSO) is not supported.  ATOMIC_WRITE and FLUSH
- * have no ibv_send_wr form in rdma-core (no field for the 8 bytes, the
+ * One row per opcode softhca executes; an opcode without a row (TSO) is
+ * not supported.  ATOMIC_WRITE and FLUSH have no ibv_send_wr form in rdma-core (no field for the 8 bytes, the
  * length, type and level): ibv_post_send refuses them, ibv_wr_atomic_write
  * and ibv_wr_flush build them, into wr.atomic (remote_addr, rkey; swap:
  * the 8 bytes of ATOMIC_WRITE as they lie in memory; compare_add: the
@@ -79,6 +79,14 @@ static const struct wr_info {
 				  IBV_QP_EX_WITH_ATOMIC_WRITE },
 	[SHCA_WR_FLUSH] = { QPT(IBV_QPT_RC), WR_PLACE, SHCA_WC_FLUSH,
 			    SHCA_QP_EX_WITH_FLUSH },
+	/* memory windows (mw.c): SEND_WITH_INV has opcodes on RC only
+	 * (IBA 9.2); binds and invalidations on connected QPs, as mlx5 */
+	[IBV_WR_SEND_WITH_INV] = { QPT(IBV_QPT_RC), WR_SEND, IBV_WC_SEND,
+				   IBV_QP_EX_WITH_SEND_WITH_INV },
+	[IBV_WR_BIND_MW] = { QPT_CONN, WR_LOCAL, IBV_WC_BIND_MW,
+			     IBV_QP_EX_WITH_BIND_MW },
+	[IBV_WR_LOCAL_INV] = { QPT_CONN, WR_LOCAL, IBV_WC_LOCAL_INV,
+			       IBV_QP_EX_WITH_LOCAL_INV },
 };
 
 static const struct wr_info *wr_info(unsigned int opcode)
@@ -93,6 +101,21 @@ enum ibv_wc_opcode shca_wr_wc_opcode(enum ibv_wr_opcode opcode)
 	const struct wr_info *op = wr_info(opcode);
 
 	return op ? op->wc_opcode : IBV_WC_SEND;
+}
+
+bool shca_wr_is_local(enum ibv_wr_opcode opcode)
+{
+	const struct wr_info *op = wr_info(opcode);
+
+	return op && op->cls == WR_LOCAL;
+}
+
+enum ibv_wc_status shca_wr_local_exec(struct shca_qp *qp,
+				      const struct shca_send_wqe *w)
+{
+	if (w->wr.opcode == IBV_WR_BIND_MW)
+		return shca_mw_bind_exec(qp, &w->wr);
+	return shca_local_inv_exec(qp, w->wr.invalidate_rkey);
 }
 
 bool shca_wr_legal(enum ibv_qp_type type, enum ibv_wr_opcode opcode)
@@ -370,6 +393,12 @@ static int sq_check_wr(const struct shca_qp *qp, const struct ibv_send_wr *wr,
 	 * no local memory (the table's comment) */
 	if (op->cls == WR_PLACE)
 		return builder && !wr->num_sge ? 0 : -EINVAL;
+	/* a bind names its window (rdma-core checked the MR's PD and the
+	 * MR-less range); the rest is the execution's (MW_BIND_ERR) */
+	if (wr->opcode == IBV_WR_BIND_MW && !wr->bind_mw.mw)
+		return -EINVAL;
+	if (op->cls == WR_LOCAL)
+		return 0;	/* no gather list */
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->sq.max_sge ||
 	    (wr->num_sge && !wr->sg_list))
 		return -EINVAL;
@@ -411,6 +440,9 @@ static void sq_store(struct shca_qp *qp, const struct ibv_send_wr *wr)
 		}
 		w->inline_len = (uint32_t)(p - (unsigned char *)w->sge);
 		w->wr.sg_list = NULL;
+		w->wr.num_sge = 0;
+	} else if (wr_info(wr->opcode)->cls == WR_LOCAL) {
+		w->wr.sg_list = w->sge;
 		w->wr.num_sge = 0;
 	} else {
 		if (wr->num_sge)
@@ -870,17 +902,35 @@ static void qpx_unsupported(struct ibv_qp_ex *qpx)
 static void qpx_wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw,
 			   uint32_t rkey, const struct ibv_mw_bind_info *info)
 {
-	qpx_unsupported(qpx);
+	struct shca_qp *qp = qpx_to_sqp(qpx);
+	struct batch_wr *e;
+
+	if (!mw || !info) {
+		batch_fail(qp->batch, EINVAL);
+		return;
+	}
+	e = batch_new(qpx, IBV_WR_BIND_MW);
+	if (!e)
+		return;
+	e->wr.bind_mw.mw = mw;
+	e->wr.bind_mw.rkey = rkey;
+	e->wr.bind_mw.bind_info = *info;
 }
 
 static void qpx_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
 {
-	qpx_unsupported(qpx);
+	struct batch_wr *e = batch_new(qpx, IBV_WR_LOCAL_INV);
+
+	if (e)
+		e->wr.invalidate_rkey = invalidate_rkey;
 }
 
 static void qpx_wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
 {
-	qpx_unsupported(qpx);
+	struct batch_wr *e = batch_new(qpx, IBV_WR_SEND_WITH_INV);
+
+	if (e)
+		e->wr.invalidate_rkey = invalidate_rkey;
 }
 
 static void qpx_wr_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz,

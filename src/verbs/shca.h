@@ -44,6 +44,7 @@
 #define SHCA_MAX_CQ		65535
 #define SHCA_MAX_CQE		((1 << 20) - 1)
 #define SHCA_MAX_MR		((1 << 20) - 1)	/* MR table slots */
+#define SHCA_MAX_MW		65535		/* MWs (in MR table slots) */
 #define SHCA_MAX_MR_SIZE	(~0ull)
 #define SHCA_MAX_DM_SIZE	(4u << 20)	/* device memory, per process */
 #define SHCA_DM_LOG_ALIGN_MAX	12		/* a DM starts on a page */
@@ -74,6 +75,7 @@ enum shca_otype {
 	SHCA_OT_AH,
 	SHCA_OT_TD,
 	SHCA_OT_DM,
+	SHCA_OT_MW,
 	SHCA_OT_NUM
 };
 
@@ -258,6 +260,8 @@ struct shca_mr {
 					 * ibmr.addr, but for a DM MR (whose
 					 * addr is NULL, as rdma-core's) */
 	struct shca_dm *dm;		/* a DM MR's device memory (dm.c) */
+	int mw_binds;			/* MWs whose binding names it (mw.c,
+					 * under the MR table's lock) */
 };
 
 /* Device memory (dm.c): memory softhca owns, reached through DM MRs. */
@@ -268,6 +272,31 @@ struct shca_dm {
 	size_t length;			/* as allocated (ibv_alloc_dm_attr) */
 	size_t map_len;			/* mem's mapping */
 	int refs;			/* DM MRs on it */
+};
+
+/*
+ * A memory window (mw.c).  Its R_Key is a 24-bit random prefix, reserved
+ * for the MW's life (mr_keys.c), and an 8-bit tag the consumer chooses at
+ * each bind (ibv_inc_rkey).  The binding is published in an MR table slot
+ * of the arena, where peers check R_Keys; the fields below are the
+ * owner's own record, under the MR table's lock.
+ */
+struct shca_mw {
+	struct ibv_mw ibmw;
+	struct shca_obj obj;
+	struct shca_pd *pd;
+	uint32_t index;			/* its slot in the MR table */
+	uint32_t prefix;		/* key & ~0xff, reserved */
+	uint32_t key;			/* prefix | tag of the last bind */
+	bool bound;			/* a binding was published (a peer's
+					 * SEND_WITH_INV may have ended it:
+					 * the arena entry says) */
+	struct shca_mr *mr;		/* the MR it was bound to, or NULL */
+	uint32_t qpn;			/* type 2: the QP it is bound to */
+	uint64_t addr, length;		/* in the MR's iova space */
+	unsigned int access;		/* IBV_ACCESS_REMOTE_* granted */
+	bool zero_based;
+	struct shca_mw *next;		/* the process's MW list */
 };
 
 /* A completion channel: CQs that fired, behind a pollable eventfd. */
@@ -497,6 +526,11 @@ static inline struct shca_mr *to_smr(struct ibv_mr *m)
 	return container_of(m, struct shca_mr, ibmr);
 }
 
+static inline struct shca_mw *to_smw(struct ibv_mw *m)
+{
+	return container_of(m, struct shca_mw, ibmw);
+}
+
 static inline struct shca_cq *to_scq(struct ibv_cq *c)
 {
 	return container_of((struct ibv_cq_ex *)c, struct shca_cq, cqx);
@@ -561,6 +595,7 @@ static inline struct shca_td *shca_td_lookup(struct ibv_td *t,
 
 	return o ? container_of(o, struct shca_td, obj) : NULL;
 }
+SHCA_DEFINE_LOOKUP(shca_mw_lookup, shca_mw, ibv_mw, SHCA_OT_MW)
 
 /*
  * The verbs that also have a libibverbs 1.0 compat alias (compat.c) are
@@ -682,11 +717,41 @@ int shca_dm_destroy(struct shca_dm *dm);
 struct ibv_mr *shca_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm,
 			      uint64_t offset, size_t length,
 			      unsigned int access);
+/* The MR table (mr.c) that MWs share: its lock, a slot, the arena's
+ * room for a key; the slot functions with the lock held. */
+void shca_mr_table_lock(void);
+void shca_mr_table_unlock(void);
+int shca_mr_slot_take(void *obj, uint32_t *idx);
+void shca_mr_slot_free(uint32_t idx);
+bool shca_mr_key_fits(uint32_t key, void *arena);
 /* mr_keys.c: random MR keys (caller serializes: mr.c's table lock) */
 int shca_mr_key_new(void *mr, bool (*fits)(uint32_t key, void *arg),
 		    void *arg, uint32_t *key);
 void *shca_mr_key_find(uint32_t key);
 void shca_mr_key_retire(uint32_t key);
+/* An MW's key: a prefix (low byte 0) whose 256 keys are all free,
+ * reserved for mw; the MW that holds key's prefix, or NULL. */
+int shca_mw_key_new(void *mw, bool (*fits)(uint32_t key, void *arg),
+		    void *arg, uint32_t *key);
+void *shca_mw_key_find(uint32_t key);
+
+/* mw.c: memory windows */
+struct ibv_mw *shca_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int shca_dealloc_mw(struct ibv_mw *mw);
+int shca_mw_destroy(struct shca_mw *mw);
+int shca_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
+		 struct ibv_mw_bind *bind);
+/* The send queue's local operations, executed in order (requester). */
+enum ibv_wc_status shca_mw_bind_exec(struct shca_qp *qp,
+				     const struct ibv_send_wr *wr);
+enum ibv_wc_status shca_local_inv_exec(struct shca_qp *qp, uint32_t rkey);
+/* A deregistration or re-registration of mr (claimed: no bind can
+ * find it): -EBUSY while an MW bound to it is valid; otherwise every
+ * earlier binding is let go, and no peer is inside it any more. */
+int shca_mw_release_mr(struct shca_mr *mr);
+/* An R_Key's memory as its owner reaches it (an MR's or a window's). */
+void *shca_rkey_addr(struct shca_pd *pd, uint32_t qpn, uint32_t rkey,
+		     unsigned int access, uint64_t va, uint64_t len);
 
 /* cq.c */
 struct ibv_cq *shca_create_cq(struct ibv_context *ctx, int cqe,
@@ -758,6 +823,11 @@ struct shca_send_wqe *shca_sq_first(struct shca_qp *qp, uint32_t *head,
 /* Complete every send WQE with IBV_WC_WR_FLUSH_ERR; sq.lock held. */
 void shca_sq_flush(struct shca_qp *qp);
 enum ibv_wc_opcode shca_wr_wc_opcode(enum ibv_wr_opcode opcode);
+/* Is opcode a local operation (bind, invalidate): no message at all? */
+bool shca_wr_is_local(enum ibv_wr_opcode opcode);
+/* Execute a local operation at the send queue's head: its status. */
+enum ibv_wc_status shca_wr_local_exec(struct shca_qp *qp,
+				      const struct shca_send_wqe *w);
 /* Is opcode one of the transport type has (the work-request table)? */
 bool shca_wr_legal(enum ibv_qp_type type, enum ibv_wr_opcode opcode);
 

@@ -4,7 +4,7 @@
  * without the feature: EOPNOTSUPP as a return value (errno set too, as
  * every failing verb here sets it), or NULL with errno EOPNOTSUPP.
  * Features listed here are reported absent by ibv_query_device(_ex): no
- * memory windows, XRC, flow steering, counters, WQs/RSS, tag matching.
+ * XRC, flow steering, counters, WQs/RSS, tag matching.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -168,25 +168,6 @@ static int close_xrcd(struct ibv_xrcd *xrcd)
 	return INT_EOPNOTSUPP;
 }
 
-static struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
-{
-	(void)pd; (void)type;
-	return NULL_EOPNOTSUPP;
-}
-
-static int bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
-		   struct ibv_mw_bind *bind)
-{
-	(void)qp; (void)mw; (void)bind;
-	return INT_EOPNOTSUPP;
-}
-
-static int dealloc_mw(struct ibv_mw *mw)
-{
-	(void)mw;
-	return INT_EOPNOTSUPP;
-}
-
 static void *compat_unsupported(void)
 {
 	return NULL_EOPNOTSUPP;
@@ -221,9 +202,6 @@ void shca_unsupported_fill(struct verbs_context *v)
 	v->open_xrcd = open_xrcd;
 	v->close_xrcd = close_xrcd;
 
-	o->alloc_mw = alloc_mw;
-	o->bind_mw = bind_mw;
-	o->dealloc_mw = dealloc_mw;
 	/* slots that only pre-v1.1 rdma-core used internally */
 	o->_compat_alloc_pd = compat_unsupported;
 	o->_compat_dealloc_pd = compat_unsupported;

@@ -397,8 +397,12 @@ TEST(create_ex_send_ops_flags)
 	       x->wr_set_xrc_srqn);
 	ASSERT_EQ(ibv_destroy_qp(qp), 0);
 
-	a.send_ops_flags = IBV_QP_EX_WITH_BIND_MW;
-	ASSERT_NULL_ERRNO(ibv_create_qp_ex(e.ctx, &a), EOPNOTSUPP);
+	/* memory windows (mw.c): on connected QPs */
+	a.send_ops_flags = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV |
+			   IBV_QP_EX_WITH_SEND_WITH_INV;
+	qp = ibv_create_qp_ex(e.ctx, &a);
+	ASSERT_NOT_NULL(qp);
+	ASSERT_EQ(ibv_destroy_qp(qp), 0);
 	a.qp_type = IBV_QPT_UC;
 	/* ATOMIC WRITE: RC only (tests/traffic/test_atomic_write_flush.c) */
 	a.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE;
@@ -769,6 +773,9 @@ static const struct {
 	{ IBV_QPT_UC, IBV_WR_RDMA_READ, IBV_WC_RDMA_READ },
 	{ IBV_QPT_UC, IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WC_COMP_SWAP },
 	{ IBV_QPT_UC, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WC_FETCH_ADD },
+	{ IBV_QPT_UC, IBV_WR_SEND_WITH_INV, IBV_WC_SEND },
+	{ IBV_QPT_UD, IBV_WR_SEND_WITH_INV, IBV_WC_SEND },
+	{ IBV_QPT_UD, IBV_WR_LOCAL_INV, IBV_WC_LOCAL_INV },
 	{ IBV_QPT_UD, IBV_WR_RDMA_WRITE, IBV_WC_RDMA_WRITE },
 	{ IBV_QPT_UD, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WC_RDMA_WRITE },
 	{ IBV_QPT_UD, IBV_WR_RDMA_READ, IBV_WC_RDMA_READ },
@@ -788,7 +795,6 @@ static enum ibv_qp_state qp_state(struct ibv_qp *qp)
 TEST(post_send_opcode_per_qp_type)
 {
 	static const enum ibv_wr_opcode none[] = {
-		IBV_WR_LOCAL_INV, IBV_WR_BIND_MW, IBV_WR_SEND_WITH_INV,
 		IBV_WR_TSO, IBV_WR_DRIVER1, IBV_WR_ATOMIC_WRITE,
 		(enum ibv_wr_opcode)12, (enum ibv_wr_opcode)200,
 		(enum ibv_wr_opcode)-1,
@@ -1100,19 +1106,20 @@ TEST(wr_builder_errors_post_nothing)
 		list[i] = sge_of(&e, 4);
 	memset(big, 'x', sizeof(big));
 
-	/* an operation softhca lacks spoils the whole list */
+	/* an operation outside the QP's send_ops_flags spoils the whole
+	 * list (EINVAL); one softhca lacks too (EOPNOTSUPP, below) */
 	ibv_wr_start(x);
 	x->wr_id = 1;
 	ibv_wr_send(x);
 	ibv_wr_set_sge(x, e.mr->lkey, (uintptr_t)e.buf, 8);
 	ibv_wr_local_inv(x, 0x99);
-	ASSERT_EQ(ibv_wr_complete(x), EOPNOTSUPP);
+	ASSERT_EQ(ibv_wr_complete(x), EINVAL);
 	ibv_wr_start(x);
 	ibv_wr_send_inv(x, 1);
-	ASSERT_EQ(ibv_wr_complete(x), EOPNOTSUPP);
+	ASSERT_EQ(ibv_wr_complete(x), EINVAL);
 	ibv_wr_start(x);
 	ibv_wr_bind_mw(x, NULL, 0, NULL);
-	ASSERT_EQ(ibv_wr_complete(x), EOPNOTSUPP);
+	ASSERT_EQ(ibv_wr_complete(x), EINVAL);
 	ibv_wr_start(x);
 	ibv_wr_send_tso(x, NULL, 0, 0);
 	ASSERT_EQ(ibv_wr_complete(x), EOPNOTSUPP);
