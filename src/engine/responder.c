@@ -289,6 +289,32 @@ static void fail_rc(struct shca_xfer_result *res, struct shca_peer *p,
 }
 
 /*
+ * The R_Key of request x for access over len bytes from its remote
+ * address (o9-20 and o10-37: the QP's remote rights, then the key's):
+ * true with *va; false with res saying why: no access lane came free
+ * (the requester tries again), or a remote access error (RC; a UC
+ * responder drops the message), an unknown key counted as one.
+ */
+static bool remote_key(struct shca_peer *p, struct shca_qp_shm *q,
+		       const struct shca_xfer *x, struct shca_xfer_result *res,
+		       uint32_t access, uint64_t len, uint64_t *va)
+{
+	int ret = (q->access & access) == access ?
+			  lookup_mr(p, q, x->rkey, access, x->remote_addr,
+				    len, va) :
+			  -EACCES;
+
+	if (ret == -ENOKEY)
+		bad_key(q, res, SHCA_STAT_INVALID_RKEY);
+	if (ret == -EBUSY)
+		lanes_busy(res, x);
+	else if (ret && x->qp_type == IBV_QPT_RC)
+		fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
+			SHCA_QP_PEND_ACCESS_ERR);
+	return !ret;
+}
+
+/*
  * Build the responder's scatter list for len bytes from a receive WQE:
  * every SGE needs its L_Key, the receive queue's PD (an SRQ's own, not
  * the QP's) and local write.  skip bytes at
@@ -603,22 +629,8 @@ static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
 			res->outcome = SHCA_XFER_NO_RESPONSE;
 		return;
 	}
-	ret = (q->access & access) ? lookup_mr(p, q, x->rkey, access,
-					       x->remote_addr, x->length,
-					       &va) :
-				     -EACCES;
-	if (ret == -ENOKEY)
-		bad_key(q, res, SHCA_STAT_INVALID_RKEY);
-	if (ret == -EBUSY) {
-		lanes_busy(res, x);
+	if (!remote_key(p, q, x, res, access, x->length, &va))
 		return;
-	}
-	if (ret) {
-		if (x->qp_type == IBV_QPT_RC)
-			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
-				SHCA_QP_PEND_ACCESS_ERR);
-		return;		/* UC: the responder drops it */
-	}
 	place_range(x, va, &r, &n);
 	ret = write ? shca_mem_write(p, x->local, x->nlocal, &r, n) :
 		      shca_mem_read(p, x->local, x->nlocal, &r, 1);
@@ -652,21 +664,8 @@ static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
 		fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, SHCA_QP_PEND_REQ_ERR);
 		return;
 	}
-	ret = (q->access & IBV_ACCESS_REMOTE_ATOMIC) ?
-		      lookup_mr(p, q, x->rkey, IBV_ACCESS_REMOTE_ATOMIC,
-				x->remote_addr, 8, &va) :
-		      -EACCES;
-	if (ret == -ENOKEY)
-		bad_key(q, res, SHCA_STAT_INVALID_RKEY);
-	if (ret == -EBUSY) {
-		lanes_busy(res, x);
+	if (!remote_key(p, q, x, res, IBV_ACCESS_REMOTE_ATOMIC, 8, &va))
 		return;
-	}
-	if (ret) {
-		fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
-			SHCA_QP_PEND_ACCESS_ERR);
-		return;
-	}
 	ret = shca_mem_atomic(p, va, x->opcode, x->compare_add, x->swap,
 			      &orig);
 	if (ret == -ENOLCK) {
@@ -710,21 +709,8 @@ static void do_atomic_write(struct shca_peer *p, struct shca_qp_shm *q,
 		fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, SHCA_QP_PEND_REQ_ERR);
 		return;
 	}
-	ret = (q->access & IBV_ACCESS_REMOTE_WRITE) ?
-		      lookup_mr(p, q, x->rkey, IBV_ACCESS_REMOTE_WRITE,
-				x->remote_addr, 8, &va) :
-		      -EACCES;
-	if (ret == -ENOKEY)
-		bad_key(q, res, SHCA_STAT_INVALID_RKEY);
-	if (ret == -EBUSY) {
-		lanes_busy(res, x);
+	if (!remote_key(p, q, x, res, IBV_ACCESS_REMOTE_WRITE, 8, &va))
 		return;
-	}
-	if (ret) {
-		fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
-			SHCA_QP_PEND_ACCESS_ERR);
-		return;
-	}
 	ret = shca_mem_atomic(p, va, IBV_WR_ATOMIC_WRITE, 0, x->swap, &orig);
 	if (ret == -ENOLCK) {
 		res->status = IBV_WC_GENERAL_ERR;
@@ -758,7 +744,6 @@ static void do_flush(struct shca_peer *p, struct shca_qp_shm *q,
 {
 	uint32_t access = 0;
 	uint64_t va;
-	int ret;
 
 	res->outcome = SHCA_XFER_DONE;
 	res->status = IBV_WC_SUCCESS;
@@ -777,23 +762,11 @@ static void do_flush(struct shca_peer *p, struct shca_qp_shm *q,
 			res->outcome = SHCA_XFER_NO_RESPONSE;
 		return;
 	}
-	ret = (q->access & access) == access ?
-		      lookup_mr(p, q, x->rkey, access, x->remote_addr,
-				x->flush_level == SHCA_FLUSH_MR ?
-					LOOKUP_WHOLE_MR : x->length,
-				&va) :
-		      -EACCES;
-	if (ret == -ENOKEY)
-		bad_key(q, res, SHCA_STAT_INVALID_RKEY);
-	if (ret == -EBUSY) {
-		lanes_busy(res, x);
+	if (!remote_key(p, q, x, res, access,
+			x->flush_level == SHCA_FLUSH_MR ? LOOKUP_WHOLE_MR :
+							  x->length,
+			&va))
 		return;
-	}
-	if (ret) {
-		fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
-			SHCA_QP_PEND_ACCESS_ERR);
-		return;
-	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (peer_gone(p))
 		res->outcome = SHCA_XFER_NO_RESPONSE;
