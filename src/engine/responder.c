@@ -651,6 +651,29 @@ static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
 	}
 }
 
+/*
+ * What shca_mem_atomic's ret (an atomic or an ATOMIC WRITE on the
+ * responder's word) means for the request: true when it was carried out.
+ * The host's lock stripes out of reach: a general error; the responder
+ * gone: no answer; an ODP page not there: a remote access error, as a
+ * NIC finds out (docs/dm-odp.md); anything else: a remote operation
+ * error.
+ */
+static bool atomic_done(struct shca_peer *p, struct shca_qp_shm *q,
+			struct shca_xfer_result *res, int ret)
+{
+	if (ret == -ENOLCK)
+		res->status = IBV_WC_GENERAL_ERR;
+	else if (ret == -ESRCH)
+		res->outcome = SHCA_XFER_NO_RESPONSE;
+	else if (ret == -EFAULT && shca_mem_odp())
+		fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
+			SHCA_QP_PEND_ACCESS_ERR);
+	else if (ret)
+		fail_rc(res, p, q, IBV_WC_REM_OP_ERR, SHCA_QP_PEND_ERR);
+	return !ret;
+}
+
 static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
 		      const struct shca_xfer *x, struct shca_xfer_result *res)
 {
@@ -668,25 +691,8 @@ static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
 		return;
 	ret = shca_mem_atomic(p, va, x->opcode, x->compare_add, x->swap,
 			      &orig);
-	if (ret == -ENOLCK) {
-		/* the host's lock stripes are out of reach */
-		res->status = IBV_WC_GENERAL_ERR;
-		return;
-	}
-	if (ret == -ESRCH) {
-		res->outcome = SHCA_XFER_NO_RESPONSE;
-		return;
-	}
-	if (ret == -EFAULT && shca_mem_odp()) {
-		fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
-			SHCA_QP_PEND_ACCESS_ERR);
-		return;
-	}
-	if (ret) {
-		fail_rc(res, p, q, IBV_WC_REM_OP_ERR, SHCA_QP_PEND_ERR);
-		return;
-	}
-	res->atomic_orig = orig;
+	if (atomic_done(p, q, res, ret))
+		res->atomic_orig = orig;
 }
 
 /*
@@ -712,16 +718,7 @@ static void do_atomic_write(struct shca_peer *p, struct shca_qp_shm *q,
 	if (!remote_key(p, q, x, res, IBV_ACCESS_REMOTE_WRITE, 8, &va))
 		return;
 	ret = shca_mem_atomic(p, va, IBV_WR_ATOMIC_WRITE, 0, x->swap, &orig);
-	if (ret == -ENOLCK) {
-		res->status = IBV_WC_GENERAL_ERR;
-		return;
-	}
-	if (ret == -ESRCH) {
-		res->outcome = SHCA_XFER_NO_RESPONSE;
-		return;
-	}
-	if (ret)
-		fail_rc(res, p, q, IBV_WC_REM_OP_ERR, SHCA_QP_PEND_ERR);
+	atomic_done(p, q, res, ret);
 }
 
 /*
