@@ -122,8 +122,15 @@ pingpong_ok() {
 		return
 	fi
 	fail "$1: server exit $src, client exit $crc, $rows sizes ($bad short)"
-	echo "  --- server:" >&2; tail -8 "$T/$1.server" | sed 's/^/    /' >&2
-	echo "  --- client:" >&2; tail -8 "$T/$1.client" | sed 's/^/    /' >&2
+	# every line but the table's rows: what went wrong, and where
+	# (a backtrace's lines come out before the table, which stdout
+	# buffers to the end)
+	echo "  --- server:" >&2
+	grep -vE '^[0-9]+[kmg]? +[0-9]+ +=' "$T/$1.server" | head -40 |
+		sed 's/^/    /' >&2
+	echo "  --- client:" >&2
+	grep -vE '^[0-9]+[kmg]? +[0-9]+ +=' "$T/$1.client" | head -40 |
+		sed 's/^/    /' >&2
 }
 
 pingpong dgram 120 -p verbs -e dgram -c -- -p verbs -e dgram -c
