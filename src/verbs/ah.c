@@ -64,7 +64,7 @@ struct ibv_ah *shca_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 	spd = shca_pd_lookup(pd, NULL);
 	if (!spd)
 		return SHCA_ERR_PTR(EINVAL);
-	sctx = to_sctx(spd->obj.ctx);
+	sctx = to_sctx(pd->context);	/* an imported PD's: the importer */
 	ret = shca_check_ah_attr(pd->context, attr);
 	if (ret)
 		goto err_pd;

@@ -78,50 +78,6 @@ void shca_compat_register_driver(const char *name, void *init_func)
 }
 
 /* ------------------------------------------------------------------ */
-/* Importing objects from another process's context needs a kernel    */
-/* object table; softhca has none.                                    */
-
-struct ibv_context *ibv_import_device(int cmd_fd)
-{
-	(void)cmd_fd;
-	return SHCA_ERR_PTR(EOPNOTSUPP);
-}
-
-struct ibv_pd *ibv_import_pd(struct ibv_context *context, uint32_t pd_handle)
-{
-	(void)context;
-	(void)pd_handle;
-	return SHCA_ERR_PTR(EOPNOTSUPP);
-}
-
-void ibv_unimport_pd(struct ibv_pd *pd)
-{
-	(void)pd;
-}
-
-struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
-{
-	(void)pd;
-	(void)mr_handle;
-	return SHCA_ERR_PTR(EOPNOTSUPP);
-}
-
-void ibv_unimport_mr(struct ibv_mr *mr)
-{
-	(void)mr;
-}
-
-struct ibv_dm *ibv_import_dm(struct ibv_context *context, uint32_t dm_handle)
-{
-	(void)context;
-	(void)dm_handle;
-	return SHCA_ERR_PTR(EOPNOTSUPP);
-}
-
-void ibv_unimport_dm(struct ibv_dm *dm)
-{
-	(void)dm;
-}
 
 /* dma-buf memory belongs to a device driver softhca cannot reach. */
 struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,

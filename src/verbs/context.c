@@ -438,23 +438,23 @@ void shca_context_fill_ops(struct shca_context *sctx)
 	o->dealloc_mw = shca_dealloc_mw;
 }
 
-SHCA_DEFAULT_VERSION(ibv_open_device)
-struct ibv_context *shca_latest_ibv_open_device(struct ibv_device *device)
+/*
+ * A context on a command file: cmd_fd becomes the context's (closed by
+ * ibv_close_device), uf the file it shares (a reference taken by the
+ * caller).  The context or NULL with errno.
+ */
+static struct ibv_context *context_new(struct ibv_device *device, int cmd_fd,
+				       struct shca_ufile *uf)
 {
 	struct shca_context *sctx;
 	struct ibv_context *ctx;
 	int ret;
 
-	shca_log_init();
-	/* the process's port (its slot) is taken here, so that the process
-	 * that finds every port taken learns it now, with a message that
-	 * says what to do (common/slot.c), not later from ibv_create_qp */
-	if (!shca_slot_get())
-		return NULL;
 	sctx = calloc(1, sizeof(*sctx));
 	if (!sctx)
 		return SHCA_ERR_PTR(ENOMEM);
 	sctx->dev = to_sdev(device);
+	sctx->ufile = uf;
 	pthread_mutex_init(&sctx->lock, NULL);
 	ret = shca_event_queue_init(&sctx->async);
 	if (ret)
@@ -462,15 +462,7 @@ struct ibv_context *shca_latest_ibv_open_device(struct ibv_device *device)
 
 	ctx = &sctx->vctx.context;
 	ctx->device = device;
-	/*
-	 * cmd_fd stands for the uverbs file: a real descriptor private to the
-	 * context, so that clients may dup() or poll it harmlessly.
-	 */
-	ctx->cmd_fd = memfd_create("softhca-context", MFD_CLOEXEC);
-	if (ctx->cmd_fd < 0) {
-		ret = -errno;
-		goto err_async;
-	}
+	ctx->cmd_fd = cmd_fd;
 	ctx->async_fd = sctx->async.fd;
 	ctx->num_comp_vectors = SHCA_NUM_COMP_VECTORS;
 	pthread_mutex_init(&ctx->mutex, NULL);
@@ -479,21 +471,64 @@ struct ibv_context *shca_latest_ibv_open_device(struct ibv_device *device)
 	shca_context_fill_ops(sctx);
 	ret = shca_ctx_register(ctx);
 	if (ret)
-		goto err_fd;
+		goto err_mutex;
 	/* port events from now on, and the port's state kept current */
 	shca_device_link_attach(sctx);
-	shca_dbg("opened %s", device->name);
 	return ctx;
 
-err_fd:
-	close(ctx->cmd_fd);
+err_mutex:
 	pthread_mutex_destroy(&ctx->mutex);
-err_async:
 	shca_event_queue_destroy(&sctx->async);
 err_free:
 	free(sctx);
 	errno = -ret;
 	return NULL;
+}
+
+SHCA_DEFAULT_VERSION(ibv_open_device)
+struct ibv_context *shca_latest_ibv_open_device(struct ibv_device *device)
+{
+	struct shca_ufile *uf;
+	struct ibv_context *ctx;
+	int fd, err;
+
+	shca_log_init();
+	/* the process's port (its slot) is taken here, so that the process
+	 * that finds every port taken learns it now, with a message that
+	 * says what to do (common/slot.c), not later from ibv_create_qp */
+	if (!shca_slot_get())
+		return NULL;
+	/*
+	 * cmd_fd stands for the uverbs file: a real descriptor private to the
+	 * context, so that clients may dup() or poll it harmlessly, and
+	 * import the context from a dup of it (import.c).
+	 */
+	fd = memfd_create(SHCA_CMD_FD_NAME, MFD_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	uf = shca_ufile_new(to_sdev(device), fd);
+	if (!uf) {
+		err = errno;
+		close(fd);
+		errno = err;
+		return NULL;
+	}
+	ctx = context_new(device, fd, uf);
+	if (!ctx) {
+		err = errno;
+		shca_ufile_put(uf);
+		close(fd);
+		errno = err;
+		return NULL;
+	}
+	shca_dbg("opened %s", device->name);
+	return ctx;
+}
+
+/* import.c: a second context on cmd_fd's file (its reference taken). */
+struct ibv_context *shca_context_import(struct shca_ufile *uf, int cmd_fd)
+{
+	return context_new(&shca_ufile_device(uf)->ibdev, cmd_fd, uf);
 }
 
 /* Destroy an object found by shca_obj_collect (its use consumed). */
@@ -585,8 +620,10 @@ int shca_latest_ibv_close_device(struct ibv_context *context)
 		errno = EBADF;
 		return -1;
 	}
+	shca_import_close(context);
 	close_children(context);
 	shca_device_link_detach(sctx);
+	shca_ufile_put(sctx->ufile);
 	close(context->cmd_fd);
 	shca_event_queue_destroy(&sctx->async);
 	pthread_mutex_destroy(&sctx->lock);

@@ -84,6 +84,14 @@ static int memcpy_from_dm(void *host, struct ibv_dm *ibdm, uint64_t off,
 	return ret;
 }
 
+void shca_dm_init_pub(struct ibv_dm *d, struct ibv_context *ctx)
+{
+	d->context = ctx;
+	d->memcpy_to_dm = memcpy_to_dm;
+	d->memcpy_from_dm = memcpy_from_dm;
+	d->comp_mask = IBV_DM_MASK_HANDLE;
+}
+
 /* A child of fork() starts with its own budget: the DMs it inherited
  * belong to its parent's contexts; dm_lock held. */
 static void dm_budget_mine(void)
@@ -142,10 +150,7 @@ struct ibv_dm *shca_alloc_dm(struct ibv_context *ctx,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (dm->mem == MAP_FAILED)
 		goto err_free;
-	dm->ibdm.context = ctx;
-	dm->ibdm.memcpy_to_dm = memcpy_to_dm;
-	dm->ibdm.memcpy_from_dm = memcpy_from_dm;
-	dm->ibdm.comp_mask = IBV_DM_MASK_HANDLE;
+	shca_dm_init_pub(&dm->ibdm, ctx);
 	ret = shca_obj_add(&dm->obj, SHCA_OT_DM, ctx, &dm->ibdm,
 			   &dm->ibdm.handle);
 	if (ret) {
@@ -183,9 +188,14 @@ int shca_free_dm(struct ibv_dm *ibdm)
 {
 	struct shca_dm *dm = dm_get(ibdm);
 
+	int ret;
+
 	if (!dm)
 		return shca_ret_errno(-ENOENT);
-	return shca_ret_errno(shca_dm_destroy(dm));
+	ret = shca_dm_destroy(dm);
+	if (!ret)
+		shca_import_destroyed(ibdm);
+	return shca_ret_errno(ret);
 }
 
 struct ibv_mr *shca_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,

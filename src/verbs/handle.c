@@ -142,6 +142,7 @@ int shca_obj_add(struct shca_obj *o, enum shca_otype t,
 	o->pub = pub;
 	o->users = 0;
 	o->dying = false;
+	o->aliases = NULL;
 	__atomic_store_n(&o->magic, live_magic(t), __ATOMIC_RELEASE);
 	e->obj = o;
 	pthread_mutex_unlock(&h->lock);
@@ -163,6 +164,21 @@ static struct hent *ht_find(struct htab *h, uint32_t handle)
 	return e;
 }
 
+/* Does (pub, ctx) name o: the struct handed out in its own context, or
+ * an import of it (import.c)?  Table lock held. */
+static bool names(const struct shca_obj *o, const void *pub,
+		  const struct ibv_context *ctx)
+{
+	const struct shca_proxy *p;
+
+	if (o->pub == pub)
+		return o->ctx == ctx;
+	for (p = o->aliases; p; p = p->alias_next)
+		if (&p->u == pub)
+			return p->ctx == ctx;
+	return false;
+}
+
 struct shca_obj *shca_obj_get(enum shca_otype t, const void *pub,
 			      struct ibv_context *ctx, uint32_t handle,
 			      struct ibv_context *want)
@@ -175,13 +191,57 @@ struct shca_obj *shca_obj_get(enum shca_otype t, const void *pub,
 		return NULL;
 	pthread_mutex_lock(&h->lock);
 	e = ht_find(h, handle);
-	/* the very struct handed out, in its own context, not going */
-	if (e && e->obj->pub == pub && e->obj->ctx == ctx && !e->obj->dying) {
+	/* the very struct handed out (or imported), in its context, not
+	 * going */
+	if (e && names(e->obj, pub, ctx) && !e->obj->dying) {
 		o = e->obj;
 		__atomic_add_fetch(&o->users, 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&h->lock);
 	return o;
+}
+
+/*
+ * An import names the object its handle names in the command file that
+ * ctx shares (the kernel's object lookup in the uverbs file): the owner's
+ * context must still be open, and share ctx's file.
+ */
+struct shca_obj *shca_obj_alias(enum shca_otype t, uint32_t handle,
+				struct ibv_context *ctx, struct shca_proxy *p)
+{
+	struct htab *h = &htabs[t];
+	struct shca_obj *o = NULL;
+	struct hent *e;
+
+	pthread_mutex_lock(&h->lock);
+	e = ht_find(h, handle);
+	if (e && !e->obj->dying && shca_ctx_live(e->obj->ctx) &&
+	    to_sctx(e->obj->ctx)->ufile == to_sctx(ctx)->ufile) {
+		o = e->obj;
+		p->alias_next = o->aliases;
+		o->aliases = p;
+		__atomic_add_fetch(&o->users, 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return o;
+}
+
+void shca_obj_unalias(struct shca_proxy *p)
+{
+	struct htab *h = &htabs[p->type];
+	struct shca_proxy **pp;
+	struct hent *e;
+
+	pthread_mutex_lock(&h->lock);
+	e = ht_find(h, p->handle);
+	if (e)
+		for (pp = &e->obj->aliases; *pp; pp = &(*pp)->alias_next)
+			if (*pp == p) {
+				*pp = p->alias_next;
+				break;
+			}
+	p->alias_next = NULL;
+	pthread_mutex_unlock(&h->lock);
 }
 
 void shca_obj_put(struct shca_obj *o)
@@ -222,6 +282,8 @@ static void obj_remove(struct shca_obj *o)
 	pthread_mutex_lock(&h->lock);
 	e = ht_find(h, o->handle);
 	if (e && e->obj == o) {
+		/* its imports name nothing from now on */
+		o->aliases = NULL;
 		e->obj = NULL;
 		h->fifo[(h->fifo_head + h->fifo_len) % h->size] =
 			o->handle & HT_IDX_MASK;

@@ -508,10 +508,14 @@ int shca_mr_destroy(struct shca_mr *mr)
 int shca_dereg_mr(struct ibv_mr *ibmr)
 {
 	struct shca_mr *mr = shca_mr_lookup(ibmr, NULL);
+	int ret;
 
 	if (!mr)
 		return -ENOENT;
-	return shca_mr_destroy(mr);
+	ret = shca_mr_destroy(mr);
+	if (!ret)
+		shca_import_destroyed(ibmr);
+	return ret;
 }
 
 /*

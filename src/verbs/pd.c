@@ -112,10 +112,14 @@ int shca_pd_destroy(struct shca_pd *pd)
 int shca_dealloc_pd(struct ibv_pd *ibpd)
 {
 	struct shca_pd *pd = shca_pd_lookup(ibpd, NULL);
+	int ret;
 
 	if (!pd)
 		return -ENOENT;
-	return shca_pd_destroy(pd);
+	ret = shca_pd_destroy(pd);
+	if (!ret)
+		shca_import_destroyed(ibpd);
+	return ret;
 }
 
 SHCA_DEFAULT_VERSION(ibv_alloc_pd)

@@ -95,6 +95,27 @@ struct shca_obj {
 	int users;			/* shca_obj_get()s not yet put */
 	enum shca_otype type;
 	bool dying;			/* claimed by a destroy */
+	struct shca_proxy *aliases;	/* imports naming it (import.c) */
+};
+
+/*
+ * An imported PD, MR or DM (import.c): a public struct of the importing
+ * context that names the same object by the same handle.  While linked
+ * in the object's aliases, shca_obj_get() takes (pub, ctx) for the
+ * object itself; the object's own rules (PD identity, keys, bounds)
+ * apply unchanged.
+ */
+struct shca_proxy {
+	union {
+		struct ibv_pd pd;
+		struct ibv_mr mr;
+		struct ibv_dm dm;
+	} u;
+	enum shca_otype type;
+	struct ibv_context *ctx;	/* the importing context */
+	uint32_t handle;		/* the object's, as imported */
+	struct shca_proxy *alias_next;	/* the object's aliases */
+	struct shca_proxy *next;	/* the process's proxies */
 };
 
 /* Insert o (its public struct pub) in its type's table: the handle. */
@@ -109,6 +130,15 @@ struct shca_obj *shca_obj_get(enum shca_otype t, const void *pub,
 			      struct ibv_context *ctx, uint32_t handle,
 			      struct ibv_context *want);
 void shca_obj_put(struct shca_obj *o);
+/*
+ * Link p as an alias of the live object of type t that handle names, if
+ * that object's context shares ctx's command file: the object with a
+ * use taken, or NULL.
+ */
+struct shca_obj *shca_obj_alias(enum shca_otype t, uint32_t handle,
+				struct ibv_context *ctx, struct shca_proxy *p);
+/* Unlink p from its object's aliases, if the object is still there. */
+void shca_obj_unalias(struct shca_proxy *p);
 /* A destroy holding the only use, with *refs (if given) 0, makes the
  * object unfindable: 0, or -EBUSY. */
 int shca_obj_claim(struct shca_obj *o, const int *refs);
@@ -188,6 +218,7 @@ struct shca_context {
 	pthread_mutex_t lock;		/* object lists and counts */
 	struct shca_event_queue async;
 	int npd, ncq, nqp, nsrq, nmr, nah;
+	struct shca_ufile *ufile;	/* the command file it shares */
 	struct shca_context *link_next;	/* dev->link_ctxs, under dev->lock */
 };
 
@@ -651,6 +682,20 @@ int shca_query_device_ex(struct ibv_context *ctx,
 int shca_query_port(struct ibv_context *ctx, uint8_t port,
 		    struct ibv_port_attr *attr, size_t attr_len);
 bool shca_port_valid(struct ibv_context *ctx, unsigned int port);
+/* import.c: a second context on a command file (its reference taken) */
+struct ibv_context *shca_context_import(struct shca_ufile *uf, int cmd_fd);
+
+/* import.c: command files, imported contexts and objects */
+#define SHCA_CMD_FD_NAME "softhca-context"	/* the memfd's name */
+struct shca_ufile;
+/* The file behind fd (a new memfd), opened on dev, with one reference. */
+struct shca_ufile *shca_ufile_new(struct shca_device *dev, int fd);
+void shca_ufile_put(struct shca_ufile *uf);
+struct shca_device *shca_ufile_device(struct shca_ufile *uf);
+/* ctx closes: the objects it imported name nothing any more. */
+void shca_import_close(struct ibv_context *ctx);
+/* A destroy through pub succeeded: if pub is an import, it goes too. */
+void shca_import_destroyed(const void *pub);
 
 /* event.c: async events, completion channels */
 int shca_event_queue_init(struct shca_event_queue *q);
@@ -714,6 +759,8 @@ struct ibv_dm *shca_alloc_dm(struct ibv_context *ctx,
 			     struct ibv_alloc_dm_attr *attr);
 int shca_free_dm(struct ibv_dm *dm);
 int shca_dm_destroy(struct shca_dm *dm);
+/* The ops and fields of a DM's public struct in ctx (import.c too). */
+void shca_dm_init_pub(struct ibv_dm *d, struct ibv_context *ctx);
 struct ibv_mr *shca_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm,
 			      uint64_t offset, size_t length,
 			      unsigned int access);

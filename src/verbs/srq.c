@@ -229,7 +229,7 @@ struct ibv_srq *shca_create_srq(struct ibv_pd *pd,
 	spd = shca_pd_lookup(pd, NULL);
 	if (!spd)
 		return SHCA_ERR_PTR(ENOENT);
-	srq = srq_create(spd->obj.ctx, spd, &attr->attr, attr->srq_context);
+	srq = srq_create(pd->context, spd, &attr->attr, attr->srq_context);
 	return srq ? &srq->ibsrq : NULL;
 }
 
