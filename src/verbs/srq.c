@@ -357,13 +357,13 @@ int shca_get_srq_num(struct ibv_srq *ibsrq, uint32_t *num)
 	int ret = 0;
 
 	if (!srq)
-		return EINVAL;
+		return shca_ret_errno(-EINVAL);
 	if (!srq->xrcd)
-		ret = EINVAL;
+		ret = -EINVAL;
 	else
 		*num = srq->srqn;
 	shca_obj_put(&srq->obj);
-	return ret;
+	return shca_ret_errno(ret);
 }
 
 /* Modify and query: an SRQ the handle does not name is EINVAL, as the

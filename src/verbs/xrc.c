@@ -149,12 +149,12 @@ int shca_close_xrcd(struct ibv_xrcd *ibx)
 	struct shca_xrcd *x;
 
 	if (!shca_xrcd_ok(ibx, NULL))
-		return EINVAL;
+		return shca_ret_errno(-EINVAL);
 	x = to_sxrcd(ibx);
 	pthread_mutex_lock(&xrcd_lock);
 	if (__atomic_load_n(&x->refs, __ATOMIC_ACQUIRE)) {
 		pthread_mutex_unlock(&xrcd_lock);
-		return EBUSY;
+		return shca_ret_errno(-EBUSY);
 	}
 	x->magic = 0;
 	pthread_mutex_unlock(&xrcd_lock);
