@@ -82,7 +82,7 @@ static void qp_to_sqe(struct shca_qp *qp)
 /* After a send WQE completed in error: RC to ERR, UC and UD to SQE. */
 void shca_sq_failed(struct shca_qp *qp)
 {
-	if (qp->ibqp.qp_type == IBV_QPT_RC)
+	if (shca_qpt_rc(qp->ibqp.qp_type))
 		shca_qp_to_error(qp);
 	else
 		qp_to_sqe(qp);

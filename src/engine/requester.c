@@ -180,6 +180,11 @@ static enum ibv_wc_status prepare(struct shca_qp *qp,
 	if (!shca_wr_legal(qp->ibqp.qp_type, op))
 		return IBV_WC_LOC_QP_OP_ERR;
 	x->qp_type = qp->ibqp.qp_type;
+	/* XRC is RC toward an XRC_RECV QP, naming the SRQ (the XRCETH) */
+	if (qp->ibqp.qp_type == IBV_QPT_XRC_SEND) {
+		x->qp_type = IBV_QPT_RC;
+		x->xrc_srqn = w->wr.qp_type.xrc.remote_srqn;
+	}
 	x->src_qpn = qp->ibqp.qp_num;
 	x->opcode = op;
 	x->solicited = w->wr.send_flags & IBV_SEND_SOLICITED;

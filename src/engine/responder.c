@@ -838,6 +838,12 @@ void shca_respond(struct shca_peer *p, const struct shca_xfer *x,
 	shca_peer_release(p);
 }
 
+static void dispatch(struct shca_peer *p, struct shca_qp_shm *q,
+		     const struct shca_xfer *x, struct shca_xfer_result *res);
+static void execute_xrc(struct shca_peer *p, struct shca_qp_shm *q,
+			const struct shca_xfer *x,
+			struct shca_xfer_result *res);
+
 static void execute(struct shca_peer *p, const struct shca_xfer *x,
 		    struct shca_xfer_result *res)
 {
@@ -846,7 +852,8 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 	uint32_t state;
 
 	q = lookup_qp(p, x->dest_qpn);
-	if (!q || q->qp_type != (uint32_t)x->qp_type)
+	if (!q || q->qp_type != (x->xrc_srqn ? (uint32_t)IBV_QPT_XRC_RECV :
+						(uint32_t)x->qp_type))
 		return;
 	if (x->count_resp)
 		shca_xfer_count(&q->stats, x, false);
@@ -866,6 +873,63 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 	      SHCA_QP_PEND_COMM_EST))
 		qp_pending(p, q, SHCA_QP_PEND_COMM_EST);
 
+	if (x->xrc_srqn) {
+		execute_xrc(p, q, x, res);
+		return;
+	}
+	dispatch(p, q, x, res);
+}
+
+/*
+ * An XRC request (IBA 9.8.x, the XRCETH): carried out as RC against the
+ * SRQ it names, which must be an XRC SRQ of the XRC_RECV QP's domain;
+ * its PD checks the R_Keys and the receive WQEs' L_Keys, its CQ takes
+ * the receive completions.  Any other SRQ number is an invalid request
+ * (docs/xrc.md).  The rules run on a view of the QP with the SRQ's
+ * queue, PD and CQ; what they mark on the view (pending errors,
+ * counters) goes to the QP.
+ */
+static void execute_xrc(struct shca_peer *p, struct shca_qp_shm *q,
+			const struct shca_xfer *x,
+			struct shca_xfer_result *res)
+{
+	const struct shca_qp_shm *s = lookup_qp(p, x->xrc_srqn);
+	struct shca_qp_shm view;
+	uint32_t pend;
+	unsigned int i;
+
+	if (!s || __atomic_load_n(&s->qp_type, __ATOMIC_ACQUIRE) !=
+			  SHCA_QPT_XRC_SRQ ||
+	    !q->xrcd || s->xrcd != q->xrcd) {
+		fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR,
+			SHCA_QP_PEND_REQ_ERR);
+		return;
+	}
+	memcpy(&view, q, sizeof(view));
+	view.pd = s->pd;
+	view.rq_pd = s->pd;
+	view.has_srq = 1;
+	view.rq_off = s->rq_off;
+	view.rcq_off = s->rcq_off;
+	view.pending = 0;
+	memset(&view.stats, 0, sizeof(view.stats));
+	dispatch(p, &view, x, res);
+	pend = __atomic_load_n(&view.pending, __ATOMIC_ACQUIRE);
+	if (pend) {
+		/* the owner's doorbell reads the QP's marks */
+		__atomic_or_fetch(&q->pending, pend, __ATOMIC_ACQ_REL);
+		shca_peer_doorbell(p);
+	}
+	for (i = 0; i < SHCA_STAT_MAX; i++)
+		if (view.stats.v[i])
+			shca_stat_add(&q->stats, (enum shca_stat)i,
+				      view.stats.v[i]);
+}
+
+/* The operation's rules, for a QP (or an XRC view of one). */
+static void dispatch(struct shca_peer *p, struct shca_qp_shm *q,
+		     const struct shca_xfer *x, struct shca_xfer_result *res)
+{
 	if ((unsigned int)x->opcode == SHCA_WR_FLUSH) {
 		do_flush(p, q, x, res);
 		return;

@@ -39,6 +39,8 @@ struct shca_xfer {
 	uint32_t src_qpn;
 	uint32_t dest_qpn;
 	uint32_t qkey;			/* UD: the Q_Key the message carries */
+	uint32_t xrc_srqn;		/* XRC (qp_type RC, dest an XRC_RECV
+					 * QP): the SRQ it names; 0: not XRC */
 	enum ibv_wr_opcode opcode;
 	bool solicited;
 	__be32 imm_data;

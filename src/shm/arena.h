@@ -51,11 +51,12 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	6	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	7	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
 					 * receive queue's PD (rq_pd); 5: the
 					 * pool, segments, lanes, MR flags;
-					 * 6: counters' order, aligned */
+					 * 6: counters' order, aligned;
+					 * 7: the XRC domain (xrcd) */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
@@ -224,6 +225,10 @@ enum {
 	SHCA_QP_PEND_ERR = 1 << 4,		/* -> ERR, no event */
 };
 
+/* qp_type of an XRC SRQ's entry in the QP table (verbs/srq.c): no QP
+ * type, so no request names it as its destination QP. */
+#define SHCA_QPT_XRC_SRQ	0x5c00u
+
 /* What a peer needs to know of a QP to act as its remote side. */
 struct shca_qp_shm {
 	uint32_t qpn;
@@ -241,6 +246,8 @@ struct shca_qp_shm {
 	uint32_t pad;
 	uint64_t rq_off;	/* shca_rq_shm of the RQ or of the SRQ */
 	uint64_t rcq_off;	/* shca_cq_shm of the receive CQ */
+	uint64_t xrcd;		/* XRC_RECV QP, XRC SRQ: the domain's
+				 * identity (verbs/xrc.c); 0: none */
 	char dev[16];		/* the device's interface name (IF_NAMESIZE),
 				 * NUL-terminated: `softhca stat` sums the
 				 * QPs of softhca_<dev> */

@@ -49,7 +49,8 @@ static void fill_device_attr(struct shca_device *dev,
 			      IBV_DEVICE_PORT_ACTIVE_EVENT |
 			      IBV_DEVICE_SRQ_RESIZE |
 			      IBV_DEVICE_MEM_WINDOW |
-			      IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+			      IBV_DEVICE_MEM_WINDOW_TYPE_2B |
+			      IBV_DEVICE_XRC;
 	a->max_sge = SHCA_MAX_SGE;
 	a->max_sge_rd = SHCA_MAX_SGE_RD;
 	a->max_cq = SHCA_MAX_CQ;
@@ -86,8 +87,8 @@ static void fill_device_attr(struct shca_device *dev,
  * On-demand paging (docs/dm-odp.md): every MR may be ODP, implicit ODP
  * too, and what an ODP MR can serve per transport is all that softhca
  * does on it: RC send, receive, write, read, atomics and SRQ receives;
- * UC send, receive and write; UD send and receive.  (XRC is not
- * offered: no xrc_odp_caps.)
+ * UC send, receive and write; UD send and receive.  (XRC ODP caps are
+ * not reported yet: docs/xrc.md.)
  */
 static void fill_odp_caps(struct ibv_odp_caps *c)
 {
@@ -418,6 +419,9 @@ void shca_context_fill_ops(struct shca_context *sctx)
 	v->create_cq_ex = shca_create_cq_ex;
 	v->create_qp_ex = shca_create_qp_ex;
 	v->create_srq_ex = shca_create_srq_ex;
+	v->open_xrcd = shca_open_xrcd;
+	v->close_xrcd = shca_close_xrcd;
+	v->get_srq_num = shca_get_srq_num;
 	v->alloc_td = shca_alloc_td;
 	v->dealloc_td = shca_dealloc_td;
 	v->alloc_parent_domain = shca_alloc_parent_domain;

@@ -29,7 +29,8 @@
 #include "shca.h"
 
 #define QPT(t)		(1u << (t))
-#define QPT_CONN	(QPT(IBV_QPT_RC) | QPT(IBV_QPT_UC))
+#define QPT_RCX	(QPT(IBV_QPT_RC) | QPT(IBV_QPT_XRC_SEND))
+#define QPT_CONN	(QPT_RCX | QPT(IBV_QPT_UC))
 #define QPT_ALL		(QPT_CONN | QPT(IBV_QPT_UD))
 
 /* ------------------------------------------------------------------ */
@@ -66,22 +67,22 @@ static const struct wr_info {
 			  IBV_QP_EX_WITH_SEND },
 	[IBV_WR_SEND_WITH_IMM] = { QPT_ALL, WR_SEND, IBV_WC_SEND,
 				   IBV_QP_EX_WITH_SEND_WITH_IMM },
-	[IBV_WR_RDMA_READ] = { QPT(IBV_QPT_RC), WR_READ, IBV_WC_RDMA_READ,
+	[IBV_WR_RDMA_READ] = { QPT_RCX, WR_READ, IBV_WC_RDMA_READ,
 			       IBV_QP_EX_WITH_RDMA_READ },
-	[IBV_WR_ATOMIC_CMP_AND_SWP] = { QPT(IBV_QPT_RC), WR_ATOMIC,
+	[IBV_WR_ATOMIC_CMP_AND_SWP] = { QPT_RCX, WR_ATOMIC,
 					IBV_WC_COMP_SWAP,
 					IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP },
-	[IBV_WR_ATOMIC_FETCH_AND_ADD] = { QPT(IBV_QPT_RC), WR_ATOMIC,
+	[IBV_WR_ATOMIC_FETCH_AND_ADD] = { QPT_RCX, WR_ATOMIC,
 					  IBV_WC_FETCH_ADD,
 					  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD },
-	[IBV_WR_ATOMIC_WRITE] = { QPT(IBV_QPT_RC), WR_PLACE,
+	[IBV_WR_ATOMIC_WRITE] = { QPT_RCX, WR_PLACE,
 				  IBV_WC_ATOMIC_WRITE,
 				  IBV_QP_EX_WITH_ATOMIC_WRITE },
-	[SHCA_WR_FLUSH] = { QPT(IBV_QPT_RC), WR_PLACE, SHCA_WC_FLUSH,
+	[SHCA_WR_FLUSH] = { QPT_RCX, WR_PLACE, SHCA_WC_FLUSH,
 			    SHCA_QP_EX_WITH_FLUSH },
 	/* memory windows (mw.c): SEND_WITH_INV has opcodes on RC only
 	 * (IBA 9.2); binds and invalidations on connected QPs, as mlx5 */
-	[IBV_WR_SEND_WITH_INV] = { QPT(IBV_QPT_RC), WR_SEND, IBV_WC_SEND,
+	[IBV_WR_SEND_WITH_INV] = { QPT_RCX, WR_SEND, IBV_WC_SEND,
 				   IBV_QP_EX_WITH_SEND_WITH_INV },
 	[IBV_WR_BIND_MW] = { QPT_CONN, WR_LOCAL, IBV_WC_BIND_MW,
 			     IBV_QP_EX_WITH_BIND_MW },
@@ -145,36 +146,99 @@ static struct shca_qp *qp_table[SHCA_QPN_INDEX_MASK + 1];
 static uint32_t qp_next_index;
 static bool qp_next_seeded;
 static struct shca_qp *qp_list;		/* the same QPs, for walking */
+static bool qp_index_xsrq[SHCA_QPN_INDEX_MASK + 1]; /* XRC SRQs' numbers */
 
-static int qp_table_insert(struct shca_qp *qp, int slot)
+/* A free index of the table (qp_table_lock held): 0 or -ENOMEM. */
+static int qp_index_take(int slot, uint32_t *out)
 {
 	uint32_t i, idx;
 
-	pthread_mutex_lock(&qp_table_lock);
 	if (!qp_next_seeded) {
 		qp_next_index = shca_random_u32() & SHCA_QPN_INDEX_MASK;
 		qp_next_seeded = true;
 	}
 	for (i = 0; i <= SHCA_QPN_INDEX_MASK; i++) {
 		idx = (qp_next_index + i) & SHCA_QPN_INDEX_MASK;
-		if (qp_table[idx] || !shca_qpn_index_valid(slot, idx))
+		if (qp_table[idx] || qp_index_xsrq[idx] ||
+		    !shca_qpn_index_valid(slot, idx))
 			continue;
+		qp_next_index = idx + 1;
+		*out = idx;
+		return 0;
+	}
+	return -ENOMEM;
+}
+
+/* Publish shm as the arena's entry idx (peers find it by number). */
+static void qp_index_publish(uint32_t idx, struct shca_qp_shm *shm)
+{
+	__atomic_store_n(&shca_arena_qp_table(shca_arena_self()->base)[idx],
+			 shca_arena_off(shca_arena_self(), shm),
+			 __ATOMIC_RELEASE);
+}
+
+/*
+ * An XRC SRQ's number is a QP number of this process (DESIGN.md
+ * "Addressing"): it says which process holds the SRQ, and its entry in
+ * the arena's QP table is where responders find the SRQ's ring, CQ and
+ * domain (shm->qp_type SHCA_QPT_XRC_SRQ: no request's destination).
+ */
+int shca_xsrq_number_take(struct shca_qp_shm *shm, uint32_t *index,
+			  uint32_t *num)
+{
+	const struct shca_slot *slot;
+	uint32_t idx;
+	int ret;
+
+	ret = shca_transport_init();
+	if (ret)
+		return ret;
+	slot = shca_slot_get();
+	if (!slot)
+		return -errno;
+	pthread_mutex_lock(&qp_table_lock);
+	ret = qp_index_take(slot->slot, &idx);
+	if (!ret) {
+		qp_index_xsrq[idx] = true;
+		*index = idx;
+		*num = shca_qpn_make(slot->slot, idx);
+		shm->qpn = *num;
+		qp_index_publish(idx, shm);
+	}
+	pthread_mutex_unlock(&qp_table_lock);
+	return ret;
+}
+
+void shca_xsrq_number_put(uint32_t index)
+{
+	pthread_mutex_lock(&qp_table_lock);
+	if (qp_index_xsrq[index]) {
+		__atomic_store_n(&shca_arena_qp_table(
+					 shca_arena_self()->base)[index],
+				 0, __ATOMIC_RELEASE);
+		qp_index_xsrq[index] = false;
+	}
+	pthread_mutex_unlock(&qp_table_lock);
+}
+
+static int qp_table_insert(struct shca_qp *qp, int slot)
+{
+	uint32_t idx;
+	int ret;
+
+	pthread_mutex_lock(&qp_table_lock);
+	ret = qp_index_take(slot, &idx);
+	if (!ret) {
 		qp_table[idx] = qp;
 		qp->next = qp_list;
 		qp_list = qp;
-		qp_next_index = idx + 1;
 		qp->qpn_index = idx;
 		qp->ibqp.qp_num = shca_qpn_make(slot, idx);
 		qp->shm->qpn = qp->ibqp.qp_num;
-		__atomic_store_n(&shca_arena_qp_table(
-					 shca_arena_self()->base)[idx],
-				 shca_arena_off(shca_arena_self(), qp->shm),
-				 __ATOMIC_RELEASE);
-		pthread_mutex_unlock(&qp_table_lock);
-		return 0;
+		qp_index_publish(idx, qp->shm);
 	}
 	pthread_mutex_unlock(&qp_table_lock);
-	return -ENOMEM;
+	return ret;
 }
 
 static void qp_table_remove(struct shca_qp *qp)
@@ -529,7 +593,8 @@ int shca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	if (!bad)
 		return shca_ret_errno(-EINVAL);
 	*bad = NULL;
-	if (!qp_ok(qp)) {
+	/* an XRC_RECV QP has no send queue */
+	if (!qp_ok(qp) || ibqp->qp_type == IBV_QPT_XRC_RECV) {
 		*bad = wr;
 		return shca_ret_errno(-EINVAL);
 	}
@@ -552,7 +617,9 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	if (!bad)
 		return shca_ret_errno(-EINVAL);
 	*bad = NULL;
-	if (!qp_ok(qp) || qp->srq) {
+	/* XRC QPs have no receive queue: XRC SRQs take the receives */
+	if (!qp_ok(qp) || qp->srq || ibqp->qp_type == IBV_QPT_XRC_SEND ||
+	    ibqp->qp_type == IBV_QPT_XRC_RECV) {
 		*bad = wr;
 		return shca_ret_errno(-EINVAL);
 	}
@@ -939,9 +1006,18 @@ static void qpx_wr_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz,
 	qpx_unsupported(qpx);
 }
 
+/* XRC_SEND: the SRQ at the destination that the WR's message goes to. */
 static void qpx_wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
 {
-	qpx_unsupported(qpx);
+	struct batch_wr *e = batch_cur(qpx);
+
+	if (!e)
+		return;
+	if (qpx->qp_base.qp_type != IBV_QPT_XRC_SEND) {
+		batch_fail(qpx_batch(qpx), EINVAL);
+		return;
+	}
+	e->wr.qp_type.xrc.remote_srqn = remote_srqn;
 }
 
 /*
@@ -1049,14 +1125,15 @@ static void batch_destroy(struct shca_wr_batch *b)
 /* The comp_mask bits rdma-core 44 knows, and those softhca takes. */
 #define QP_INIT_ATTR_KNOWN	((IBV_QP_INIT_ATTR_SEND_OPS_FLAGS << 1) - 1)
 #define QP_INIT_ATTR_SUPPORTED                                          \
-	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |          \
-	 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |                  \
+	 IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
 
 /* The objects a new QP uses, each found live with a use taken. */
 struct qp_parents {
 	struct shca_pd *pd;
 	struct shca_cq *scq, *rcq;
 	struct shca_srq *srq;
+	struct shca_xrcd *xrcd;		/* XRC_RECV */
 };
 
 static void parents_put(struct qp_parents *p)
@@ -1082,12 +1159,24 @@ static int parents_get(struct ibv_context *ctx,
 		       struct qp_parents *p)
 {
 	memset(p, 0, sizeof(*p));
+	/* XRC_RECV: only its domain (no PD, CQs, queues: IBA 9.8.x) */
+	if (a->qp_type == IBV_QPT_XRC_RECV) {
+		if (!(a->comp_mask & IBV_QP_INIT_ATTR_XRCD) ||
+		    !shca_xrcd_ok(a->xrcd, ctx))
+			return -EINVAL;
+		p->xrcd = to_sxrcd(a->xrcd);
+		return 0;
+	}
+	/* XRC_SEND: no receive side; its recv_cq is not used */
+	if (a->qp_type == IBV_QPT_XRC_SEND && a->srq)
+		return -EINVAL;
 	if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd ||
-	    !a->send_cq || !a->recv_cq)
+	    !a->send_cq || (!a->recv_cq && a->qp_type != IBV_QPT_XRC_SEND))
 		return -EINVAL;
 	p->pd = shca_pd_lookup(a->pd, ctx);
 	p->scq = shca_cq_lookup(a->send_cq, ctx);
-	p->rcq = shca_cq_lookup(a->recv_cq, ctx);
+	p->rcq = shca_cq_lookup(a->qp_type == IBV_QPT_XRC_SEND ?
+				a->send_cq : a->recv_cq, ctx);
 	if (a->srq)
 		p->srq = shca_srq_lookup(a->srq, ctx);
 	if (!p->pd || !p->scq || !p->rcq || (a->srq && !p->srq)) {
@@ -1123,8 +1212,8 @@ static int qp_check_init(struct ibv_context *ctx,
 	case IBV_QPT_UD:
 		break;
 	case IBV_QPT_XRC_RECV:
-		return -EINVAL;		/* needs an XRCD (rdma-core) */
 	case IBV_QPT_XRC_SEND:
+		break;
 	case IBV_QPT_RAW_PACKET:
 	case IBV_QPT_DRIVER:
 		return -EOPNOTSUPP;	/* as rxe_qp_chk_init */
@@ -1134,9 +1223,17 @@ static int qp_check_init(struct ibv_context *ctx,
 	if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
 	    (a->send_ops_flags & ~send_ops_supported(a->qp_type)))
 		return -EOPNOTSUPP;
+	/* an SRQ of a non-basic type is no QP's (XRC SRQs serve XRC_RECV
+	 * QPs by number) */
 	ret = parents_get(ctx, a, p);
 	if (ret)
 		return ret;
+	if (p->srq && p->srq->xrcd) {
+		parents_put(p);
+		return -EINVAL;
+	}
+	if (a->qp_type == IBV_QPT_XRC_RECV)
+		return 0;	/* no queues: its capabilities are moot */
 	if (cap->max_send_wr > SHCA_MAX_QP_WR ||
 	    cap->max_send_sge > SHCA_MAX_SGE ||
 	    cap->max_inline_data > SHCA_MAX_INLINE ||
@@ -1150,6 +1247,10 @@ static int qp_check_init(struct ibv_context *ctx,
 
 static void qp_get_refs(struct shca_qp *qp)
 {
+	if (qp->xrcd) {
+		shca_xrcd_get(qp->xrcd);
+		return;
+	}
 	shca_pd_get(qp->pd);
 	__atomic_add_fetch(&qp->scq->refs, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&qp->rcq->refs, 1, __ATOMIC_RELAXED);
@@ -1159,6 +1260,10 @@ static void qp_get_refs(struct shca_qp *qp)
 
 static void qp_put_refs(struct shca_qp *qp)
 {
+	if (qp->xrcd) {
+		shca_xrcd_put(qp->xrcd);
+		return;
+	}
 	if (qp->srq)
 		__atomic_sub_fetch(&qp->srq->refs, 1, __ATOMIC_RELEASE);
 	__atomic_sub_fetch(&qp->rcq->refs, 1, __ATOMIC_RELEASE);
@@ -1217,11 +1322,16 @@ static struct shca_qp *qp_create(struct ibv_context *ctx,
 		goto err_free;
 	/* `softhca stat` counts the QP under its device */
 	memcpy(qp->shm->dev, sctx->dev->ifname, sizeof(qp->shm->dev));
+	if (par.xrcd) {
+		/* XRC_RECV: no send queue, no receive queue */
+		memset(&a->cap, 0, sizeof(a->cap));
+		qp->shm->xrcd = par.xrcd->id;
+	}
 	ret = sq_init(&qp->sq, par.pd, a->cap.max_send_wr,
 		      a->cap.max_send_sge, a->cap.max_inline_data);
 	if (ret)
 		goto err_free;
-	if (a->srq) {
+	if (a->srq || par.xrcd || a->qp_type == IBV_QPT_XRC_SEND) {
 		ret = 0;	/* the SRQ's ring; only the lock is ours */
 		pthread_mutex_init(&qp->rq.lock, NULL);
 	} else
@@ -1240,10 +1350,10 @@ static struct shca_qp *qp_create(struct ibv_context *ctx,
 
 	qp->ibqp.context = ctx;
 	qp->ibqp.qp_context = a->qp_context;
-	qp->ibqp.pd = a->pd;
-	qp->ibqp.send_cq = a->send_cq;
-	qp->ibqp.recv_cq = a->recv_cq;
-	qp->ibqp.srq = a->srq;
+	qp->ibqp.pd = par.xrcd ? NULL : a->pd;
+	qp->ibqp.send_cq = par.xrcd ? NULL : a->send_cq;
+	qp->ibqp.recv_cq = par.xrcd ? NULL : a->recv_cq;
+	qp->ibqp.srq = par.xrcd ? NULL : a->srq;
 	qp->ibqp.qp_type = a->qp_type;
 	qp->ibqp.state = IBV_QPS_RESET;
 	pthread_mutex_init(&qp->ibqp.mutex, NULL);
@@ -1262,6 +1372,7 @@ static struct shca_qp *qp_create(struct ibv_context *ctx,
 	qp->scq = par.scq;
 	qp->rcq = par.rcq;
 	qp->srq = par.srq;
+	qp->xrcd = par.xrcd;
 	qp->sq_sig_all = a->sq_sig_all;
 	qp->cap.max_send_wr = qp->sq.max_wr;
 	qp->cap.max_send_sge = qp->sq.max_sge;

@@ -188,6 +188,8 @@ static int qt_index(enum ibv_qp_type type)
 {
 	switch (type) {
 	case IBV_QPT_RC:
+	case IBV_QPT_XRC_SEND:
+	case IBV_QPT_XRC_RECV:	/* the kernel's masks: as RC */
 		return QT_RC;
 	case IBV_QPT_UC:
 		return QT_UC;
@@ -359,6 +361,10 @@ static int check_destination(struct shca_qp *qp, const struct ibv_qp_attr *a,
 	if (qp->ibqp.qp_type == IBV_QPT_UD)
 		return 0;
 	if (shca_net_forced() || !shca_gid_is_local(dgid)) {
+		/* XRC travels only on the same-host path (docs/xrc.md) */
+		if (qp->ibqp.qp_type == IBV_QPT_XRC_SEND ||
+		    qp->ibqp.qp_type == IBV_QPT_XRC_RECV)
+			return -EOPNOTSUPP;
 		*use_net = true;
 		return 0;
 	}
@@ -400,7 +406,7 @@ void shca_qp_publish(struct shca_qp *qp)
 	 * (moving to ERR, the common case, writes nothing but the state) */
 	PUBLISH(m->qp_type, qp->ibqp.qp_type);
 	/* unique in the process; a parent domain's PD */
-	PUBLISH(m->pd, qp->pd->prot->obj.handle);
+	PUBLISH(m->pd, qp->pd ? qp->pd->prot->obj.handle : 0);
 	PUBLISH(m->access, (uint32_t)qp->attr.qp_access_flags);
 	PUBLISH(m->qkey, qp->attr.qkey);
 	PUBLISH(m->dest_qpn, qp->attr.dest_qp_num);
@@ -409,7 +415,7 @@ void shca_qp_publish(struct shca_qp *qp)
 	/* receive WQEs are checked in their queue's PD: an SRQ's own */
 	PUBLISH(m->rq_pd, qp->srq ? qp->srq->pd->prot->obj.handle : m->pd);
 	PUBLISH(m->rq_off, shca_arena_off(a, rq));
-	PUBLISH(m->rcq_off, shca_arena_off(a, qp->rcq->shm));
+	PUBLISH(m->rcq_off, qp->rcq ? shca_arena_off(a, qp->rcq->shm) : 0);
 	__atomic_store_n(&m->state, qp->attr.qp_state, __ATOMIC_RELEASE);
 }
 
@@ -500,8 +506,9 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 		qp->comm_est_reported = false;
 		__atomic_store_n(&qp->shm->pending, 0, __ATOMIC_RELEASE);
 		/* as mlx4/mlx5: a reset QP's completions leave its CQs */
-		shca_cq_clean(qp->scq, qp->ibqp.qp_num);
-		if (qp->rcq != qp->scq)
+		if (qp->scq)
+			shca_cq_clean(qp->scq, qp->ibqp.qp_num);
+		if (qp->rcq && qp->rcq != qp->scq)
 			shca_cq_clean(qp->rcq, qp->ibqp.qp_num);
 		break;
 	case IBV_QPS_ERR:

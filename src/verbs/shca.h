@@ -377,11 +377,30 @@ struct shca_rq {
 	void *ring;			/* its ring: what destroy frees */
 };
 
+/*
+ * An XRC domain (xrc.c): an identity that XRC SRQs and XRC_RECV QPs
+ * publish; processes that open it through one file share it.  No handle
+ * table: struct ibv_xrcd has no handle; a magic while open.
+ */
+struct shca_xrcd {
+	struct ibv_xrcd ibxrcd;
+	uint32_t magic;
+	uint64_t id;			/* never 0 */
+	int refs;			/* XRC SRQs and XRC_RECV QPs */
+	int lock_fd;			/* shared flock on the file, or -1 */
+};
+
 struct shca_srq {
 	struct ibv_srq ibsrq;
 	struct shca_obj obj;
 	struct shca_pd *pd;
 	struct shca_rq rq;
+	/* XRC SRQ: its domain, its CQ, and the entry of the QP table that
+	 * gives it its number (srqn) where responders find it */
+	struct shca_xrcd *xrcd;
+	struct shca_cq *cq;
+	uint32_t srqn, srqn_index;
+	struct shca_qp_shm *xshm;
 	int refs;			/* QPs using it */
 	uint32_t events_reported;
 	struct shca_srq *next;		/* the process's SRQ list */
@@ -495,6 +514,7 @@ struct shca_qp {
 	struct shca_pd *pd;
 	struct shca_cq *scq, *rcq;
 	struct shca_srq *srq;
+	struct shca_xrcd *xrcd;		/* XRC_RECV: its domain */
 	struct ibv_qp_attr attr;	/* current attributes (state included) */
 	struct ibv_qp_cap cap;		/* as reported */
 	bool sq_sig_all;
@@ -560,6 +580,11 @@ static inline struct shca_mr *to_smr(struct ibv_mr *m)
 static inline struct shca_mw *to_smw(struct ibv_mw *m)
 {
 	return container_of(m, struct shca_mw, ibmw);
+}
+
+static inline struct shca_xrcd *to_sxrcd(struct ibv_xrcd *x)
+{
+	return container_of(x, struct shca_xrcd, ibxrcd);
 }
 
 static inline struct shca_cq *to_scq(struct ibv_cq *c)
@@ -877,6 +902,28 @@ enum ibv_wc_status shca_wr_local_exec(struct shca_qp *qp,
 				      const struct shca_send_wqe *w);
 /* Is opcode one of the transport type has (the work-request table)? */
 bool shca_wr_legal(enum ibv_qp_type type, enum ibv_wr_opcode opcode);
+
+/* xrc.c: XRC domains, ibv_open_qp */
+struct ibv_xrcd *shca_open_xrcd(struct ibv_context *ctx,
+				struct ibv_xrcd_init_attr *attr);
+int shca_close_xrcd(struct ibv_xrcd *xrcd);
+/* Is x an open domain (of ctx, unless NULL)? */
+bool shca_xrcd_ok(const struct ibv_xrcd *x, struct ibv_context *ctx);
+void shca_xrcd_get(struct shca_xrcd *x);
+void shca_xrcd_put(struct shca_xrcd *x);
+/* An XRC SRQ's number: an entry of the QP table (qp.c), shm published
+ * there; 0 or -ENOMEM.  And its release. */
+int shca_xsrq_number_take(struct shca_qp_shm *shm, uint32_t *index,
+			  uint32_t *num);
+void shca_xsrq_number_put(uint32_t index);
+int shca_get_srq_num(struct ibv_srq *srq, uint32_t *num);
+struct ibv_qp *shca_open_qp(struct ibv_context *ctx,
+			    struct ibv_qp_open_attr *attr);
+/* XRC_SEND and RC share the RC transport's rules (XRC is RC, IBA 9.8). */
+static inline bool shca_qpt_rc(enum ibv_qp_type t)
+{
+	return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND;
+}
 
 /* qp_modify.c: the state machine, and query (check, apply, report) */
 int shca_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);

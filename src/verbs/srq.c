@@ -233,6 +233,9 @@ struct ibv_srq *shca_create_srq(struct ibv_pd *pd,
 	return srq ? &srq->ibsrq : NULL;
 }
 
+static struct ibv_srq *xsrq_create(struct ibv_context *ctx,
+				   struct ibv_srq_init_attr_ex *attr);
+
 /*
  * The create_srq_ex op.  The header inline sends plain basic SRQs (PD,
  * maybe TYPE = BASIC) to ibv_create_srq; what reaches here has other
@@ -256,8 +259,9 @@ struct ibv_srq *shca_create_srq_ex(struct ibv_context *ctx,
 	case IBV_SRQT_BASIC:
 		break;
 	case IBV_SRQT_XRC:
+		return xsrq_create(ctx, attr);
 	case IBV_SRQT_TM:
-		return SHCA_ERR_PTR(EOPNOTSUPP);	/* no XRC, no TM */
+		return SHCA_ERR_PTR(EOPNOTSUPP);	/* no TM */
 	default:
 		return SHCA_ERR_PTR(EINVAL);
 	}
@@ -268,6 +272,98 @@ struct ibv_srq *shca_create_srq_ex(struct ibv_context *ctx,
 		return SHCA_ERR_PTR(ENOENT);
 	srq = srq_create(ctx, spd, &attr->attr, attr->srq_context);
 	return srq ? &srq->ibsrq : NULL;
+}
+
+/* An XRC SRQ's entry in the QP table: what responders read (arena.h). */
+static void xsrq_publish(struct shca_srq *srq)
+{
+	struct shca_qp_shm *m = srq->xshm;
+	struct shca_arena *a = shca_arena_self();
+
+	memcpy(m->dev, to_sctx(srq->obj.ctx)->dev->ifname, sizeof(m->dev));
+	m->pd = srq->pd->prot->obj.handle;
+	m->rq_pd = m->pd;
+	m->has_srq = 1;
+	m->xrcd = srq->xrcd->id;
+	m->rq_off = shca_arena_off(a, srq->rq.shm);
+	m->rcq_off = shca_arena_off(a, srq->cq->shm);
+	m->state = IBV_QPS_RTR;
+	__atomic_store_n(&m->qp_type, SHCA_QPT_XRC_SRQ, __ATOMIC_RELEASE);
+}
+
+/*
+ * IBV_SRQT_XRC: a PD, an XRC domain and a CQ (ibv_create_srq_ex(3));
+ * any missing is EINVAL, a PD or CQ the handle does not name ENOENT.
+ * Its number (ibv_get_srq_num) is how XRC_SEND QPs name it.
+ */
+static struct ibv_srq *xsrq_create(struct ibv_context *ctx,
+				   struct ibv_srq_init_attr_ex *attr)
+{
+	const uint32_t need = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
+			      IBV_SRQ_INIT_ATTR_CQ;
+	struct shca_qp_shm *xshm;
+	struct shca_srq *srq;
+	struct shca_pd *spd;
+	struct shca_cq *cq;
+	uint32_t idx, num;
+	int ret;
+
+	if ((attr->comp_mask & need) != need || !attr->pd || !attr->cq ||
+	    !shca_xrcd_ok(attr->xrcd, ctx))
+		return SHCA_ERR_PTR(EINVAL);
+	spd = shca_pd_lookup(attr->pd, ctx);
+	if (!spd)
+		return SHCA_ERR_PTR(ENOENT);
+	cq = shca_cq_lookup(attr->cq, ctx);
+	if (!cq) {
+		shca_obj_put(&spd->obj);
+		return SHCA_ERR_PTR(ENOENT);
+	}
+	xshm = shca_arena_alloc(sizeof(*xshm));
+	if (!xshm) {
+		shca_obj_put(&cq->obj);
+		shca_obj_put(&spd->obj);
+		return SHCA_ERR_PTR(ENOMEM);
+	}
+	srq = srq_create(ctx, spd, &attr->attr, attr->srq_context);
+	if (!srq) {
+		ret = errno;
+		shca_arena_free(xshm);
+		shca_obj_put(&cq->obj);
+		return SHCA_ERR_PTR(ret);
+	}
+	srq->xrcd = to_sxrcd(attr->xrcd);
+	srq->cq = cq;
+	srq->xshm = xshm;
+	srq->ibsrq.srq_context = attr->srq_context;
+	__atomic_add_fetch(&cq->refs, 1, __ATOMIC_RELAXED);
+	shca_obj_put(&cq->obj);
+	shca_xrcd_get(srq->xrcd);
+	ret = shca_xsrq_number_take(xshm, &idx, &num);
+	if (ret) {
+		shca_srq_destroy(shca_srq_lookup(&srq->ibsrq, ctx), false);
+		return SHCA_ERR_PTR(-ret);
+	}
+	srq->srqn = num;
+	srq->srqn_index = idx;
+	xsrq_publish(srq);
+	return &srq->ibsrq;
+}
+
+/* The get_srq_num op: an XRC SRQ's number; EINVAL for another SRQ. */
+int shca_get_srq_num(struct ibv_srq *ibsrq, uint32_t *num)
+{
+	struct shca_srq *srq = shca_srq_lookup(ibsrq, NULL);
+	int ret = 0;
+
+	if (!srq)
+		return shca_ret_errno(-EINVAL);
+	if (!srq->xrcd)
+		ret = -EINVAL;
+	else
+		*num = srq->srqn;
+	shca_obj_put(&srq->obj);
+	return shca_ret_errno(ret);
 }
 
 /* Modify and query: an SRQ the handle does not name is EINVAL, as the
@@ -359,6 +455,18 @@ int shca_srq_destroy(struct shca_srq *srq, bool wait_acks)
 		pthread_cond_wait(&ibsrq->cond, &ibsrq->mutex);
 	pthread_mutex_unlock(&ibsrq->mutex);
 
+	if (srq->xshm) {
+		/* responders stop finding it by number, then it goes */
+		if (srq->srqn)
+			shca_xsrq_number_put(srq->srqn_index);
+		__atomic_store_n(&srq->xshm->qpn, 0, __ATOMIC_RELEASE);
+		shca_engine_quiesce();
+		shca_arena_free(srq->xshm);
+	}
+	if (srq->cq)
+		__atomic_sub_fetch(&srq->cq->refs, 1, __ATOMIC_RELEASE);
+	if (srq->xrcd)
+		shca_xrcd_put(srq->xrcd);
 	shca_pd_put(srq->pd);
 	shca_rq_destroy(&srq->rq);
 	pthread_mutex_lock(&sctx->lock);

@@ -4,7 +4,8 @@
  * without the feature: EOPNOTSUPP as a return value (errno set too, as
  * every failing verb here sets it), or NULL with errno EOPNOTSUPP.
  * Features listed here are reported absent by ibv_query_device(_ex): no
- * XRC, flow steering, counters, WQs/RSS, tag matching.
+ * ibv_open_qp (XRC QPs are not shared between handles yet: docs/xrc.md),
+ * flow steering, counters, WQs/RSS, tag matching.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -149,25 +150,6 @@ static struct ibv_qp *open_qp(struct ibv_context *ctx,
 	return NULL_EOPNOTSUPP;
 }
 
-static int get_srq_num(struct ibv_srq *srq, uint32_t *num)
-{
-	(void)srq; (void)num;
-	return INT_EOPNOTSUPP;
-}
-
-static struct ibv_xrcd *open_xrcd(struct ibv_context *ctx,
-				  struct ibv_xrcd_init_attr *a)
-{
-	(void)ctx; (void)a;
-	return NULL_EOPNOTSUPP;
-}
-
-static int close_xrcd(struct ibv_xrcd *xrcd)
-{
-	(void)xrcd;
-	return INT_EOPNOTSUPP;
-}
-
 static void *compat_unsupported(void)
 {
 	return NULL_EOPNOTSUPP;
@@ -198,9 +180,6 @@ void shca_unsupported_fill(struct verbs_context *v)
 	v->ibv_create_flow = create_flow;
 	v->ABI_placeholder1 = abi_placeholder;
 	v->open_qp = open_qp;
-	v->get_srq_num = get_srq_num;
-	v->open_xrcd = open_xrcd;
-	v->close_xrcd = close_xrcd;
 
 	/* slots that only pre-v1.1 rdma-core used internally */
 	o->_compat_alloc_pd = compat_unsupported;

@@ -155,8 +155,8 @@ TEST(create_srq_ex)
 	ASSERT_EQ(ibv_destroy_srq(srq), 0);
 
 	a.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE;
-	a.srq_type = IBV_SRQT_XRC;
-	ASSERT_NULL_ERRNO(ibv_create_srq_ex(e.ctx, &a), EOPNOTSUPP);
+	a.srq_type = IBV_SRQT_XRC;	/* without its XRCD and CQ */
+	ASSERT_NULL_ERRNO(ibv_create_srq_ex(e.ctx, &a), EINVAL);
 	a.srq_type = IBV_SRQT_TM;
 	ASSERT_NULL_ERRNO(ibv_create_srq_ex(e.ctx, &a), EOPNOTSUPP);
 	a.srq_type = (enum ibv_srq_type)9;
