@@ -184,6 +184,24 @@ static const struct qp_transition {
 	},
 };
 
+/*
+ * XRC's QPs differ from RC where the kernel's qp_state_table says so: an
+ * XRC_SEND (initiator) QP receives no requests, so it takes neither
+ * MAX_DEST_RD_ATOMIC nor MIN_RNR_TIMER; an XRC_RECV (target) QP sends
+ * none, so RTS needs only TIMEOUT and SQ_PSN of it.
+ */
+static void xrc_masks(enum ibv_qp_type type, enum ibv_qp_state cur,
+		      enum ibv_qp_state next, int *req, int *opt)
+{
+	if (type == IBV_QPT_XRC_SEND) {
+		*req &= ~(Q_DEST_RD | Q_RNR_TIMER);
+		*opt &= ~(Q_DEST_RD | Q_RNR_TIMER);
+	} else if (type == IBV_QPT_XRC_RECV && cur == IBV_QPS_RTR &&
+		   next == IBV_QPS_RTS) {
+		*req = Q_TIMEOUT | Q_SQ_PSN;
+	}
+}
+
 static int qt_index(enum ibv_qp_type type)
 {
 	switch (type) {
@@ -282,6 +300,7 @@ static int check_transition(const struct shca_qp *qp,
 		return -EINVAL;
 	req = t->req[qt_index(qp->ibqp.qp_type)];
 	opt = t->opt[qt_index(qp->ibqp.qp_type)];
+	xrc_masks(qp->ibqp.qp_type, cur, *next, &req, &opt);
 	if ((mask & req) != req)
 		return -EINVAL;
 	if (mask & ~(req | opt | IBV_QP_STATE))

@@ -16,7 +16,7 @@
 #    fails, and that is all they say about the data.
 # shellcheck source=tests/external/lib.sh
 . "$(dirname "$0")/lib.sh"
-need ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_srq_pingpong ss
+need ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_srq_pingpong ibv_xsrq_pingpong ss
 PP=$SOFTHCA_BUILD/tests/shca_pingpong
 [ -x "$PP" ] || { echo "FAIL: no $PP (build first)" >&2; exit 1; }
 
@@ -132,8 +132,13 @@ pp rc-odp-implicit ibv_rc_pingpong -o -O -n 200 -c
 pp rc-odp-prefetch ibv_rc_pingpong -o -P -n 200 -c
 pp rc-odp-implicit-prefetch ibv_rc_pingpong -o -O -P -n 200 -c
 pp rc-dm ibv_rc_pingpong -j -n 200
+# XRC on the same host (docs/xrc.md): the client's XRC_SEND QPs send into
+# the server's XRC SRQs through its XRC_RECV QPs, and back; each side
+# prints "success" only when every message of its pass came in
+pp xsrq ibv_xsrq_pingpong
 expect_out_pair() { grep -Eq -- "$2" "$T/$1.client" && ok "$1 /$2/" || fail "$1: no /$2/"; }
 expect_out_pair rc-100000 '^100000 iters in'
+both_have xsrq '^success$'
 expect_out_pair rc-timestamps 'Average receive completion clock cycles'
 for t in rc-odp rc-odp-implicit rc-odp-prefetch rc-odp-implicit-prefetch \
 	 rc-dm; do

@@ -114,10 +114,24 @@ static void xqp_connect(struct xenv *e, struct ibv_qp *qp, uint32_t dest,
 	a.ah_attr.grh.dgid = gid;
 	a.ah_attr.grh.hop_limit = 1;
 	a.ah_attr.port_num = 1;
-	ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
-				IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-				IBV_QP_MIN_RNR_TIMER), 0);
+	/* the kernel's masks: an XRC_SEND QP takes no responder's
+	 * attributes (MAX_DEST_RD_ATOMIC, MIN_RNR_TIMER: EINVAL) */
+	if (qp->qp_type == IBV_QPT_XRC_SEND) {
+		ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
+					IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					IBV_QP_RQ_PSN |
+					IBV_QP_MAX_DEST_RD_ATOMIC),
+			  -1);
+		ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
+					IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					IBV_QP_RQ_PSN), 0);
+	} else {
+		ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
+					IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					IBV_QP_RQ_PSN |
+					IBV_QP_MAX_DEST_RD_ATOMIC |
+					IBV_QP_MIN_RNR_TIMER), 0);
+	}
 	if (!rts)
 		return;
 	memset(&a, 0, sizeof(a));
