@@ -121,7 +121,7 @@ static void xqp_connect(struct xenv *e, struct ibv_qp *qp, uint32_t dest,
 					IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 					IBV_QP_RQ_PSN |
 					IBV_QP_MAX_DEST_RD_ATOMIC),
-			  -1);
+			  EINVAL);
 		ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
 					IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 					IBV_QP_RQ_PSN), 0);
