@@ -48,4 +48,21 @@ pid_t shca_getpid(void);
 void shca_random(void *buf, size_t len);
 uint32_t shca_random_u32(void);
 
+/*
+ * A full memory barrier (every load and store before it before every one
+ * after it).  ThreadSanitizer does not model fences (gcc refuses them
+ * under -fsanitize=thread): there a locked read-modify-write, a full
+ * barrier on the machines TSan runs on, stands in.
+ */
+static inline void shca_full_fence(void)
+{
+#if defined(__SANITIZE_THREAD__)
+	static uint64_t barrier;
+
+	__atomic_fetch_add(&barrier, 1, __ATOMIC_SEQ_CST);
+#else
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
 #endif

@@ -764,7 +764,7 @@ static void do_flush(struct shca_peer *p, struct shca_qp_shm *q,
 							  x->length,
 			&va))
 		return;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	shca_full_fence();
 	if (peer_gone(p))
 		res->outcome = SHCA_XFER_NO_RESPONSE;
 }

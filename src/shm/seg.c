@@ -852,17 +852,7 @@ void shca_seg_drain(uint32_t key)
 		return;
 	lanes = shca_arena_lanes(a->base);
 	/* the entry's clearing stores before the lanes' loads */
-#if defined(__SANITIZE_THREAD__)
-	{
-		/* TSan has no fences: a locked RMW is a full barrier on the
-		 * machines it runs on */
-		static uint64_t barrier;
-
-		__atomic_fetch_add(&barrier, 1, __ATOMIC_SEQ_CST);
-	}
-#else
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-#endif
+	shca_full_fence();
 	for (uint32_t i = 0; i < SHCA_ARENA_LANES; i++) {
 		for (unsigned int waits = 0;; waits++) {
 			uint64_t w = __atomic_load_n(&lanes[i],
