@@ -881,6 +881,26 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 }
 
 /*
+ * A copy of a QP's shared words, each read whole and atomically: the
+ * owner's engine and other peers change some of them (pending marks,
+ * counters) with atomics meanwhile, and a plain memcpy would race with
+ * them.
+ */
+static void qp_view_copy(struct shca_qp_shm *dst,
+			 const struct shca_qp_shm *src)
+{
+	const uint64_t *from = (const uint64_t *)src;
+	uint64_t *to = (uint64_t *)dst;
+	size_t i;
+
+	_Static_assert(sizeof(*src) % sizeof(uint64_t) == 0 &&
+		       _Alignof(struct shca_qp_shm) >= sizeof(uint64_t),
+		       "a QP's shared part is whole 8-byte words");
+	for (i = 0; i < sizeof(*src) / sizeof(uint64_t); i++)
+		to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+}
+
+/*
  * An XRC request (IBA 9.8.x, the XRCETH): carried out as RC against the
  * SRQ it names, which must be an XRC SRQ of the XRC_RECV QP's domain;
  * its PD checks the R_Keys and the receive WQEs' L_Keys, its CQ takes
@@ -905,7 +925,7 @@ static void execute_xrc(struct shca_peer *p, struct shca_qp_shm *q,
 			SHCA_QP_PEND_REQ_ERR);
 		return;
 	}
-	memcpy(&view, q, sizeof(view));
+	qp_view_copy(&view, q);
 	view.pd = s->pd;
 	view.rq_pd = s->pd;
 	view.has_srq = 1;
