@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * XRC domains (ibv_open_xrcd, ibv_close_xrcd) and XRC target QPs opened
- * by number (ibv_open_qp).  docs/xrc.md.
+ * XRC domains (ibv_open_xrcd, ibv_close_xrcd) and the numbers of XRC
+ * SRQs (docs/xrc.md); ibv_open_qp is not offered yet (unsupported.c).
  *
  * A domain is an identity: 64 bits that XRC SRQs and XRC_RECV QPs publish
  * in the arena (shca_qp_shm.xrcd), which the responder compares before it
