@@ -121,8 +121,8 @@ for a in $ADDRS; do
 	fi
 done
 
-# XRC: softhca has no XRC (ibv_open_xrcd, XRC QPs: EOPNOTSUPP); the XRC
-# client stops at rdma_create_ep with that error, cleanly.
+# XRC: the CM carries no XRC yet (docs/xrc.md; verbs XRC works on one host);
+# the XRC client stops at rdma_create_ep with EOPNOTSUPP, cleanly.
 run xclient-xrc 20 rdma_xclient -s 127.0.0.1 -p "$(free_port)" -c x
 expect_rc xclient-xrc nonzero
 expect_out xclient-xrc 'rdma_create_ep: Operation not supported' stderr
