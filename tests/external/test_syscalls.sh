@@ -77,10 +77,22 @@ if ! strace -f -c -o "$T/probe.sc" true >/dev/null 2>&1 ||
 fi
 
 # calls FILE [SKIP_ERE]: the calls counted in FILE, less those whose name
-# matches SKIP_ERE
+# matches SKIP_ERE, and less those strace cannot name ("???"): a number
+# newer than Debian 12's strace, which no code of softhca or the clients
+# calls.  One CI run counted 13,691 of them in a server, which softhca
+# had not made; a likely source is the kernel's uretprobe trampoline
+# (syscall 335, Linux 6.11), which runs in a process when a probe that a
+# tracer on the host set at a function's return fires.  Their count is
+# printed, so a change that starts making them shows.
 calls() {
-	awk -v skip="${2:-^$}" '$1 ~ /^[0-9]+$/ && $2 != "total" && $2 !~ skip \
-		{ n += $1 } END { print n + 0 }' "$1"
+	awk -v skip="${2:-^$}" '$1 ~ /^[0-9]+$/ && $2 != "total" &&
+		$2 !~ skip && $2 !~ /^\?\?\?/ { n += $1 } END { print n + 0 }' "$1"
+}
+
+# unnamed FILE: the calls strace could not name
+unnamed() {
+	awk '$1 ~ /^[0-9]+$/ && $2 ~ /^\?\?\?/ { n += $1 } END { print n + 0 }' \
+		"$1"
 }
 
 # top FILE: the most frequent calls, indented
@@ -91,13 +103,16 @@ top() {
 
 # check_side NAME SIDE [SKIP_ERE]: the side's calls within BOUND
 check_side() {
-	local name=$1 side=$2 skip=${3:-} f=$T/$1.$2.sc n pvm
+	local name=$1 side=$2 skip=${3:-} f=$T/$1.$2.sc n pvm u
 	if ! grep -q total "$f" 2>/dev/null; then
 		fail "$name: no strace summary for the $side"
 		return
 	fi
 	n=$(calls "$f" "$skip")
 	[ -n "${VERBOSE:-}" ] && echo "$name $side: $n system calls, N $N"
+	u=$(unnamed "$f")
+	[ "$u" = 0 ] || echo "note: $name: the $side made $u calls strace" \
+		"could not name (not counted)" >&2
 	if [ "$n" -le "$BOUND" ]; then
 		ok "$name: $side $n calls <= $BOUND"
 		return
