@@ -690,11 +690,22 @@ static void seg_orphan(struct shca_arena *a, struct shca_seg *seg)
 		 (unsigned long)seg->va, seg->len);
 }
 
-static void page_range(const void *addr, size_t len, uintptr_t *s,
+/*
+ * The whole pages inside [addr, addr + len): [*s, *e), or false if there
+ * is none.  Only those are re-backed.  A page the MR shares with other
+ * memory stays private (its bytes go by CMA): copying it into the pool
+ * and mapping the copy over it loses what any thread stores there in the
+ * meantime, and a heap page holds malloc's own free-list words and other
+ * objects that the program, and softhca's engine and CM threads, write
+ * at any time (a qperf client aborted with "malloc(): unsorted double
+ * linked list corrupted" one CI run in five).
+ */
+static bool page_range(const void *addr, size_t len, uintptr_t *s,
 		       uintptr_t *e)
 {
-	*s = (uintptr_t)addr & ~(PS - 1);
-	*e = ((uintptr_t)addr + (len ? len : 1) + PS - 1) & ~(PS - 1);
+	*s = ((uintptr_t)addr + PS - 1) & ~(PS - 1);
+	*e = ((uintptr_t)addr + len) & ~(PS - 1);
+	return (uintptr_t)addr + len >= (uintptr_t)addr && *s < *e;
 }
 
 /* Lock held: the MR's page range [s, e) in segments, references taken
@@ -800,8 +811,9 @@ struct shca_seg_hold *shca_seg_map(const void *addr, size_t len,
 		why = "SOFTHCA_MAP=0";
 	} else if (!(a = shca_arena_self())) {
 		why = "no arena";
+	} else if (!page_range(addr, len, &s, &e)) {
+		why = "no whole page of its own";
 	} else {
-		page_range(addr, len, &s, &e);
 		pthread_mutex_lock(&shca_seg_lock);
 		why = map_locked(a, s, e, dontfork, &hold);
 		pthread_mutex_unlock(&shca_seg_lock);
