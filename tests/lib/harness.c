@@ -70,6 +70,7 @@ static int run_one(int i, int num)
 	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
+		harness_crash_report();
 		alarm((unsigned int)timeout);
 		tests[i].fn();
 		fflush(stdout);

@@ -34,6 +34,8 @@ void harness_register(const char *name, test_fn fn);
 void harness_fail(const char *file, int line, const char *fmt, ...)
 	__attribute__((noreturn, format(printf, 3, 4)));
 void harness_skip(const char *why) __attribute__((noreturn));
+/* a fatal signal prints the crashing thread's stack (tests/lib/crash.c) */
+void harness_crash_report(void);
 void harness_skip_env(const char *file, int line, const char *why)
 	__attribute__((noreturn));
 /* CI=true (or any value but "", "0", "false"): the environment is

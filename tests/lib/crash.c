@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A case that dies on a signal prints where: the crashing thread's frames,
+ * each resolved to function and line by addr2line (module and offset when
+ * addr2line is missing).  A crash that happens once in twenty CI runs
+ * leaves no core file behind; this leaves its stack in the log.
+ *
+ * Installed in each case's process (and inherited by the processes it
+ * forks).  Not under the sanitizers: they print a better report of their
+ * own and own these signals.  The handler is not async-signal-safe
+ * (dladdr, fork+exec of addr2line): the process is dying anyway, and
+ * the worst outcome is a shorter report.
+ */
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "harness.h"
+
+#define MAX_FRAMES 48
+
+static void say(const char *s)
+{
+	ssize_t r = write(STDERR_FILENO, s, strlen(s));
+
+	(void)r;
+}
+
+/* One frame: "addr2line -f -i -p -C -e module offset", or module+offset.
+ * A return address points after its call: back is 1 to look inside it. */
+static void frame(void *pc, int back)
+{
+	char off[32], line[512];
+	Dl_info info;
+	pid_t pid;
+
+	if (!dladdr((char *)pc - back, &info) || !info.dli_fname) {
+		snprintf(line, sizeof(line), "    %p (no module)\n", pc);
+		say(line);
+		return;
+	}
+	snprintf(off, sizeof(off), "0x%lx",
+		 (unsigned long)((uintptr_t)pc - back -
+				 (uintptr_t)info.dli_fbase));
+	snprintf(line, sizeof(line), "    %s+%s: ", info.dli_fname, off);
+	say(line);
+	pid = fork();
+	if (pid == 0) {
+		dup2(STDERR_FILENO, STDOUT_FILENO);
+		execlp("addr2line", "addr2line", "-f", "-i", "-p", "-C", "-e",
+		       info.dli_fname, off, (char *)NULL);
+		say("(no addr2line)\n");
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+	else
+		say("(cannot fork)\n");
+}
+
+static void on_crash(int sig, siginfo_t *si, void *uc)
+{
+#ifdef REG_RIP
+	void *pc = (void *)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+#else
+	void *pc = NULL;
+#endif
+	void *pcs[MAX_FRAMES];
+	char line[160];
+	int i, n, from = 2;
+
+	snprintf(line, sizeof(line),
+		 "  CRASH: signal %d (%s) in thread %ld, address %p; stack:\n",
+		 sig, strsignal(sig), (long)syscall(SYS_gettid), si->si_addr);
+	say(line);
+	if (pc)
+		frame(pc, 0);	/* the faulting instruction itself */
+	n = backtrace(pcs, MAX_FRAMES);
+	/* this handler, the signal trampoline, then the faulting frame */
+	for (i = 0; i < n; i++)
+		if (pcs[i] == pc)
+			from = i + 1;
+	for (i = from; i < n; i++)
+		frame(pcs[i], 1);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void harness_crash_report(void)
+{
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+	static const int sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT };
+	static char altstack[64 * 1024];
+	stack_t ss = { .ss_sp = altstack, .ss_size = sizeof(altstack) };
+	struct sigaction sa;
+	void *warm[1];
+	unsigned int i;
+
+	/* backtrace() loads libgcc on first use: not inside the handler */
+	backtrace(warm, 1);
+	sigaltstack(&ss, NULL);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_crash;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+#endif
+}
