@@ -44,6 +44,7 @@ PACKAGES=(
 	iputils-ping     # tests/netns: reachability between the namespaces
 	strace           # tests/security/flood_cm.c: counts a paused listener's accept4 calls
 	                 # and tests/external/test_syscalls.sh: no call per work request
+	gdb              # tests/lib/crash.c: every stack of a case that timed out
 	clang            # make fuzz: the libFuzzer build of tests/fuzz
 	libclang-rt-14-dev # libFuzzer and sanitizer runtimes for clang 14
 )
