@@ -176,6 +176,25 @@ static void *seg_map(struct shca_segmap *m, struct seg *s)
 	return none;
 }
 
+/* A miss at va: *len cut to the bytes up to the next segment we hold
+ * (s: the last one at or below va, or NULL), where a hit may start. */
+static void *seg_miss(struct shca_segmap *m, struct seg *s, uint64_t va,
+		      uint64_t *len)
+{
+	struct seg *next = s ? s + 1 : m->segs;
+	uint64_t upto;
+
+	if (s && va - s->va < s->len)
+		upto = s->len - (va - s->va);	/* stale or refused: all */
+	else if (next < m->segs + m->n)
+		upto = next->va - va;
+	else
+		upto = *len;
+	if (*len > upto)
+		*len = upto;
+	return NULL;
+}
+
 void *shca_segmap_find(struct shca_segmap *m, uint64_t va, uint64_t *len)
 {
 	struct seg *s = seg_search(m->segs, m->n, va);
@@ -183,15 +202,15 @@ void *shca_segmap_find(struct shca_segmap *m, uint64_t va, uint64_t *len)
 	char *p;
 
 	if (!s || va - s->va >= s->len)
-		return NULL;
+		return seg_miss(m, s, va, len);
 	/* the owner frees a segment only after it drained every MR in it;
 	 * a gen that moved means our copy is stale (or a new segment took
 	 * the slot): look again */
 	if (__atomic_load_n(&m->table[s->slot].gen, __ATOMIC_ACQUIRE) != s->gen)
-		return NULL;
+		return seg_miss(m, s, va, len);
 	p = seg_map(m, s);
 	if (p == MAP_REFUSED)
-		return NULL;
+		return seg_miss(m, s, va, len);
 	left = s->len - (va - s->va);
 	if (*len > left)
 		*len = left;
@@ -273,6 +292,11 @@ static bool read_at(struct shca_segmap *m, uint64_t g)
 {
 	return __atomic_load_n(&m->read_once, __ATOMIC_ACQUIRE) &&
 	       __atomic_load_n(&m->read_gen, __ATOMIC_RELAXED) == g;
+}
+
+bool shca_segmap_changed(struct shca_segmap *m)
+{
+	return !read_at(m, __atomic_load_n(m->table_gen, __ATOMIC_ACQUIRE));
 }
 
 /*

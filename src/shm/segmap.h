@@ -54,7 +54,8 @@ void shca_segmap_unlock(struct shca_segmap *m);
  * Under the read lock: our address of the owner's va, and in *len how
  * many bytes from there lie in the same mapped segment (at most the *len
  * asked); NULL on a miss (no cached live segment with the same gen in the
- * table now, or it cannot be mapped).
+ * table now, or it cannot be mapped), and then in *len how many bytes
+ * from va miss too (up to the next segment we hold; at least one).
  */
 void *shca_segmap_find(struct shca_segmap *m, uint64_t va, uint64_t *len);
 
@@ -65,6 +66,10 @@ void *shca_segmap_find(struct shca_segmap *m, uint64_t va, uint64_t *len);
  * changed, a second look would miss too; -errno.
  */
 int shca_segmap_refresh(struct shca_segmap *m);
+
+/* Did the owner's table change since we read it (a refresh may find
+ * more)?  Without the lock or under it. */
+bool shca_segmap_changed(struct shca_segmap *m);
 
 /* How many segments are mapped now (the tests' and the log's view). */
 unsigned int shca_segmap_mapped(struct shca_segmap *m);
