@@ -8,8 +8,9 @@
  * changed since the last reading (the table's generation, arena.h), not
  * on every such access: the requester's segmap_refreshes counter
  * (`softhca stat`) shows it.  A segment the owner adds later is still
- * found (the generation moved), and a WRITE over whole pages and edges
- * copies the whole pages through the mapping, the edge bytes by CMA.
+ * found (the generation moved), and a WRITE or READ over whole pages and
+ * edges copies the whole pages through the mapping, the edge bytes by
+ * CMA.
  * Every byte is checked by the responder in its own memory.
  */
 #include <time.h>
@@ -61,10 +62,10 @@ static double now_ns(void)
 	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
-/* One signaled WRITE of len bytes from a's buffer at off to raddr, polled
- * to its completion. */
-static void write_to(struct ep *a, uint64_t off, uint32_t len, uint64_t raddr,
-		     uint32_t rkey)
+/* One signaled RDMA op of len bytes between a's buffer at off and raddr,
+ * polled to its completion. */
+static void rdma_op(struct ep *a, enum ibv_wr_opcode op, uint64_t off,
+		    uint32_t len, uint64_t raddr, uint32_t rkey)
 {
 	struct ibv_send_wr wr, *bad;
 	struct ibv_sge sge;
@@ -77,7 +78,7 @@ static void write_to(struct ep *a, uint64_t off, uint32_t len, uint64_t raddr,
 	sge.lkey = a->mr->lkey;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
-	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.opcode = op;
 	wr.send_flags = IBV_SEND_SIGNALED;
 	wr.wr.rdma.remote_addr = raddr;
 	wr.wr.rdma.rkey = rkey;
@@ -87,6 +88,12 @@ static void write_to(struct ep *a, uint64_t off, uint32_t len, uint64_t raddr,
 	while (n == 0);
 	ASSERT_EQ(n, 1);
 	ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+}
+
+static void write_to(struct ep *a, uint64_t off, uint32_t len, uint64_t raddr,
+		     uint32_t rkey)
+{
+	rdma_op(a, IBV_WR_RDMA_WRITE, off, len, raddr, rkey);
 }
 
 /*
@@ -113,7 +120,7 @@ static void responder(int fd, void *arg)
 		p += 16;
 	memset(p, EP_SENTINEL, MR_LEN);
 	mr = ibv_reg_mr(b.pd, p, MR_LEN, IBV_ACCESS_LOCAL_WRITE |
-			IBV_ACCESS_REMOTE_WRITE);
+			IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
 	ASSERT(mr != NULL);
 	mi.addr = (uintptr_t)p;
 	mi.rkey = mr->rkey;
@@ -233,6 +240,14 @@ TEST(unaligned_mr_edges)
 	ASSERT_EQ(cma1 - cma0, 1);
 	duo_signal(d.fd, 'E');
 	duo_expect(d.fd, 'E');
+	/* and a READ of it all back, the same way */
+	memset(a.buf, 0, mi.len);
+	rdma_op(&a, IBV_WR_RDMA_READ, 0, mi.len, mi.addr, mi.rkey);
+	ASSERT_EQ(ep_find_pattern_diff(a.buf, mi.len, 7, 0), -1);
+	map0 = proc_counter(getpid(), "map_xfers");
+	cma0 = proc_counter(getpid(), "cma_xfers");
+	ASSERT_EQ(map0 - map1, 1);
+	ASSERT_EQ(cma0 - cma1, 1);
 
 	/* a segment that appeared after the table was read is found */
 	duo_signal(d.fd, 'n');
