@@ -10,10 +10,12 @@
  * Per peer: a sorted copy of the table's live segments, refreshed on a
  * miss when the table changed since it was read (the owner's
  * seg_table_gen moved; then a scan of the whole table: bounded, 65536
- * entries), each with its mapping once it was used.  Nothing in the table is trusted: a segment
- * is mapped only if it is page-aligned, does not overflow, and lies
- * within the pool's size (the pool is sealed against shrinking: no byte
- * of a mapping can raise SIGBUS later).  An access re-reads the gen of
+ * entries), each with its mapping once it was used.  Nothing in the
+ * table is trusted: a segment is mapped only if it is page-aligned, does
+ * not overflow, and lies within the pool's size (the pool is sealed
+ * against shrinking: no byte of a mapping can raise SIGBUS later).  The
+ * generation is a hint only: it decides when to read, never what to
+ * use.  An access re-reads the gen of
  * each segment it uses in the table: a changed gen is a miss.
  *
  * Lock: an access holds the map's read lock while it translates and
