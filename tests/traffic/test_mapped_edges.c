@@ -189,8 +189,7 @@ TEST(unaligned_mr_edges)
 	uint64_t page;
 	uint32_t i;
 
-	if (getenv("SOFTHCA_MAP") && !strcmp(getenv("SOFTHCA_MAP"), "0"))
-		harness_skip("SOFTHCA_MAP=0: nothing is mapped");
+	setenv("SOFTHCA_MAP", "1", 1);	/* both sides, whatever the run's */
 	duo_fork(&d, responder, NULL);
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_open_remote(&a, &o, d.fd);
