@@ -75,6 +75,8 @@ enum shca_stat {
 					 * segments */
 	SHCA_STAT_CMA_XFERS,		/* with process_vm_writev/readv */
 	SHCA_STAT_LOCAL_XFERS,		/* the owner was this process */
+	SHCA_STAT_SEGMAP_REFRESHES,	/* a peer's segment table read again
+					 * (a miss after it changed) */
 	SHCA_STAT_MAX
 };
 

@@ -20,13 +20,14 @@
  *   header           owner, at creation; read-only afterwards, except its
  *                    stats block (the process's counters: owner, relaxed
  *                    atomic adds; `softhca stat` reads the arena with
- *                    pread, sysfs/counters.c)
+ *                    pread, sysfs/counters.c) and seg_table_gen
  *   QP table         owner (slot i = offset of the QP with QPN index i)
  *   MR table         owner, under each entry's seqlock; peers read
  *   MR key index     owner (one atomic word per key); peers read
  *   segment table    owner, under each entry's seqlock; peers read
  *   lanes            peers (claim and release with atomics); the owner
  *                    reads them when it invalidates an MR (the drain)
+ *   seg_table_gen    owner (in the header: release adds); peers read
  *   shca_qp_shm      owner; peers set the *_pending words and add to
  *                    stats (relaxed atomics; the responder side of the
  *                    same-host path counts on the responder's QP)
@@ -51,12 +52,14 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	7	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	8	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
 					 * receive queue's PD (rq_pd); 5: the
 					 * pool, segments, lanes, MR flags;
 					 * 6: counters' order, aligned;
-					 * 7: the XRC domain (xrcd) */
+					 * 7: the XRC domain (xrcd);
+					 * 8: seg_table_gen, and the
+					 * segmap_refreshes counter */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
@@ -99,6 +102,12 @@ struct shca_arena_hdr {
 	 * FUTEX_OWNER_DIED before anyone can reap it: a peer that reads it
 	 * knows the owner is gone without a system call */
 	struct shca_plock life __attribute__((aligned(64)));
+	/* the segment table's generation: the owner adds 1 (release) after
+	 * every change of an entry, so that a peer that read the whole
+	 * table at generation g knows, while it is still g, that reading it
+	 * again finds nothing new (shm/segmap.c).  Only a hint: a peer
+	 * checks each entry's own gen before it uses a mapping */
+	uint64_t seg_table_gen __attribute__((aligned(64)));
 };
 
 /*

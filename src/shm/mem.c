@@ -21,7 +21,7 @@
 
 #define LANE_PROBE	16	/* lanes tried from the hashed start */
 #define LANE_ROUNDS	2000	/* full scans (and yields) before -EBUSY */
-#define MAX_PIECES	128	/* mapped pieces of one access */
+#define MAX_PIECES	128	/* pieces of one access */
 
 /* The access in progress on this thread. */
 struct mem_access {
@@ -244,16 +244,27 @@ static bool owner_died(struct shca_peer *p)
 	return p->life && shca_arena_life_died(p->life);
 }
 
-/*
- * The remote list as pieces of our mappings (under the map's read lock):
- * the number of pieces, or -1 when a byte lies in no segment we could
- * map (or too many pieces).
- */
-static int translate(struct shca_segmap *m, const struct iovec *remote,
-		     int nr, struct iovec *piece)
-{
-	int i, n = 0;
+/* The remote list in pieces, in order: each one either mapped here
+ * (iov_base our address) or not (the owner's address, for CMA). */
+struct pieces {
+	int n;
+	int nmapped;		/* mapped pieces */
+	struct iovec v[MAX_PIECES];
+	bool mapped[MAX_PIECES];
+};
 
+/*
+ * The remote list as pieces (under the map's read lock): false when it
+ * takes more than MAX_PIECES.  Neighbouring bytes that miss make one
+ * piece (a miss says how far it reaches, shca_segmap_find).
+ */
+static bool translate(struct shca_segmap *m, const struct iovec *remote,
+		      int nr, struct pieces *ps)
+{
+	int i;
+
+	ps->n = 0;
+	ps->nmapped = 0;
 	for (i = 0; i < nr; i++) {
 		uint64_t va = (uint64_t)(uintptr_t)remote[i].iov_base;
 		uint64_t left = remote[i].iov_len;
@@ -261,13 +272,51 @@ static int translate(struct shca_segmap *m, const struct iovec *remote,
 		while (left) {
 			uint64_t len = left;
 			void *at = shca_segmap_find(m, va, &len);
+			int k = ps->n - 1;
 
-			if (!at || n == MAX_PIECES)
-				return -1;
-			piece[n].iov_base = at;
-			piece[n++].iov_len = len;
+			if (!at && k >= 0 && !ps->mapped[k] &&
+			    (uint64_t)(uintptr_t)ps->v[k].iov_base +
+			    ps->v[k].iov_len == va) {
+				ps->v[k].iov_len += len;	/* grows */
+			} else {
+				if (ps->n == MAX_PIECES)
+					return false;
+				ps->v[ps->n].iov_base = at ? at :
+					(void *)(uintptr_t)va;
+				ps->v[ps->n].iov_len = len;
+				ps->mapped[ps->n++] = at != NULL;
+				ps->nmapped += at != NULL;
+			}
 			va += len;
 			left -= len;
+		}
+	}
+	return true;
+}
+
+/* The next len bytes of a local list, from cursor (*i, *off) on, as at
+ * most max iovecs in out: how many, or -1 (more than max). */
+static int local_take(const struct iovec *local, int nl, int *i, size_t *off,
+		      size_t len, struct iovec *out, int max)
+{
+	int n = 0;
+
+	while (len && *i < nl) {
+		size_t k = local[*i].iov_len - *off;
+
+		if (k > len)
+			k = len;
+		if (k) {
+			if (n == max)
+				return -1;
+			out[n].iov_base = (char *)local[*i].iov_base + *off;
+			out[n++].iov_len = k;
+		}
+		len -= k;
+		*off += k;
+		if (*off == local[*i].iov_len) {
+			(*i)++;
+			*off = 0;
 		}
 	}
 	return n;
@@ -280,36 +329,77 @@ static bool want_mapped(struct shca_peer *p)
 }
 
 /*
+ * An access partly mapped: run by run in the remote list's order, the
+ * mapped runs copied through our mappings, the others by CMA (an
+ * unaligned MR's partial edge pages, which no segment holds: shm/seg.c).
+ * Under the map's read lock.  0 or CMA's -errno.
+ */
+static int mixed_xfer(struct shca_peer *p, const struct iovec *local, int nl,
+		      const struct pieces *ps, bool write)
+{
+	struct iovec sl[MAX_PIECES];
+	size_t off = 0;
+	int li = 0, a, b, ns, ret = 0;
+
+	for (a = 0; a < ps->n && !ret; a = b) {
+		size_t len = 0;
+
+		for (b = a; b < ps->n && ps->mapped[b] == ps->mapped[a]; b++)
+			len += ps->v[b].iov_len;
+		ns = local_take(local, nl, &li, &off, len, sl, MAX_PIECES);
+		if (ns < 0)	/* not with nl <= MAX_PIECES (the caller) */
+			return -E2BIG;
+		if (ps->mapped[a] && write)
+			shca_copy_iov(ps->v + a, b - a, sl, ns);
+		else if (ps->mapped[a])
+			shca_copy_iov(sl, ns, ps->v + a, b - a);
+		else if (write)
+			ret = shca_peer_write(p, sl, ns, ps->v + a, b - a);
+		else
+			ret = shca_peer_read(p, sl, ns, ps->v + a, b - a);
+	}
+	count(SHCA_STAT_CMA_XFERS);
+	return ret;
+}
+
+/*
  * The access through our mappings: translated under the read lock (a
- * miss refreshes the map once and tries again), copied under it.  0,
- * -ESRCH (the owner died: its memory is orphaned, the message lost),
- * or -ENOENT: not all of it is mapped, CMA instead.
+ * miss refreshes the map, if the owner's table changed since we read it,
+ * and translates again), copied under it; the bytes no segment holds by
+ * CMA (mixed_xfer).  0, -ESRCH (the owner died: its memory is orphaned,
+ * the message lost), another -errno of CMA's, or -ENOENT: none of it is
+ * mapped (or it is in too many pieces), CMA instead.
  */
 static int mapped_xfer(struct shca_peer *p, const struct iovec *local, int nl,
 		       const struct iovec *remote, int nr, bool write)
 {
-	struct iovec piece[MAX_PIECES];
-	int tries, n = -1;
+	struct shca_segmap *m = p->segmap;
+	struct pieces ps;
+	bool ok;
+	int ret = 0;
 
-	for (tries = 0; tries < 2; tries++) {
-		if (tries && shca_segmap_refresh(p->segmap))
-			break;
-		shca_segmap_rdlock(p->segmap);
-		n = translate(p->segmap, remote, nr, piece);
-		if (n >= 0)
-			break;
-		shca_segmap_unlock(p->segmap);
+	shca_segmap_rdlock(m);
+	ok = translate(m, remote, nr, &ps);
+	if (ok && ps.nmapped < ps.n && shca_segmap_changed(m)) {
+		shca_segmap_unlock(m);
+		shca_segmap_refresh(m);	/* failed: what we had */
+		shca_segmap_rdlock(m);
+		ok = translate(m, remote, nr, &ps);
 	}
-	if (n < 0)
+	if (!ok || !ps.nmapped || (ps.nmapped < ps.n && nl > MAX_PIECES)) {
+		shca_segmap_unlock(m);
 		return -ENOENT;
-	if (write)
-		shca_copy_iov(piece, n, local, nl);
+	}
+	if (ps.nmapped == ps.n && write)
+		shca_copy_iov(ps.v, ps.n, local, nl);
+	else if (ps.nmapped == ps.n)
+		shca_copy_iov(local, nl, ps.v, ps.n);
 	else
-		shca_copy_iov(local, nl, piece, n);
-	shca_segmap_unlock(p->segmap);
+		ret = mixed_xfer(p, local, nl, &ps, write);
+	shca_segmap_unlock(m);
 	count(SHCA_STAT_MAP_XFERS);
 	/* what a dead owner's memory took is lost, as CMA's ESRCH says */
-	return owner_died(p) ? -ESRCH : 0;
+	return owner_died(p) ? -ESRCH : ret;
 }
 
 static int mem_xfer(struct shca_peer *p, const struct iovec *local, int nl,
@@ -379,7 +469,8 @@ static int cma_atomic(struct shca_peer *p, uint64_t va, enum ibv_wr_opcode op,
 }
 
 /* Our mapping of the responder's word at va, with the map's read lock
- * held on success (a miss refreshes once); NULL: not mapped. */
+ * held on success (a miss refreshes once, if the table changed since we
+ * read it); NULL: not mapped. */
 static uint64_t *mapped_word(struct shca_peer *p, uint64_t va)
 {
 	int tries;

@@ -400,7 +400,9 @@ static struct shca_peer *peer_connect(int slot)
 		ret = -EPROTO;
 	}
 	if (!ret) {
-		p->segmap = shca_segmap_new(fds[2], segs);
+		const struct shca_arena_hdr *ah = p->arena;
+
+		p->segmap = shca_segmap_new(fds[2], segs, &ah->seg_table_gen);
 		ret = p->segmap ? 0 : -ENOMEM;
 		if (ret)
 			munmap(p->arena, p->arena_size);

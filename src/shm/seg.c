@@ -244,6 +244,9 @@ static void seg_table_write(struct shca_arena *a, const struct shca_seg *s,
 		v.off = s->off;
 	}
 	shca_seg_shm_write(&shca_arena_seg_table(a->base)[s->slot], &v);
+	/* after the entry: a peer that sees the new generation sees it */
+	__atomic_add_fetch(&shca_arena_hdr(a->base)->seg_table_gen, 1,
+			   __ATOMIC_RELEASE);
 }
 
 static int seg_insert(struct shca_seg *s)

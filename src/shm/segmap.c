@@ -14,6 +14,7 @@
 #include <sys/vfs.h>
 
 #include "../common/log.h"
+#include "../common/stat.h"
 #include "../common/util.h"
 #include "arena.h"
 #include "segmap.h"
@@ -33,9 +34,14 @@ struct shca_segmap {
 	uint64_t pool_size;	/* the pool's size when last looked at */
 	bool pool_looked;	/* ... in this refresh already */
 	const struct shca_seg_shm *table;
+	const uint64_t *table_gen;	/* the owner's seg_table_gen */
 	struct seg *segs;	/* sorted by va, under the write lock */
 	unsigned int n;
 	unsigned int mapped;	/* segments with a mapping (atomic) */
+	/* the table_gen our segs were read at, once read_once: written
+	 * under the write lock, read atomically without it */
+	uint64_t read_gen;
+	bool read_once;
 };
 
 static uint64_t page_size(void)
@@ -70,7 +76,8 @@ int shca_segmap_check_pool(int fd)
 }
 
 struct shca_segmap *shca_segmap_new(int pool_fd,
-				    const struct shca_seg_shm *table)
+				    const struct shca_seg_shm *table,
+				    const uint64_t *table_gen)
 {
 	struct shca_segmap *m = calloc(1, sizeof(*m));
 
@@ -79,6 +86,7 @@ struct shca_segmap *shca_segmap_new(int pool_fd,
 	pthread_rwlock_init(&m->lock, NULL);
 	m->pool_fd = pool_fd;
 	m->table = table;
+	m->table_gen = table_gen;
 	return m;
 }
 
@@ -168,6 +176,25 @@ static void *seg_map(struct shca_segmap *m, struct seg *s)
 	return none;
 }
 
+/* A miss at va: *len cut to the bytes up to the next segment we hold
+ * (s: the last one at or below va, or NULL), where a hit may start. */
+static void *seg_miss(struct shca_segmap *m, struct seg *s, uint64_t va,
+		      uint64_t *len)
+{
+	struct seg *next = s ? s + 1 : m->segs;
+	uint64_t upto;
+
+	if (s && va - s->va < s->len)
+		upto = s->len - (va - s->va);	/* stale or refused: all */
+	else if (next < m->segs + m->n)
+		upto = next->va - va;
+	else
+		upto = *len;
+	if (*len > upto)
+		*len = upto;
+	return NULL;
+}
+
 void *shca_segmap_find(struct shca_segmap *m, uint64_t va, uint64_t *len)
 {
 	struct seg *s = seg_search(m->segs, m->n, va);
@@ -175,15 +202,15 @@ void *shca_segmap_find(struct shca_segmap *m, uint64_t va, uint64_t *len)
 	char *p;
 
 	if (!s || va - s->va >= s->len)
-		return NULL;
+		return seg_miss(m, s, va, len);
 	/* the owner frees a segment only after it drained every MR in it;
 	 * a gen that moved means our copy is stale (or a new segment took
 	 * the slot): look again */
 	if (__atomic_load_n(&m->table[s->slot].gen, __ATOMIC_ACQUIRE) != s->gen)
-		return NULL;
+		return seg_miss(m, s, va, len);
 	p = seg_map(m, s);
 	if (p == MAP_REFUSED)
-		return NULL;
+		return seg_miss(m, s, va, len);
 	left = s->len - (va - s->va);
 	if (*len > left)
 		*len = left;
@@ -260,13 +287,44 @@ static bool seg_carry(struct seg *segs, unsigned int n, struct seg *o)
 	return false;
 }
 
+/* Were our segs read at the table's generation g? */
+static bool read_at(struct shca_segmap *m, uint64_t g)
+{
+	return __atomic_load_n(&m->read_once, __ATOMIC_ACQUIRE) &&
+	       __atomic_load_n(&m->read_gen, __ATOMIC_RELAXED) == g;
+}
+
+bool shca_segmap_changed(struct shca_segmap *m)
+{
+	return !read_at(m, __atomic_load_n(m->table_gen, __ATOMIC_ACQUIRE));
+}
+
+/*
+ * A miss reads the table again only if it changed since we read it (its
+ * generation moved): an access to memory the owner never put in a
+ * segment (an MR's partial edge pages, shm/seg.c) costs a look at one
+ * word, not a scan of the whole table under the write lock.  The
+ * generation is the owner's and only a hint: a hostile owner that never
+ * moves it loses its peers' mappings of new segments (their accesses go
+ * by CMA), one that always moves it costs them a scan per miss, as
+ * before; a stale mapping is never used either way (shca_segmap_find
+ * checks the entry's gen).
+ */
 int shca_segmap_refresh(struct shca_segmap *m)
 {
 	struct seg *segs = NULL, *t, s;
 	unsigned int n = 0, cap = 0, i;
+	uint64_t g = __atomic_load_n(m->table_gen, __ATOMIC_ACQUIRE);
 	int ret = 0;
 
+	if (read_at(m, g))
+		return 1;
 	pthread_rwlock_wrlock(&m->lock);
+	/* another thread read it meanwhile: look again, no scan */
+	g = __atomic_load_n(m->table_gen, __ATOMIC_ACQUIRE);
+	if (read_at(m, g))
+		goto out;
+	shca_stat_add(shca_stat_proc(), SHCA_STAT_SEGMAP_REFRESHES, 1);
 	m->pool_looked = false;
 	for (i = 0; i < SHCA_ARENA_SEG_ENTRIES; i++) {
 		const struct shca_seg_shm *e = &m->table[i];
@@ -304,6 +362,10 @@ int shca_segmap_refresh(struct shca_segmap *m)
 	free(m->segs);
 	m->segs = segs;
 	m->n = n;
+	/* the entries we read were written before g was (or are newer,
+	 * and then g moved again) */
+	__atomic_store_n(&m->read_gen, g, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->read_once, true, __ATOMIC_RELEASE);
 out:
 	pthread_rwlock_unlock(&m->lock);
 	return ret;

@@ -8,11 +8,14 @@
  * and stores.
  *
  * Per peer: a sorted copy of the table's live segments, refreshed on a
- * miss (a scan of the whole table: bounded, 65536 entries), each with its
- * mapping once it was used.  Nothing in the table is trusted: a segment
- * is mapped only if it is page-aligned, does not overflow, and lies
- * within the pool's size (the pool is sealed against shrinking: no byte
- * of a mapping can raise SIGBUS later).  An access re-reads the gen of
+ * miss when the table changed since it was read (the owner's
+ * seg_table_gen moved; then a scan of the whole table: bounded, 65536
+ * entries), each with its mapping once it was used.  Nothing in the
+ * table is trusted: a segment is mapped only if it is page-aligned, does
+ * not overflow, and lies within the pool's size (the pool is sealed
+ * against shrinking: no byte of a mapping can raise SIGBUS later).  The
+ * generation is a hint only: it decides when to read, never what to
+ * use.  An access re-reads the gen of
  * each segment it uses in the table: a changed gen is a miss.
  *
  * Lock: an access holds the map's read lock while it translates and
@@ -37,10 +40,12 @@ int shca_segmap_check_pool(int fd);
 /*
  * The segment map of a peer whose pool is pool_fd (taken over: closed by
  * shca_segmap_free) and whose segment table is table (in its arena, its
- * bounds checked by the caller); NULL (ENOMEM).
+ * bounds checked by the caller), table_gen its generation word (in its
+ * arena's header); NULL (ENOMEM).
  */
 struct shca_segmap *shca_segmap_new(int pool_fd,
-				    const struct shca_seg_shm *table);
+				    const struct shca_seg_shm *table,
+				    const uint64_t *table_gen);
 /* Unmap every segment and close the pool (the peer is dead, unused). */
 void shca_segmap_free(struct shca_segmap *m);
 
@@ -51,15 +56,22 @@ void shca_segmap_unlock(struct shca_segmap *m);
  * Under the read lock: our address of the owner's va, and in *len how
  * many bytes from there lie in the same mapped segment (at most the *len
  * asked); NULL on a miss (no cached live segment with the same gen in the
- * table now, or it cannot be mapped).
+ * table now, or it cannot be mapped), and then in *len how many bytes
+ * from va miss too (up to the next segment we hold; at least one).
  */
 void *shca_segmap_find(struct shca_segmap *m, uint64_t va, uint64_t *len);
 
 /*
  * Without the lock: read the owner's segment table again, unmap the
- * segments that are gone or changed.  0 or -errno.
+ * segments that are gone or changed, if it changed since we last read
+ * it.  0: look again (it was read, by us or another thread); 1: nothing
+ * changed, a second look would miss too; -errno.
  */
 int shca_segmap_refresh(struct shca_segmap *m);
+
+/* Did the owner's table change since we read it (a refresh may find
+ * more)?  Without the lock or under it. */
+bool shca_segmap_changed(struct shca_segmap *m);
 
 /* How many segments are mapped now (the tests' and the log's view). */
 unsigned int shca_segmap_mapped(struct shca_segmap *m);

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A peer's segment map (src/shm/segmap.c) on its own, against a segment
+ * table and a generation word written here as an owner would (or as a
+ * hostile one would not): a miss reads the table again only after the
+ * generation moved; the generation is a hint, never trusted for what is
+ * used (an entry that changed without it is a miss at once); a miss says
+ * how far it reaches (up to the next segment held), so that an access is
+ * split into mapped and CMA pieces.
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/mman.h>
+
+#include "harness.h"
+#include "shm/arena.h"
+#include "shm/segmap.h"
+
+#define PAGE	4096u
+#define VA1	0x100000000ull	/* segment 1: 2 pages at pool 0 */
+#define VA2	0x200000000ull	/* segment 2: 1 page at pool 2 pages */
+
+struct owner {
+	struct shca_seg_shm *table;	/* SHCA_ARENA_SEG_ENTRIES */
+	uint64_t gen;			/* its seg_table_gen */
+	uint64_t next_gen;		/* entry gens */
+	struct shca_segmap *m;
+	unsigned char *pool;		/* the owner's view of the pool */
+};
+
+static void owner_open(struct owner *o)
+{
+	int fd = memfd_create("segmap-test", MFD_ALLOW_SEALING);
+
+	ASSERT(fd >= 0);
+	ASSERT_EQ(ftruncate(fd, 4 * PAGE), 0);
+	ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	o->pool = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		       0);
+	ASSERT(o->pool != MAP_FAILED);
+	o->pool[0] = 0x11;
+	o->pool[2 * PAGE] = 0x22;
+	o->table = calloc(SHCA_ARENA_SEG_ENTRIES, sizeof(*o->table));
+	ASSERT(o->table != NULL);
+	o->gen = 0;
+	o->next_gen = 1;
+	o->m = shca_segmap_new(fd, o->table, &o->gen);
+	ASSERT(o->m != NULL);
+}
+
+static void owner_close(struct owner *o)
+{
+	shca_segmap_free(o->m);
+	munmap(o->pool, 4 * PAGE);
+	free(o->table);
+}
+
+/* Slot slot holds [va, va + len) at pool offset off (len 0: free); the
+ * generation moves only if bump (a hostile owner's table may not). */
+static void owner_set(struct owner *o, uint32_t slot, uint64_t va,
+		      uint64_t len, uint64_t off, bool bump)
+{
+	struct shca_seg_shm v = { 0 };
+
+	if (len) {
+		v.gen = o->next_gen++;
+		v.va = va;
+		v.len = len;
+		v.off = off;
+	}
+	shca_seg_shm_write(&o->table[slot], &v);
+	if (bump)
+		__atomic_add_fetch(&o->gen, 1, __ATOMIC_RELEASE);
+}
+
+/* The first byte at va through the map, or -1 on a miss. */
+static int peek(struct owner *o, uint64_t va)
+{
+	uint64_t len = 1;
+	unsigned char *p;
+	int v = -1;
+
+	shca_segmap_rdlock(o->m);
+	p = shca_segmap_find(o->m, va, &len);
+	if (p)
+		v = *p;
+	shca_segmap_unlock(o->m);
+	return v;
+}
+
+TEST(refresh_only_after_the_generation_moved)
+{
+	struct owner o;
+
+	owner_open(&o);
+	owner_set(&o, 7, VA1, 2 * PAGE, 0, true);
+	ASSERT(shca_segmap_changed(o.m));	/* never read */
+	ASSERT_EQ(shca_segmap_refresh(o.m), 0);
+	ASSERT(!shca_segmap_changed(o.m));
+	ASSERT_EQ(peek(&o, VA1), 0x11);
+	/* a miss with the table as it was: nothing to read again */
+	ASSERT_EQ(peek(&o, VA2), -1);
+	ASSERT_EQ(shca_segmap_refresh(o.m), 1);
+	/* a segment added without the generation: not looked for */
+	owner_set(&o, 9, VA2, PAGE, 2 * PAGE, false);
+	ASSERT_EQ(shca_segmap_refresh(o.m), 1);
+	ASSERT_EQ(peek(&o, VA2), -1);
+	/* the generation moved: read, found */
+	__atomic_add_fetch(&o.gen, 1, __ATOMIC_RELEASE);
+	ASSERT(shca_segmap_changed(o.m));
+	ASSERT_EQ(shca_segmap_refresh(o.m), 0);
+	ASSERT_EQ(peek(&o, VA2), 0x22);
+	ASSERT_EQ(peek(&o, VA1), 0x11);
+	ASSERT_EQ(shca_segmap_mapped(o.m), 2u);
+	owner_close(&o);
+}
+
+TEST(a_changed_entry_is_never_used_whatever_the_generation)
+{
+	struct owner o;
+
+	owner_open(&o);
+	owner_set(&o, 7, VA1, 2 * PAGE, 0, true);
+	ASSERT_EQ(shca_segmap_refresh(o.m), 0);
+	ASSERT_EQ(peek(&o, VA1), 0x11);
+	/* freed (as a dereg's segment release) by an owner that does not
+	 * move the generation: our mapping stays, unused */
+	owner_set(&o, 7, 0, 0, 0, false);
+	ASSERT_EQ(peek(&o, VA1), -1);
+	ASSERT_EQ(shca_segmap_refresh(o.m), 1);
+	ASSERT_EQ(peek(&o, VA1), -1);
+	/* the same slot, the same range, a new gen: still not our copy */
+	owner_set(&o, 7, VA1, 2 * PAGE, 0, false);
+	ASSERT_EQ(peek(&o, VA1), -1);
+	/* once the generation moves the stale mapping goes, the new
+	 * segment is mapped */
+	__atomic_add_fetch(&o.gen, 1, __ATOMIC_RELEASE);
+	ASSERT_EQ(shca_segmap_refresh(o.m), 0);
+	ASSERT_EQ(peek(&o, VA1), 0x11);
+	ASSERT_EQ(shca_segmap_mapped(o.m), 1u);
+	owner_close(&o);
+}
+
+TEST(a_miss_reaches_to_the_next_segment)
+{
+	struct owner o;
+	uint64_t len;
+
+	owner_open(&o);
+	owner_set(&o, 3, VA1, 2 * PAGE, 0, true);
+	owner_set(&o, 4, VA2, PAGE, 2 * PAGE, true);
+	ASSERT_EQ(shca_segmap_refresh(o.m), 0);
+	shca_segmap_rdlock(o.m);
+	/* below the first segment: up to it */
+	len = 1000;
+	ASSERT(shca_segmap_find(o.m, VA1 - 100, &len) == NULL);
+	ASSERT_EQ(len, 100u);
+	/* a hit is cut at the segment's end */
+	len = 3 * PAGE;
+	ASSERT(shca_segmap_find(o.m, VA1 + 16, &len) != NULL);
+	ASSERT_EQ(len, 2 * PAGE - 16);
+	/* between the two: up to the second */
+	len = VA2;
+	ASSERT(shca_segmap_find(o.m, VA1 + 2 * PAGE, &len) == NULL);
+	ASSERT_EQ(len, VA2 - VA1 - 2 * PAGE);
+	/* beyond the last: all that was asked */
+	len = 5000;
+	ASSERT(shca_segmap_find(o.m, VA2 + PAGE, &len) == NULL);
+	ASSERT_EQ(len, 5000u);
+	shca_segmap_unlock(o.m);
+	/* a segment held but changed: its whole rest misses */
+	owner_set(&o, 3, 0, 0, 0, true);
+	shca_segmap_rdlock(o.m);
+	len = 3 * PAGE;
+	ASSERT(shca_segmap_find(o.m, VA1 + 8, &len) == NULL);
+	ASSERT_EQ(len, 2 * PAGE - 8);
+	shca_segmap_unlock(o.m);
+	owner_close(&o);
+}
+
+TEST(entries_a_peer_cannot_map_are_skipped)
+{
+	struct owner o;
+
+	owner_open(&o);
+	owner_set(&o, 1, VA1 + 8, PAGE, 0, true);		/* unaligned */
+	owner_set(&o, 2, VA2, 8 * PAGE, 0, true);		/* past pool */
+	owner_set(&o, 3, UINT64_MAX - PAGE + 1, 2 * PAGE, 0, true);
+	ASSERT_EQ(shca_segmap_refresh(o.m), 0);
+	ASSERT_EQ(peek(&o, VA1 + 8), -1);
+	ASSERT_EQ(peek(&o, VA2), -1);
+	ASSERT_EQ(peek(&o, UINT64_MAX - 8), -1);
+	ASSERT_EQ(shca_segmap_mapped(o.m), 0u);
+	ASSERT_EQ(shca_segmap_refresh(o.m), 1);
+	owner_close(&o);
+}
