@@ -61,12 +61,12 @@ static int memcpy_to_dm(struct ibv_dm *ibdm, uint64_t off, const void *host,
 	int ret;
 
 	if (!dm)
-		return EINVAL;
+		return shca_ret_errno(EINVAL);
 	ret = dm_range(dm, off, len);
 	if (!ret && len)
 		memcpy((char *)dm->mem + off, host, len);
 	shca_obj_put(&dm->obj);
-	return ret;
+	return shca_ret_errno(ret);
 }
 
 static int memcpy_from_dm(void *host, struct ibv_dm *ibdm, uint64_t off,
@@ -76,12 +76,12 @@ static int memcpy_from_dm(void *host, struct ibv_dm *ibdm, uint64_t off,
 	int ret;
 
 	if (!dm)
-		return EINVAL;
+		return shca_ret_errno(EINVAL);
 	ret = dm_range(dm, off, len);
 	if (!ret && len)
 		memcpy(host, (char *)dm->mem + off, len);
 	shca_obj_put(&dm->obj);
-	return ret;
+	return shca_ret_errno(ret);
 }
 
 void shca_dm_init_pub(struct ibv_dm *d, struct ibv_context *ctx)
@@ -209,13 +209,18 @@ struct ibv_mr *shca_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,
 		return SHCA_ERR_PTR(EINVAL);
 	if (!(access & IBV_ACCESS_ZERO_BASED))
 		return SHCA_ERR_PTR(EINVAL);
+	/* the kernel's DM_MR_REG looks the DM and the PD up in the
+	 * PD's context first: one not live there is ENOENT */
 	dm = dm_get(ibdm);
 	if (!dm)
-		return SHCA_ERR_PTR(EINVAL);
-	if (!pd || pd->context != ibdm->context || offset > dm->length ||
-	    length > dm->length - offset) {
+		return SHCA_ERR_PTR(ENOENT);
+	if (!pd || offset > dm->length || length > dm->length - offset) {
 		shca_obj_put(&dm->obj);
 		return SHCA_ERR_PTR(EINVAL);
+	}
+	if (pd->context != ibdm->context) {
+		shca_obj_put(&dm->obj);
+		return SHCA_ERR_PTR(ENOENT);
 	}
 	mr = shca_reg_mr_dm(pd, dm, offset, length, access);
 	shca_obj_put(&dm->obj);

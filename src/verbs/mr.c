@@ -469,9 +469,9 @@ struct ibv_mr *shca_reg_mr_dm(struct ibv_pd *ibpd, struct shca_dm *dm,
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
 	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
-	pd = shca_pd_lookup(ibpd, NULL);
+	pd = shca_pd_lookup(ibpd, dm->ibdm.context);
 	if (!pd)
-		return SHCA_ERR_PTR(EINVAL);
+		return SHCA_ERR_PTR(ENOENT);	/* an ioctl attribute */
 	return mr_create(ibpd, pd, (char *)dm->mem + offset, length, 0,
 			 access, dm);
 }

@@ -1161,9 +1161,10 @@ static int parents_get(struct ibv_context *ctx,
 	memset(p, 0, sizeof(*p));
 	/* XRC_RECV: only its domain (no PD, CQs, queues: IBA 9.8.x) */
 	if (a->qp_type == IBV_QPT_XRC_RECV) {
-		if (!(a->comp_mask & IBV_QP_INIT_ATTR_XRCD) ||
-		    !shca_xrcd_ok(a->xrcd, ctx))
+		if (!(a->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !a->xrcd)
 			return -EINVAL;
+		if (!shca_xrcd_ok(a->xrcd, ctx))
+			return -ENOENT;	/* not open in ctx */
 		p->xrcd = to_sxrcd(a->xrcd);
 		return 0;
 	}

@@ -309,8 +309,11 @@ static struct ibv_srq *xsrq_create(struct ibv_context *ctx,
 	int ret;
 
 	if ((attr->comp_mask & need) != need || !attr->pd || !attr->cq ||
-	    !shca_xrcd_ok(attr->xrcd, ctx))
+	    !attr->xrcd)
 		return SHCA_ERR_PTR(EINVAL);
+	/* an ioctl attribute: a domain not open in ctx is not found */
+	if (!shca_xrcd_ok(attr->xrcd, ctx))
+		return SHCA_ERR_PTR(ENOENT);
 	spd = shca_pd_lookup(attr->pd, ctx);
 	if (!spd)
 		return SHCA_ERR_PTR(ENOENT);

@@ -143,13 +143,15 @@ struct ibv_xrcd *shca_open_xrcd(struct ibv_context *ctx,
 	return &x->ibxrcd;
 }
 
-/* EBUSY while an XRC SRQ or XRC_RECV QP of this open uses it. */
+/* EBUSY while an XRC SRQ or XRC_RECV QP of this open uses it.  A domain
+ * that is not open (closed already: its struct waits in the quarantine)
+ * is ENOENT, as the kernel's XRCD_DESTROY lookup answers. */
 int shca_close_xrcd(struct ibv_xrcd *ibx)
 {
 	struct shca_xrcd *x;
 
 	if (!shca_xrcd_ok(ibx, NULL))
-		return shca_ret_errno(-EINVAL);
+		return shca_ret_errno(-ENOENT);
 	x = to_sxrcd(ibx);
 	pthread_mutex_lock(&xrcd_lock);
 	if (__atomic_load_n(&x->refs, __ATOMIC_ACQUIRE)) {

@@ -835,6 +835,19 @@ uint64_t ep_tcp_bytes(void)
 	return sum;
 }
 
+void ep_net_check(void)
+{
+	const char *net = getenv("SOFTHCA_NET");
+	uint64_t tcp;
+
+	if (!net || strcmp(net, "1"))
+		return;
+	tcp = ep_tcp_bytes();
+	printf("  net path: %llu bytes through TCP\n",
+	       (unsigned long long)tcp);
+	ASSERT_GT(tcp, 0);
+}
+
 uint64_t ep_pcap_records(const char *path)
 {
 	uint8_t hdr[16];

@@ -197,6 +197,11 @@ int64_t ep_find_diff(const uint8_t *a, const uint8_t *b, uint64_t len);
  */
 uint64_t ep_tcp_bytes(void);
 uint64_t ep_pcap_records(const char *path);
+/* With SOFTHCA_NET=1 in the environment (the _net ctest runs of the
+ * one-process RC tests), fail unless this process's TCP sockets carried
+ * bytes: a test that names both paths must not pass on the same-host
+ * path twice.  Nothing without it. */
+void ep_net_check(void);
 
 /* Create both endpoints of this process and connect them to each other
  * (skips in a two-namespace run). */

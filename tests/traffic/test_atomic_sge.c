@@ -6,7 +6,7 @@
  * bytes past its end).  The bytes around every SGE are pre-filled with a
  * sentinel and must stay so; the remote word must change exactly once.
  * Run on the same-host path, and on the net path with SOFTHCA_NET=1
- * (tests/netns and scripts/check.sh's SOFTHCA_NET runs).
+ * (ctest: traffic_test_atomic_sge_net, checked by ep_net_check).
  */
 #include <string.h>
 
@@ -85,6 +85,7 @@ static void run(enum ibv_wr_opcode op, const uint32_t *lens, int nsge)
 						     wr.wr.atomic.swap;
 	ASSERT_EQ(word, expect);
 
+	ep_net_check();
 	ep_destroy(&a);
 	ep_destroy(&b);
 }

@@ -64,6 +64,7 @@ static void one_round(bool dereg)
 
 	ep_expect(a.scq, a.qp, 0xa1,
 		  dereg ? IBV_WC_REM_OP_ERR : IBV_WC_REM_INV_REQ_ERR);
+	ep_net_check();
 	ep_destroy(&a);
 	ep_destroy(&b);
 }

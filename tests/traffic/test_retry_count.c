@@ -13,8 +13,9 @@
  * flushes it (WR_FLUSH_ERR).  Counting the first try's timeout at the try
  * completes it with RETRY_EXC_ERR inside ibv_post_send.  (The total
  * count, retry_cnt + 1 timeouts, is checked by tests/traffic/test_stat.c:
- * peer_gone_retry_exceeded_counted.)  Both paths: run across namespaces
- * by tests/netns/test_traffic_netns.sh.
+ * peer_gone_retry_exceeded_counted.)  Both paths: ctest runs it again
+ * with SOFTHCA_NET=1 (traffic_test_retry_count_net), where the first
+ * WRITE must have gone through TCP.
  */
 #include <signal.h>
 #include <string.h>
@@ -43,6 +44,7 @@ static void first_try_waits(enum ibv_wr_opcode op, uint32_t len)
 	/* it works while the peer lives (and the connection is up) */
 	ASSERT_EQ(ep_post(&a, 0xa1, IBV_WR_RDMA_WRITE, 0, 16, DST, 0), 0);
 	ep_expect(a.scq, a.qp, 0xa1, IBV_WC_SUCCESS);
+	ep_net_check();
 
 	ASSERT_EQ(kill(d.pid, SIGKILL), 0);
 	ASSERT_EQ(waitpid(d.pid, &status, 0), d.pid);

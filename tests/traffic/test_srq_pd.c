@@ -84,6 +84,7 @@ static void open_pair(struct srq_pair *s)
 
 static void close_pair(struct srq_pair *s)
 {
+	ep_net_check();
 	ep_destroy(&s->a);
 	ASSERT_EQ(ibv_destroy_qp(s->b.qp), 0);
 	s->b.qp = NULL;

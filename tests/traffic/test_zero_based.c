@@ -84,6 +84,7 @@ TEST(zero_based_remote_offsets)
 	ep_expect(a.scq, a.qp, 0xa4, IBV_WC_REM_ACCESS_ERR);
 
 	ASSERT_EQ(ibv_dereg_mr(z), 0);
+	ep_net_check();
 	ep_destroy(&a);
 	ep_destroy(&b);
 }
@@ -109,6 +110,7 @@ TEST(zero_based_local_offsets)
 	ASSERT_EQ(b.buf[63], 0xa5);
 	ASSERT_EQ(b.buf[64 + 48], 0xa5);
 	ASSERT_EQ(ibv_dereg_mr(z), 0);
+	ep_net_check();
 	ep_destroy(&a);
 	ep_destroy(&b);
 }

@@ -187,6 +187,52 @@ TEST(reg_dm_mr_checks)
 	teardown(&e);
 }
 
+/*
+ * Handles (issue 12, docs/conformance.md "Handles"): a DM that is not
+ * live -- freed, its handle changed, or of another context -- is refused
+ * by every verb that takes it, and a second free never frees twice.
+ * DM_MR_REG is an ioctl whose DM and PD attributes the kernel looks up
+ * first: ENOENT; the memcpy ops (mlx5 user space) answer EINVAL.
+ */
+TEST(dm_not_live_is_refused)
+{
+	const unsigned int acc = IBV_ACCESS_ZERO_BASED |
+				 IBV_ACCESS_LOCAL_WRITE;
+	struct env e = setup(), o = setup();
+	struct ibv_dm *dm = dm_alloc(&e, 4096), *dead = dm_alloc(&e, 4096);
+	struct ibv_pd *dpd = ibv_alloc_pd(e.ctx);
+	char b[8] = "12345678";
+	uint32_t h;
+
+	ASSERT_NOT_NULL(dpd);
+	/* freed: every verb refuses it */
+	ASSERT_EQ(ibv_free_dm(dead), 0);
+	ASSERT_EQ(ibv_free_dm(dead), ENOENT);
+	ASSERT_EQ(errno, ENOENT);
+	errno = 0;
+	ASSERT_EQ(ibv_memcpy_to_dm(dead, 0, b, 8), EINVAL);
+	ASSERT_EQ(errno, EINVAL);
+	ASSERT_EQ(ibv_memcpy_from_dm(b, dead, 0, 8), EINVAL);
+	ASSERT_NULL_ERRNO(ibv_reg_dm_mr(e.pd, dead, 0, 8, acc), ENOENT);
+	/* a garbled handle names nothing; the DM is untouched */
+	h = dm->handle;
+	dm->handle = h ^ 1;
+	ASSERT_EQ(ibv_free_dm(dm), ENOENT);
+	ASSERT_EQ(ibv_memcpy_to_dm(dm, 0, b, 8), EINVAL);
+	ASSERT_NULL_ERRNO(ibv_reg_dm_mr(e.pd, dm, 0, 8, acc), ENOENT);
+	dm->handle = 0xffffffff;
+	ASSERT_EQ(ibv_free_dm(dm), ENOENT);
+	dm->handle = h;
+	ASSERT_EQ(ibv_memcpy_to_dm(dm, 0, b, 8), 0);
+	/* a PD of another context, a PD that is not live */
+	ASSERT_NULL_ERRNO(ibv_reg_dm_mr(o.pd, dm, 0, 8, acc), ENOENT);
+	ASSERT_EQ(ibv_dealloc_pd(dpd), 0);
+	ASSERT_NULL_ERRNO(ibv_reg_dm_mr(dpd, dm, 0, 8, acc), ENOENT);
+	ASSERT_EQ(ibv_free_dm(dm), 0);
+	teardown(&o);
+	teardown(&e);
+}
+
 /* Two MRs over one DM: the DM is busy until the last one goes. */
 TEST(free_dm_busy_until_last_mr)
 {

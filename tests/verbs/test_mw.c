@@ -459,6 +459,58 @@ TEST(bind_err_deallocated_window)
 	expect_wc(&e, 1, IBV_WC_MW_BIND_ERR, 0);
 }
 
+/*
+ * Handles (issue 12, docs/conformance.md "Handles"): a window whose
+ * handle was changed, a window of another context and a PD that is not
+ * live are refused like every other object; the window itself survives.
+ */
+TEST(window_garbled_foreign_dead_pd)
+{
+	struct ibv_context *other = open_lo();
+	struct ibv_pd *opd = ibv_alloc_pd(other), *dead;
+	struct ibv_mw *mw, *omw;
+	struct ibv_mw_bind b;
+	struct env e;
+	uint32_t h, k;
+
+	env_open(&e, MR_ACC);
+	ASSERT_NOT_NULL(opd);
+	mw = ibv_alloc_mw(e.pd, IBV_MW_TYPE_2);
+	ASSERT_NOT_NULL(mw);
+	/* a garbled handle names nothing: ENOENT, the window untouched */
+	h = mw->handle;
+	mw->handle = h ^ 1;
+	ASSERT_EQ(ibv_dealloc_mw(mw), ENOENT);
+	ASSERT_EQ(errno, ENOENT);
+	mw->handle = 0xffffffff;
+	ASSERT_EQ(ibv_dealloc_mw(mw), ENOENT);
+	b = bind_of(e.mr, 0, 64, IBV_ACCESS_REMOTE_READ, 1);
+	ASSERT_EQ(post_bind2(e.qp, mw, ibv_inc_rkey(mw->rkey),
+			     &b.bind_info, 1), 0);
+	expect_wc(&e, 1, IBV_WC_MW_BIND_ERR, 0);
+	mw->handle = h;
+	/* a window of another context, bound through this one's QP */
+	omw = ibv_alloc_mw(opd, IBV_MW_TYPE_2);
+	ASSERT_NOT_NULL(omw);
+	/* the bind error took the QP to ERR: a fresh one */
+	ASSERT_EQ(ibv_destroy_qp(e.qp), 0);
+	e.qp = self_qp(&e, e.pd);
+	k = ibv_inc_rkey(omw->rkey);
+	ASSERT_EQ(post_bind2(e.qp, omw, k, &b.bind_info, 2), 0);
+	expect_wc(&e, 2, IBV_WC_MW_BIND_ERR, 0);
+	ASSERT_EQ(ibv_dealloc_mw(omw), 0);	/* still live there */
+	/* the window with its handle back is the window */
+	ASSERT_EQ(ibv_dealloc_mw(mw), 0);
+	/* a PD that is not live: ALLOC_MW's lookup, EINVAL */
+	dead = ibv_alloc_pd(e.ctx);
+	ASSERT_NOT_NULL(dead);
+	ASSERT_EQ(ibv_dealloc_pd(dead), 0);
+	errno = 0;
+	ASSERT_NULL(ibv_alloc_mw(dead, IBV_MW_TYPE_1));
+	ASSERT_EQ(errno, EINVAL);
+	ASSERT_EQ(ibv_dealloc_pd(opd), 0);
+	ASSERT_EQ(ibv_close_device(other), 0);
+}
 TEST(bind_post_without_window_is_einval)
 {
 	struct env e;

@@ -322,6 +322,62 @@ TEST(pdom_is_a_pd)
 	ASSERT_EQ(ibv_close_device(ctx), 0);
 }
 
+/*
+ * Handles (issue 12, docs/conformance.md "Handles"): a parent domain
+ * that was deallocated or whose handle was changed is a PD that is not
+ * live -- refused by the creates that take it (the ioctl ones ENOENT,
+ * REG_MR EINVAL, the CQ's parent domain EINVAL as mlx5 answers a wrong
+ * one) -- and a TD or PD that is not live makes no parent domain.
+ */
+TEST(pdom_and_td_not_live)
+{
+	struct ibv_context *ctx = open_lo();
+	struct ibv_td_init_attr ta = { .comp_mask = 0 };
+	struct ibv_pd *pd = ibv_alloc_pd(ctx), *dpd = ibv_alloc_pd(ctx);
+	struct ibv_td *td = ibv_alloc_td(ctx, &ta);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct ibv_parent_domain_init_attr pa = pdom_attr(pd, NULL);
+	struct ibv_pd *pdom = ibv_alloc_parent_domain(ctx, &pa), *live;
+	static char buf[64];
+	uint32_t h;
+
+	ASSERT_NOT_NULL(pdom);
+	ASSERT_NOT_NULL(dpd);
+	ASSERT_NOT_NULL(td);
+	ASSERT_NOT_NULL(cq);
+	/* a garbled handle: no destroy, no create */
+	h = pdom->handle;
+	pdom->handle = h ^ 1;
+	ASSERT_EQ(ibv_dealloc_pd(pdom), ENOENT);
+	ASSERT_NULL_ERRNO(rc_qp(pdom, cq), ENOENT);
+	ASSERT_NULL_ERRNO(ibv_reg_mr(pdom, buf, sizeof(buf), 0), EINVAL);
+	ASSERT_NULL_ERRNO(cq_on(ctx, pdom), EINVAL);
+	pdom->handle = h;
+	/* deallocated: the same */
+	ASSERT_EQ(ibv_dealloc_pd(pdom), 0);
+	ASSERT_EQ(ibv_dealloc_pd(pdom), ENOENT);
+	ASSERT_EQ(errno, ENOENT);
+	ASSERT_NULL_ERRNO(rc_qp(pdom, cq), ENOENT);
+	ASSERT_NULL_ERRNO(ibv_reg_mr(pdom, buf, sizeof(buf), 0), EINVAL);
+	ASSERT_NULL_ERRNO(cq_on(ctx, pdom), EINVAL);
+	/* a TD or a PD that is not live */
+	ASSERT_EQ(ibv_dealloc_pd(dpd), 0);
+	pa = pdom_attr(dpd, NULL);
+	ASSERT_NULL_ERRNO(ibv_alloc_parent_domain(ctx, &pa), EINVAL);
+	ASSERT_EQ(ibv_dealloc_td(td), 0);
+	pa = pdom_attr(pd, NULL);
+	pa.td = td;
+	ASSERT_NULL_ERRNO(ibv_alloc_parent_domain(ctx, &pa), EINVAL);
+	/* the PD it was made of is free and whole */
+	pa.td = NULL;
+	live = ibv_alloc_parent_domain(ctx, &pa);
+	ASSERT_NOT_NULL(live);
+	ASSERT_EQ(ibv_dealloc_pd(live), 0);
+	ASSERT_EQ(ibv_destroy_cq(cq), 0);
+	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
+	ASSERT_EQ(ibv_close_device(ctx), 0);
+}
+
 /* IBV_CQ_INIT_ATTR_MASK_PD names a parent domain of the context (mlx5). */
 TEST(cq_ex_parent_domain)
 {

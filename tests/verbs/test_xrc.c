@@ -267,6 +267,37 @@ TEST(xrc_srq_and_qps)
 	ASSERT_EQ(ibv_destroy_qp(send), 0);
 }
 
+/*
+ * Handles (issue 12, docs/conformance.md "Handles"): a domain that is
+ * closed or of another context is refused.  ibv_close_xrcd again is
+ * ENOENT (the kernel's XRCD_DESTROY lookup); the creates that name it
+ * (ioctl attributes) are NULL with ENOENT; a closed domain closed again
+ * frees nothing twice.
+ */
+TEST(xrcd_not_open_is_refused)
+{
+	struct ibv_xrcd *dead;
+	struct xenv e, o;
+
+	xenv_open(&e);
+	xenv_open(&o);
+	dead = xrcd_open(e.ctx, -1, O_CREAT);
+	ASSERT_NOT_NULL(dead);
+	ASSERT_EQ(ibv_close_xrcd(dead), 0);
+	ASSERT_EQ(ibv_close_xrcd(dead), ENOENT);
+	ASSERT_EQ(errno, ENOENT);
+	ASSERT_EQ(ibv_close_xrcd(dead), ENOENT);
+	ASSERT_NULL_ERRNO(xsrq_new(&e, dead), ENOENT);
+	ASSERT_NULL_ERRNO(xqp_new(&e, IBV_QPT_XRC_RECV, dead), ENOENT);
+	/* the other context's domain is not open in this one */
+	ASSERT_NULL_ERRNO(xsrq_new(&e, o.xrcd), ENOENT);
+	ASSERT_NULL_ERRNO(xqp_new(&e, IBV_QPT_XRC_RECV, o.xrcd), ENOENT);
+	/* both domains are live, unused, and close once */
+	ASSERT_EQ(ibv_close_xrcd(o.xrcd), 0);
+	ASSERT_EQ(ibv_close_xrcd(e.xrcd), 0);
+	ASSERT_EQ(ibv_close_xrcd(e.xrcd), ENOENT);
+}
+
 /* SEND and WRITE-with-imm through XRC; an SRQ of another domain fails. */
 TEST(xrc_traffic_same_process)
 {
