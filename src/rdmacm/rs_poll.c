@@ -53,14 +53,20 @@ static void gate_init(void)
 			  strerror(errno));
 }
 
-/* Before a sleep: false if the gate is set (yield, look again) */
+/*
+ * Before a sleep, and before the last look at what the sleep waits for:
+ * from here on, a thread that consumes events opens the gate for this
+ * one.  Entered after that look, a consumer in between (another thread
+ * of the socket taking the CQ event and the completions this one waits
+ * for) would leave it asleep for good on a quiet descriptor.  False if
+ * the gate is set: the caller yields and looks again.
+ */
 static bool gate_enter(void)
 {
 	pthread_once(&gate_once, gate_init);
 	pthread_mutex_lock(&gate_lock);
 	if (gate_set) {
 		pthread_mutex_unlock(&gate_lock);
-		sched_yield();
 		return false;
 	}
 	gate_sleepers++;
@@ -149,11 +155,15 @@ int rs_wait(struct rsocket *rs)
 	struct pollfd pfd[2];
 	int n, err;
 
-	pthread_mutex_unlock(&rs->lock);
+	/* entered under rs->lock: a thread that takes this socket's
+	 * events once it is released opens the gate for this one */
 	if (!gate_enter()) {
+		pthread_mutex_unlock(&rs->lock);
+		sched_yield();
 		pthread_mutex_lock(&rs->lock);
 		return 0;
 	}
+	pthread_mutex_unlock(&rs->lock);
 	pfd[0].fd = rs->epfd;
 	pfd[0].events = POLLIN;
 	pfd[1].fd = gate_fd;
@@ -293,8 +303,8 @@ int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 	struct rsocket *stack_rss[16], **rss = stack_rss;
 	struct pollfd stack_pfd[17], *pfd = stack_pfd;
 	int64_t start = now_ms(), left;
+	bool woke, sleeper;
 	int ret, cnt, n;
-	bool woke;
 	nfds_t i;
 
 	if (nfds > 16) {
@@ -311,10 +321,20 @@ int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 	}
 	for (;;) {
 		cnt = rsockets_revents(fds, rss, nfds, false);
-		if (!cnt && timeout)
+		sleeper = false;
+		if (!cnt && timeout) {
+			/* a sleeper before the last look (gate_enter) */
+			if (!gate_enter()) {
+				sched_yield();
+				continue;
+			}
+			sleeper = true;
 			cnt = rsockets_revents(fds, rss, nfds, true);
+		}
 		left = timeout < 0 ? -1 : timeout - (now_ms() - start);
 		if (cnt || left == 0 || (timeout >= 0 && left < 0)) {
+			if (sleeper)
+				gate_leave();
 			n = poll_ordinary(fds, pfd, rss, nfds);
 			ret = n < 0 ? -1 : cnt + n;
 			goto out;
@@ -324,8 +344,6 @@ int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 			pfd[i].events = rss[i] ? POLLIN : fds[i].events;
 			pfd[i].revents = 0;
 		}
-		if (!gate_enter())
-			continue;
 		pfd[nfds].fd = gate_fd;
 		pfd[nfds].events = POLLIN;
 		pfd[nfds].revents = 0;

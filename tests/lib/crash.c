@@ -172,7 +172,10 @@ static void crash_handlers(void)
 	sigaltstack(&ss, NULL);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_crash;
-	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+	/* SA_RESTART: softhca reads a handler without it as "a signal ends
+	 * a wait with EINTR" (shca_signals_restart), and the cases that test
+	 * that rule install their own handlers */
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		sigaction(sigs[i], &sa, NULL);
@@ -187,7 +190,7 @@ void harness_crash_report(void)
 	/* a case that sets its own SIGALRM handler replaces this one */
 	memset(&ta, 0, sizeof(ta));
 	ta.sa_handler = on_timeout;
-	ta.sa_flags = SA_RESETHAND;
+	ta.sa_flags = SA_RESETHAND | SA_RESTART;
 	sigemptyset(&ta.sa_mask);
 	sigaction(SIGALRM, &ta, NULL);
 }
