@@ -140,27 +140,72 @@ free_port() {
 	"$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# tcp_listening PORT: someone listens on TCP port PORT of this host
+# (softhca's rdma_listen too: its CM ports are host ports,
+# tests/cm/test_claims_cm.c cm_ports_are_host_ports)
+tcp_listening() {
+	[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]
+}
+
+# udp_bound PORT: UDP port PORT of this host is bound (an rsocket
+# datagram server: what comes before it reads is queued on that port and
+# read by rsocket's service thread, which makes the QP then)
+udp_bound() {
+	[ -n "$(ss -Huln "sport = :$1" 2>/dev/null)" ]
+}
+
+# udp_waiting PORT: UDP port PORT is bound, and the main thread of the
+# process that bound it sleeps in read(2) or poll(2) (x86-64 system calls
+# 0, 7), i.e. waits for what comes next: rdma_get_cm_event after its
+# rdma_listen (udaddy binds before it listens, and does not block between)
+udp_waiting() {
+	local pid
+	pid=$(ss -Hulnp "sport = :$1" 2>/dev/null |
+		sed -n 's/.*pid=\([0-9]*\),.*/\1/p' | head -1)
+	[ -n "$pid" ] || return 1
+	case $(cut -d' ' -f1 "/proc/$pid/syscall" 2>/dev/null) in
+	0|7) return 0 ;;
+	esac
+	return 1
+}
+
+# wait_ready SECONDS PID CMD...: poll CMD (every 0.1 s) until it succeeds
+# or process PID has ended, at most SECONDS.  A bound that ends a hung
+# wait, not a timing check: what follows checks the outcome.
+wait_ready() {
+	local n=$(($1 * 10)) pid=$2
+	shift 2
+	for ((; n > 0; n--)); do
+		"$@" && return 0
+		kill -0 "$pid" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
 # pair NAME SECONDS SERVER_CMD... -- CLIENT_CMD...: run a server, then its
 # client, each bounded; both must exit 0.  Outputs in $T/NAME.{server,client}.
-# PAIR_PORT=P: the client starts once the server listens on TCP port P
-# (or has ended), within SECONDS; else 0.3 s after the server.
+# The client starts once the server is ready (or has ended), within
+# SECONDS: PAIR_PORT=P, once it listens on TCP port P; PAIR_READY=CMD,
+# once CMD (evaluated) succeeds.  One of them is required: a client
+# started after a fixed sleep races its server (issue 16: wait for a
+# state, not a time).
 pair() {
-	local name=$1 secs=$2 srv=() cli=() spid src crc n
+	local name=$1 secs=$2 srv=() cli=() spid src crc
 	shift 2
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do srv+=("$1"); shift; done
 	shift
 	cli=("$@")
+	if [ -z "${PAIR_PORT:-}${PAIR_READY:-}" ]; then
+		fail "$name: pair without PAIR_PORT or PAIR_READY (test bug)"
+		return 1
+	fi
 	timeout -k 5 "$secs" "${srv[@]}" </dev/null >"$T/$name.server" 2>&1 &
 	spid=$!
 	if [ -n "${PAIR_PORT:-}" ]; then
-		for ((n = secs * 10; n > 0; n--)); do
-			[ -n "$(ss -Hltn "sport = :$PAIR_PORT" 2>/dev/null)" ] &&
-				break
-			kill -0 "$spid" 2>/dev/null || break
-			sleep 0.1
-		done
+		wait_ready "$secs" "$spid" tcp_listening "$PAIR_PORT"
 	else
-		sleep 0.3
+		wait_ready "$secs" "$spid" eval "$PAIR_READY" 2>/dev/null
 	fi
 	timeout -k 5 "$secs" "${cli[@]}" </dev/null >"$T/$name.client" 2>&1
 	crc=$?

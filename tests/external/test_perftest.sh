@@ -17,7 +17,7 @@ pt() {
 	local name=$1 prog=$2 port
 	shift 2
 	port=$(free_port)
-	pair "$name" 120 "$prog" -d softhca_lo -p "$port" -F "$@" -- \
+	PAIR_PORT=$port pair "$name" 120 "$prog" -d softhca_lo -p "$port" -F "$@" -- \
 		"$prog" -d softhca_lo -p "$port" -F "$@" 127.0.0.1 &&
 		{ grep -Eq '^ *[0-9]+ +[0-9]+ ' "$T/$name.client" ||
 		  fail "$name: no result line"; }

@@ -28,7 +28,7 @@ port=$(free_port)
 "$TOOL" run qperf -lp "$port" </dev/null >"$T/server.out" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; rm -rf "$T"' EXIT
-sleep 0.3
+wait_ready 60 "$server" tcp_listening "$port"
 
 bad=0
 for r in $(seq 1 "$ROUNDS"); do

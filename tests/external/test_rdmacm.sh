@@ -67,28 +67,34 @@ for a in $ADDRS; do
 	rping_seq "rping-q-$a" 100
 
 	port=$(free_port)
-	pair "rdma_server-$a" 30 rdma_server -s "$a" -p "$port" -- \
+	PAIR_PORT=$port pair "rdma_server-$a" 30 rdma_server -s "$a" -p "$port" -- \
 		rdma_client -s "$a" -p "$port"
 	expect_pair_out "rdma_server-$a" client 'rdma_client: end 0'
 	expect_pair_out "rdma_server-$a" server 'rdma_server: end 0'
 
 	port=$(free_port)
-	pair "rdma_xserver-rc-$a" 30 rdma_xserver -p "$port" -c r -- \
+	PAIR_PORT=$port pair "rdma_xserver-rc-$a" 30 rdma_xserver -p "$port" -c r -- \
 		rdma_xclient -s "$a" -p "$port" -c r
 	expect_pair_out "rdma_xserver-rc-$a" client 'rdma_xclient: end 0'
 
 	port=$(free_port)
-	pair "ucmatose-$a" 60 ucmatose -p "$port" -c 10 -C 10 -- \
+	PAIR_PORT=$port pair "ucmatose-$a" 60 ucmatose -p "$port" -c 10 -C 10 -- \
 		ucmatose -s "$a" -p "$port" -c 10 -C 10
 	expect_pair_out "ucmatose-$a" client 'return status 0'
 
-	pair "udaddy-$a" 60 udaddy -C 10 -- udaddy -s "$a" -C 10
+	# (udaddy's port, 7174: bound, and the server in rdma_get_cm_event)
+	PAIR_READY="udp_waiting 7174" pair "udaddy-$a" 60 \
+		udaddy -C 10 -- udaddy -s "$a" -C 10
 	expect_pair_out "udaddy-$a" client 'return status 0'
 
 	# mckey's default makes the QP with rdma_create_qp (loopback on);
 	# -l asks for IBV_QP_CREATE_BLOCK_SELF_MCAST_LB, not offered (rxe
-	# neither).  The sender waits 3 s after joining before sending.
-	pair "mckey-$a" 60 mckey -m 239.7.7.1 -b "$a" -C 10 -- \
+	# neither).  The sender starts once the receiver (stdout
+	# line-buffered) says "joined dgid": its QP is attached, so no
+	# datagram can go before it is in the group.
+	PAIR_READY='grep -q "joined dgid" "$T/$name.server"' \
+		pair "mckey-$a" 60 \
+		stdbuf -oL mckey -m 239.7.7.1 -b "$a" -C 10 -- \
 		mckey -m 239.7.7.1 -b "$a" -s -C 10
 	expect_pair_out "mckey-$a" client 'joined dgid: ::ffff:239.7.7.1'
 	expect_pair_out "mckey-$a" server 'data transfers complete'
@@ -97,7 +103,7 @@ for a in $ADDRS; do
 	port=$(free_port)
 	timeout -k 5 60 cmtime -b "$a" -p "$port" </dev/null >"$T/cmtime-$a.server" 2>&1 &
 	spid=$!
-	sleep 0.3
+	wait_ready 60 "$spid" tcp_listening "$port"
 	run "cmtime-$a" 60 cmtime -s "$a" -p "$port" -c 50
 	kill "$spid" 2>/dev/null
 	wait "$spid" 2>/dev/null
@@ -115,7 +121,8 @@ for a in $ADDRS; do
 			# the CPU clock is disturbed by the load (else it
 			# exits 1, "Can't produce a report")
 			# shellcheck disable=SC2086
-			pair "$name" 60 $t -F -R -d "$dev" -p "$port" -- \
+			PAIR_PORT=$port pair "$name" 60 \
+				$t -F -R -d "$dev" -p "$port" -- \
 				$t -F -R -d "$dev" -p "$port" "$a"
 		done
 	fi

@@ -48,14 +48,14 @@ for opts in "" "-T v" "-T b -T v" "-T n -T v" "-T a -T v" "-T a -T n -T v" \
 	port
 	name="rstream${opts// /}"
 	# shellcheck disable=SC2086
-	pair "$name" 90 rstream -p "$P" -S 65536 -C 100 $opts -- \
+	PAIR_PORT=$P pair "$name" 90 rstream -p "$P" -S 65536 -C 100 $opts -- \
 		rstream -s 127.0.0.1 -p "$P" -S 65536 -C 100 $opts
 	expect_line "$name" client '^custom +64k +100 +1 +12m '
 	expect_line "$name" server '^custom +64k +100 +1 +12m '
 done
 # small transfers: the latency path (one message in flight)
 port
-pair rstream-small 90 rstream -p "$P" -S 64 -I 2000 -C 1 -T v -- \
+PAIR_PORT=$P pair rstream-small 90 rstream -p "$P" -S 64 -I 2000 -C 1 -T v -- \
 	rstream -s 127.0.0.1 -p "$P" -S 64 -I 2000 -C 1 -T v
 expect_line rstream-small client '^custom +64 +1 +2k '
 
@@ -64,7 +64,7 @@ for opts in "" "-T b" "-T n" "-T a" "-T v" "-T a -T n -T v"; do
 	port
 	name="riostream${opts// /}"
 	# shellcheck disable=SC2086
-	pair "$name" 90 riostream -p "$P" -S 65536 -C 100 $opts -- \
+	PAIR_PORT=$P pair "$name" 90 riostream -p "$P" -S 65536 -C 100 $opts -- \
 		riostream -s 127.0.0.1 -p "$P" -S 65536 -C 100 $opts
 	expect_line "$name" client '^custom +64k +100 +1 +12m '
 done
@@ -74,7 +74,7 @@ head -c 6000001 /dev/urandom >"$T/rcopy.src"
 port
 timeout -k 5 60 rcopy -p "$P" </dev/null >"$T/rcopy.server" 2>&1 &
 spid=$!
-sleep 0.5
+wait_ready 60 "$spid" tcp_listening "$P"
 run rcopy 60 rcopy "$T/rcopy.src" "127.0.0.1:$T/rcopy.dst" -p "$P"
 kill "$spid" 2>/dev/null
 wait "$spid" 2>/dev/null
@@ -93,7 +93,7 @@ udpong_pair() {	# NAME SERVER_OPTS -- CLIENT_OPTS
 	timeout -k 5 60 udpong -b 127.0.0.1 -p "$P" $sopts </dev/null \
 		>"$T/$name.server" 2>&1 &
 	spid=$!
-	sleep 0.5
+	wait_ready 60 "$spid" udp_bound "$P"
 	# shellcheck disable=SC2086
 	run "$name" 60 udpong -s 127.0.0.1 -p "$P" $copts
 	kill "$spid" 2>/dev/null
@@ -137,7 +137,7 @@ iperf_pair() {	# NAME EXTRA_ENV
 	env $extra LD_PRELOAD="$RSPRELOAD" timeout -k 5 90 iperf3 -s -p "$P" \
 		</dev/null >"$T/$name.server" 2>&1 &
 	tpid=$!
-	sleep 1
+	wait_ready 60 "$tpid" tcp_listening "$P"
 	spid=$(pgrep -P "$tpid" -x iperf3 | head -1)
 	env $extra LD_PRELOAD="$RSPRELOAD" timeout -k 5 60 iperf3 \
 		-c 127.0.0.1 -p "$P" -t 3 -J </dev/null >"$T/$name.out" \
@@ -206,7 +206,7 @@ if command -v nc.traditional >/dev/null && command -v nc.openbsd >/dev/null; the
 			-s 127.0.0.1' nc "$P" "$RSPRELOAD" \
 		</dev/null >"$T/nc.dst" 2>"$T/nc.server.err" &
 	spid=$!
-	sleep 1
+	wait_ready 60 "$spid" tcp_listening "$P"
 	run nc-send 60 env LD_PRELOAD="$RSPRELOAD" sh -c \
 		"nc.openbsd -N 127.0.0.1 $P < '$T/nc.src'"
 	wait "$spid" 2>/dev/null

@@ -46,7 +46,7 @@ done
 perf() {
 	local name=$1 tls=$2 test=$3 size=$4 iters=$5 port
 	port=$(free_port)
-	if pair "$name" 120 \
+	if PAIR_PORT=$port pair "$name" 120 \
 		env UCX_TLS="$tls" UCX_LOG_LEVEL=info \
 		"${RUN[@]}" ucx_perftest -p "$port" -t "$test" -s "$size" \
 		-n "$iters" -w $(( iters / 10 + 1 )) -- \

@@ -11,9 +11,8 @@
  *   mode % 4 == 1   after a HELLO that claims our own UDP port (in the
  *                   slot range): the CHALLENGE comes, no PROOF goes
  *   mode % 4 == 2   after a complete handshake as ourselves (HELLO, the
- *                   CHALLENGE answered with PROOF, WELCOME read; on a
- *                   new connection again if it did not complete, three
- *                   tries in all)
+ *                   CHALLENGE answered with PROOF, WELCOME read; it
+ *                   must complete, first time)
  *   mode % 4 == 3   one datagram to the slot's UDP port
  * Set up once: softhca_lo opened, the net path started, listening on
  * 127.0.0.1; no QP has us as its destination, so whatever we send, the
@@ -51,6 +50,7 @@
 	} while (0)
 
 #define WAIT_MS		3000
+#define HS_WAIT_MS	10000
 
 static struct {
 	bool ready;
@@ -155,49 +155,60 @@ static void send_hello(int fd)
 }
 
 /*
- * The rest of a handshake as ourselves: the CHALLENGE, PROOF, WELCOME.
- * false (said on stderr) if it did not complete: a CHALLENGE sent again
- * for an earlier connection from the same port can be taken for ours, and
- * a loaded machine can hold the datagram back; the caller tries again on a
- * new connection, a bounded number of times.
+ * The rest of a handshake as ourselves: each CHALLENGE for this
+ * connection's port answered with its PROOF (softhca sends its CHALLENGE
+ * again every 200 ms until a PROOF with its nonce comes, and ignores one
+ * with another nonce: a CHALLENGE left from an earlier connection from
+ * the same port gets a PROOF that is ignored, and the next one completes
+ * it), until the WELCOME.  No retry on a new connection: a handshake
+ * that does not complete is a bug.  HS_WAIT_MS without any progress only
+ * ends a hung input (softhca closes an unfinished handshake after 5 s).
  */
-static bool handshake(int fd)
+static void handshake(int fd)
 {
 	static const uint8_t zero[SHCA_HS_MAC];
-	struct pollfd p = { .fd = hz.udp, .events = POLLIN };
+	struct pollfd p[2] = { { .fd = hz.udp, .events = POLLIN },
+			       { .fd = fd, .events = POLLIN } };
 	struct shca_hs_challenge ch;
 	struct sockaddr_in me;
 	socklen_t ml = sizeof(me);
 	uint8_t d[64], f[SHCA_HS_FRAME_MAX], w[4 + SHCA_HS_WELCOME_LEN];
+	size_t fl, got = 0;
 	ssize_t n;
-	size_t fl;
 
 	CHECK(!getsockname(fd, (struct sockaddr *)&me, &ml));
-	for (;;) {
-		if (poll(&p, 1, WAIT_MS) != 1) {
-			fprintf(stderr, "fuzz_net_hs: no CHALLENGE for port "
-				"%u in %d ms\n", ntohs(me.sin_port), WAIT_MS);
-			return false;
+	while (got < sizeof(w)) {
+		if (poll(p, 2, HS_WAIT_MS) < 1) {
+			fprintf(stderr, "fuzz_net_hs: handshake from port %u: "
+				"nothing for %d ms (%zu WELCOME bytes)\n",
+				ntohs(me.sin_port), HS_WAIT_MS, got);
+			CHECK(!"handshake completes");
 		}
-		n = recv(hz.udp, d, sizeof(d), 0);
-		CHECK(n > 0);
-		if (!shca_hs_challenge_parse(d, (size_t)n, &ch) &&
-		    ch.src_port == ntohs(me.sin_port))
-			break;		/* (others: earlier inputs') */
-	}
-	CHECK(ch.acc_port == hz.port);
-	fl = shca_hs_proof_build(f, ch.nonce, zero);
-	CHECK(send(fd, f, fl, MSG_NOSIGNAL) == (ssize_t)fl);
-	n = recv(fd, w, sizeof(w), MSG_WAITALL);
-	if (n != (ssize_t)sizeof(w)) {
-		fprintf(stderr, "fuzz_net_hs: no WELCOME for port %u (%zd "
-			"bytes: %s)\n", ntohs(me.sin_port), n,
-			n < 0 ? strerror(errno) : "closed");
-		return false;
+		if (p[0].revents & POLLIN) {
+			n = recv(hz.udp, d, sizeof(d), 0);
+			CHECK(n > 0);
+			/* (others: earlier inputs') */
+			if (!shca_hs_challenge_parse(d, (size_t)n, &ch) &&
+			    ch.src_port == ntohs(me.sin_port)) {
+				CHECK(ch.acc_port == hz.port);
+				fl = shca_hs_proof_build(f, ch.nonce, zero);
+				CHECK(send(fd, f, fl, MSG_NOSIGNAL) ==
+				      (ssize_t)fl);
+			}
+		}
+		if (p[1].revents) {
+			n = recv(fd, w + got, sizeof(w) - got, 0);
+			if (n <= 0)
+				fprintf(stderr, "fuzz_net_hs: handshake from "
+					"port %u: no WELCOME (%zu bytes, %s)\n",
+					ntohs(me.sin_port), got,
+					n < 0 ? strerror(errno) : "closed");
+			CHECK(n > 0);
+			got += (size_t)n;
+		}
 	}
 	CHECK(ntohl(*(uint32_t *)w) ==
 	      (SHCA_HS_CTL | SHCA_HS_WELCOME << 16 | SHCA_HS_WELCOME_LEN));
-	return true;
 }
 
 /* A connection to softhca's listener from a new port of 127.0.0.1. */
@@ -226,7 +237,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	unsigned char back[256];
-	unsigned int mode, tries = 0;
+	unsigned int mode;
 	size_t got;
 	int fd;
 
@@ -247,17 +258,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		close(u);
 		return 0;
 	}
-	for (;;) {
-		fd = dial();
-		if (mode >= 1)
-			send_hello(fd);
-		if (mode != 2 || handshake(fd))
-			break;
-		/* three tries: a handshake that never completes is a bug */
-		close(fd);
-		CHECK(++tries < 3);
-		udp_drain();
-	}
+	fd = dial();
+	if (mode >= 1)
+		send_hello(fd);
+	if (mode == 2)
+		handshake(fd);
 	/* softhca may close at any byte: the rest is not sent */
 	if (size)
 		(void)send(fd, data, size, MSG_NOSIGNAL);

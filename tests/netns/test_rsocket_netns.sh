@@ -85,7 +85,14 @@ port
 timeout -k 5 90 ip netns exec "$(netns_name a)" udpong -b "$A4" -p "$P" -T b \
 	</dev/null >"$NETNS_T/udpong.server" 2>&1 &
 spid=$!
-sleep 0.5
+# until the server's UDP port is bound: what comes before it reads is
+# queued there and read by rsocket's service thread, which makes the QP
+for _ in $(seq 100); do
+	[ -n "$(ip netns exec "$(netns_name a)" ss -Huln "sport = :$P")" ] &&
+		break
+	kill -0 "$spid" 2>/dev/null || break
+	sleep 0.1
+done
 NETNS_EXEC_TIMEOUT=90 netns_exec b udpong -s "$A4" -p "$P" -C 200 -S 1000 \
 	-T e -T b >"$NETNS_T/udpong.client" 2>&1
 crc=$?

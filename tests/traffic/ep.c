@@ -457,6 +457,7 @@ void ep_destroy(struct ep *e)
 	free(e->buf);
 }
 
+/* n completions from cq; the 10 s only end a hung test */
 void ep_poll(struct ibv_cq *cq, struct ibv_wc *wc, int n)
 {
 	struct timespec t0, t;
@@ -590,6 +591,10 @@ static double elapsed_s(const struct timespec *t0)
 	       (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+/*
+ * Wait until qp is in state.  The 10 s only end a hung test (the state
+ * never comes): no outcome depends on how long it took.
+ */
 void ep_wait_qp_state(struct ibv_qp *qp, enum ibv_qp_state state)
 {
 	struct timespec t0;
