@@ -36,7 +36,9 @@
 /* Device limits: what ibv_query_device reports, and what is enforced.  */
 /* (The device's identity and its port: sysfs/ident.h.)                */
 
-#define SHCA_MAX_QP		16383		/* 14-bit QP index */
+/* a 14-bit QP index per process, less QPN 0 and 1 (slot 0) and 0xffffff
+ * (slot 1023): what every process can create (issue 12) */
+#define SHCA_MAX_QP		16382
 #define SHCA_MAX_QP_WR		16384
 #define SHCA_MAX_SGE		32
 #define SHCA_MAX_SGE_RD		32
