@@ -51,12 +51,13 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	7	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	8	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
 					 * receive queue's PD (rq_pd); 5: the
 					 * pool, segments, lanes, MR flags;
 					 * 6: counters' order, aligned;
-					 * 7: the XRC domain (xrcd) */
+					 * 7: the XRC domain (xrcd); 8: tag
+					 * matching (rq tm_off, cqe tm_tag) */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
@@ -183,12 +184,54 @@ struct shca_rq_shm {
 	uint32_t srq_limit;		/* SRQ: armed limit, 0 = disarmed */
 	uint32_t limit_pending;		/* SRQ: limit reached, owner reports */
 	uint64_t buf_off;
+	uint64_t tm_off;		/* TM SRQ: its shca_tm_shm, 0: none;
+					 * owner, at creation */
+};
+
+/*
+ * A tag-matching SRQ's list (verbs/tm.c, engine/tm_rx.c): the tagged
+ * buffers the owner posted with IBV_WR_TAG_ADD, matched by whoever runs
+ * the responder's rules.  Everything below is under the SRQ's rq lock.
+ *   entries   owner adds and deletes; a responder frees the one it
+ *             matched (state 0)
+ *   hw_cnt    responders: unexpected messages delivered to the SRQ's
+ *             ordinary WQEs
+ *   sw_cnt    owner: the count the application last synchronised
+ *             (IBV_OPS_TM_SYNC); matching runs only while both agree
+ * A responder reads max_tags and every entry as hostile bytes: bounded
+ * by SHCA_TM_MAX_TAGS and SHCA_TM_MAX_SGE, the whole list inside the
+ * arena.
+ */
+#define SHCA_TM_MAX_TAGS	256	/* a power of two: handle bits */
+#define SHCA_TM_MAX_SGE		4
+#define SHCA_TM_MAX_OPS		1024
+
+struct shca_tm_entry_shm {
+	uint32_t state;			/* 0 free, 1 posted */
+	uint32_t num_sge;
+	uint32_t gen;			/* bumped at each add: stale handles */
+	uint32_t pad;
+	uint64_t seq;			/* posting order: oldest matches first */
+	uint64_t tag, mask, wr_id;
+	struct ibv_sge sge[SHCA_TM_MAX_SGE];
+};
+
+struct shca_tm_shm {
+	uint32_t max_tags;		/* entries, <= SHCA_TM_MAX_TAGS */
+	uint32_t hw_cnt;
+	uint32_t sw_cnt;
+	uint32_t posted;		/* entries in state 1 */
+	uint64_t seq;			/* the next add's seq */
+	struct shca_tm_entry_shm e[];
 };
 
 /* What a CQ ring holds: the ibv_wc plus what ibv_cq_ex can read. */
 struct shca_cqe {
 	struct ibv_wc wc;
 	uint64_t ts_ns;		/* device clock: CLOCK_MONOTONIC, ns */
+	uint64_t tm_tag;	/* TM completions: ibv_wc_tm_info.tag */
+	uint32_t tm_priv;	/* ... and .priv (the TMH's app_ctx) */
+	uint32_t pad;
 };
 
 enum {

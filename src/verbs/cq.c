@@ -26,7 +26,8 @@
 	 IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |                         \
 	 IBV_WC_EX_WITH_DLID_PATH_BITS |                                   \
 	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |                             \
-	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK |                   \
+	 IBV_WC_EX_WITH_TM_INFO)
 
 #define CQ_CREATE_FLAGS_SUPPORTED IBV_CREATE_CQ_ATTR_SINGLE_THREADED
 
@@ -300,10 +301,12 @@ static uint32_t cqx_read_flow_tag(struct ibv_cq_ex *c)
 	return 0;
 }
 
+/* The tag and the TMH's app_ctx of a tag-matching completion, else 0. */
 static void cqx_read_tm_info(struct ibv_cq_ex *c, struct ibv_wc_tm_info *tm)
 {
-	(void)c;
 	memset(tm, 0, sizeof(*tm));
+	tm->tag = cqx_to_scq(c)->cur_cqe.tm_tag;
+	tm->priv = cqx_to_scq(c)->cur_cqe.tm_priv;
 }
 
 static void cqx_set_ops(struct ibv_cq_ex *x)
