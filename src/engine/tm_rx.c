@@ -182,10 +182,8 @@ void shca_tm_rx_consume(struct shca_rq_shm *rq, struct shca_tm_rx *t)
 	case SHCA_TM_MATCHED:
 		/* a tag is used once; the owner's DEL of it then fails */
 		e = &t->tm->e[t->idx];
-		if (e->state == 1 && e->gen == t->gen) {
+		if (e->state == 1 && e->gen == t->gen)
 			e->state = 0;
-			t->tm->posted--;
-		}
 		return;
 	case SHCA_TM_UNEXPECTED:
 		t->tm->hw_cnt++;

@@ -200,7 +200,7 @@ struct shca_rq_shm {
  *             (IBV_OPS_TM_SYNC); matching runs only while both agree
  * A responder reads max_tags and every entry as hostile bytes: bounded
  * by SHCA_TM_MAX_TAGS and SHCA_TM_MAX_SGE, the whole list inside the
- * arena.
+ * arena; the owner bounds its indexes by its own copy of max_tags.
  */
 #define SHCA_TM_MAX_TAGS	256	/* a power of two: handle bits */
 #define SHCA_TM_MAX_SGE		4
@@ -220,7 +220,7 @@ struct shca_tm_shm {
 	uint32_t max_tags;		/* entries, <= SHCA_TM_MAX_TAGS */
 	uint32_t hw_cnt;
 	uint32_t sw_cnt;
-	uint32_t posted;		/* entries in state 1 */
+	uint32_t pad;
 	uint64_t seq;			/* the next add's seq */
 	struct shca_tm_entry_shm e[];
 };

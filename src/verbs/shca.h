@@ -404,7 +404,7 @@ struct shca_srq {
 	/* TM SRQ (tm.c): its tag list in the arena, the list operations'
 	 * CQ in cq; the owner's handles carry an entry's gen */
 	struct shca_tm_shm *tm;
-	uint32_t tm_max_sge, tm_max_ops;
+	uint32_t tm_ntags, tm_max_sge, tm_max_ops;
 	int refs;			/* QPs using it */
 	uint32_t events_reported;
 	struct shca_srq *next;		/* the process's SRQ list */

@@ -83,6 +83,7 @@ struct ibv_srq *shca_tm_srq_create(struct ibv_context *ctx,
 	__atomic_add_fetch(&cq->refs, 1, __ATOMIC_RELAXED);
 	shca_obj_put(&cq->obj);
 	srq->tm = tm;
+	srq->tm_ntags = n + 1;
 	srq->tm_max_sge = SHCA_TM_MAX_SGE;
 	srq->tm_max_ops = attr->tm_cap.max_ops;
 	/* responders find the list from now on */
@@ -100,6 +101,21 @@ void shca_tm_srq_destroy(struct shca_srq *srq)
 	srq->tm = NULL;
 }
 
+/*
+ * The first free entry, 0 if none.  The list is in shared memory that
+ * peers write: every index is bounded by the owner's own count
+ * (tm_ntags), never by a word of the arena.
+ */
+static uint32_t free_entry(const struct shca_srq *srq)
+{
+	uint32_t i;
+
+	for (i = 1; i < srq->tm_ntags; i++)
+		if (!srq->tm->e[i].state)
+			return i;
+	return 0;
+}
+
 /* The checks of one operation that change nothing: 0 or -errno. */
 static int op_check(const struct shca_srq *srq, const struct ibv_ops_wr *wr)
 {
@@ -109,11 +125,11 @@ static int op_check(const struct shca_srq *srq, const struct ibv_ops_wr *wr)
 		    (uint32_t)wr->tm.add.num_sge > srq->tm_max_sge ||
 		    (wr->tm.add.num_sge && !wr->tm.add.sg_list))
 			return -EINVAL;
-		return srq->tm->posted + 1 >= srq->tm->max_tags ? -ENOMEM : 0;
+		return free_entry(srq) ? 0 : -ENOMEM;
 	case IBV_WR_TAG_DEL:
 		return (wr->tm.handle & (SHCA_TM_MAX_TAGS - 1)) == 0 ||
 			       (wr->tm.handle & (SHCA_TM_MAX_TAGS - 1)) >=
-				       srq->tm->max_tags ?
+				       srq->tm_ntags ?
 			       -EINVAL :
 			       0;
 	case IBV_WR_TAG_SYNC:
@@ -127,13 +143,9 @@ static int op_check(const struct shca_srq *srq, const struct ibv_ops_wr *wr)
 static void op_add(struct shca_srq *srq, struct ibv_ops_wr *wr)
 {
 	struct shca_tm_shm *tm = srq->tm;
-	struct shca_tm_entry_shm *e;
-	uint32_t i;
+	uint32_t i = free_entry(srq);	/* op_check saw one: not 0 */
+	struct shca_tm_entry_shm *e = &tm->e[i];
 
-	for (i = 1; i < tm->max_tags; i++)
-		if (!tm->e[i].state)
-			break;
-	e = &tm->e[i];	/* op_check saw a free one */
 	e->gen = (e->gen + 1) & ((1u << (32 - TM_IDX_BITS)) - 1);
 	e->seq = tm->seq++;
 	e->tag = wr->tm.add.tag;
@@ -144,7 +156,6 @@ static void op_add(struct shca_srq *srq, struct ibv_ops_wr *wr)
 		memcpy(e->sge, wr->tm.add.sg_list,
 		       e->num_sge * sizeof(struct ibv_sge));
 	e->state = 1;
-	tm->posted++;
 	wr->tm.handle = e->gen << TM_IDX_BITS | i;
 }
 
@@ -157,7 +168,6 @@ static bool op_del(struct shca_srq *srq, const struct ibv_ops_wr *wr)
 	if (e->state != 1 || e->gen != wr->tm.handle >> TM_IDX_BITS)
 		return false;
 	e->state = 0;
-	srq->tm->posted--;
 	return true;
 }
 
