@@ -214,13 +214,17 @@ static bool resp_complete_tm(struct shca_peer *p, struct shca_qp_shm *q,
 {
 	struct shca_cq_shm *cq = shca_arena_ptr(p->arena, p->arena_size,
 						q->rcq_off, sizeof(*cq));
-	bool match = t && t->cls == SHCA_TM_MATCHED;
+	struct ibv_wc tw;
 	int r;
 
 	if (!cq)
 		return false;
-	r = shca_cqshm_push_tm(p->arena, p->arena_size, cq, wc, solicited,
-			       match ? t->tag : 0, match ? t->app_ctx : 0);
+	if (t && t->cls == SHCA_TM_MATCHED) {
+		tw = *wc;
+		shca_cqe_tm_pack(&tw, t->tag, t->app_ctx);
+		wc = &tw;
+	}
+	r = shca_cqshm_push(p->arena, p->arena_size, cq, wc, solicited);
 	if (r == SHCA_CQ_FIRED) {
 		shca_peer_notify_cq(p, cq);
 	} else if (r == SHCA_CQ_OVERRUN) {

@@ -57,7 +57,7 @@
 					 * pool, segments, lanes, MR flags;
 					 * 6: counters' order, aligned;
 					 * 7: the XRC domain (xrcd); 8: tag
-					 * matching (rq tm_off, cqe tm_tag) */
+					 * matching (rq tm_off, shca_tm_shm) */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
@@ -229,10 +229,50 @@ struct shca_tm_shm {
 struct shca_cqe {
 	struct ibv_wc wc;
 	uint64_t ts_ns;		/* device clock: CLOCK_MONOTONIC, ns */
-	uint64_t tm_tag;	/* TM completions: ibv_wc_tm_info.tag */
-	uint32_t tm_priv;	/* ... and .priv (the TMH's app_ctx) */
-	uint32_t pad;
 };
+_Static_assert(sizeof(struct shca_cqe) == 56,
+	       "15 CQs of SHCA_MAX_CQE entries fit in the arena (test_churn)");
+
+/*
+ * A matched tag-matching completion (IBV_WC_TM_RECV with IBV_WC_TM_MATCH)
+ * carries its ibv_wc_tm_info in ibv_wc fields such a completion does not
+ * use, so that a CQE stays 56 bytes (15 CQs of 2^20 entries fit in an
+ * arena): priv in vendor_err; the tag's bits 0-15 in pkey_index, 16-31
+ * in slid, 32-39 in sl, 40-47 in dlid_path_bits, 48-63 in the top half
+ * of wc_flags (IBV_WC_* flags end at bit 6).  The consumer (verbs/cq.c)
+ * takes them out and zeroes those fields.
+ */
+static inline bool shca_cqe_has_tm(const struct ibv_wc *wc)
+{
+	return wc->opcode == IBV_WC_TM_RECV && (wc->wc_flags & IBV_WC_TM_MATCH);
+}
+
+static inline void shca_cqe_tm_pack(struct ibv_wc *wc, uint64_t tag,
+				    uint32_t priv)
+{
+	wc->vendor_err = priv;
+	wc->pkey_index = (uint16_t)tag;
+	wc->slid = (uint16_t)(tag >> 16);
+	wc->sl = (uint8_t)(tag >> 32);
+	wc->dlid_path_bits = (uint8_t)(tag >> 40);
+	wc->wc_flags = (wc->wc_flags & 0xffffu) |
+		       (unsigned int)(uint16_t)(tag >> 48) << 16;
+}
+
+static inline void shca_cqe_tm_unpack(struct ibv_wc *wc, uint64_t *tag,
+				      uint32_t *priv)
+{
+	*priv = wc->vendor_err;
+	*tag = (uint64_t)wc->pkey_index | (uint64_t)wc->slid << 16 |
+	       (uint64_t)wc->sl << 32 | (uint64_t)wc->dlid_path_bits << 40 |
+	       (uint64_t)(wc->wc_flags >> 16) << 48;
+	wc->vendor_err = 0;
+	wc->pkey_index = 0;
+	wc->slid = 0;
+	wc->sl = 0;
+	wc->dlid_path_bits = 0;
+	wc->wc_flags &= 0xffffu;
+}
 
 enum {
 	SHCA_CQ_ARM_NONE = 0,

@@ -111,14 +111,6 @@ int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe, void **ring_io)
 int shca_cqshm_push(void *base, size_t size, struct shca_cq_shm *cq,
 		    const struct ibv_wc *wc, bool solicited)
 {
-	return shca_cqshm_push_tm(base, size, cq, wc, solicited, 0, 0);
-}
-
-/* A slot is reused: every field of it is written, the TM info too. */
-int shca_cqshm_push_tm(void *base, size_t size, struct shca_cq_shm *cq,
-		       const struct ibv_wc *wc, bool solicited, uint64_t tag,
-		       uint32_t priv)
-{
 	struct shca_cqe *ring, *e;
 	int ret = SHCA_CQ_PUSHED;
 	uint32_t slots;
@@ -137,8 +129,6 @@ int shca_cqshm_push_tm(void *base, size_t size, struct shca_cq_shm *cq,
 	}
 	e = &ring[cq->tail & (slots - 1)];
 	e->wc = *wc;
-	e->tm_tag = tag;
-	e->tm_priv = priv;
 	if (cq->timestamps)
 		e->ts_ns = device_clock_ns();
 	__atomic_store_n(&cq->tail, cq->tail + 1, __ATOMIC_RELEASE);

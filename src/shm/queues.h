@@ -33,10 +33,6 @@ int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe, void **ring);
 
 int shca_cqshm_push(void *base, size_t size, struct shca_cq_shm *cq,
 		    const struct ibv_wc *wc, bool solicited);
-/* ... with a tag-matching completion's ibv_wc_tm_info */
-int shca_cqshm_push_tm(void *base, size_t size, struct shca_cq_shm *cq,
-		       const struct ibv_wc *wc, bool solicited, uint64_t tag,
-		       uint32_t priv);
 /* Owner: the next entry (NULL if empty); consume with _pop. */
 struct shca_cqe *shca_cqshm_peek(struct shca_cq_shm *cq);
 void shca_cqshm_pop(struct shca_cq_shm *cq);

@@ -354,6 +354,8 @@ struct shca_cq {
 	void *ring;			/* its ring: what destroy frees */
 	uint64_t wc_flags;		/* create_cq_ex flags */
 	struct shca_cqe cur_cqe;	/* ibv_cq_ex: the entry being read */
+	uint64_t cur_tm_tag;		/* ... its ibv_wc_tm_info */
+	uint32_t cur_tm_priv;
 	bool single_threaded;		/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED */
 	struct shca_pd *pdom;		/* IBV_CQ_INIT_ATTR_MASK_PD: its use */
 	bool overrun_reported;		/* IBV_EVENT_CQ_ERR raised */
