@@ -17,6 +17,7 @@
  *                   a tag a message consumed, is IBV_WC_TM_ERR
  *   no_tag          NO_TAG: an ordinary WQE, whole, TM_NO_TAG, not counted
  *   plain           shorter than a TMH, or a FIN: IBV_WC_RECV
+ *   too_long        longer than the tag's buffer: LOC_LEN_ERR on the tag
  *
  * Each on the mapped same-host path, CMA, and the net path (SOFTHCA_NET=1,
  * with TCP bytes seen).  The verbs' errors (create, post_srq_ops) and
@@ -44,7 +45,8 @@ struct cmd {
 	uint64_t tag;
 	uint32_t len;
 	uint8_t op;
-	uint8_t pad[3];
+	uint8_t imm;		/* SEND_WITH_IMM, immediate htonl(seed) */
+	uint8_t pad[2];
 	uint32_t seed;
 	uint32_t status;	/* reply: the send's completion */
 };
@@ -54,6 +56,7 @@ struct tmwc {
 	enum ibv_wc_status status;
 	enum ibv_wc_opcode opcode;
 	unsigned int flags;
+	__be32 imm;
 	uint32_t byte_len;
 	struct ibv_wc_tm_info tm;
 };
@@ -164,6 +167,7 @@ static struct tmwc poll_one(struct tm_side *s)
 	w.opcode = ibv_wc_read_opcode(cq);
 	w.flags = ibv_wc_read_wc_flags(cq);
 	w.byte_len = ibv_wc_read_byte_len(cq);
+	w.imm = (w.flags & IBV_WC_WITH_IMM) ? ibv_wc_read_imm_data(cq) : 0;
 	ibv_wc_read_tm_info(cq, &w.tm);
 	ibv_end_poll(cq);
 	return w;
@@ -176,20 +180,28 @@ static void expect_empty(struct tm_side *s)
 	ASSERT_EQ(ibv_start_poll(s->b.rcqx, &pa), ENOENT);
 }
 
-/* The parent sends; its completion must be SUCCESS. */
-static void ask(struct tm_side *s, uint8_t op, uint64_t tag, uint32_t len,
-		uint32_t seed)
+/* The parent sends; its completion's status. */
+static enum ibv_wc_status ask_imm(struct tm_side *s, uint8_t op, uint64_t tag,
+				  uint32_t len, uint32_t seed, bool imm)
 {
 	struct cmd c;
 
 	memset(&c, 0, sizeof(c));
 	c.op = op;
+	c.imm = imm;
 	c.tag = tag;
 	c.len = len;
 	c.seed = seed;
 	xwrite(s->fd, &c, sizeof(c));
 	xread(s->fd, &c, sizeof(c));
-	ASSERT_EQ(c.status, IBV_WC_SUCCESS);
+	return (enum ibv_wc_status)c.status;
+}
+
+/* ... which must be SUCCESS. */
+static void ask(struct tm_side *s, uint8_t op, uint64_t tag, uint32_t len,
+		uint32_t seed)
+{
+	ASSERT_EQ(ask_imm(s, op, tag, len, seed, false), IBV_WC_SUCCESS);
 }
 
 static uint32_t add_tag(struct tm_side *s, uint64_t tag, uint64_t mask,
@@ -325,10 +337,12 @@ static void expect_ordinary(struct tm_side *s, uint32_t slot,
 /* ------------------------------------------------------------------ */
 /* Scenarios (the child)                                               */
 
-enum kase { K_MATCHED, K_UNEXPECTED, K_DEL, K_NO_TAG, K_PLAIN };
+enum kase { K_MATCHED, K_UNEXPECTED, K_DEL, K_NO_TAG, K_PLAIN, K_TOO_LONG };
 
 static void sc_matched(struct tm_side *s)
 {
+	struct tmwc w;
+
 	add_tag(s, 1, ~0ull, 0, 0x71, false);
 	add_tag(s, 2, ~0ull, 1, 0x72, false);
 	/* any tag 0x77665544332211xx (every byte of the tag reported) */
@@ -341,8 +355,34 @@ static void sc_matched(struct tm_side *s)
 	expect_matched(s, 0x77665544332211abull, 2, 0x73, 4096 + TMH, 12);
 	ask(s, IBV_TMH_EAGER, 2, TMH, 13);	/* empty payload */
 	expect_matched(s, 2, 3, 0x74, TMH, 13);
-	ask(s, IBV_TMH_EAGER, 1, 64, 14);
-	expect_matched(s, 1, 0, 0x71, 64, 14);
+	/* with immediate data: it and the TM flags */
+	ASSERT_EQ(ask_imm(s, IBV_TMH_EAGER, 1, 64, 14, true), IBV_WC_SUCCESS);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(w.opcode, IBV_WC_TM_RECV);
+	ASSERT_EQ(w.flags, IBV_WC_WITH_IMM | IBV_WC_TM_MATCH |
+				   IBV_WC_TM_DATA_VALID);
+	ASSERT_U64_EQ(w.wr_id, 0x71);
+	ASSERT_U64_EQ(w.tm.tag, 1);
+	ASSERT_EQ(w.imm, htonl(14));
+	ASSERT_EQ(w.byte_len, 64 - TMH);
+	expect_empty(s);
+}
+
+/* A matched message longer than its tag's buffer: the tag completes with
+ * LOC_LEN_ERR and is used up, the requester sees an invalid request. */
+static void sc_too_long(struct tm_side *s)
+{
+	uint32_t h = add_tag(s, 9, ~0ull, 0, 0x79, false);
+	struct tmwc w;
+
+	ASSERT_EQ(ask_imm(s, IBV_TMH_EAGER, 9, 4096 + TMH + 1, 61, false),
+		  IBV_WC_REM_INV_REQ_ERR);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_LOC_LEN_ERR);
+	ASSERT_U64_EQ(w.wr_id, 0x79);
+	ASSERT_EQ(ep_find_non_sentinel(s->b.buf + TAGB, 4096), -1);
+	ASSERT_EQ(del_tag(s, h), IBV_WC_TM_ERR);
 	expect_empty(s);
 }
 
@@ -450,6 +490,9 @@ static void child(int fd, void *arg)
 	case K_PLAIN:
 		sc_plain(&s);
 		break;
+	case K_TOO_LONG:
+		sc_too_long(&s);
+		break;
 	}
 	side_close(&s);
 }
@@ -473,7 +516,10 @@ static void send_one(struct ep *a, struct cmd *c)
 	} else {
 		ep_fill_pattern(p + TMH, c->len - TMH, c->seed, TMH);
 	}
-	ASSERT_EQ(ep_post(a, c->seed, IBV_WR_SEND, SRC, c->len, 0, 0), 0);
+	ASSERT_EQ(ep_post(a, c->seed,
+			  c->imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, SRC,
+			  c->len, 0, 0),
+		  0);
 	ep_poll(a->scq, &wc, 1);
 	c->status = wc.status;
 }
@@ -530,6 +576,7 @@ PATHS(unexpected, K_UNEXPECTED)
 PATHS(tag_del, K_DEL)
 PATHS(no_tag, K_NO_TAG)
 PATHS(plain, K_PLAIN)
+PATHS(too_long, K_TOO_LONG)
 
 /* ------------------------------------------------------------------ */
 /* The verbs' errors (one process, no traffic)                         */
