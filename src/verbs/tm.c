@@ -119,6 +119,8 @@ static uint32_t free_entry(const struct shca_srq *srq)
 /* The checks of one operation that change nothing: 0 or -errno. */
 static int op_check(const struct shca_srq *srq, const struct ibv_ops_wr *wr)
 {
+	uint32_t idx;
+
 	switch (wr->opcode) {
 	case IBV_WR_TAG_ADD:
 		if (wr->tm.add.num_sge < 0 ||
@@ -127,11 +129,8 @@ static int op_check(const struct shca_srq *srq, const struct ibv_ops_wr *wr)
 			return -EINVAL;
 		return free_entry(srq) ? 0 : -ENOMEM;
 	case IBV_WR_TAG_DEL:
-		return (wr->tm.handle & (SHCA_TM_MAX_TAGS - 1)) == 0 ||
-			       (wr->tm.handle & (SHCA_TM_MAX_TAGS - 1)) >=
-				       srq->tm_ntags ?
-			       -EINVAL :
-			       0;
+		idx = wr->tm.handle & (SHCA_TM_MAX_TAGS - 1);
+		return idx && idx < srq->tm_ntags ? 0 : -EINVAL;
 	case IBV_WR_TAG_SYNC:
 		return 0;
 	default:
