@@ -29,6 +29,7 @@
 #include "../shm/peer.h"
 #include "../shm/queues.h"
 #include "engine.h"
+#include "tm_rx.h"
 #include "xport.h"
 
 #define MAX_IOV 64
@@ -207,15 +208,22 @@ static int remote_invalidate(struct shca_peer *p, const struct shca_qp_shm *q,
  * overran (or had overrun before): the completion is lost, and the CQ's
  * owner moves the QPs that use it to the error state (IBA o11-5.2.2).
  */
-static bool resp_complete(struct shca_peer *p, struct shca_qp_shm *q,
-			  const struct ibv_wc *wc, bool solicited)
+static bool resp_complete_tm(struct shca_peer *p, struct shca_qp_shm *q,
+			     const struct ibv_wc *wc, bool solicited,
+			     const struct shca_tm_rx *t)
 {
 	struct shca_cq_shm *cq = shca_arena_ptr(p->arena, p->arena_size,
 						q->rcq_off, sizeof(*cq));
+	struct ibv_wc tw;
 	int r;
 
 	if (!cq)
 		return false;
+	if (t && t->cls == SHCA_TM_MATCHED) {
+		tw = *wc;
+		shca_cqe_tm_pack(&tw, t->tag, t->app_ctx);
+		wc = &tw;
+	}
 	r = shca_cqshm_push(p->arena, p->arena_size, cq, wc, solicited);
 	if (r == SHCA_CQ_FIRED) {
 		shca_peer_notify_cq(p, cq);
@@ -394,11 +402,12 @@ static void check_srq_limit(struct shca_peer *p, const struct shca_qp_shm *q,
 	}
 }
 
-/* Consume the WQE at the head of rq and drop rq->lock. */
+/* Consume the WQE at the head of rq (or, tag matching, the matched
+ * tag) and drop rq->lock. */
 static void take_wqe(struct shca_peer *p, const struct shca_qp_shm *q,
-		     struct shca_rq_shm *rq)
+		     struct shca_rq_shm *rq, struct shca_tm_rx *t)
 {
-	shca_rqshm_pop(rq);
+	shca_tm_rx_consume(rq, t);
 	shca_plock_unlock(&rq->lock);
 	check_srq_limit(p, q, rq);
 }
@@ -413,16 +422,18 @@ static void take_wqe(struct shca_peer *p, const struct shca_qp_shm *q,
  * flush of the receive queue, under the same lock, comes after it.
  */
 static void fail_wqe(struct shca_peer *p, struct shca_qp_shm *q,
-		     struct shca_rq_shm *rq, const struct shca_xfer *x,
-		     uint64_t wr_id, enum ibv_wc_status status, uint32_t pend)
+		     struct shca_rq_shm *rq, struct shca_tm_rx *t,
+		     const struct shca_xfer *x, uint64_t wr_id,
+		     enum ibv_wc_status status, uint32_t pend)
 {
 	struct ibv_wc wc;
 
-	shca_rqshm_pop(rq);
+	shca_tm_rx_consume(rq, t);
 	if (pend)
 		__atomic_or_fetch(&q->pending, pend, __ATOMIC_ACQ_REL);
 	resp_wc(&wc, x, q, wr_id, status, 0);
-	resp_complete(p, q, &wc, true);
+	shca_tm_rx_wc(t, &wc);
+	resp_complete_tm(p, q, &wc, true, t);
 	shca_plock_unlock(&rq->lock);
 	check_srq_limit(p, q, rq);
 	if (pend)
@@ -459,6 +470,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	struct iovec iov[MAX_IOV + 1];
 	uint64_t wr_id, need, va = 0;
 	struct ibv_wc wc;
+	struct shca_tm_rx t;
 	int niov = 0, ret;
 
 	if (!rq) {
@@ -474,7 +486,15 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 		return;
 	}
 	shca_plock_lock(&rq->lock);
-	w = shca_rqshm_peek(p->arena, p->arena_size, rq);
+	/* a tag-matching SRQ: a matched message goes to its tag's buffer
+	 * without its header (engine/tm_rx.c) */
+	shca_tm_rx_classify(p->arena, p->arena_size, rq, x, &t);
+	if (t.cls == SHCA_TM_MATCHED) {
+		x = &t.x;
+		w = &t.wqe.w;
+	} else {
+		w = shca_rqshm_peek(p->arena, p->arena_size, rq);
+	}
 	if (!w) {
 		shca_plock_unlock(&rq->lock);
 		/* IBA 9.7.5.2.8: RC answers RNR NAK; UC and UD drop */
@@ -504,7 +524,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 			return;
 		}
 		if (ret) {
-			fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_ACCESS_ERR,
+			fail_wqe(p, q, rq, &t, x, wr_id, IBV_WC_LOC_ACCESS_ERR,
 				 SHCA_QP_PEND_ACCESS_ERR);
 			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR, 0);
 			return;
@@ -523,7 +543,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 		}
 		if (need > wqe_capacity(w)) {
 			/* IBA 10.7.2.1: receive buffer too small */
-			fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_LEN_ERR,
+			fail_wqe(p, q, rq, &t, x, wr_id, IBV_WC_LOC_LEN_ERR,
 				 SHCA_QP_PEND_ERR);
 			if (rc)
 				fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, 0);
@@ -536,7 +556,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 			return;
 		}
 		if (ret) {
-			fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_PROT_ERR,
+			fail_wqe(p, q, rq, &t, x, wr_id, IBV_WC_LOC_PROT_ERR,
 				 SHCA_QP_PEND_ERR);
 			if (rc)
 				fail_rc(res, p, q, IBV_WC_REM_OP_ERR, 0);
@@ -572,14 +592,14 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	if (ret == -EFAULT && !is_send && shca_mem_odp()) {
 		/* the target page of an ODP MR is gone: as the R_Key
 		 * check above fails */
-		fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_ACCESS_ERR,
+		fail_wqe(p, q, rq, &t, x, wr_id, IBV_WC_LOC_ACCESS_ERR,
 			 SHCA_QP_PEND_ACCESS_ERR);
 		if (rc)
 			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR, 0);
 		return;
 	}
 	if (ret) {
-		fail_wqe(p, q, rq, x, wr_id, IBV_WC_LOC_PROT_ERR,
+		fail_wqe(p, q, rq, &t, x, wr_id, IBV_WC_LOC_PROT_ERR,
 			 SHCA_QP_PEND_ERR);
 		if (rc)
 			fail_rc(res, p, q, IBV_WC_REM_OP_ERR, 0);
@@ -589,17 +609,18 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	    remote_invalidate(p, q, x->inv_rkey)) {
 		/* rxe's class J: the WQE completes in error, the QP goes to
 		 * error, the requester sees an invalid request */
-		fail_wqe(p, q, rq, x, wr_id, IBV_WC_REM_INV_REQ_ERR,
+		fail_wqe(p, q, rq, &t, x, wr_id, IBV_WC_REM_INV_REQ_ERR,
 			 SHCA_QP_PEND_ERR);
 		if (rc)
 			fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, 0);
 		return;
 	}
-	take_wqe(p, q, rq);
+	take_wqe(p, q, rq, &t);
 	resp_wc(&wc, x, q, wr_id, IBV_WC_SUCCESS,
 		(uint32_t)(is_send ? x->length + (x->grh ? SHCA_GRH_LEN : 0) :
 				     x->length));
-	if (!resp_complete(p, q, &wc, x->solicited)) {
+	shca_tm_rx_wc(&t, &wc);
+	if (!resp_complete_tm(p, q, &wc, x->solicited, &t)) {
 		/* IBA o11-5.2.2, rxe's class G: the CQ overran, the QP goes
 		 * to error and sends no ACK */
 		qp_pending(p, q, SHCA_QP_PEND_ERR);

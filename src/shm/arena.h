@@ -52,14 +52,15 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	8	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	9	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
 					 * receive queue's PD (rq_pd); 5: the
 					 * pool, segments, lanes, MR flags;
 					 * 6: counters' order, aligned;
 					 * 7: the XRC domain (xrcd);
 					 * 8: seg_table_gen, and the
-					 * segmap_refreshes counter */
+					 * segmap_refreshes counter; 9: tag
+					 * matching (rq tm_off, shca_tm_shm) */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
@@ -192,6 +193,45 @@ struct shca_rq_shm {
 	uint32_t srq_limit;		/* SRQ: armed limit, 0 = disarmed */
 	uint32_t limit_pending;		/* SRQ: limit reached, owner reports */
 	uint64_t buf_off;
+	uint64_t tm_off;		/* TM SRQ: its shca_tm_shm, 0: none;
+					 * owner, at creation */
+};
+
+/*
+ * A tag-matching SRQ's list (verbs/tm.c, engine/tm_rx.c): the tagged
+ * buffers the owner posted with IBV_WR_TAG_ADD, matched by whoever runs
+ * the responder's rules.  Everything below is under the SRQ's rq lock.
+ *   entries   owner adds and deletes; a responder frees the one it
+ *             matched (state 0)
+ *   hw_cnt    responders: unexpected messages delivered to the SRQ's
+ *             ordinary WQEs
+ *   sw_cnt    owner: the count the application last synchronised
+ *             (IBV_OPS_TM_SYNC); matching runs only while both agree
+ * A responder reads max_tags and every entry as hostile bytes: bounded
+ * by SHCA_TM_MAX_TAGS and SHCA_TM_MAX_SGE, the whole list inside the
+ * arena; the owner bounds its indexes by its own copy of max_tags.
+ */
+#define SHCA_TM_MAX_TAGS	256	/* a power of two: handle bits */
+#define SHCA_TM_MAX_SGE		4
+#define SHCA_TM_MAX_OPS		1024
+
+struct shca_tm_entry_shm {
+	uint32_t state;			/* 0 free, 1 posted */
+	uint32_t num_sge;
+	uint32_t gen;			/* bumped at each add: stale handles */
+	uint32_t pad;
+	uint64_t seq;			/* posting order: oldest matches first */
+	uint64_t tag, mask, wr_id;
+	struct ibv_sge sge[SHCA_TM_MAX_SGE];
+};
+
+struct shca_tm_shm {
+	uint32_t max_tags;		/* entries, <= SHCA_TM_MAX_TAGS */
+	uint32_t hw_cnt;
+	uint32_t sw_cnt;
+	uint32_t pad;
+	uint64_t seq;			/* the next add's seq */
+	struct shca_tm_entry_shm e[];
 };
 
 /* What a CQ ring holds: the ibv_wc plus what ibv_cq_ex can read. */
@@ -199,6 +239,49 @@ struct shca_cqe {
 	struct ibv_wc wc;
 	uint64_t ts_ns;		/* device clock: CLOCK_MONOTONIC, ns */
 };
+_Static_assert(sizeof(struct shca_cqe) == 56,
+	       "15 CQs of SHCA_MAX_CQE entries fit in the arena (test_churn)");
+
+/*
+ * A matched tag-matching completion (IBV_WC_TM_RECV with IBV_WC_TM_MATCH)
+ * carries its ibv_wc_tm_info in ibv_wc fields such a completion does not
+ * use, so that a CQE stays 56 bytes (15 CQs of 2^20 entries fit in an
+ * arena): priv in vendor_err; the tag's bits 0-15 in pkey_index, 16-31
+ * in slid, 32-39 in sl, 40-47 in dlid_path_bits, 48-63 in the top half
+ * of wc_flags (IBV_WC_* flags end at bit 6).  The consumer (verbs/cq.c)
+ * takes them out and zeroes those fields.
+ */
+static inline bool shca_cqe_has_tm(const struct ibv_wc *wc)
+{
+	return wc->opcode == IBV_WC_TM_RECV && (wc->wc_flags & IBV_WC_TM_MATCH);
+}
+
+static inline void shca_cqe_tm_pack(struct ibv_wc *wc, uint64_t tag,
+				    uint32_t priv)
+{
+	wc->vendor_err = priv;
+	wc->pkey_index = (uint16_t)tag;
+	wc->slid = (uint16_t)(tag >> 16);
+	wc->sl = (uint8_t)(tag >> 32);
+	wc->dlid_path_bits = (uint8_t)(tag >> 40);
+	wc->wc_flags = (wc->wc_flags & 0xffffu) |
+		       (unsigned int)(uint16_t)(tag >> 48) << 16;
+}
+
+static inline void shca_cqe_tm_unpack(struct ibv_wc *wc, uint64_t *tag,
+				      uint32_t *priv)
+{
+	*priv = wc->vendor_err;
+	*tag = (uint64_t)wc->pkey_index | (uint64_t)wc->slid << 16 |
+	       (uint64_t)wc->sl << 32 | (uint64_t)wc->dlid_path_bits << 40 |
+	       (uint64_t)(wc->wc_flags >> 16) << 48;
+	wc->vendor_err = 0;
+	wc->pkey_index = 0;
+	wc->slid = 0;
+	wc->sl = 0;
+	wc->dlid_path_bits = 0;
+	wc->wc_flags &= 0xffffu;
+}
 
 enum {
 	SHCA_CQ_ARM_NONE = 0,

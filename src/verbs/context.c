@@ -128,6 +128,7 @@ int shca_query_device_ex(struct ibv_context *ctx,
 	full.phys_port_cnt_ex = 1;
 	full.max_dm_size = SHCA_MAX_DM_SIZE;
 	fill_odp_caps(&full.odp_caps);
+	shca_tm_fill_caps(&full.tm_caps);
 	memcpy(attr, &full, MIN(attr_size, sizeof(full)));
 	if (attr_size > sizeof(full))
 		memset((char *)attr + sizeof(full), 0,
@@ -429,6 +430,7 @@ void shca_context_fill_ops(struct shca_context *sctx)
 	v->alloc_dm = shca_alloc_dm;
 	v->free_dm = shca_free_dm;
 	v->reg_dm_mr = shca_reg_dm_mr;
+	v->post_srq_ops = shca_post_srq_ops;
 
 	o->_compat_query_device = ibv_query_device;
 	o->_compat_query_port = ibv_query_port;

@@ -26,7 +26,8 @@
 	 IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |                         \
 	 IBV_WC_EX_WITH_DLID_PATH_BITS |                                   \
 	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |                             \
-	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK |                   \
+	 IBV_WC_EX_WITH_TM_INFO)
 
 #define CQ_CREATE_FLAGS_SUPPORTED IBV_CREATE_CQ_ATTR_SINGLE_THREADED
 
@@ -134,7 +135,13 @@ int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	}
 	pthread_mutex_lock(&cq->lock);
 	while (n < num && (e = shca_cqshm_peek(cq->shm))) {
-		wc[n++] = e->wc;
+		uint64_t tag;
+		uint32_t priv;
+
+		wc[n] = e->wc;
+		if (shca_cqe_has_tm(&wc[n]))	/* ibv_wc has no room */
+			shca_cqe_tm_unpack(&wc[n], &tag, &priv);
+		n++;
 		shca_cqshm_pop(cq->shm);
 	}
 	pthread_mutex_unlock(&cq->lock);
@@ -169,6 +176,11 @@ int shca_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 static void cqx_load(struct shca_cq *cq, struct shca_cqe *e)
 {
 	cq->cur_cqe = *e;
+	cq->cur_tm_tag = 0;
+	cq->cur_tm_priv = 0;
+	if (shca_cqe_has_tm(&cq->cur_cqe.wc))
+		shca_cqe_tm_unpack(&cq->cur_cqe.wc, &cq->cur_tm_tag,
+				   &cq->cur_tm_priv);
 	shca_cqshm_pop(cq->shm);
 	cq->cqx.status = cq->cur_cqe.wc.status;
 	cq->cqx.wr_id = cq->cur_cqe.wc.wr_id;
@@ -300,10 +312,12 @@ static uint32_t cqx_read_flow_tag(struct ibv_cq_ex *c)
 	return 0;
 }
 
+/* The tag and the TMH's app_ctx of a tag-matching completion, else 0. */
 static void cqx_read_tm_info(struct ibv_cq_ex *c, struct ibv_wc_tm_info *tm)
 {
-	(void)c;
 	memset(tm, 0, sizeof(*tm));
+	tm->tag = cqx_to_scq(c)->cur_tm_tag;
+	tm->priv = cqx_to_scq(c)->cur_tm_priv;
 }
 
 static void cqx_set_ops(struct ibv_cq_ex *x)

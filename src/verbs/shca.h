@@ -356,6 +356,8 @@ struct shca_cq {
 	void *ring;			/* its ring: what destroy frees */
 	uint64_t wc_flags;		/* create_cq_ex flags */
 	struct shca_cqe cur_cqe;	/* ibv_cq_ex: the entry being read */
+	uint64_t cur_tm_tag;		/* ... its ibv_wc_tm_info */
+	uint32_t cur_tm_priv;
 	bool single_threaded;		/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED */
 	struct shca_pd *pdom;		/* IBV_CQ_INIT_ATTR_MASK_PD: its use */
 	bool overrun_reported;		/* IBV_EVENT_CQ_ERR raised */
@@ -403,6 +405,10 @@ struct shca_srq {
 	struct shca_cq *cq;
 	uint32_t srqn, srqn_index;
 	struct shca_qp_shm *xshm;
+	/* TM SRQ (tm.c): its tag list in the arena, the list operations'
+	 * CQ in cq; the owner's handles carry an entry's gen */
+	struct shca_tm_shm *tm;
+	uint32_t tm_ntags, tm_max_sge, tm_max_ops;
 	int refs;			/* QPs using it */
 	uint32_t events_reported;
 	struct shca_srq *next;		/* the process's SRQ list */
@@ -863,6 +869,17 @@ int shca_rq_post_one(struct shca_rq *rq, const struct ibv_recv_wr *wr);
 /* Complete every WQE with IBV_WC_WR_FLUSH_ERR on cq (NULL: discard). */
 void shca_rq_flush(struct shca_rq *rq, struct shca_cq *cq, uint32_t qp_num);
 uint32_t shca_rq_count(const struct shca_rq *rq);
+/* tm.c: tag-matching SRQs (docs/tag-matching.md) */
+struct ibv_srq *shca_tm_srq_create(struct ibv_context *ctx,
+				   struct ibv_srq_init_attr_ex *attr);
+void shca_tm_srq_destroy(struct shca_srq *srq);
+int shca_post_srq_ops(struct ibv_srq *srq, struct ibv_ops_wr *wr,
+		      struct ibv_ops_wr **bad);
+void shca_tm_fill_caps(struct ibv_tm_caps *caps);
+/* srq.c, for tm.c: create an SRQ on pd (a use put back) */
+struct shca_srq *shca_srq_new(struct ibv_context *ctx, struct shca_pd *pd,
+			      struct ibv_srq_attr *a, void *srq_context);
+
 /* Report what peers left pending on this process's SRQs (doorbell). */
 void shca_srq_doorbell(void);
 

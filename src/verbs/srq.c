@@ -236,6 +236,12 @@ struct ibv_srq *shca_create_srq(struct ibv_pd *pd,
 static struct ibv_srq *xsrq_create(struct ibv_context *ctx,
 				   struct ibv_srq_init_attr_ex *attr);
 
+struct shca_srq *shca_srq_new(struct ibv_context *ctx, struct shca_pd *pd,
+			      struct ibv_srq_attr *a, void *srq_context)
+{
+	return srq_create(ctx, pd, a, srq_context);
+}
+
 /*
  * The create_srq_ex op.  The header inline sends plain basic SRQs (PD,
  * maybe TYPE = BASIC) to ibv_create_srq; what reaches here has other
@@ -261,7 +267,7 @@ struct ibv_srq *shca_create_srq_ex(struct ibv_context *ctx,
 	case IBV_SRQT_XRC:
 		return xsrq_create(ctx, attr);
 	case IBV_SRQT_TM:
-		return SHCA_ERR_PTR(EOPNOTSUPP);	/* no TM */
+		return shca_tm_srq_create(ctx, attr);
 	default:
 		return SHCA_ERR_PTR(EINVAL);
 	}
@@ -466,6 +472,8 @@ int shca_srq_destroy(struct shca_srq *srq, bool wait_acks)
 		shca_engine_quiesce();
 		shca_arena_free(srq->xshm);
 	}
+	if (srq->tm)
+		shca_tm_srq_destroy(srq);
 	if (srq->cq)
 		__atomic_sub_fetch(&srq->cq->refs, 1, __ATOMIC_RELEASE);
 	if (srq->xrcd)

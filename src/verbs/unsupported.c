@@ -85,14 +85,6 @@ static int modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *a)
 	return INT_EOPNOTSUPP;
 }
 
-static int post_srq_ops(struct ibv_srq *srq, struct ibv_ops_wr *op,
-			struct ibv_ops_wr **bad_op)
-{
-	(void)srq;
-	*bad_op = op;
-	return INT_EOPNOTSUPP;
-}
-
 static int destroy_rwq_ind_table(struct ibv_rwq_ind_table *t)
 {
 	(void)t;
@@ -169,7 +161,6 @@ void shca_unsupported_fill(struct verbs_context *v)
 	v->create_flow_action_esp = create_flow_action_esp;
 	v->modify_qp_rate_limit = modify_qp_rate_limit;
 	v->modify_cq = modify_cq;
-	v->post_srq_ops = post_srq_ops;
 	v->destroy_rwq_ind_table = destroy_rwq_ind_table;
 	v->create_rwq_ind_table = create_rwq_ind_table;
 	v->destroy_wq = destroy_wq;

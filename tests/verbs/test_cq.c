@@ -315,8 +315,7 @@ TEST(create_cq_ex_wc_flags)
 		errno = 0;
 		cqx = ibv_create_cq_ex(ctx, &a);
 		if (bit == IBV_WC_EX_WITH_CVLAN ||
-		    bit == IBV_WC_EX_WITH_FLOW_TAG ||
-		    bit == IBV_WC_EX_WITH_TM_INFO) {
+		    bit == IBV_WC_EX_WITH_FLOW_TAG) {
 			ASSERT_NULL(cqx);
 			ASSERT_EQ(errno, EOPNOTSUPP);
 			continue;

@@ -1,0 +1,683 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Tag matching on an SRQ (IBV_SRQT_TM), two processes: the child's RC QP
+ * takes its receives from a TM SRQ, the parent sends it SENDs that start
+ * with a struct ibv_tmh.  The child runs each scenario and tells the
+ * parent what to send (tag, TMH opcode, length) over the socketpair:
+ *
+ *   eager_matched   tagged buffers (one with a mask) take EAGER messages
+ *                   past their header: TM_RECV, TM_MATCH | TM_DATA_VALID,
+ *                   the tag and app_ctx in ibv_wc_tm_info, the tag's
+ *                   recv_wr_id, the bytes and nothing around them
+ *   unexpected      a tag nobody posted goes whole to an ordinary WQE
+ *                   (TM_RECV, no flags); matching pauses (a posted tag's
+ *                   message is unexpected too, list operations say
+ *                   TM_SYNC_REQ) until IBV_OPS_TM_SYNC catches up
+ *   tag_del         a deleted tag matches nothing; deleting it again, or
+ *                   a tag a message consumed, is IBV_WC_TM_ERR
+ *   no_tag          NO_TAG: an ordinary WQE, whole, TM_NO_TAG, not counted
+ *   plain           shorter than a TMH, or a FIN: IBV_WC_RECV
+ *   too_long        longer than the tag's buffer: LOC_LEN_ERR on the tag
+ *
+ * Each on the mapped same-host path, CMA, and the net path (SOFTHCA_NET=1,
+ * with TCP bytes seen).  The verbs' errors (create, post_srq_ops) and
+ * tm_caps are the one-process case verbs_errors.
+ */
+#include <arpa/inet.h>
+#include <endian.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <infiniband/tm_types.h>
+
+#include "harness.h"
+#include "ep.h"
+
+#define BUF	65536u
+#define SRC	0u
+#define ORD	16384u	/* ordinary WQEs' buffers, 4096 each */
+#define TAGB	32768u	/* tagged buffers, 4096 each */
+#define TMH	16u
+#define APPCTX	0x5eedf00du
+
+/* What the child asks the parent to send; len 0 ends. */
+struct cmd {
+	uint64_t tag;
+	uint32_t len;
+	uint8_t op;
+	uint8_t imm;		/* SEND_WITH_IMM, immediate htonl(seed) */
+	uint8_t pad[2];
+	uint32_t seed;
+	uint32_t status;	/* reply: the send's completion */
+};
+
+struct tmwc {
+	uint64_t wr_id;
+	enum ibv_wc_status status;
+	enum ibv_wc_opcode opcode;
+	unsigned int flags;
+	__be32 imm;
+	uint32_t byte_len;
+	struct ibv_wc_tm_info tm;
+};
+
+static void opts(struct ep_opts *o)
+{
+	ep_default_opts(o, IBV_QPT_RC);
+	o->buf_size = BUF;
+	o->wc_flags = IBV_WC_EX_WITH_TM_INFO | IBV_WC_STANDARD_FLAGS;
+}
+
+/* ------------------------------------------------------------------ */
+/* The child: the TM SRQ                                               */
+
+struct tm_side {
+	struct ep b;
+	struct ibv_srq *srq;
+	int fd;
+	uint32_t unexp;		/* unexpected messages seen */
+};
+
+static void to_init(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+}
+
+static struct ibv_srq *tm_srq(struct ep *e, uint32_t tags)
+{
+	struct ibv_srq_init_attr_ex sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 16;
+	sa.attr.max_sge = 1;
+	sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+		       IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+	sa.srq_type = IBV_SRQT_TM;
+	sa.pd = e->pd;
+	sa.cq = e->rcq;
+	sa.tm_cap.max_num_tags = tags;
+	sa.tm_cap.max_ops = 16;
+	return ibv_create_srq_ex(e->ctx, &sa);
+}
+
+/* b's QP again, on a TM SRQ; then connected to the parent. */
+static void side_open(struct tm_side *s, int fd)
+{
+	struct ibv_qp_init_attr ia;
+	struct ep_opts o;
+
+	s->fd = fd;
+	s->unexp = 0;
+	opts(&o);
+	ep_create(&s->b, &o);
+	s->srq = tm_srq(&s->b, 16);
+	ASSERT_NOT_NULL(s->srq);
+	ASSERT_EQ(ibv_destroy_qp(s->b.qp), 0);
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = s->b.scq;
+	ia.recv_cq = s->b.rcq;
+	ia.srq = s->srq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 8;
+	ia.cap.max_send_sge = 1;
+	s->b.qp = ibv_create_qp(s->b.pd, &ia);
+	ASSERT_NOT_NULL(s->b.qp);
+	s->b.self.qpn = s->b.qp->qp_num;
+	to_init(s->b.qp);
+	ep_exchange(fd, &s->b.self, &s->b.peer);
+	ep_connect(&s->b, &o);
+}
+
+static void side_close(struct tm_side *s)
+{
+	struct cmd c;
+
+	memset(&c, 0, sizeof(c));
+	xwrite(s->fd, &c, sizeof(c));
+	ASSERT_EQ(ibv_destroy_qp(s->b.qp), 0);
+	s->b.qp = NULL;
+	ASSERT_EQ(ibv_destroy_srq(s->srq), 0);
+	ep_destroy(&s->b);
+}
+
+/* One completion of the receive CQ (fails after ~10 s). */
+static struct tmwc poll_one(struct tm_side *s)
+{
+	struct ibv_poll_cq_attr pa = { 0 };
+	struct ibv_cq_ex *cq = s->b.rcqx;
+	struct timespec ts = { 0, 1000000 };
+	struct tmwc w;
+	int i, ret = ENOENT;
+
+	for (i = 0; i < 10000 && ret == ENOENT; i++) {
+		ret = ibv_start_poll(cq, &pa);
+		if (ret == ENOENT)
+			nanosleep(&ts, NULL);
+	}
+	ASSERT_EQ(ret, 0);
+	w.wr_id = cq->wr_id;
+	w.status = cq->status;
+	w.opcode = ibv_wc_read_opcode(cq);
+	w.flags = ibv_wc_read_wc_flags(cq);
+	w.byte_len = ibv_wc_read_byte_len(cq);
+	w.imm = (w.flags & IBV_WC_WITH_IMM) ? ibv_wc_read_imm_data(cq) : 0;
+	ibv_wc_read_tm_info(cq, &w.tm);
+	ibv_end_poll(cq);
+	return w;
+}
+
+static void expect_empty(struct tm_side *s)
+{
+	struct ibv_poll_cq_attr pa = { 0 };
+
+	ASSERT_EQ(ibv_start_poll(s->b.rcqx, &pa), ENOENT);
+}
+
+/* The parent sends; its completion's status. */
+static enum ibv_wc_status ask_imm(struct tm_side *s, uint8_t op, uint64_t tag,
+				  uint32_t len, uint32_t seed, bool imm)
+{
+	struct cmd c;
+
+	memset(&c, 0, sizeof(c));
+	c.op = op;
+	c.imm = imm;
+	c.tag = tag;
+	c.len = len;
+	c.seed = seed;
+	xwrite(s->fd, &c, sizeof(c));
+	xread(s->fd, &c, sizeof(c));
+	return (enum ibv_wc_status)c.status;
+}
+
+/* ... which must be SUCCESS. */
+static void ask(struct tm_side *s, uint8_t op, uint64_t tag, uint32_t len,
+		uint32_t seed)
+{
+	ASSERT_EQ(ask_imm(s, op, tag, len, seed, false), IBV_WC_SUCCESS);
+}
+
+static uint32_t add_tag(struct tm_side *s, uint64_t tag, uint64_t mask,
+			uint32_t slot, uint64_t wr_id, bool sync_req)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)s->b.buf + TAGB + slot * 4096u,
+		.length = 4096,
+		.lkey = s->b.mr->lkey,
+	};
+	struct ibv_ops_wr wr, *bad = NULL;
+	struct tmwc w;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 0xadd0 + slot;
+	wr.opcode = IBV_WR_TAG_ADD;
+	wr.flags = IBV_OPS_SIGNALED;
+	wr.tm.add.recv_wr_id = wr_id;
+	wr.tm.add.sg_list = &sge;
+	wr.tm.add.num_sge = 1;
+	wr.tm.add.tag = tag;
+	wr.tm.add.mask = mask;
+	memset(s->b.buf + TAGB + slot * 4096u, EP_SENTINEL, 4096);
+	ASSERT_EQ(ibv_post_srq_ops(s->srq, &wr, &bad), 0);
+	ASSERT_NE(wr.tm.handle, 0);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(w.opcode, IBV_WC_TM_ADD);
+	ASSERT_U64_EQ(w.wr_id, 0xadd0 + slot);
+	ASSERT_EQ(!!(w.flags & IBV_WC_TM_SYNC_REQ), sync_req);
+	return wr.tm.handle;
+}
+
+/* DEL of handle: its completion's status. */
+static enum ibv_wc_status del_tag(struct tm_side *s, uint32_t handle)
+{
+	struct ibv_ops_wr wr, *bad = NULL;
+	struct tmwc w;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 0xde1;
+	wr.opcode = IBV_WR_TAG_DEL;
+	wr.flags = IBV_OPS_SIGNALED;
+	wr.tm.handle = handle;
+	ASSERT_EQ(ibv_post_srq_ops(s->srq, &wr, &bad), 0);
+	w = poll_one(s);
+	ASSERT_EQ(w.opcode, IBV_WC_TM_DEL);
+	ASSERT_U64_EQ(w.wr_id, 0xde1);
+	return w.status;
+}
+
+static void sync_count(struct tm_side *s)
+{
+	struct ibv_ops_wr wr, *bad = NULL;
+	struct tmwc w;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 0x5c;
+	wr.opcode = IBV_WR_TAG_SYNC;
+	wr.flags = IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC;
+	wr.tm.unexpected_cnt = s->unexp;
+	ASSERT_EQ(ibv_post_srq_ops(s->srq, &wr, &bad), 0);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(w.opcode, IBV_WC_TM_SYNC);
+	ASSERT_EQ(w.flags & IBV_WC_TM_SYNC_REQ, 0);
+}
+
+static void post_ordinary(struct tm_side *s, uint32_t slot)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)s->b.buf + ORD + slot * 4096u,
+		.length = 4096,
+		.lkey = s->b.mr->lkey,
+	};
+	struct ibv_recv_wr wr = { .wr_id = 0x0d0 + slot, .sg_list = &sge,
+				  .num_sge = 1 };
+	struct ibv_recv_wr *bad;
+
+	memset(s->b.buf + ORD + slot * 4096u, EP_SENTINEL, 4096);
+	ASSERT_EQ(ibv_post_srq_recv(s->srq, &wr, &bad), 0);
+}
+
+/* A matched message: its completion, and the payload past the TMH in
+ * the tag's slot with the sentinel after it. */
+static void expect_matched(struct tm_side *s, uint64_t tag, uint32_t slot,
+			   uint64_t wr_id, uint32_t len, uint32_t seed)
+{
+	const uint8_t *d = s->b.buf + TAGB + slot * 4096u;
+	struct tmwc w = poll_one(s);
+
+	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(w.opcode, IBV_WC_TM_RECV);
+	/* exactly: nothing of the tag left in the flags */
+	ASSERT_EQ(w.flags, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID);
+	ASSERT_U64_EQ(w.wr_id, wr_id);
+	ASSERT_U64_EQ(w.tm.tag, tag);
+	ASSERT_EQ(w.tm.priv, APPCTX);
+	ASSERT_EQ(w.byte_len, len - TMH);
+	ASSERT_EQ(ep_find_pattern_diff(d, len - TMH, seed, TMH), -1);
+	ASSERT_EQ(ep_find_non_sentinel(d + len - TMH, 4096 - (len - TMH)),
+		  -1);
+}
+
+/* A message that went whole to ordinary WQE slot: opcode, no TM flags,
+ * the TMH and the payload. */
+static void expect_ordinary(struct tm_side *s, uint32_t slot,
+			    enum ibv_wc_opcode op, uint8_t tmh_op,
+			    uint64_t tag, uint32_t len, uint32_t seed)
+{
+	const uint8_t *d = s->b.buf + ORD + slot * 4096u;
+	struct tmwc w = poll_one(s);
+	uint64_t be;
+
+	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(w.opcode, op);
+	ASSERT_EQ(w.flags, 0);
+	ASSERT_U64_EQ(w.wr_id, 0x0d0 + slot);
+	ASSERT_U64_EQ(w.tm.tag, 0);
+	ASSERT_EQ(w.byte_len, len);
+	if (len >= TMH) {
+		ASSERT_EQ(d[0], tmh_op);
+		memcpy(&be, d + 8, 8);
+		ASSERT_U64_EQ(be64toh(be), tag);
+		ASSERT_EQ(ep_find_pattern_diff(d + TMH, len - TMH, seed, TMH),
+			  -1);
+	}
+	ASSERT_EQ(ep_find_non_sentinel(d + len, 4096 - len), -1);
+	if (op == IBV_WC_TM_RECV)
+		s->unexp++;
+}
+
+/* ------------------------------------------------------------------ */
+/* Scenarios (the child)                                               */
+
+enum kase { K_MATCHED, K_UNEXPECTED, K_DEL, K_NO_TAG, K_PLAIN, K_TOO_LONG };
+
+static void sc_matched(struct tm_side *s)
+{
+	struct tmwc w;
+
+	add_tag(s, 1, ~0ull, 0, 0x71, false);
+	add_tag(s, 2, ~0ull, 1, 0x72, false);
+	/* any tag 0x77665544332211xx (every byte of the tag reported) */
+	add_tag(s, 0x7766554433221100ull, 0xffffffffffffff00ull, 2, 0x73,
+		false);
+	add_tag(s, 2, ~0ull, 3, 0x74, false);	/* after slot 1's */
+	ask(s, IBV_TMH_EAGER, 2, 1000, 11);
+	expect_matched(s, 2, 1, 0x72, 1000, 11);
+	ask(s, IBV_TMH_EAGER, 0x77665544332211abull, 4096 + TMH, 12);
+	expect_matched(s, 0x77665544332211abull, 2, 0x73, 4096 + TMH, 12);
+	ask(s, IBV_TMH_EAGER, 2, TMH, 13);	/* empty payload */
+	expect_matched(s, 2, 3, 0x74, TMH, 13);
+	/* with immediate data: it and the TM flags */
+	ASSERT_EQ(ask_imm(s, IBV_TMH_EAGER, 1, 64, 14, true), IBV_WC_SUCCESS);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(w.opcode, IBV_WC_TM_RECV);
+	ASSERT_EQ(w.flags, IBV_WC_WITH_IMM | IBV_WC_TM_MATCH |
+				   IBV_WC_TM_DATA_VALID);
+	ASSERT_U64_EQ(w.wr_id, 0x71);
+	ASSERT_U64_EQ(w.tm.tag, 1);
+	ASSERT_EQ(w.imm, htonl(14));
+	ASSERT_EQ(w.byte_len, 64 - TMH);
+	expect_empty(s);
+}
+
+/* A matched message longer than its tag's buffer: the tag completes with
+ * LOC_LEN_ERR and is used up, the requester sees an invalid request. */
+static void sc_too_long(struct tm_side *s)
+{
+	uint32_t h = add_tag(s, 9, ~0ull, 0, 0x79, false);
+	struct tmwc w;
+
+	ASSERT_EQ(ask_imm(s, IBV_TMH_EAGER, 9, 4096 + TMH + 1, 61, false),
+		  IBV_WC_REM_INV_REQ_ERR);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_LOC_LEN_ERR);
+	ASSERT_U64_EQ(w.wr_id, 0x79);
+	ASSERT_EQ(ep_find_non_sentinel(s->b.buf + TAGB, 4096), -1);
+	ASSERT_EQ(del_tag(s, h), IBV_WC_TM_ERR);
+	expect_empty(s);
+}
+
+static void sc_unexpected(struct tm_side *s)
+{
+	uint32_t h;
+
+	post_ordinary(s, 0);
+	post_ordinary(s, 1);
+	h = add_tag(s, 5, ~0ull, 0, 0x75, false);
+	ask(s, IBV_TMH_EAGER, 9, 300, 21);
+	expect_ordinary(s, 0, IBV_WC_TM_RECV, IBV_TMH_EAGER, 9, 300, 21);
+	/* out of sync: tag 5 is posted, yet its message is unexpected */
+	ask(s, IBV_TMH_EAGER, 5, 200, 22);
+	expect_ordinary(s, 1, IBV_WC_TM_RECV, IBV_TMH_EAGER, 5, 200, 22);
+	ASSERT_EQ(ep_find_non_sentinel(s->b.buf + TAGB, 4096), -1);
+	add_tag(s, 6, ~0ull, 1, 0x76, true);	/* still out of sync */
+	sync_count(s);
+	ask(s, IBV_TMH_EAGER, 5, 200, 23);
+	expect_matched(s, 5, 0, 0x75, 200, 23);
+	/* a consumed tag cannot be deleted */
+	ASSERT_EQ(del_tag(s, h), IBV_WC_TM_ERR);
+	ask(s, IBV_TMH_EAGER, 6, 100, 24);
+	expect_matched(s, 6, 1, 0x76, 100, 24);
+	expect_empty(s);
+}
+
+static void sc_del(struct tm_side *s)
+{
+	uint32_t h;
+
+	h = add_tag(s, 7, ~0ull, 0, 0x77, false);
+	ASSERT_EQ(del_tag(s, h), IBV_WC_SUCCESS);
+	ASSERT_EQ(del_tag(s, h), IBV_WC_TM_ERR);
+	/* the slot again, for another tag: the old handle is stale */
+	add_tag(s, 8, ~0ull, 0, 0x78, false);
+	ASSERT_EQ(del_tag(s, h), IBV_WC_TM_ERR);
+	post_ordinary(s, 0);
+	ask(s, IBV_TMH_EAGER, 7, 128, 31);
+	expect_ordinary(s, 0, IBV_WC_TM_RECV, IBV_TMH_EAGER, 7, 128, 31);
+	sync_count(s);
+	ask(s, IBV_TMH_EAGER, 8, 128, 32);
+	expect_matched(s, 8, 0, 0x78, 128, 32);
+	expect_empty(s);
+}
+
+static void sc_no_tag(struct tm_side *s)
+{
+	add_tag(s, 3, ~0ull, 0, 0x73, false);
+	post_ordinary(s, 0);
+	/* NO_TAG with a posted tag's value: not matched, not counted */
+	ask(s, IBV_TMH_NO_TAG, 3, 500, 41);
+	expect_ordinary(s, 0, IBV_WC_TM_NO_TAG, IBV_TMH_NO_TAG, 3, 500, 41);
+	add_tag(s, 4, ~0ull, 1, 0x74, false);	/* no SYNC_REQ */
+	ask(s, IBV_TMH_EAGER, 3, 64, 42);
+	expect_matched(s, 3, 0, 0x73, 64, 42);
+	expect_empty(s);
+}
+
+static void sc_plain(struct tm_side *s)
+{
+	struct tmwc w;
+
+	add_tag(s, 0, 0, 0, 0x70, false);	/* would match any tag */
+	post_ordinary(s, 0);
+	post_ordinary(s, 1);
+	ask(s, IBV_TMH_EAGER, 0, TMH - 1, 51);	/* no room for a TMH */
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(w.opcode, IBV_WC_RECV);
+	ASSERT_U64_EQ(w.wr_id, 0x0d0);
+	ASSERT_EQ(w.byte_len, TMH - 1);
+	ask(s, IBV_TMH_FIN, 0, 100, 52);
+	w = poll_one(s);
+	ASSERT_EQ(w.opcode, IBV_WC_RECV);
+	ASSERT_U64_EQ(w.wr_id, 0x0d1);
+	ASSERT_EQ(w.flags & (IBV_WC_TM_MATCH | IBV_WC_TM_SYNC_REQ), 0);
+	ASSERT_EQ(ep_find_non_sentinel(s->b.buf + TAGB, 4096), -1);
+	expect_empty(s);
+}
+
+struct child_arg {
+	enum kase k;
+};
+
+static void child(int fd, void *arg)
+{
+	const struct child_arg *ca = arg;
+	struct tm_side s;
+
+	side_open(&s, fd);
+	switch (ca->k) {
+	case K_MATCHED:
+		sc_matched(&s);
+		break;
+	case K_UNEXPECTED:
+		sc_unexpected(&s);
+		break;
+	case K_DEL:
+		sc_del(&s);
+		break;
+	case K_NO_TAG:
+		sc_no_tag(&s);
+		break;
+	case K_PLAIN:
+		sc_plain(&s);
+		break;
+	case K_TOO_LONG:
+		sc_too_long(&s);
+		break;
+	}
+	side_close(&s);
+}
+
+/* ------------------------------------------------------------------ */
+/* The parent: sends what it is asked                                  */
+
+static void send_one(struct ep *a, struct cmd *c)
+{
+	uint8_t *p = a->buf + SRC;
+	uint32_t be32 = htonl(APPCTX);
+	uint64_t be64 = htobe64(c->tag);
+	struct ibv_wc wc;
+
+	memset(p, 0, TMH);
+	p[0] = c->op;
+	memcpy(p + 4, &be32, 4);
+	memcpy(p + 8, &be64, 8);
+	if (c->len < TMH) {
+		memset(p, 0x3c, c->len);
+	} else {
+		ep_fill_pattern(p + TMH, c->len - TMH, c->seed, TMH);
+	}
+	ASSERT_EQ(ep_post(a, c->seed,
+			  c->imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, SRC,
+			  c->len, 0, 0),
+		  0);
+	ep_poll(a->scq, &wc, 1);
+	c->status = wc.status;
+}
+
+enum path { P_MAP, P_CMA, P_NET };
+
+static void set_path(enum path p)
+{
+	unsetenv("SOFTHCA_NET");
+	unsetenv("SOFTHCA_MAP");
+	if (p == P_CMA)
+		ASSERT_EQ(setenv("SOFTHCA_MAP", "0", 1), 0);
+	if (p == P_NET)
+		ASSERT_EQ(setenv("SOFTHCA_NET", "1", 1), 0);
+}
+
+static void run(enum kase k, enum path p)
+{
+	struct child_arg ca = { k };
+	struct ep_opts o;
+	struct duo d;
+	uint64_t tcp = 0;
+	struct cmd c;
+	struct ep a;
+
+	set_path(p);
+	duo_fork(&d, child, &ca);
+	ep_default_opts(&o, IBV_QPT_RC);
+	o.buf_size = BUF;
+	ep_open_remote(&a, &o, d.fd);
+	for (;;) {
+		xread(d.fd, &c, sizeof(c));
+		if (!c.len && !c.op && !c.tag)
+			break;
+		send_one(&a, &c);
+		/* while the connection lives (the child's exit ends it) */
+		if (p == P_NET)
+			tcp += ep_tcp_bytes();
+		xwrite(d.fd, &c, sizeof(c));
+	}
+	if (p == P_NET)
+		ASSERT_GT(tcp, 0);
+	duo_wait(&d);
+	ep_destroy(&a);
+}
+
+#define PATHS(name, k)                                                    \
+	TEST(name##_map) { run(k, P_MAP); }                               \
+	TEST(name##_cma) { run(k, P_CMA); }                               \
+	TEST(name##_net) { run(k, P_NET); }
+
+PATHS(eager_matched, K_MATCHED)
+PATHS(unexpected, K_UNEXPECTED)
+PATHS(tag_del, K_DEL)
+PATHS(no_tag, K_NO_TAG)
+PATHS(plain, K_PLAIN)
+PATHS(too_long, K_TOO_LONG)
+
+/* ------------------------------------------------------------------ */
+/* The verbs' errors (one process, no traffic)                         */
+
+TEST(verbs_errors)
+{
+	struct ibv_device_attr_ex da;
+	struct ibv_srq_init_attr_ex sa;
+	struct ibv_srq_init_attr ba;
+	struct ibv_ops_wr wr, wr2, *bad;
+	struct ibv_sge sge[8];
+	struct ibv_srq *srq, *basic;
+	struct ep_opts o;
+	struct ep e;
+	uint32_t i;
+	int ret;
+
+	ep_skip_if_netns();
+	opts(&o);
+	ep_create(&e, &o);
+	ASSERT_EQ(ibv_query_device_ex(e.ctx, NULL, &da), 0);
+	ASSERT_EQ(da.tm_caps.flags, IBV_TM_CAP_RC);
+	ASSERT_GE(da.tm_caps.max_num_tags, 2);
+	ASSERT_GE(da.tm_caps.max_sge, 1);
+	ASSERT_GE(da.tm_caps.max_ops, 1);
+	ASSERT_EQ(da.tm_caps.max_rndv_hdr_size, 0);	/* no rendezvous */
+
+	/* create: tags within tm_caps, a CQ, IBV_SRQ_INIT_ATTR_TM */
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 4;
+	sa.attr.max_sge = 1;
+	sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+		       IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+	sa.srq_type = IBV_SRQT_TM;
+	sa.pd = e.pd;
+	sa.cq = e.rcq;
+	sa.tm_cap.max_ops = 4;
+	sa.tm_cap.max_num_tags = 0;
+	ASSERT_NULL_ERRNO(ibv_create_srq_ex(e.ctx, &sa), EINVAL);
+	sa.tm_cap.max_num_tags = da.tm_caps.max_num_tags + 1;
+	ASSERT_NULL_ERRNO(ibv_create_srq_ex(e.ctx, &sa), EINVAL);
+	sa.tm_cap.max_num_tags = 2;
+	sa.tm_cap.max_ops = 0;
+	ASSERT_NULL_ERRNO(ibv_create_srq_ex(e.ctx, &sa), EINVAL);
+	sa.tm_cap.max_ops = 4;
+	sa.comp_mask &= ~(uint32_t)IBV_SRQ_INIT_ATTR_CQ;
+	ASSERT_NULL_ERRNO(ibv_create_srq_ex(e.ctx, &sa), EINVAL);
+	sa.comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
+	sa.comp_mask &= ~(uint32_t)IBV_SRQ_INIT_ATTR_TM;
+	ASSERT_NULL_ERRNO(ibv_create_srq_ex(e.ctx, &sa), EINVAL);
+	sa.comp_mask |= IBV_SRQ_INIT_ATTR_TM;
+	srq = ibv_create_srq_ex(e.ctx, &sa);
+	ASSERT_NOT_NULL(srq);
+
+	/* post_srq_ops on a basic SRQ: EINVAL, bad_wr the first */
+	memset(&ba, 0, sizeof(ba));
+	ba.attr.max_wr = 4;
+	ba.attr.max_sge = 1;
+	basic = ibv_create_srq(e.pd, &ba);
+	ASSERT_NOT_NULL(basic);
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_TAG_SYNC;
+	bad = NULL;
+	ASSERT_EQ(ibv_post_srq_ops(basic, &wr, &bad), EINVAL);
+	ASSERT_EQ(bad, &wr);
+	ASSERT_EQ(ibv_destroy_srq(basic), 0);
+
+	/* too many SGEs, an unknown opcode, handle 0: EINVAL at that WR,
+	 * the ones before it carried out (unsignalled: no completion) */
+	for (i = 0; i < 8; i++) {
+		sge[i].addr = (uintptr_t)e.buf;
+		sge[i].length = 8;
+		sge[i].lkey = e.mr->lkey;
+	}
+	memset(&wr2, 0, sizeof(wr2));
+	wr2.opcode = IBV_WR_TAG_ADD;
+	wr2.tm.add.sg_list = sge;
+	wr2.tm.add.num_sge = (int)da.tm_caps.max_sge + 1;
+	wr.next = &wr2;
+	bad = NULL;
+	ASSERT_EQ(ibv_post_srq_ops(srq, &wr, &bad), EINVAL);
+	ASSERT_EQ(bad, &wr2);
+	wr2.tm.add.num_sge = -1;
+	ASSERT_EQ(ibv_post_srq_ops(srq, &wr2, &bad), EINVAL);
+	wr2.tm.add.num_sge = 1;
+	wr2.opcode = (enum ibv_ops_wr_opcode)77;
+	ASSERT_EQ(ibv_post_srq_ops(srq, &wr2, &bad), EINVAL);
+	wr2.opcode = IBV_WR_TAG_DEL;
+	wr2.tm.handle = 0;
+	ASSERT_EQ(ibv_post_srq_ops(srq, &wr2, &bad), EINVAL);
+	wr2.tm.handle = 0xffffffffu;
+	ASSERT_EQ(ibv_post_srq_ops(srq, &wr2, &bad), EINVAL);
+
+	/* a list of 2: the third ADD is ENOMEM */
+	wr2.opcode = IBV_WR_TAG_ADD;
+	wr2.next = NULL;
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(ibv_post_srq_ops(srq, &wr2, &bad), 0);
+	ret = ibv_post_srq_ops(srq, &wr2, &bad);
+	ASSERT_EQ(ret, ENOMEM);
+	ASSERT_EQ(bad, &wr2);
+	ASSERT_EQ(ibv_destroy_srq(srq), 0);
+	ep_destroy(&e);
+}
