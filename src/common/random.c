@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 
 #include "util.h"
 
@@ -84,4 +85,18 @@ pid_t shca_getpid(void)
 	pid_t p = __atomic_load_n(&cached_pid, __ATOMIC_RELAXED);
 
 	return p ? p : getpid();
+}
+
+pid_t shca_gettid(void)
+{
+	static __thread pid_t tid;
+	static __thread uint32_t tid_gen;
+	uint32_t gen = __atomic_load_n(&fork_gen, __ATOMIC_RELAXED);
+
+	/* a forked child's thread inherits its parent thread's cache */
+	if (!tid || tid_gen != gen) {
+		tid = (pid_t)syscall(SYS_gettid);
+		tid_gen = gen;
+	}
+	return tid;
 }

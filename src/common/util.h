@@ -43,6 +43,8 @@ static inline int shca_range_ok(uint64_t start, uint64_t len,
  */
 #include <sys/types.h>
 pid_t shca_getpid(void);
+/* The calling thread's id, cached per thread the same way. */
+pid_t shca_gettid(void);
 
 /* Fill buf with random bytes (getrandom, never blocks after boot). */
 void shca_random(void *buf, size_t len);

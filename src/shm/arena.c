@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The process arena: creation, its heap, the robust locks, the MR table's
+ * The process arena: creation, its heap, the shared locks (shca_plock), the MR table's
  * seqlock, and mapping a peer's arena.
  *
  * Only the owner allocates in its arena, so the heap's bookkeeping (shm/heap.c:
@@ -12,12 +12,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include "../common/log.h"
 #include "../common/util.h"
@@ -37,28 +40,91 @@ static uint64_t full_warned_ns;		/* under arena_lock */
 
 void shca_plock_init(struct shca_plock *l)
 {
+	__atomic_store_n(&l->word, 0, __ATOMIC_RELEASE);
+}
+
+static long plock_futex(uint32_t *w, int op, uint32_t val,
+			const struct timespec *ts)
+{
+	return syscall(SYS_futex, w, op, val, ts, NULL, 0);
+}
+
+/* Is the thread that holds v gone?  (A thread id, not a process id:
+ * kill(2) finds a thread by it; EPERM means it lives, as another user) */
+static bool plock_owner_gone(uint32_t v)
+{
+	pid_t t = (pid_t)(v & SHCA_PLOCK_TID);
+
+	return t && kill(t, 0) < 0 && errno == ESRCH;
+}
+
+/*
+ * Take l.  Uncontended: one compare-and-swap.  Contended: mark waiters
+ * and sleep on the futex; every 100 ms of sleep, a taker asks whether the
+ * owner still lives, and takes a lock whose owner died (what it guarded
+ * may be half-written: the structures are designed so that is harmless,
+ * indexes move last).  A peer that never lets go stops the takers, as a
+ * peer that never releases its CPU would: same user, no privilege gained.
+ */
+void shca_plock_lock(struct shca_plock *l)
+{
+	const struct timespec tick = { .tv_nsec = 100 * 1000 * 1000 };
+	uint32_t self = (uint32_t)shca_gettid() & SHCA_PLOCK_TID, v = 0;
+	int saved = errno;
+
+	if (__atomic_compare_exchange_n(&l->word, &v, self, false,
+					__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	for (;;) {
+		if (!v) {
+			/* free, others may still sleep: keep them marked */
+			if (__atomic_compare_exchange_n(&l->word, &v,
+							self | SHCA_PLOCK_WAITERS,
+							false, __ATOMIC_ACQUIRE,
+							__ATOMIC_RELAXED))
+				break;
+			continue;
+		}
+		if (!(v & SHCA_PLOCK_WAITERS) &&
+		    !__atomic_compare_exchange_n(&l->word, &v,
+						 v | SHCA_PLOCK_WAITERS, false,
+						 __ATOMIC_RELAXED,
+						 __ATOMIC_RELAXED))
+			continue;
+		v |= SHCA_PLOCK_WAITERS;
+		if (plock_futex(&l->word, FUTEX_WAIT, v, &tick) < 0 &&
+		    errno == ETIMEDOUT && plock_owner_gone(v)) {
+			if (__atomic_compare_exchange_n(&l->word, &v,
+							self | SHCA_PLOCK_WAITERS,
+							false, __ATOMIC_ACQUIRE,
+							__ATOMIC_RELAXED))
+				break;
+			continue;
+		}
+		v = __atomic_load_n(&l->word, __ATOMIC_RELAXED);
+	}
+	errno = saved;
+}
+
+void shca_plock_unlock(struct shca_plock *l)
+{
+	if (__atomic_exchange_n(&l->word, 0, __ATOMIC_RELEASE) &
+	    SHCA_PLOCK_WAITERS)
+		plock_futex(&l->word, FUTEX_WAKE, 1, NULL);
+}
+
+/* The life lock: a robust mutex in this process's own arena, held by its
+ * engine thread; the kernel marks its word when the process ends
+ * (shca_arena_life_died).  Only the owner ever locks it. */
+static void life_init(pthread_mutex_t *m)
+{
 	pthread_mutexattr_t a;
 
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
 	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	pthread_mutex_init(&l->m, &a);
+	pthread_mutex_init(m, &a);
 	pthread_mutexattr_destroy(&a);
-}
-
-void shca_plock_lock(struct shca_plock *l)
-{
-	int ret = pthread_mutex_lock(&l->m);
-
-	/* a peer died holding it: what it guarded may be half-written, the
-	 * structures are designed so that is harmless (indexes move last) */
-	if (ret == EOWNERDEAD)
-		pthread_mutex_consistent(&l->m);
-}
-
-void shca_plock_unlock(struct shca_plock *l)
-{
-	pthread_mutex_unlock(&l->m);
 }
 
 static size_t align_up(size_t v, size_t a)
@@ -174,7 +240,7 @@ static int arena_create(void)
 	h->heap_off = heap_off;
 	h->seg_table_off = seg_off;
 	h->lanes_off = lanes_off;
-	shca_plock_init(&h->life);
+	life_init(&h->life);
 
 	the_arena.size = size;
 	the_arena.fd = fd;
@@ -221,7 +287,7 @@ void shca_arena_hold_life(void)
 	/* a robust mutex of this thread's robust list: the kernel marks it
 	 * when the thread ends, which for the engine thread is the
 	 * process's end */
-	shca_plock_lock(&shca_arena_hdr(base)->life);
+	pthread_mutex_lock(&shca_arena_hdr(base)->life);
 }
 
 /* The arena's own close of an inherited pool must not hit the descriptor

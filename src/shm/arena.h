@@ -36,8 +36,14 @@
  *   shca_cq_shm      ring and tail: any producer under the CQ's lock;
  *                    head: owner (the polling application), release store
  *
- * Locks that peers take are robust, process-shared mutexes: a peer that
- * dies holding one leaves it usable (shca_plock_lock makes it consistent).
+ * Locks that peers take are shca_plocks: a futex word that holds its
+ * owner's thread id.  A peer that dies holding one leaves it to the next
+ * taker (shca_plock_lock).  Not glibc's robust mutexes: those link the
+ * locking thread's robust list through the mutex's own memory, so a lock
+ * of a peer's CQ whose memory the peer freed (or rewrote) while it was
+ * held stayed on that list, and the thread's next robust lock wrote into
+ * the peer's unmapped arena (SIGSEGV, rsocket stream_two_threads); and a
+ * peer could aim glibc's list writes anywhere in this process.
  */
 #ifndef SOFTHCA_SHM_ARENA_H
 #define SOFTHCA_SHM_ARENA_H
@@ -52,7 +58,7 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	9	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	10	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
 					 * receive queue's PD (rq_pd); 5: the
 					 * pool, segments, lanes, MR flags;
@@ -60,7 +66,8 @@
 					 * 7: the XRC domain (xrcd);
 					 * 8: seg_table_gen, and the
 					 * segmap_refreshes counter; 9: tag
-					 * matching (rq tm_off, shca_tm_shm) */
+					 * matching (rq tm_off, shca_tm_shm);
+					 * 10: shca_plock a futex word */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
@@ -72,9 +79,16 @@
 #define SHCA_ARENA_SEG_ENTRIES	(1u << 16)	/* segment table slots */
 #define SHCA_ARENA_LANES	4096		/* access lanes */
 
-/* A robust, process-shared mutex. */
+/*
+ * A lock in shared memory that processes take (arena.c): word 0 is free,
+ * else the owner's thread id, with SHCA_PLOCK_WAITERS while a taker may
+ * sleep on the futex.  Nothing of it points anywhere.
+ */
+#define SHCA_PLOCK_WAITERS	0x80000000u
+#define SHCA_PLOCK_TID		0x3fffffffu
 struct shca_plock {
-	pthread_mutex_t m;
+	uint32_t word;
+	uint32_t pad;
 };
 
 void shca_plock_init(struct shca_plock *l);
@@ -102,7 +116,7 @@ struct shca_arena_hdr {
 	 * process dies (or execs) the kernel marks the futex word
 	 * FUTEX_OWNER_DIED before anyone can reap it: a peer that reads it
 	 * knows the owner is gone without a system call */
-	struct shca_plock life __attribute__((aligned(64)));
+	pthread_mutex_t life __attribute__((aligned(64)));
 	/* the segment table's generation: the owner adds 1 (release) after
 	 * every change of an entry, so that a peer that read the whole
 	 * table at generation g knows, while it is still g, that reading it
@@ -396,7 +410,7 @@ static inline struct shca_arena_hdr *shca_arena_hdr(const void *base)
 /* The futex word of an arena's life lock (a glibc mutex's first int). */
 static inline const uint32_t *shca_arena_life_word(const void *base)
 {
-	return (const uint32_t *)&shca_arena_hdr(base)->life.m;
+	return (const uint32_t *)&shca_arena_hdr(base)->life;
 }
 
 /*

@@ -14,12 +14,14 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <ucontext.h>
 #include <unistd.h>
 #include <stdlib.h>
+#include <linux/futex.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -67,6 +69,38 @@ static void frame(void *pc, int back)
 		say("(cannot fork)\n");
 }
 
+/* The lines of /proc/self/maps around addr: is it mapped, and by what */
+static void maps_near(void *addr)
+{
+	uintptr_t a = (uintptr_t)addr, lo, hi;
+	char line[512], prev[512] = "";
+	bool after = false;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	if (!f)
+		return;
+	say("  mappings around that address:\n");
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx", &lo, &hi) != 2)
+			continue;
+		if (hi <= a) {
+			snprintf(prev, sizeof(prev), "%s", line);
+			continue;
+		}
+		if (prev[0]) {
+			say("    ");
+			say(prev);
+			prev[0] = 0;
+		}
+		say(lo <= a ? "  > " : "    ");
+		say(line);
+		if (after || lo > a)
+			break;
+		after = true;
+	}
+	fclose(f);
+}
+
 static void on_crash(int sig, siginfo_t *si, void *uc)
 {
 #ifdef REG_RIP
@@ -82,6 +116,21 @@ static void on_crash(int sig, siginfo_t *si, void *uc)
 		 "  CRASH: signal %d (%s) in thread %ld, address %p; stack:\n",
 		 sig, strsignal(sig), (long)syscall(SYS_gettid), si->si_addr);
 	say(line);
+	if (sig == SIGSEGV || sig == SIGBUS) {
+		struct robust_list_head *rh = NULL;
+		size_t rl = 0;
+
+		/* a process-shared robust mutex links itself to the list's
+		 * head: a held one in memory gone faults the next lock */
+		if (!syscall(SYS_get_robust_list, 0, &rh, &rl) && rh) {
+			snprintf(line, sizeof(line),
+				 "  robust list: head %p, pending %p\n",
+				 (void *)rh->list.next,
+				 (void *)rh->list_op_pending);
+			say(line);
+		}
+		maps_near(si->si_addr);
+	}
 	if (pc)
 		frame(pc, 0);	/* the faulting instruction itself */
 	n = backtrace(pcs, MAX_FRAMES);
