@@ -205,10 +205,15 @@ static void on_timeout(int sig)
 	raise(sig);
 }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
 /* Fatal signals print the stack (not under the sanitizers) */
 static void crash_handlers(void)
 {
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 	static const int sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT };
 	static char altstack[64 * 1024];
 	stack_t ss = { .ss_sp = altstack, .ss_size = sizeof(altstack) };
@@ -216,6 +221,8 @@ static void crash_handlers(void)
 	void *warm[1];
 	unsigned int i;
 
+	if (SANITIZED)
+		return;
 	/* backtrace() loads libgcc on first use: not inside the handler */
 	backtrace(warm, 1);
 	sigaltstack(&ss, NULL);
@@ -228,7 +235,6 @@ static void crash_handlers(void)
 	sigemptyset(&sa.sa_mask);
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		sigaction(sigs[i], &sa, NULL);
-#endif
 }
 
 void harness_crash_report(void)
