@@ -35,6 +35,27 @@ void shca_srq_doorbell(void)
 	pthread_mutex_unlock(&srq_list_lock);
 }
 
+/*
+ * The PD of this process's XRC SRQ srqn of domain xrcd, or NULL: what the
+ * net path's READ responses check R_Keys against as they go (an XRC_RECV
+ * QP has no PD; the SRQ's is the spec's).  srqn came from a peer: found
+ * only among our own SRQs, and only in the QP's domain.
+ */
+struct shca_pd *shca_xsrq_pd(uint32_t srqn, uint64_t xrcd)
+{
+	struct shca_srq *srq;
+	struct shca_pd *pd = NULL;
+
+	pthread_mutex_lock(&srq_list_lock);
+	for (srq = srq_list; srq; srq = srq->next)
+		if (srq->xrcd && srq->srqn == srqn && srq->xrcd->id == xrcd) {
+			pd = srq->pd;
+			break;
+		}
+	pthread_mutex_unlock(&srq_list_lock);
+	return pd;
+}
+
 /* ------------------------------------------------------------------ */
 /* Receive rings                                                       */
 
