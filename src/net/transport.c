@@ -420,7 +420,11 @@ build:
 	if (is_xrc(qp)) {
 		/* the XRCETH: the SRQ at the destination (IBA 9.8.x) */
 		m.opcode = shca_wire_xrc_opcode(m.opcode);
-		m.xrc_srqn = w->wr.qp_type.xrc.remote_srqn & SHCA_QPN_MASK;
+		m.xrc_srqn = w->wr.qp_type.xrc.remote_srqn;
+		/* beyond 24 bits names no SRQ: sent as 0, which names none
+		 * either (xfer_init) */
+		if (m.xrc_srqn > SHCA_QPN_MASK)
+			m.xrc_srqn = 0;
 	}
 	hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &m);
 	if (hlen < 0)
@@ -1086,7 +1090,7 @@ static void xfer_init(struct shca_xfer *x, const struct shca_qp *qp,
 	 * SRQ has (beyond 24 bits), refused as any unknown one.
 	 */
 	if (qp->ibqp.qp_type == IBV_QPT_XRC_RECV)
-		x->xrc_srqn = m->xrc_srqn ? m->xrc_srqn : SHCA_QPN_MASK + 1;
+		x->xrc_srqn = m->xrc_srqn ? m->xrc_srqn : SHCA_XRC_SRQN_NONE;
 	x->src_qpn = qp->attr.dest_qp_num;
 	x->dest_qpn = qp->ibqp.qp_num;
 	x->solicited = m->se;
