@@ -10,7 +10,8 @@
  * other side an XRC_SEND QP per round.  A round: SENDs and RDMA WRITEs
  * with immediate of several packets into either SRQ (each lands in the
  * SRQ named, completes on that SRQ's CQ with the XRC_RECV QP's number),
- * RDMA READ and atomics through the SRQ's PD; then the rules the
+ * RDMA READ, atomics and an RDMA WRITE of 32 packets through the SRQ's
+ * PD; then the rules the
  * responder applies to the SRQ number and the keys, each in a round of
  * its own (an error ends the QPs): an SRQ of another domain, an SRQ
  * number nobody has, SRQ number 0, and an R_Key of another PD than the
@@ -26,9 +27,11 @@
 #include "harness.h"
 #include "ep.h"
 
-#define BUF	(64 << 10)
+#define BUF	(128 << 10)
 #define MSG	(3 * 1024 + 100)	/* several packets at any path MTU */
-#define OTHER	(48 << 10)		/* 16 KiB registered in another PD */
+#define OTHER	(48 << 10)		/* registered in another PD too */
+#define BIG	(64 << 10)		/* a WRITE of BIG_LEN there: 32 */
+#define BIG_LEN	(32 << 10)		/* packets (the net path's placement) */
 
 enum round {
 	R_TRAFFIC,
@@ -257,6 +260,11 @@ static void receiver(int fd, void *arg)
 			/* the atomics landed */
 			ASSERT_EQ(*(uint64_t *)(e.buf + 24576), 9u + 7u);
 			ASSERT_EQ(*(uint64_t *)(e.buf + 24584), 0x55u);
+			ASSERT_EQ(ep_find_pattern_diff(e.buf + BIG, BIG_LEN,
+						       9, 0), -1);
+			ASSERT_EQ(ep_find_non_sentinel(e.buf + BIG + BIG_LEN,
+						       BUF - BIG - BIG_LEN),
+				  -1);
 		} else {
 			/* the error ended the QP; nothing was received */
 			duo_expect(fd, 'e');
@@ -347,6 +355,11 @@ static void traffic_round(struct ep *e, struct ibv_qp *qp,
 	     in->addr + 24584, in->rkey);
 	ep_expect(e->scq, qp, 6, IBV_WC_SUCCESS);
 	ASSERT_EQ(*(uint64_t *)(e->buf + 32784), 0u);
+	/* an RDMA WRITE of many packets */
+	ep_fill_pattern(e->buf + BIG, BIG_LEN, 9, 0);
+	post(qp, e, 11, IBV_WR_RDMA_WRITE, BIG, BIG_LEN, in->srqn[0],
+	     in->addr + BIG, in->rkey);
+	ep_expect(e->scq, qp, 11, IBV_WC_SUCCESS);
 }
 
 TEST(xrc_two_processes)
