@@ -356,7 +356,10 @@ static struct ibv_srq *xsrq_create(struct ibv_context *ctx,
 		shca_obj_put(&cq->obj);
 		return SHCA_ERR_PTR(ret);
 	}
+	/* (under the list's lock: shca_xsrq_pd reads it from the engine) */
+	pthread_mutex_lock(&srq_list_lock);
 	srq->xrcd = to_sxrcd(attr->xrcd);
+	pthread_mutex_unlock(&srq_list_lock);
 	srq->cq = cq;
 	srq->xshm = xshm;
 	srq->ibsrq.srq_context = attr->srq_context;
@@ -368,7 +371,9 @@ static struct ibv_srq *xsrq_create(struct ibv_context *ctx,
 		shca_srq_destroy(shca_srq_lookup(&srq->ibsrq, ctx), false);
 		return SHCA_ERR_PTR(-ret);
 	}
+	pthread_mutex_lock(&srq_list_lock);
 	srq->srqn = num;
+	pthread_mutex_unlock(&srq_list_lock);
 	srq->srqn_index = idx;
 	xsrq_publish(srq);
 	return &srq->ibsrq;
