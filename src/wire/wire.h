@@ -55,7 +55,8 @@
 #define SHCA_ICRC_LEN		4
 
 /* The longest header chain of any opcode (BTH + XRCETH + AtomicETH). */
-#define SHCA_WIRE_MAX_HDR	(SHCA_BTH_LEN + SHCA_XRCETH_LEN + SHCA_ATMETH_LEN)
+#define SHCA_WIRE_MAX_HDR \
+	(SHCA_BTH_LEN + SHCA_XRCETH_LEN + SHCA_ATMETH_LEN)
 /* Path MTUs: 256, 512, 1024, 2048, 4096. */
 #define SHCA_WIRE_MIN_PMTU	256
 #define SHCA_WIRE_MAX_PMTU	4096
@@ -857,9 +858,9 @@ static inline unsigned int shca_wire_pad(size_t len)
  * shca_wire_pad(payload_len) zero bytes separately (writev).
  * Returns the header length, -EINVAL if m is not a message softhca can
  * send (unknown opcode, payload on an opcode without one or larger than
- * SHCA_WIRE_MAX_PMTU, QPN/PSN/MSN/XRC SRQ number beyond 24 bits, reserved syndrome or
- * one other than ACK on a read response or atomic ACK), -ENOSPC if cap
- * is too small.
+ * SHCA_WIRE_MAX_PMTU, QPN/PSN/MSN/XRC SRQ number beyond 24 bits,
+ * reserved syndrome or one other than ACK on a read response or atomic
+ * ACK), -ENOSPC if cap is too small.
  */
 ssize_t shca_wire_build_hdr(void *buf, size_t cap,
 			    const struct shca_wire_msg *m);

@@ -16,7 +16,8 @@
 #    fails, and that is all they say about the data.
 # shellcheck source=tests/external/lib.sh
 . "$(dirname "$0")/lib.sh"
-need ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_srq_pingpong ibv_xsrq_pingpong ss tshark
+need ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_srq_pingpong ibv_xsrq_pingpong ss
+need tshark
 PP=$SOFTHCA_BUILD/tests/shca_pingpong
 [ -x "$PP" ] || { echo "FAIL: no $PP (build first)" >&2; exit 1; }
 

@@ -8,11 +8,12 @@
  * objects statically): softhca_lo, a PD, one MR with every access right
  * over a small buffer with canaries on both sides, a CQ, an SRQ, and RC,
  * UC (on the SRQ) and UD QPs; an XRC domain with an XRC SRQ and an
- * XRC_RECV QP (fuzz.h: XRC packets come on the RC QP's connection).  The RC and UC QPs point at
- * ::ffff:127.0.0.2, which is none of this host's GIDs, so they take the
- * net path; their destination QPN names a port on which this target
- * itself listens at that address, so what softhca answers (ACKs, READ
- * responses, the RC requester's packets) goes somewhere and is read back.
+ * XRC_RECV QP (fuzz.h: XRC packets come on the RC QP's connection).
+ * The RC, UC and XRC_RECV QPs point at ::ffff:127.0.0.2, which is none
+ * of this host's GIDs, so they take the net path; their destination QPN
+ * names a port on which this target itself listens at that address, so
+ * what softhca answers (ACKs, READ responses, the RC requester's
+ * packets) goes somewhere and is read back.
  *
  * The input format is in fuzz.h.  Each packet goes to shca_net_rx() in
  * the engine thread, where conn.c hands packets up.  Every input starts
@@ -87,7 +88,7 @@ _Static_assert(REQ_READ_OFF + FUZZ_NET_RC_READ_LEN <= REQ_CAS_OFF,
 	       "MR layout");
 _Static_assert(REQ_FADD_OFF + 8 <= FUZZ_NET_MR_LEN, "MR layout");
 
-#define XRC_RECV_OFF	3600		/* the XRC SRQ's WQEs: one SGE */
+#define XRC_RECV_OFF	3600		/* the XRC SRQ's WQEs, one SGE */
 #define XRC_RECV_LEN	256
 _Static_assert(XRC_RECV_OFF >= REQ_FADD_OFF + 8 &&
 	       XRC_RECV_OFF + XRC_RECV_LEN <= FUZZ_NET_MR_LEN, "MR layout");

@@ -409,7 +409,7 @@ static void seed_xrc(struct seed_buf *b, unsigned int v)
 		rec(b, RC, MSG(SHCA_OP_XRC_SEND_LAST, .payload_len = 100,
 			       .ackreq = true));
 		break;
-	case 2:		/* a later packet naming another SRQ than its first */
+	case 2:		/* a later packet naming another SRQ */
 		rec(b, RC, MSG(SHCA_OP_XRC_SEND_FIRST,
 			       .payload_len = FUZZ_NET_PMTU));
 		rec(b, RC & ~FUZZ_NET_SET_KEY,
@@ -441,7 +441,7 @@ static void seed_xrc(struct seed_buf *b, unsigned int v)
 		    MSG(SHCA_OP_XRC_FETCH_ADD, .va = FUZZ_NET_IOVA + 8,
 			.swap_add = 1, .ackreq = true));
 		break;
-	case 6:		/* SRQ numbers that are none of ours: 0, and another */
+	case 6:		/* SRQ numbers none of ours: 0, another */
 		rec(b, RC & ~FUZZ_NET_SET_KEY,
 		    MSG(SHCA_OP_XRC_SEND_ONLY, .payload_len = 8,
 			.ackreq = true));
@@ -454,8 +454,9 @@ static void seed_xrc(struct seed_buf *b, unsigned int v)
 			rec(b, RC, MSG(SHCA_OP_XRC_SEND_ONLY, .payload_len = 8,
 				       .ackreq = true));
 		break;
-	case 8:		/* XRC where it does not belong: the UC connection,
-			 * an XRC answer for the XRC_RECV QP, RC to it */
+	case 8:		/* XRC where it does not belong: the UC
+			 * connection, an XRC answer for the XRC_RECV
+			 * QP, another connection */
 		rec(b, UC, MSG(SHCA_OP_XRC_SEND_ONLY, .payload_len = 8,
 			       .ackreq = true));
 		rec(b, RC, MSG(SHCA_OP_XRC_ACKNOWLEDGE, .syndrome = ACK_OK));

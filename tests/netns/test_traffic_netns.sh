@@ -84,7 +84,8 @@ export NETNS_WATCHDOG=${NETNS_WATCHDOG:-1150}
 case ${1:-} in
 "") RUNS=(matrix errors matrix6 rcfaults rcreset stat exitflush xrc) ;;
 matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush|xrc) RUNS=("$1"); shift ;;
-*) echo "usage: $0 [matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush|xrc [CASE...]]" >&2; exit 2 ;;
+*) echo "usage: $0 [matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush|xrc" \
+	"[CASE...]]" >&2; exit 2 ;;
 esac
 CASES=("$@")
 for r in "${RUNS[@]}"; do
