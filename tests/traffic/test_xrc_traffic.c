@@ -30,8 +30,9 @@
 #define BUF	(128 << 10)
 #define MSG	(3 * 1024 + 100)	/* several packets at any path MTU */
 #define OTHER	(48 << 10)		/* in another PD's MR too */
-#define BIG	(64 << 10)		/* a WRITE of BIG_LEN there: 32 */
-#define BIG_LEN	(32 << 10)		/* packets (the net path's placement) */
+/* a WRITE of BIG_LEN bytes there: 32 packets (the net path's placement) */
+#define BIG	(64 << 10)
+#define BIG_LEN	(32 << 10)
 
 enum round {
 	R_TRAFFIC,
