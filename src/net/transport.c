@@ -1133,7 +1133,8 @@ static void rd_wait(uint32_t qpn)
 }
 
 /* The PD whose R_Keys a READ of qp's is read with: the QP's, or (XRC)
- * the SRQ's, looked up again each time (it may have gone since). */
+ * the SRQ's, looked up again each time (it may have gone since: NULL,
+ * and the responses end as for a region deregistered meanwhile). */
 static struct shca_pd *rd_pd(struct shca_qp *qp,
 			     const struct shca_net_read *e)
 {
@@ -1176,12 +1177,15 @@ static bool rd_pump(struct shca_qp *qp)
 		/* the memory again: a region deregistered since then ends
 		 * the responses (the requester times out, asks again, and
 		 * is refused) */
-		if (pl.iov_len)
-			pl.iov_base = shca_rkey_addr(rd_pd(qp, e),
-						     qp->ibqp.qp_num,
-						     e->rkey,
-						     IBV_ACCESS_REMOTE_READ,
-						     e->va + off, pl.iov_len);
+		if (pl.iov_len) {
+			struct shca_pd *pd = rd_pd(qp, e);
+
+			if (pd)
+				pl.iov_base = shca_rkey_addr(
+					pd, qp->ibqp.qp_num, e->rkey,
+					IBV_ACCESS_REMOTE_READ, e->va + off,
+					pl.iov_len);
+		}
 		if (pl.iov_len && !pl.iov_base) {
 			rd_clear(qp);
 			break;
