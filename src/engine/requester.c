@@ -184,6 +184,11 @@ static enum ibv_wc_status prepare(struct shca_qp *qp,
 	if (qp->ibqp.qp_type == IBV_QPT_XRC_SEND) {
 		x->qp_type = IBV_QPT_RC;
 		x->xrc_srqn = w->wr.qp_type.xrc.remote_srqn;
+		/* 0 would mean "not XRC" to the responder: no SRQ has it, as
+		 * none has a number beyond 24 bits (the net path sends 0
+		 * for those, its responder refuses 0 the same way) */
+		if (!x->xrc_srqn)
+			x->xrc_srqn = SHCA_XRC_SRQN_NONE;
 	}
 	x->src_qpn = qp->ibqp.qp_num;
 	x->opcode = op;

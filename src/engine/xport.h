@@ -40,7 +40,8 @@ struct shca_xfer {
 	uint32_t dest_qpn;
 	uint32_t qkey;			/* UD: the Q_Key the message carries */
 	uint32_t xrc_srqn;		/* XRC (qp_type RC, dest an XRC_RECV
-					 * QP): the SRQ it names; 0: not XRC */
+					 * QP): the SRQ it names; 0: not XRC;
+					 * SHCA_XRC_SRQN_NONE: names none */
 	enum ibv_wr_opcode opcode;
 	bool solicited;
 	__be32 imm_data;
@@ -71,6 +72,10 @@ struct shca_xfer {
 	bool partial;
 	uint64_t part_off, part_len;
 };
+
+/* An XRC request's SRQ number that no SRQ has (beyond 24 bits): what a
+ * request naming 0 or more than 24 bits becomes on either path. */
+#define SHCA_XRC_SRQN_NONE	0x01000000u
 
 enum shca_xfer_outcome {
 	SHCA_XFER_DONE,			/* completed (status says how) */

@@ -85,6 +85,41 @@ static int qp_send(struct shca_qp *qp, struct shca_conn *c, const void *hdr,
 	return ret;
 }
 
+/* RC's rules: RC, and XRC's two halves (IBA 9.8: XRC is RC). */
+static bool rc_like(const struct shca_qp *qp)
+{
+	return qp->ibqp.qp_type == IBV_QPT_RC ||
+	       qp->ibqp.qp_type == IBV_QPT_XRC_SEND ||
+	       qp->ibqp.qp_type == IBV_QPT_XRC_RECV;
+}
+
+static bool is_xrc(const struct shca_qp *qp)
+{
+	return qp->ibqp.qp_type == IBV_QPT_XRC_SEND ||
+	       qp->ibqp.qp_type == IBV_QPT_XRC_RECV;
+}
+
+/* The wire transport of qp's packets, either way. */
+static enum shca_wire_transport qp_wire_tp(const struct shca_qp *qp)
+{
+	if (is_xrc(qp))
+		return SHCA_TP_XRC;
+	return qp->ibqp.qp_type == IBV_QPT_UC ? SHCA_TP_UC : SHCA_TP_RC;
+}
+
+/* An RC opcode as qp sends it: its XRC twin on an XRC QP. */
+static uint8_t qp_opcode(const struct shca_qp *qp, uint8_t rc_opcode)
+{
+	return is_xrc(qp) ? shca_wire_xrc_opcode(rc_opcode) : rc_opcode;
+}
+
+/* The RC (or UC) operation of a received opcode: its low five bits name
+ * it on RC and XRC alike (IBA 9.2). */
+static uint8_t rc_op(uint8_t opcode)
+{
+	return opcode & 0x1f;
+}
+
 static uint32_t path_mtu(const struct shca_qp *qp)
 {
 	unsigned int m = qp->attr.path_mtu;
@@ -369,7 +404,7 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 		if (k + 1 == n) {
 			m.imm_be = w->wr.imm_data;
 			m.se = w->wr.send_flags & IBV_SEND_SOLICITED;
-			m.ackreq = qp->ibqp.qp_type == IBV_QPT_RC;
+			m.ackreq = rc_like(qp);
 		}
 		npl = slice(iov, niov, off, take, pl, MAX_IOV);
 		if (npl < 0)
@@ -382,6 +417,15 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 	}
 	}
 build:
+	if (is_xrc(qp)) {
+		/* the XRCETH: the SRQ at the destination (IBA 9.8.x) */
+		m.opcode = shca_wire_xrc_opcode(m.opcode);
+		m.xrc_srqn = w->wr.qp_type.xrc.remote_srqn;
+		/* beyond 24 bits names no SRQ: sent as 0, which names none
+		 * either (xfer_init) */
+		if (m.xrc_srqn > SHCA_QPN_MASK)
+			m.xrc_srqn = 0;
+	}
 	hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &m);
 	if (hlen < 0)
 		return (int)hlen;
@@ -914,7 +958,7 @@ static void ud_send(struct shca_qp *qp, const struct shca_send_wqe *w,
 /* RC: the window runs the send queue (rc_execute), its timer retries. */
 static bool net_sq_run(struct shca_qp *qp)
 {
-	if (qp->ibqp.qp_type != IBV_QPT_RC)
+	if (!rc_like(qp))
 		return false;
 	rc_execute(qp);
 	return true;
@@ -922,7 +966,7 @@ static bool net_sq_run(struct shca_qp *qp)
 
 static bool net_timer(struct shca_qp *qp)
 {
-	if (qp->ibqp.qp_type != IBV_QPT_RC)
+	if (!rc_like(qp))
 		return false;
 	rc_timer(qp);
 	return true;
@@ -972,7 +1016,7 @@ static void send_ack(struct shca_conn *c, struct shca_qp *qp, uint8_t opcode,
 	ssize_t hlen;
 
 	memset(&m, 0, sizeof(m));
-	m.opcode = opcode;
+	m.opcode = qp_opcode(qp, opcode);
 	m.pkey = SHCA_DEFAULT_PKEY;
 	m.dqpn = qp->attr.dest_qp_num;
 	m.psn = psn;
@@ -1038,7 +1082,15 @@ static void xfer_init(struct shca_xfer *x, const struct shca_qp *qp,
 		      const struct shca_wire_msg *m, struct iovec *v)
 {
 	memset(x, 0, sizeof(*x));
-	x->qp_type = qp->ibqp.qp_type;
+	x->qp_type = rc_like(qp) ? IBV_QPT_RC : qp->ibqp.qp_type;
+	/*
+	 * XRC: the SRQ the request names (engine/responder.c checks it is
+	 * an XRC SRQ of this QP's domain, in this process).  It came from
+	 * the wire: 0 would mean "not XRC" there, so it becomes a number no
+	 * SRQ has (beyond 24 bits), refused as any unknown one.
+	 */
+	if (qp->ibqp.qp_type == IBV_QPT_XRC_RECV)
+		x->xrc_srqn = m->xrc_srqn ? m->xrc_srqn : SHCA_XRC_SRQN_NONE;
 	x->src_qpn = qp->attr.dest_qp_num;
 	x->dest_qpn = qp->ibqp.qp_num;
 	x->solicited = m->se;
@@ -1080,6 +1132,19 @@ static void rd_wait(uint32_t qpn)
 	rd_waiting[rd_nwaiting++] = qpn;
 }
 
+/* The PD whose R_Keys a READ of qp's is read with: the QP's, or (XRC)
+ * the SRQ's, looked up again each time (it may have gone since: NULL,
+ * and the responses end as for a region deregistered meanwhile). */
+static struct shca_pd *rd_pd(struct shca_qp *qp,
+			     const struct shca_net_read *e)
+{
+	if (qp->ibqp.qp_type != IBV_QPT_XRC_RECV)
+		return qp->pd;
+	if (!qp->xrcd)
+		return NULL;
+	return shca_xsrq_pd(e->xrc_srqn, qp->xrcd->id);
+}
+
 /* Send qp's READ responses until none is left or the connection is full:
  * true when some are left. */
 static bool rd_pump(struct shca_qp *qp)
@@ -1112,11 +1177,15 @@ static bool rd_pump(struct shca_qp *qp)
 		/* the memory again: a region deregistered since then ends
 		 * the responses (the requester times out, asks again, and
 		 * is refused) */
-		if (pl.iov_len)
-			pl.iov_base = shca_rkey_addr(qp->pd, qp->ibqp.qp_num,
-						     e->rkey,
-						     IBV_ACCESS_REMOTE_READ,
-						     e->va + off, pl.iov_len);
+		if (pl.iov_len) {
+			struct shca_pd *pd = rd_pd(qp, e);
+
+			if (pd)
+				pl.iov_base = shca_rkey_addr(
+					pd, qp->ibqp.qp_num, e->rkey,
+					IBV_ACCESS_REMOTE_READ, e->va + off,
+					pl.iov_len);
+		}
 		if (pl.iov_len && !pl.iov_base) {
 			rd_clear(qp);
 			break;
@@ -1126,6 +1195,7 @@ static bool rd_pump(struct shca_qp *qp)
 			   k == 0 ? SHCA_OP_RC_RDMA_READ_RESPONSE_FIRST :
 			   k + 1 == n ? SHCA_OP_RC_RDMA_READ_RESPONSE_LAST :
 					SHCA_OP_RC_RDMA_READ_RESPONSE_MIDDLE;
+		r.opcode = qp_opcode(qp, r.opcode);
 		r.pkey = SHCA_DEFAULT_PKEY;
 		r.dqpn = qp->attr.dest_qp_num;
 		r.psn = shca_psn_add(e->psn, k);
@@ -1234,6 +1304,7 @@ static void rd_queue(struct shca_conn *c, struct shca_qp *qp,
 	e->rkey = m->rkey;
 	e->len = len;
 	e->sent = 0;
+	e->xrc_srqn = m->xrc_srqn;
 	qp->net.rd_conn = c;
 	qp->net.rd_gen = shca_net_conn_gen(c);
 	shca_net_set_drain(rd_drain);
@@ -1250,14 +1321,14 @@ static void serve_atomic(struct shca_conn *c, struct shca_qp *qp,
 	unsigned int i;
 
 	xfer_init(&x, qp, m, &none);
-	x.opcode = m->opcode == SHCA_OP_RC_COMPARE_SWAP ?
+	x.opcode = rc_op(m->opcode) == SHCA_OP_RC_COMPARE_SWAP ?
 			   IBV_WR_ATOMIC_CMP_AND_SWP :
 			   IBV_WR_ATOMIC_FETCH_AND_ADD;
 	x.remote_addr = m->va;
 	x.rkey = m->rkey;
 	x.length = 8;
-	x.compare_add = m->opcode == SHCA_OP_RC_COMPARE_SWAP ? m->compare :
-							       m->swap_add;
+	x.compare_add = rc_op(m->opcode) == SHCA_OP_RC_COMPARE_SWAP ?
+				m->compare : m->swap_add;
 	x.swap = m->swap_add;
 	key_execute(c, self, &x, &res);
 	if (res.outcome != SHCA_XFER_DONE || res.status != IBV_WC_SUCCESS) {
@@ -1332,7 +1403,7 @@ static void invalid_request(struct shca_conn *c, struct shca_qp *qp,
 {
 	count(qp, SHCA_STAT_DROPPED_PKTS);
 	rx_reset(qp);
-	if (qp->ibqp.qp_type != IBV_QPT_RC)
+	if (!rc_like(qp))
 		return;
 	send_ack(c, qp, SHCA_OP_RC_ACKNOWLEDGE, psn,
 		 shca_aeth_syn_nak(SHCA_NAK_INVALID_REQ), 0);
@@ -1558,7 +1629,7 @@ static void write_packet(struct shca_conn *c, struct shca_qp *qp,
 		return;
 	}
 	rx_reset(qp);
-	if (qp->ibqp.qp_type == IBV_QPT_RC)
+	if (rc_like(qp))
 		message_done(c, qp, m, first_psn, &res);
 }
 
@@ -1577,13 +1648,16 @@ static void data_packet(struct shca_conn *c, struct shca_qp *qp,
 		rx_reset(qp);
 		qp->net.rx_first_psn = m->psn;
 		qp->net.rx_write = write;
+		qp->net.rx_xrc_srqn = m->xrc_srqn;
 		if (write) {
 			qp->net.rx_va = m->va;
 			qp->net.rx_rkey = m->rkey;
 			qp->net.rx_dma_len = m->dma_len;
 		}
-	} else if (!qp->net.rx_active || qp->net.rx_write != write) {
-		/* a MIDDLE or LAST without its FIRST */
+	} else if (!qp->net.rx_active || qp->net.rx_write != write ||
+		   m->xrc_srqn != qp->net.rx_xrc_srqn) {
+		/* a MIDDLE or LAST without its FIRST (XRC: or naming
+		 * another SRQ than its FIRST) */
 		invalid_request(c, qp, m->psn);
 		return;
 	}
@@ -1621,7 +1695,7 @@ static void data_packet(struct shca_conn *c, struct shca_qp *qp,
 	x.length = v.iov_len;
 	key_execute(c, self, &x, &res);
 	rx_reset(qp);
-	if (qp->ibqp.qp_type == IBV_QPT_RC)
+	if (rc_like(qp))
 		message_done(c, qp, m, first_psn, &res);
 }
 
@@ -1659,7 +1733,7 @@ static void responder(struct shca_conn *c, struct shca_qp *qp,
 		      const struct shca_wire_msg *m)
 {
 	struct shca_peer *self = self_peer();
-	bool rc = qp->ibqp.qp_type == IBV_QPT_RC;
+	bool rc = rc_like(qp);
 	int32_t d;
 
 	if (!self || !shca_qp_state_can_receive(qp->attr.qp_state) ||
@@ -1808,8 +1882,12 @@ void shca_net_rx(struct shca_conn *c, const struct shca_net_addr *addr,
 	if (!shca_keyguard_admit_conn(c))
 		return;
 	qp = shca_qp_lookup(m.dqpn);
-	if (!qp || (tp == SHCA_TP_RC) != (qp->ibqp.qp_type == IBV_QPT_RC) ||
-	    (tp == SHCA_TP_UC) != (qp->ibqp.qp_type == IBV_QPT_UC) ||
+	/* XRC: requests go to XRC_RECV QPs, answers to XRC_SEND ones */
+	if (!qp || tp != qp_wire_tp(qp) || qp->ibqp.qp_type == IBV_QPT_UD ||
+	    (qp->ibqp.qp_type == IBV_QPT_XRC_SEND &&
+	     !(m.op->mask & SHCA_OPM_RESP)) ||
+	    (qp->ibqp.qp_type == IBV_QPT_XRC_RECV &&
+	     (m.op->mask & SHCA_OPM_RESP)) ||
 	    shca_wire_check_qp(&m, tp, path_mtu(qp))) {
 		count(NULL, SHCA_STAT_DROPPED_PKTS);
 		return;

@@ -380,10 +380,6 @@ static int check_destination(struct shca_qp *qp, const struct ibv_qp_attr *a,
 	if (qp->ibqp.qp_type == IBV_QPT_UD)
 		return 0;
 	if (shca_net_forced() || !shca_gid_is_local(dgid)) {
-		/* XRC travels only on the same-host path (docs/xrc.md) */
-		if (qp->ibqp.qp_type == IBV_QPT_XRC_SEND ||
-		    qp->ibqp.qp_type == IBV_QPT_XRC_RECV)
-			return -EOPNOTSUPP;
 		*use_net = true;
 		return 0;
 	}

@@ -474,6 +474,7 @@ struct shca_net_qp {
 	bool rx_active;			/* a multi-packet message arriving */
 	bool rx_write;
 	uint32_t rx_first_psn;
+	uint32_t rx_xrc_srqn;		/* XRC: the SRQ its packets name */
 	uint64_t rx_va;
 	uint32_t rx_rkey, rx_dma_len;
 	unsigned char *rx_buf;
@@ -492,6 +493,7 @@ struct shca_net_qp {
 		uint64_t va;
 		uint32_t rkey, len;
 		uint32_t sent;		/* packets sent */
+		uint32_t xrc_srqn;	/* XRC: whose PD checks the R_Key */
 	} rd[SHCA_NET_RD_MAX];
 	unsigned int rd_head, rd_count;
 	struct shca_conn *rd_conn;	/* where they go */
@@ -936,6 +938,7 @@ int shca_xsrq_number_take(struct shca_qp_shm *shm, uint32_t *index,
 			  uint32_t *num);
 void shca_xsrq_number_put(uint32_t index);
 int shca_get_srq_num(struct ibv_srq *srq, uint32_t *num);
+struct shca_pd *shca_xsrq_pd(uint32_t srqn, uint64_t xrcd);
 struct ibv_qp *shca_open_qp(struct ibv_context *ctx,
 			    struct ibv_qp_open_attr *attr);
 /* XRC_SEND and RC share the RC transport's rules (XRC is RC, IBA 9.8). */

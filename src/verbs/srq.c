@@ -35,6 +35,27 @@ void shca_srq_doorbell(void)
 	pthread_mutex_unlock(&srq_list_lock);
 }
 
+/*
+ * The PD of this process's XRC SRQ srqn of domain xrcd, or NULL: what the
+ * net path's READ responses check R_Keys against as they go (an XRC_RECV
+ * QP has no PD; the SRQ's is the spec's).  srqn came from a peer: found
+ * only among our own SRQs, and only in the QP's domain.
+ */
+struct shca_pd *shca_xsrq_pd(uint32_t srqn, uint64_t xrcd)
+{
+	struct shca_srq *srq;
+	struct shca_pd *pd = NULL;
+
+	pthread_mutex_lock(&srq_list_lock);
+	for (srq = srq_list; srq; srq = srq->next)
+		if (srq->xrcd && srq->srqn == srqn && srq->xrcd->id == xrcd) {
+			pd = srq->pd;
+			break;
+		}
+	pthread_mutex_unlock(&srq_list_lock);
+	return pd;
+}
+
 /* ------------------------------------------------------------------ */
 /* Receive rings                                                       */
 
@@ -341,7 +362,10 @@ static struct ibv_srq *xsrq_create(struct ibv_context *ctx,
 		shca_obj_put(&cq->obj);
 		return SHCA_ERR_PTR(ret);
 	}
+	/* (under the list's lock: shca_xsrq_pd reads it from the engine) */
+	pthread_mutex_lock(&srq_list_lock);
 	srq->xrcd = to_sxrcd(attr->xrcd);
+	pthread_mutex_unlock(&srq_list_lock);
 	srq->cq = cq;
 	srq->xshm = xshm;
 	srq->ibsrq.srq_context = attr->srq_context;
@@ -353,7 +377,9 @@ static struct ibv_srq *xsrq_create(struct ibv_context *ctx,
 		shca_srq_destroy(shca_srq_lookup(&srq->ibsrq, ctx), false);
 		return SHCA_ERR_PTR(-ret);
 	}
+	pthread_mutex_lock(&srq_list_lock);
 	srq->srqn = num;
+	pthread_mutex_unlock(&srq_list_lock);
 	srq->srqn_index = idx;
 	xsrq_publish(srq);
 	return &srq->ibsrq;

@@ -13,7 +13,8 @@
 
 /* Length of the headers an opcode carries, from its mask. */
 #define HDR_LEN(m)                                                  \
-	(SHCA_BTH_LEN + ((m) & SHCA_OPM_DETH ? SHCA_DETH_LEN : 0) +   \
+	(SHCA_BTH_LEN + ((m) & SHCA_OPM_XRCETH ? SHCA_XRCETH_LEN : 0) + \
+	 ((m) & SHCA_OPM_DETH ? SHCA_DETH_LEN : 0) +                  \
 	 ((m) & SHCA_OPM_FETH ? SHCA_FETH_LEN : 0) +                  \
 	 ((m) & SHCA_OPM_RETH ? SHCA_RETH_LEN : 0) +                  \
 	 ((m) & SHCA_OPM_ATMETH ? SHCA_ATMETH_LEN : 0) +              \
@@ -63,39 +64,45 @@
 	OP(tp, RDMA_WRITE_ONLY_WITH_IMMEDIATE,                               \
 	   req | WRITE | ONLY | COMP | IMM | RETH)
 
+/* RC's operations; XRC has the same ones, its requests with an XRCETH. */
+#define RC_FAMILY(tp, req)                                                   \
+	CONNECTED_OPS(tp, req),                                              \
+	OP(tp, RDMA_READ_REQUEST,                                           \
+	   req | SHCA_OPM_READ_REQ | SHCA_OPM_NEEDS_RESP | ONLY | RETH),    \
+	OP(tp, RDMA_READ_RESPONSE_FIRST, RESP | SHCA_OPM_READ_RESP |        \
+	   SHCA_OPM_PAYLOAD | FIRST | SHCA_OPM_AETH),                       \
+	OP(tp, RDMA_READ_RESPONSE_MIDDLE, RESP | SHCA_OPM_READ_RESP |       \
+	   SHCA_OPM_PAYLOAD | MIDDLE),                                      \
+	OP(tp, RDMA_READ_RESPONSE_LAST, RESP | SHCA_OPM_READ_RESP |         \
+	   SHCA_OPM_PAYLOAD | LAST | SHCA_OPM_AETH),                        \
+	OP(tp, RDMA_READ_RESPONSE_ONLY, RESP | SHCA_OPM_READ_RESP |         \
+	   SHCA_OPM_PAYLOAD | ONLY | SHCA_OPM_AETH),                        \
+	OP(tp, ACKNOWLEDGE, RESP | SHCA_OPM_ACK | ONLY | SHCA_OPM_AETH),    \
+	OP(tp, ATOMIC_ACKNOWLEDGE, RESP | SHCA_OPM_ATOMIC_ACK | ONLY |      \
+	   SHCA_OPM_AETH | SHCA_OPM_ATMACK),                                \
+	OP(tp, COMPARE_SWAP, req | SHCA_OPM_ATOMIC | SHCA_OPM_NEEDS_RESP |  \
+	   ONLY | SHCA_OPM_ATMETH),                                         \
+	OP(tp, FETCH_ADD, req | SHCA_OPM_ATOMIC | SHCA_OPM_NEEDS_RESP |     \
+	   ONLY | SHCA_OPM_ATMETH),                                         \
+	OP(tp, SEND_LAST_WITH_INVALIDATE, req | SEND | LAST | COMP | INV),  \
+	OP(tp, SEND_ONLY_WITH_INVALIDATE, req | SEND | ONLY | COMP | INV),  \
+	/* answered with an RDMA READ response of no data (Annex A19) */    \
+	OP(tp, FLUSH, req | SHCA_OPM_FLUSH | SHCA_OPM_NEEDS_RESP | ONLY |   \
+	   SHCA_OPM_FETH | RETH),                                           \
+	/* acknowledged like an RDMA WRITE; its payload is the 8 bytes */   \
+	OP(tp, ATOMIC_WRITE, req | SHCA_OPM_ATOMIC_WRITE | SHCA_OPM_PAYLOAD |\
+	   ONLY | RETH)
+
 const struct shca_wire_opinfo shca_wire_optab[256] = {
-	CONNECTED_OPS(RC, RC_REQ),
-	OP(RC, RDMA_READ_REQUEST,
-	   RC_REQ | SHCA_OPM_READ_REQ | SHCA_OPM_NEEDS_RESP | ONLY | RETH),
-	OP(RC, RDMA_READ_RESPONSE_FIRST, RESP | SHCA_OPM_READ_RESP |
-	   SHCA_OPM_PAYLOAD | FIRST | SHCA_OPM_AETH),
-	OP(RC, RDMA_READ_RESPONSE_MIDDLE, RESP | SHCA_OPM_READ_RESP |
-	   SHCA_OPM_PAYLOAD | MIDDLE),
-	OP(RC, RDMA_READ_RESPONSE_LAST, RESP | SHCA_OPM_READ_RESP |
-	   SHCA_OPM_PAYLOAD | LAST | SHCA_OPM_AETH),
-	OP(RC, RDMA_READ_RESPONSE_ONLY, RESP | SHCA_OPM_READ_RESP |
-	   SHCA_OPM_PAYLOAD | ONLY | SHCA_OPM_AETH),
-	OP(RC, ACKNOWLEDGE, RESP | SHCA_OPM_ACK | ONLY | SHCA_OPM_AETH),
-	OP(RC, ATOMIC_ACKNOWLEDGE, RESP | SHCA_OPM_ATOMIC_ACK | ONLY |
-	   SHCA_OPM_AETH | SHCA_OPM_ATMACK),
-	OP(RC, COMPARE_SWAP, RC_REQ | SHCA_OPM_ATOMIC | SHCA_OPM_NEEDS_RESP |
-	   ONLY | SHCA_OPM_ATMETH),
-	OP(RC, FETCH_ADD, RC_REQ | SHCA_OPM_ATOMIC | SHCA_OPM_NEEDS_RESP |
-	   ONLY | SHCA_OPM_ATMETH),
-	OP(RC, SEND_LAST_WITH_INVALIDATE, RC_REQ | SEND | LAST | COMP | INV),
-	OP(RC, SEND_ONLY_WITH_INVALIDATE, RC_REQ | SEND | ONLY | COMP | INV),
-	/* answered with an RDMA READ response of no data (Annex A19) */
-	OP(RC, FLUSH, RC_REQ | SHCA_OPM_FLUSH | SHCA_OPM_NEEDS_RESP | ONLY |
-	   SHCA_OPM_FETH | RETH),
-	/* acknowledged like an RDMA WRITE; its payload is the 8 bytes */
-	OP(RC, ATOMIC_WRITE, RC_REQ | SHCA_OPM_ATOMIC_WRITE | SHCA_OPM_PAYLOAD |
-	   ONLY | RETH),
+	RC_FAMILY(RC, RC_REQ),
 
 	CONNECTED_OPS(UC, UC_REQ),
 
 	OP(UD, SEND_ONLY, SHCA_OPM_REQ | SEND | ONLY | COMP | SHCA_OPM_DETH),
 	OP(UD, SEND_ONLY_WITH_IMMEDIATE,
 	   SHCA_OPM_REQ | SEND | ONLY | COMP | SHCA_OPM_DETH | IMM),
+
+	RC_FAMILY(XRC, RC_REQ | SHCA_OPM_XRCETH),
 };
 
 /* AETH, RNR timer ------------------------------------------------------- */
@@ -143,6 +150,8 @@ static int check_msg(const struct shca_wire_opinfo *op,
 		return -EINVAL;
 	if (op->mask & SHCA_OPM_DETH && m->sqpn > SHCA_QPN_MASK)
 		return -EINVAL;
+	if (op->mask & SHCA_OPM_XRCETH && m->xrc_srqn > SHCA_QPN_MASK)
+		return -EINVAL;
 	if (op->mask & SHCA_OPM_FETH &&
 	    (m->flush_plt > SHCA_FETH_PLT_MASK ||
 	     m->flush_sel > (SHCA_FETH_SEL_MASK >> SHCA_FETH_SEL_SHIFT)))
@@ -187,6 +196,12 @@ ssize_t shca_wire_build_hdr(void *buf, size_t cap,
 	shca_bth_set_ackreq(bth, m->ackreq);
 	shca_bth_set_psn(bth, m->psn);
 
+	if (op->mask & SHCA_OPM_XRCETH) {
+		struct shca_xrceth *xrceth = (void *)(p + off);
+
+		shca_xrceth_set_srqn(xrceth, m->xrc_srqn);
+		off += SHCA_XRCETH_LEN;
+	}
 	if (op->mask & SHCA_OPM_DETH) {
 		struct shca_deth *deth = (void *)(p + off);
 
@@ -304,6 +319,12 @@ int shca_wire_parse(const void *buf, size_t len, struct shca_wire_msg *out)
 	m.ackreq = shca_bth_ackreq(bth);
 	m.psn = shca_bth_psn(bth);
 
+	if (op->mask & SHCA_OPM_XRCETH) {
+		const struct shca_xrceth *xrceth = (const void *)(p + off);
+
+		m.xrc_srqn = shca_xrceth_srqn(xrceth);
+		off += SHCA_XRCETH_LEN;
+	}
 	if (op->mask & SHCA_OPM_DETH) {
 		const struct shca_deth *deth = (const void *)(p + off);
 

@@ -11,7 +11,8 @@
  * A packet ("IB packet" below) is what follows the UDP header on a RoCE v2
  * wire, minus the ICRC:
  *
- *	BTH [DETH] [RETH] [AtomicETH] [AETH] [AtomicAckETH] [ImmDt] [IETH]
+ *	BTH [XRCETH] [DETH] [FETH] [RETH] [AtomicETH] [AETH] [AtomicAckETH]
+ *	[ImmDt] [IETH]
  *	payload pad
  *
  * in that order, the extension headers each opcode carries given by the
@@ -50,10 +51,12 @@
 #define SHCA_IMMDT_LEN		4
 #define SHCA_IETH_LEN		4
 #define SHCA_FETH_LEN		4
+#define SHCA_XRCETH_LEN		4
 #define SHCA_ICRC_LEN		4
 
-/* The longest header chain of any opcode (BTH + AtomicETH). */
-#define SHCA_WIRE_MAX_HDR	(SHCA_BTH_LEN + SHCA_ATMETH_LEN)
+/* The longest header chain of any opcode (BTH + XRCETH + AtomicETH). */
+#define SHCA_WIRE_MAX_HDR \
+	(SHCA_BTH_LEN + SHCA_XRCETH_LEN + SHCA_ATMETH_LEN)
 /* Path MTUs: 256, 512, 1024, 2048, 4096. */
 #define SHCA_WIRE_MIN_PMTU	256
 #define SHCA_WIRE_MAX_PMTU	4096
@@ -437,6 +440,28 @@ static inline void shca_ieth_set_rkey(struct shca_ieth *ieth, uint32_t rkey)
 }
 
 /*
+ * XRC Extended Transport Header (IBA 9.3): 8 reserved bits and the XRC
+ * SRQ number (24 bits) the request is for.  Every XRC request carries it,
+ * right after the BTH; XRC responses do not.
+ */
+struct shca_xrceth {
+	uint32_t srqn;
+} __attribute__((packed));
+_Static_assert(sizeof(struct shca_xrceth) == SHCA_XRCETH_LEN,
+	       "XRCETH is 4 bytes");
+
+static inline uint32_t shca_xrceth_srqn(const struct shca_xrceth *x)
+{
+	/* the reserved bits are ignored when received (IBA 9.2) */
+	return be32toh(x->srqn) & SHCA_QPN_MASK;
+}
+
+static inline void shca_xrceth_set_srqn(struct shca_xrceth *x, uint32_t n)
+{
+	x->srqn = htobe32(n & SHCA_QPN_MASK);
+}
+
+/*
  * FLUSH Extended Transport Header (IBA Annex A19, Memory Placement
  * Extensions): 26 reserved bits, the selectivity level (SEL, 2 bits:
  * 0 the range of the RETH, 1 the whole memory region) and the placement
@@ -481,14 +506,16 @@ static inline void shca_feth_set(struct shca_feth *f, uint8_t plt,
 
 /*
  * BTH opcode (IBA 9.2, table 35): the top three bits name the transport,
- * the low five the operation.  softhca implements RC, UC and UD; RD, CNP
- * and XRC opcodes and the reserved ones have no table entry.
+ * the low five the operation.  softhca implements RC, UC, UD and XRC (the
+ * RC operations, same low five bits, each request with an XRCETH); RD,
+ * CNP and the reserved opcodes have no table entry.
  */
 enum shca_wire_transport {
 	SHCA_TP_RC = 0,		/* 000xxxxx */
 	SHCA_TP_UC = 1,		/* 001xxxxx */
 	SHCA_TP_RD = 2,		/* 010xxxxx (not implemented) */
 	SHCA_TP_UD = 3,		/* 011xxxxx */
+	SHCA_TP_XRC = 5,	/* 101xxxxx */
 };
 #define SHCA_OPCODE_TP_SHIFT	5
 
@@ -536,6 +563,35 @@ enum shca_wire_opcode {
 
 	SHCA_OP_UD_SEND_ONLY				= 0x64,
 	SHCA_OP_UD_SEND_ONLY_WITH_IMMEDIATE		= 0x65,
+
+	/* XRC (IBA 9.2): the RC opcode's low five bits, transport 101 */
+	SHCA_OP_XRC_SEND_FIRST				= 0xa0,
+	SHCA_OP_XRC_SEND_MIDDLE				= 0xa1,
+	SHCA_OP_XRC_SEND_LAST				= 0xa2,
+	SHCA_OP_XRC_SEND_LAST_WITH_IMMEDIATE		= 0xa3,
+	SHCA_OP_XRC_SEND_ONLY				= 0xa4,
+	SHCA_OP_XRC_SEND_ONLY_WITH_IMMEDIATE		= 0xa5,
+	SHCA_OP_XRC_RDMA_WRITE_FIRST			= 0xa6,
+	SHCA_OP_XRC_RDMA_WRITE_MIDDLE			= 0xa7,
+	SHCA_OP_XRC_RDMA_WRITE_LAST			= 0xa8,
+	SHCA_OP_XRC_RDMA_WRITE_LAST_WITH_IMMEDIATE	= 0xa9,
+	SHCA_OP_XRC_RDMA_WRITE_ONLY			= 0xaa,
+	SHCA_OP_XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE	= 0xab,
+	SHCA_OP_XRC_RDMA_READ_REQUEST			= 0xac,
+	SHCA_OP_XRC_RDMA_READ_RESPONSE_FIRST		= 0xad,
+	SHCA_OP_XRC_RDMA_READ_RESPONSE_MIDDLE		= 0xae,
+	SHCA_OP_XRC_RDMA_READ_RESPONSE_LAST		= 0xaf,
+	SHCA_OP_XRC_RDMA_READ_RESPONSE_ONLY		= 0xb0,
+	SHCA_OP_XRC_ACKNOWLEDGE				= 0xb1,
+	SHCA_OP_XRC_ATOMIC_ACKNOWLEDGE			= 0xb2,
+	SHCA_OP_XRC_COMPARE_SWAP			= 0xb3,
+	SHCA_OP_XRC_FETCH_ADD				= 0xb4,
+	/* 0xb5 reserved */
+	SHCA_OP_XRC_SEND_LAST_WITH_INVALIDATE		= 0xb6,
+	SHCA_OP_XRC_SEND_ONLY_WITH_INVALIDATE		= 0xb7,
+	/* Annex A19's two, as on RC (our reading: XRC mirrors RC) */
+	SHCA_OP_XRC_FLUSH				= 0xbc,
+	SHCA_OP_XRC_ATOMIC_WRITE			= 0xbd,
 };
 
 /*
@@ -580,6 +636,8 @@ enum shca_wire_opmask {
 	SHCA_OPM_FETH		= 1u << 23,	/* before the RETH on the wire */
 	SHCA_OPM_FLUSH		= 1u << 24,
 	SHCA_OPM_ATOMIC_WRITE	= 1u << 25,
+	/* XRC requests: the XRCETH, right after the BTH */
+	SHCA_OPM_XRCETH		= 1u << 26,
 };
 #define SHCA_OPM_ONLY (SHCA_OPM_FIRST | SHCA_OPM_LAST)
 
@@ -591,6 +649,13 @@ struct shca_wire_opinfo {
 };
 
 extern const struct shca_wire_opinfo shca_wire_optab[256];
+
+/* An RC opcode's XRC twin (IBA 9.2: the same low five bits). */
+static inline uint8_t shca_wire_xrc_opcode(uint8_t rc_opcode)
+{
+	return (uint8_t)((SHCA_TP_XRC << SHCA_OPCODE_TP_SHIFT) |
+			 (rc_opcode & 0x1f));
+}
 
 /* The table entry of an opcode, or NULL if softhca does not know it. */
 static inline const struct shca_wire_opinfo *shca_wire_op(uint8_t opcode)
@@ -765,6 +830,8 @@ struct shca_wire_msg {
 	uint32_t imm_be;
 	/* IETH */
 	uint32_t inv_rkey;
+	/* XRCETH: the XRC SRQ a request is for */
+	uint32_t xrc_srqn;
 	/* FETH: placement type, selectivity level */
 	uint8_t flush_plt;
 	uint8_t flush_sel;
@@ -791,9 +858,9 @@ static inline unsigned int shca_wire_pad(size_t len)
  * shca_wire_pad(payload_len) zero bytes separately (writev).
  * Returns the header length, -EINVAL if m is not a message softhca can
  * send (unknown opcode, payload on an opcode without one or larger than
- * SHCA_WIRE_MAX_PMTU, QPN/PSN/MSN beyond 24 bits, reserved syndrome or
- * one other than ACK on a read response or atomic ACK), -ENOSPC if cap
- * is too small.
+ * SHCA_WIRE_MAX_PMTU, QPN/PSN/MSN/XRC SRQ number beyond 24 bits,
+ * reserved syndrome or one other than ACK on a read response or atomic
+ * ACK), -ENOSPC if cap is too small.
  */
 ssize_t shca_wire_build_hdr(void *buf, size_t cap,
 			    const struct shca_wire_msg *m);
@@ -813,7 +880,7 @@ ssize_t shca_wire_build(void *buf, size_t cap, const struct shca_wire_msg *m);
  *			headers of an opcode without payload, reserved AETH
  *			syndrome or one other than ACK in a read response or
  *			atomic ACK
- *	-EOPNOTSUPP	opcode reserved, or of RD, CNP or XRC; the BTH is whole
+ *	-EOPNOTSUPP	opcode reserved, or of RD or CNP; the BTH is whole
  *			(len >= SHCA_BTH_LEN), for a responder that NAKs it
  *	-EPROTO		TVer is not 0 (the spec drops such packets silently)
  *	-EMSGSIZE	payload larger than SHCA_WIRE_MAX_PMTU

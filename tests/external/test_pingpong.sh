@@ -17,6 +17,7 @@
 # shellcheck source=tests/external/lib.sh
 . "$(dirname "$0")/lib.sh"
 need ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_srq_pingpong ibv_xsrq_pingpong ss
+need tshark
 PP=$SOFTHCA_BUILD/tests/shca_pingpong
 [ -x "$PP" ] || { echo "FAIL: no $PP (build first)" >&2; exit 1; }
 
@@ -136,9 +137,28 @@ pp rc-dm ibv_rc_pingpong -j -n 200
 # the server's XRC SRQs through its XRC_RECV QPs, and back; each side
 # prints "success" only when every message of its pass came in
 pp xsrq ibv_xsrq_pingpong
+# ... and on the net path (SOFTHCA_NET=1: TCP over lo, the XRCETH on the
+# wire): each process's SOFTHCA_PCAP trace must hold XRC frames (BTH
+# opcode 0xa0..0xbd, as tshark decodes it)
+SOFTHCA_NET=1 SOFTHCA_PCAP=$T/xsrq-net.%p.pcap pp xsrq-net ibv_xsrq_pingpong
+xrc_frames() {
+	tshark -r "$1" -T fields -e infiniband.bth.opcode 2>/dev/null |
+		awk '$1 >= 160 && $1 <= 189 { n++ } END { print n + 0 }'
+}
+n_traces=0
+for f in "$T"/xsrq-net.*.pcap; do
+	[ -e "$f" ] || continue
+	n_traces=$((n_traces + 1))
+	n=$(xrc_frames "$f")
+	[ "$n" -gt 0 ] && ok "xsrq-net: $n XRC frames in $(basename "$f")" ||
+		fail "xsrq-net: no XRC frame in $(basename "$f")"
+done
+[ "$n_traces" -ge 2 ] && ok "xsrq-net: $n_traces traces" ||
+	fail "xsrq-net: $n_traces traces (want one per process)"
 expect_out_pair() { grep -Eq -- "$2" "$T/$1.client" && ok "$1 /$2/" || fail "$1: no /$2/"; }
 expect_out_pair rc-100000 '^100000 iters in'
 both_have xsrq '^success$'
+both_have xsrq-net '^success$'
 expect_out_pair rc-timestamps 'Average receive completion clock cycles'
 for t in rc-odp rc-odp-implicit rc-odp-prefetch rc-odp-implicit-prefetch \
 	 rc-dm; do

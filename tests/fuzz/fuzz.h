@@ -41,6 +41,13 @@ size_t fuzz_wire_seed(unsigned int i, uint8_t *buf, size_t cap);
 #define FUZZ_NET_SET_PSN	0x08	/* PSN := the one the QP expects next */
 #define FUZZ_NET_SET_KEY	0x10	/* RETH/AtomicETH R_Key := the MR's,
 					 * DETH Q_Key := the UD QP's */
+/*
+ * XRC: a packet of an XRC opcode (101xxxxx) from the RC QP's connection
+ * is for the XRC_RECV QP (same destination as the RC QP; an XRC SRQ of
+ * its domain, on the CQ, takes its receives): SET_QPN names that QP,
+ * SET_PSN its expected PSN, and SET_KEY sets the XRCETH to the XRC SRQ's
+ * number too (without it, the seed's own number: none of ours).
+ */
 /* With SET_PSN, bits 5..7 add a delta to that PSN: 0 (i = 0..3), +1 (4),
  * -1 (5: a duplicate), +2 (6: one lost), +2^23 (7: half the PSN space). */
 #define FUZZ_NET_PSN_DELTA(i)	((unsigned int)(i) << 5)

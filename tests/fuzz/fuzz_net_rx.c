@@ -7,11 +7,13 @@
  * Set up once, through the verbs API (the target links the library's
  * objects statically): softhca_lo, a PD, one MR with every access right
  * over a small buffer with canaries on both sides, a CQ, an SRQ, and RC,
- * UC (on the SRQ) and UD QPs.  The RC and UC QPs point at
- * ::ffff:127.0.0.2, which is none of this host's GIDs, so they take the
- * net path; their destination QPN names a port on which this target
- * itself listens at that address, so what softhca answers (ACKs, READ
- * responses, the RC requester's packets) goes somewhere and is read back.
+ * UC (on the SRQ) and UD QPs; an XRC domain with an XRC SRQ and an
+ * XRC_RECV QP (fuzz.h: XRC packets come on the RC QP's connection).
+ * The RC, UC and XRC_RECV QPs point at ::ffff:127.0.0.2, which is none
+ * of this host's GIDs, so they take the net path; their destination QPN
+ * names a port on which this target itself listens at that address, so
+ * what softhca answers (ACKs, READ responses, the RC requester's
+ * packets) goes somewhere and is read back.
  *
  * The input format is in fuzz.h.  Each packet goes to shca_net_rx() in
  * the engine thread, where conn.c hands packets up.  Every input starts
@@ -86,6 +88,11 @@ _Static_assert(REQ_READ_OFF + FUZZ_NET_RC_READ_LEN <= REQ_CAS_OFF,
 	       "MR layout");
 _Static_assert(REQ_FADD_OFF + 8 <= FUZZ_NET_MR_LEN, "MR layout");
 
+#define XRC_RECV_OFF	3600		/* the XRC SRQ's WQEs, one SGE */
+#define XRC_RECV_LEN	256
+_Static_assert(XRC_RECV_OFF >= REQ_FADD_OFF + 8 &&
+	       XRC_RECV_OFF + XRC_RECV_LEN <= FUZZ_NET_MR_LEN, "MR layout");
+
 #define REQ_WR_ID	0x5e00		/* + index of the RC request */
 #define NREQ		6
 
@@ -111,6 +118,9 @@ static struct {
 	struct ibv_cq *cq;
 	struct ibv_srq *srq;
 	struct ibv_qp *rc, *uc, *ud;
+	struct ibv_xrcd *xrcd;
+	struct ibv_srq *xsrq;		/* an XRC SRQ of xrcd */
+	struct ibv_qp *xrecv;		/* XRC_RECV of xrcd, kept in RTR */
 	unsigned char *mem;		/* canary, MR, canary */
 	unsigned char *buf;		/* the MR's bytes */
 	uint16_t port;			/* where we listen (127.0.0.2/.3) */
@@ -161,9 +171,12 @@ static void check_sent(const unsigned char *p, size_t len)
 
 	CHECK(shca_wire_parse(p, len, &m) == 0);
 	tp = (enum shca_wire_transport)m.op->transport;
-	CHECK(tp == SHCA_TP_RC || tp == SHCA_TP_UC);
+	CHECK(tp == SHCA_TP_RC || tp == SHCA_TP_UC || tp == SHCA_TP_XRC);
+	/* the XRC_RECV QP answers, and sends no request */
+	CHECK(tp != SHCA_TP_XRC || (m.op->mask & SHCA_OPM_RESP));
 	CHECK(m.dqpn == fz.dqpn);
 	CHECK(shca_wire_check_qp(&m, tp, FUZZ_NET_PMTU) == 0);
+	/* (the RC QP's: the XRC_RECV QP's PSNs restart on their own) */
 	if (m.opcode == SHCA_OP_RC_ATOMIC_ACKNOWLEDGE)
 		check_atomic_ack(&m);
 	if (fz.hooks.sent)
@@ -431,6 +444,11 @@ static void post_recv(struct ibv_qp *qp)
 					   RC_RECV_LEN - 64, fz.mr->lkey };
 		wr.num_sge = 2;
 		CHECK(!ibv_post_recv(qp, &wr, &bad));
+	} else if (qp == fz.xrecv) {
+		sge[0] = (struct ibv_sge){ at(XRC_RECV_OFF), XRC_RECV_LEN,
+					   fz.mr->lkey };
+		wr.num_sge = 1;
+		CHECK(!ibv_post_srq_recv(fz.xsrq, &wr, &bad));
 	} else if (qp == fz.ud) {
 		sge[0] = (struct ibv_sge){ at(UD_RECV_OFF), UD_RECV_LEN,
 					   fz.mr->lkey };
@@ -457,6 +475,8 @@ static void refill(void)
 			post_recv(fz.ud);
 	while (shca_rq_count(&to_ssrq(fz.srq)->rq) < RQ_DEPTH)
 		post_recv(fz.uc);
+	while (shca_rq_count(&to_ssrq(fz.xsrq)->rq) < RQ_DEPTH)
+		post_recv(fz.xrecv);
 }
 
 /* The RC requests that ACKs and responses answer (fuzz.h). */
@@ -520,6 +540,7 @@ static void modify(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 static void qp_restart(struct ibv_qp *qp)
 {
 	bool ud = qp->qp_type == IBV_QPT_UD, rc = qp->qp_type == IBV_QPT_RC;
+	bool xrc = qp->qp_type == IBV_QPT_XRC_RECV;
 	struct ibv_qp_attr a;
 	int mask;
 
@@ -548,7 +569,7 @@ static void qp_restart(struct ibv_qp *qp)
 	} else {
 		a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
 				    IBV_ACCESS_REMOTE_WRITE;
-		if (rc)
+		if (rc || xrc)
 			a.qp_access_flags |= IBV_ACCESS_REMOTE_READ |
 					     IBV_ACCESS_REMOTE_ATOMIC |
 					     SHCA_ACCESS_FLUSH_GLOBAL;
@@ -571,12 +592,14 @@ static void qp_restart(struct ibv_qp *qp)
 		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			IBV_QP_RQ_PSN;
 	}
-	if (rc) {
+	if (rc || xrc) {
 		a.max_dest_rd_atomic = 16;
 		a.min_rnr_timer = 1;
 		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 	}
 	modify(qp, &a, mask);
+	if (xrc)
+		return;		/* a responder only: RTR is enough */
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -629,6 +652,8 @@ static void poll_cq(void)
 
 			if (w->qp_num == fz.rc->qp_num)
 				cap = RC_RECV_LEN;
+			else if (w->qp_num == fz.xrecv->qp_num)
+				cap = XRC_RECV_LEN;
 			else if (w->qp_num == fz.uc->qp_num)
 				cap = UC_RECV_LEN;
 			else
@@ -675,18 +700,20 @@ static void drain_async(void)
  */
 static void settle(bool restart_all)
 {
-	struct ibv_qp *qps[3] = { fz.rc, fz.uc, fz.ud };
+	struct ibv_qp *qps[4] = { fz.rc, fz.uc, fz.ud, fz.xrecv };
 	bool restarted = restart_all;
 	unsigned int i;
 
 	poll_cq();
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < 4; i++) {
 		enum ibv_qp_state st = qp_state(qps[i]);
+		enum ibv_qp_state ok = qps[i] == fz.xrecv ? IBV_QPS_RTR :
+							    IBV_QPS_RTS;
 
-		if (fz.verbose && st != IBV_QPS_RTS)
+		if (fz.verbose && st != ok)
 			fprintf(stderr, "    QP 0x%06x in state %d: restart\n",
 				qps[i]->qp_num, (int)st);
-		if (restart_all || st != IBV_QPS_RTS) {
+		if (restart_all || st != ok) {
 			qp_restart(qps[i]);
 			restarted = true;
 		}
@@ -747,6 +774,15 @@ static void patch(unsigned char *pkt, size_t len, uint8_t sel,
 						   psn_delta[sel >> 5]));
 	if (!op || !(sel & FUZZ_NET_SET_KEY))
 		return;
+	if (op->mask & SHCA_OPM_XRCETH) {
+		uint32_t srqn;
+
+		CHECK(!ibv_get_srq_num(fz.xsrq, &srqn));
+		if (len >= off + SHCA_XRCETH_LEN)
+			shca_xrceth_set_srqn((struct shca_xrceth *)(pkt + off),
+					     srqn);
+		off += SHCA_XRCETH_LEN;
+	}
 	if (op->mask & SHCA_OPM_DETH) {
 		if (len >= off + SHCA_DETH_LEN)
 			shca_deth_set_qkey((struct shca_deth *)(pkt + off),
@@ -772,6 +808,11 @@ static void receive(uint8_t sel, const uint8_t *data, size_t len)
 	struct ibv_qp *qp = from == FUZZ_NET_FROM_UC ? fz.uc :
 			    from == FUZZ_NET_FROM_UD ? fz.ud : fz.rc;
 	struct shca_net_addr addr;
+
+	/* XRC opcodes on the RC QP's connection: the XRC_RECV QP's */
+	if (from == FUZZ_NET_FROM_RC && len &&
+	    data[0] >> SHCA_OPCODE_TP_SHIFT == SHCA_TP_XRC)
+		qp = fz.xrecv;
 	struct shca_conn *c;
 	unsigned char *pkt;
 
@@ -927,6 +968,36 @@ static void setup(void)
 	fz.rc = create_qp(IBV_QPT_RC, NULL);
 	fz.uc = create_qp(IBV_QPT_UC, fz.srq);
 	fz.ud = create_qp(IBV_QPT_UD, NULL);
+	{
+		struct ibv_xrcd_init_attr xa = {
+			.comp_mask = IBV_XRCD_INIT_ATTR_FD |
+				     IBV_XRCD_INIT_ATTR_OFLAGS,
+			.fd = -1,
+			.oflags = O_CREAT,
+		};
+		struct ibv_srq_init_attr_ex xs;
+		struct ibv_qp_init_attr_ex xq;
+
+		fz.xrcd = ibv_open_xrcd(fz.ctx, &xa);
+		CHECK(fz.xrcd);
+		memset(&xs, 0, sizeof(xs));
+		xs.attr.max_wr = RQ_DEPTH;
+		xs.attr.max_sge = 1;
+		xs.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			       IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+		xs.srq_type = IBV_SRQT_XRC;
+		xs.pd = fz.pd;
+		xs.xrcd = fz.xrcd;
+		xs.cq = fz.cq;
+		fz.xsrq = ibv_create_srq_ex(fz.ctx, &xs);
+		CHECK(fz.xsrq);
+		memset(&xq, 0, sizeof(xq));
+		xq.qp_type = IBV_QPT_XRC_RECV;
+		xq.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+		xq.xrcd = fz.xrcd;
+		fz.xrecv = ibv_create_qp_ex(fz.ctx, &xq);
+		CHECK(fz.xrecv);
+	}
 	/* the group's datagrams reach the UD QP (dest QPN 0xffffff) */
 	CHECK(!ibv_attach_mcast(fz.ud, &fz.mgid, 0));
 	fz.ready = true;
@@ -938,6 +1009,8 @@ static void setup(void)
 	/* 127.0.0.2 must not count as this host's: the net path it is */
 	CHECK(to_sqp(fz.rc)->net.on && to_sqp(fz.rc)->net.conn == fz.conn);
 	CHECK(to_sqp(fz.uc)->net.on && to_sqp(fz.uc)->net.conn == fz.conn);
+	CHECK(to_sqp(fz.xrecv)->net.on &&
+	      to_sqp(fz.xrecv)->net.conn == fz.conn);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

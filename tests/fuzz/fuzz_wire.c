@@ -41,6 +41,7 @@ static bool same_msg(const struct shca_wire_msg *a,
 	       a->msn == b->msn && a->orig == b->orig &&
 	       a->imm_be == b->imm_be && a->inv_rkey == b->inv_rkey &&
 	       a->qkey == b->qkey && a->sqpn == b->sqpn &&
+	       a->xrc_srqn == b->xrc_srqn &&
 	       a->payload_len == b->payload_len && a->op == b->op &&
 	       a->hdr_len == b->hdr_len &&
 	       (!a->payload_len ||
@@ -87,7 +88,10 @@ static void check_accepted(const uint8_t *pkt, size_t size,
 		CHECK(shca_wire_build(out, size - 1, m) == -ENOSPC);
 	free(out);
 
-	for (tp = 0; tp < 4; tp++)
+	if (!(m->op->mask & SHCA_OPM_XRCETH))
+		CHECK(!m->xrc_srqn);
+	CHECK(m->xrc_srqn <= SHCA_QPN_MASK);
+	for (tp = 0; tp < 6; tp++)
 		for (i = 0; i < sizeof(pmtus) / sizeof(pmtus[0]); i++) {
 			r = shca_wire_check_qp(m, (enum shca_wire_transport)tp,
 					       pmtus[i]);

@@ -83,6 +83,7 @@ size_t fuzz_wire_seed(unsigned int i, uint8_t *buf, size_t cap)
 	m.msn = 1;
 	m.qkey = 0x11111111;
 	m.sqpn = 0x000402;
+	m.xrc_srqn = 0x00c003;	/* XRC requests (XRCETH) */
 	if (op->mask & SHCA_OPM_PAYLOAD) {
 		m.payload = payload;
 		m.payload_len = seed_lens[i - k];

@@ -12,7 +12,8 @@
  * and RDMA WRITE of one and several packets, READ and atomic requests,
  * ACKs, NAKs and responses for the RC QP's own requests, UC messages, UD
  * datagrams to the QP and to its multicast group, duplicates and PSN
- * gaps, and requests from another connection.
+ * gaps, requests from another connection, and XRC requests for the
+ * XRC_RECV QP (good and bad SRQ numbers).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -384,6 +385,87 @@ static void seed_other(struct seed_buf *b, unsigned int v)
 	}
 }
 
+/*
+ * XRC requests for the XRC_RECV QP (fuzz.h): the XRCETH set to the XRC
+ * SRQ's number (SET_KEY), or left as the seed wrote it (no SRQ of ours:
+ * an invalid request), and XRC packets where they do not belong.
+ */
+static void seed_xrc(struct seed_buf *b, unsigned int v)
+{
+	uint64_t va = FUZZ_NET_IOVA + 2048;
+	unsigned int k;
+
+	switch (v) {
+	case 0:
+		rec(b, RC, MSG(SHCA_OP_XRC_SEND_ONLY, .payload_len = 16,
+			       .ackreq = true));
+		rec(b, RC, MSG(SHCA_OP_XRC_SEND_ONLY_WITH_IMMEDIATE,
+			       .payload_len = 0, .imm_be = 0x01020304,
+			       .ackreq = true));
+		break;
+	case 1:
+		rec(b, RC, MSG(SHCA_OP_XRC_SEND_FIRST,
+			       .payload_len = FUZZ_NET_PMTU));
+		rec(b, RC, MSG(SHCA_OP_XRC_SEND_LAST, .payload_len = 100,
+			       .ackreq = true));
+		break;
+	case 2:		/* a later packet naming another SRQ */
+		rec(b, RC, MSG(SHCA_OP_XRC_SEND_FIRST,
+			       .payload_len = FUZZ_NET_PMTU));
+		rec(b, RC & ~FUZZ_NET_SET_KEY,
+		    MSG(SHCA_OP_XRC_SEND_LAST, .payload_len = 100,
+			.xrc_srqn = 0x123, .ackreq = true));
+		break;
+	case 3:
+		rec(b, RC, MSG(SHCA_OP_XRC_RDMA_WRITE_FIRST, .va = va,
+			       .dma_len = 300, .payload_len = FUZZ_NET_PMTU));
+		rec(b, RC, MSG(SHCA_OP_XRC_RDMA_WRITE_LAST_WITH_IMMEDIATE,
+			       .payload_len = 44, .imm_be = 9,
+			       .ackreq = true));
+		break;
+	case 4:
+		rec(b, RC, MSG(SHCA_OP_XRC_RDMA_READ_REQUEST,
+			       .va = FUZZ_NET_IOVA, .dma_len = 600,
+			       .ackreq = true));
+		rec(b, RC | FUZZ_NET_PSN_DELTA(5),
+		    MSG(SHCA_OP_XRC_RDMA_READ_REQUEST, .va = FUZZ_NET_IOVA,
+			.dma_len = 600, .ackreq = true));
+		break;
+	case 5:
+		rec(b, RC, MSG(SHCA_OP_XRC_COMPARE_SWAP,
+			       .va = FUZZ_NET_IOVA + 8, .compare = 0,
+			       .swap_add = 5, .ackreq = true));
+		rec(b, RC, MSG(SHCA_OP_XRC_FETCH_ADD, .va = FUZZ_NET_IOVA + 8,
+			       .swap_add = 1, .ackreq = true));
+		rec(b, RC | FUZZ_NET_PSN_DELTA(5),
+		    MSG(SHCA_OP_XRC_FETCH_ADD, .va = FUZZ_NET_IOVA + 8,
+			.swap_add = 1, .ackreq = true));
+		break;
+	case 6:		/* SRQ numbers none of ours: 0, another */
+		rec(b, RC & ~FUZZ_NET_SET_KEY,
+		    MSG(SHCA_OP_XRC_SEND_ONLY, .payload_len = 8,
+			.ackreq = true));
+		rec(b, RC & ~FUZZ_NET_SET_KEY,
+		    MSG(SHCA_OP_XRC_SEND_ONLY, .payload_len = 8,
+			.xrc_srqn = 0xffffff, .ackreq = true));
+		break;
+	case 7:		/* more SENDs than the XRC SRQ holds: RNR NAK */
+		for (k = 0; k < 6; k++)
+			rec(b, RC, MSG(SHCA_OP_XRC_SEND_ONLY, .payload_len = 8,
+				       .ackreq = true));
+		break;
+	case 8:		/* XRC where it does not belong: the UC
+			 * connection, an XRC answer for the XRC_RECV
+			 * QP, another connection */
+		rec(b, UC, MSG(SHCA_OP_XRC_SEND_ONLY, .payload_len = 8,
+			       .ackreq = true));
+		rec(b, RC, MSG(SHCA_OP_XRC_ACKNOWLEDGE, .syndrome = ACK_OK));
+		rec(b, OTHER, MSG(SHCA_OP_XRC_SEND_ONLY, .payload_len = 8,
+				  .ackreq = true));
+		break;
+	}
+}
+
 static const struct {
 	void (*fn)(struct seed_buf *b, unsigned int v);
 	unsigned int n;
@@ -392,6 +474,7 @@ static const struct {
 	{ seed_rc_rdma, 9 },
 	{ seed_rc_answers, 9 },
 	{ seed_other, 10 },
+	{ seed_xrc, 9 },
 };
 
 size_t fuzz_net_rx_seed(unsigned int i, uint8_t *buf, size_t cap)

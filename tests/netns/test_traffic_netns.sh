@@ -29,10 +29,12 @@
 # have opened more connections than the run needs without resets), stat
 # (`softhca stat` and the counters across hosts: each side sees only
 # itself, traffic counted exactly), exitflush (what a requester queued
-# reaches the other host although it exits right after posting).
+# reaches the other host although it exits right after posting), xrc
+# (XRC between the hosts: the XRCETH on the wire, the SRQ looked up and
+# checked by the receiving process, traffic_test_xrc_traffic).
 #
 # Usage: test_traffic_netns.sh [matrix|errors|matrix6|rcfaults|rcreset|
-# stat|exitflush [CASE...]] (default: every run, every case).
+# stat|exitflush|xrc [CASE...]] (default: every run, every case).
 # Environment: SOFTHCA_BUILD (default: the source tree's build/), with the
 # test binaries in $SOFTHCA_BUILD/tests.
 # shellcheck source=tests/netns/lib.sh
@@ -54,17 +56,17 @@ unset LD_PRELOAD RDMAV_DRIVERS IBV_DRIVERS SHCA_TEST_NETNS_DEV
 # every case (the matrix moves ~30 MB, the errors ~35 KB)
 declare -A BIN=([matrix]=matrix [errors]=errors [matrix6]=matrix
 		[rcfaults]=matrix [rcreset]=matrix [stat]=stat
-		[exitflush]=exitflush)
+		[exitflush]=exitflush [xrc]=xrc_traffic)
 declare -A GID=([matrix]=ipv4 [errors]=ipv4 [matrix6]=ipv6 [rcfaults]=ipv4
-		[rcreset]=ipv4 [stat]=ipv4 [exitflush]=ipv4)
+		[rcreset]=ipv4 [stat]=ipv4 [exitflush]=ipv4 [xrc]=ipv4)
 declare -A SECS=([matrix]=240 [errors]=600 [matrix6]=240 [rcfaults]=240
-		 [rcreset]=240 [stat]=120 [exitflush]=120)
+		 [rcreset]=240 [stat]=120 [exitflush]=120 [xrc]=120)
 declare -A CASE_SECS=([matrix]=90 [errors]=25 [matrix6]=90 [rcfaults]=150
-		      [rcreset]=150 [stat]=40 [exitflush]=40)
+		      [rcreset]=150 [stat]=40 [exitflush]=40 [xrc]=60)
 declare -A MIN_BYTES=([matrix]=$((8 << 20)) [errors]=$((8 << 10))
 		      [matrix6]=$((8 << 20)) [rcfaults]=$((8 << 20))
 		      [rcreset]=$((8 << 20)) [stat]=$((4 << 20))
-		      [exitflush]=$((4 << 20)))
+		      [exitflush]=$((4 << 20)) [xrc]=$((8 << 10)))
 # rcfaults: the RC matrix (every opcode, size to 1 MiB, SGEs, inline, all
 # checked) with faults in both processes: RC must hide them all (go-back-N,
 # READs asked again from a lost response, duplicates answered again).
@@ -80,9 +82,10 @@ RESETS_MIN=10
 export NETNS_WATCHDOG=${NETNS_WATCHDOG:-1150}
 
 case ${1:-} in
-"") RUNS=(matrix errors matrix6 rcfaults rcreset stat exitflush) ;;
-matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush) RUNS=("$1"); shift ;;
-*) echo "usage: $0 [matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush [CASE...]]" >&2; exit 2 ;;
+"") RUNS=(matrix errors matrix6 rcfaults rcreset stat exitflush xrc) ;;
+matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush|xrc) RUNS=("$1"); shift ;;
+*) echo "usage: $0 [matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush|xrc" \
+	"[CASE...]]" >&2; exit 2 ;;
 esac
 CASES=("$@")
 for r in "${RUNS[@]}"; do

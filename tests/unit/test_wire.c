@@ -270,6 +270,65 @@ TEST(packet_image)
 	ASSERT_EQ(buf[32], 0xa5);
 }
 
+TEST(xrc_packet_image)
+{
+	/* XRC SEND ONLY WITH IMMEDIATE for XRC SRQ 0x00c003, 3 bytes */
+	static const uint8_t want[] = {
+		/* BTH: opcode 0xa5, PadCnt 1, P_Key 0xffff, DestQP 0x000011,
+		 * AckReq 1, PSN 0x000007 */
+		0xa5, 0x10, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11,
+		0x80, 0x00, 0x00, 0x07,
+		/* XRCETH: reserved 8 bits, XRCSRQ 24 bits */
+		0x00, 0x00, 0xc0, 0x03,
+		/* ImmDt */
+		0x01, 0x02, 0x03, 0x04,
+		'x', 'y', 'z', 0,
+	};
+	uint8_t buf[64];
+	struct shca_wire_msg m = {
+		.opcode = SHCA_OP_XRC_SEND_ONLY_WITH_IMMEDIATE,
+		.ackreq = true,
+		.pkey = 0xffff,
+		.dqpn = 0x11,
+		.psn = 7,
+		.xrc_srqn = 0xc003,
+		.payload = "xyz",
+		.payload_len = 3,
+	};
+	struct shca_wire_msg p;
+	uint8_t bad[sizeof(want)];
+
+	memcpy(&m.imm_be, "\x01\x02\x03\x04", 4);
+	ASSERT_EQ(shca_wire_build(buf, sizeof(buf), &m), sizeof(want));
+	assert_bytes("xrc packet", buf, want, sizeof(want));
+	ASSERT_EQ(shca_wire_parse(want, sizeof(want), &p), 0);
+	ASSERT_EQ(p.opcode, 0xa5);
+	ASSERT_EQ(p.hdr_len, 20);
+	ASSERT_EQ(p.xrc_srqn, 0xc003);
+	ASSERT_EQ(p.payload_len, 3);
+	ASSERT(p.payload == want + 20);
+	ASSERT_EQ(p.imm_be, m.imm_be);
+	ASSERT_EQ(p.op->transport, SHCA_TP_XRC);
+	/* reserved bits of the XRCETH are ignored */
+	memcpy(bad, want, sizeof(bad));
+	bad[12] = 0xff;
+	ASSERT_EQ(shca_wire_parse(bad, sizeof(bad), &p), 0);
+	ASSERT_EQ(p.xrc_srqn, 0xc003);
+	/* an SRQ number beyond 24 bits is not sent */
+	m.xrc_srqn = 0x1000000;
+	ASSERT_EQ(shca_wire_build(buf, sizeof(buf), &m), -EINVAL);
+	/* an XRC ACK carries no XRCETH; an XRC request cut before its end
+	 * is malformed */
+	m = (struct shca_wire_msg){ .opcode = SHCA_OP_XRC_ACKNOWLEDGE,
+				    .syndrome = SHCA_AETH_CREDITS_INVALID };
+	ASSERT_EQ(shca_wire_build(buf, sizeof(buf), &m), 16);
+	ASSERT_EQ(shca_wire_parse(want, 12, &p), -EBADMSG);
+	/* an XRC packet is not an RC QP's, nor an RC packet an XRC QP's */
+	ASSERT_EQ(shca_wire_parse(want, sizeof(want), &p), 0);
+	ASSERT_EQ(shca_wire_check_qp(&p, SHCA_TP_RC, 1024), -EPROTOTYPE);
+	ASSERT_EQ(shca_wire_check_qp(&p, SHCA_TP_XRC, 1024), 0);
+}
+
 /* The opcode table ------------------------------------------------------- */
 
 TEST(opcode_table)
@@ -318,6 +377,32 @@ TEST(opcode_table)
 		{ 0x2b, "UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", 32 },
 		{ 0x64, "UD_SEND_ONLY", 20 },
 		{ 0x65, "UD_SEND_ONLY_WITH_IMMEDIATE", 24 },
+		/* XRC: RC's, requests 4 bytes longer (the XRCETH) */
+		{ 0xa0, "XRC_SEND_FIRST", 16 },
+		{ 0xa1, "XRC_SEND_MIDDLE", 16 },
+		{ 0xa2, "XRC_SEND_LAST", 16 },
+		{ 0xa3, "XRC_SEND_LAST_WITH_IMMEDIATE", 20 },
+		{ 0xa4, "XRC_SEND_ONLY", 16 },
+		{ 0xa5, "XRC_SEND_ONLY_WITH_IMMEDIATE", 20 },
+		{ 0xa6, "XRC_RDMA_WRITE_FIRST", 32 },
+		{ 0xa7, "XRC_RDMA_WRITE_MIDDLE", 16 },
+		{ 0xa8, "XRC_RDMA_WRITE_LAST", 16 },
+		{ 0xa9, "XRC_RDMA_WRITE_LAST_WITH_IMMEDIATE", 20 },
+		{ 0xaa, "XRC_RDMA_WRITE_ONLY", 32 },
+		{ 0xab, "XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", 36 },
+		{ 0xac, "XRC_RDMA_READ_REQUEST", 32 },
+		{ 0xad, "XRC_RDMA_READ_RESPONSE_FIRST", 16 },
+		{ 0xae, "XRC_RDMA_READ_RESPONSE_MIDDLE", 12 },
+		{ 0xaf, "XRC_RDMA_READ_RESPONSE_LAST", 16 },
+		{ 0xb0, "XRC_RDMA_READ_RESPONSE_ONLY", 16 },
+		{ 0xb1, "XRC_ACKNOWLEDGE", 16 },
+		{ 0xb2, "XRC_ATOMIC_ACKNOWLEDGE", 24 },
+		{ 0xb3, "XRC_COMPARE_SWAP", 44 },
+		{ 0xb4, "XRC_FETCH_ADD", 44 },
+		{ 0xb6, "XRC_SEND_LAST_WITH_INVALIDATE", 20 },
+		{ 0xb7, "XRC_SEND_ONLY_WITH_INVALIDATE", 20 },
+		{ 0xbc, "XRC_FLUSH", 36 },
+		{ 0xbd, "XRC_ATOMIC_WRITE", 32 },
 	};
 	unsigned int i, n = 0, opc;
 
@@ -334,7 +419,7 @@ TEST(opcode_table)
 	for (opc = 0; opc < 256; opc++)
 		if (shca_wire_op((uint8_t)opc))
 			n++;
-	/* Nothing else: reserved, RD, CNP and XRC opcodes have no entry. */
+	/* Nothing else: reserved, RD and CNP opcodes have no entry. */
 	ASSERT_EQ(n, ARRAY_LEN(known));
 	ASSERT_NULL(shca_wire_op(0x15));
 	ASSERT_NULL(shca_wire_op(0x18));
@@ -342,7 +427,8 @@ TEST(opcode_table)
 	ASSERT_NULL(shca_wire_op(0x40));	/* RD SEND_FIRST */
 	ASSERT_NULL(shca_wire_op(0x60));
 	ASSERT_NULL(shca_wire_op(0x81));	/* CNP */
-	ASSERT_NULL(shca_wire_op(0xa4));	/* XRC SEND_ONLY */
+	ASSERT_NULL(shca_wire_op(0xb5));	/* XRC reserved */
+	ASSERT_NULL(shca_wire_op(0xbe));
 	ASSERT_NULL(shca_wire_op(0xff));
 }
 
@@ -377,9 +463,24 @@ TEST(opcode_masks)
 		ASSERT_EQ(!!(m & SHCA_OPM_PAYLOAD),
 			  !!(m & (SHCA_OPM_SEND | SHCA_OPM_WRITE |
 				  SHCA_OPM_ATOMIC_WRITE | SHCA_OPM_READ_RESP)));
-		/* RC requests need an ACK; nothing else does */
+		/* RC and XRC requests need an ACK; nothing else does */
 		ASSERT_EQ(!!(m & SHCA_OPM_NEEDS_ACK),
-			  op->transport == SHCA_TP_RC && (m & SHCA_OPM_REQ));
+			  (op->transport == SHCA_TP_RC ||
+			   op->transport == SHCA_TP_XRC) &&
+				  (m & SHCA_OPM_REQ));
+		/* XRC requests name their SRQ; nothing else does */
+		ASSERT_EQ(!!(m & SHCA_OPM_XRCETH),
+			  op->transport == SHCA_TP_XRC && (m & SHCA_OPM_REQ));
+		/* XRC mirrors RC: same low five bits, same kind */
+		if (op->transport == SHCA_TP_XRC) {
+			const struct shca_wire_opinfo *rc =
+				shca_wire_op((uint8_t)(opc & 0x1f));
+
+			ASSERT_NOT_NULL(rc);
+			ASSERT_EQ(m & ~SHCA_OPM_XRCETH, rc->mask);
+			ASSERT_EQ(shca_wire_xrc_opcode((uint8_t)(opc & 0x1f)),
+				  opc);
+		}
 		ASSERT_EQ(!!(m & SHCA_OPM_NEEDS_RESP),
 			  !!(m & (SHCA_OPM_READ_REQ | SHCA_OPM_ATOMIC |
 				  SHCA_OPM_FLUSH)));
@@ -724,7 +825,7 @@ TEST(parse_reserved_opcodes)
 		expect_parse(buf, 12, -EOPNOTSUPP);
 		n++;
 	}
-	ASSERT_EQ(n, 256 - 39);
+	ASSERT_EQ(n, 256 - 39 - 25);
 	/* ... but a truncated BTH is malformed whatever its opcode */
 	buf[0] = 0x15;
 	expect_parse(buf, 11, -EBADMSG);
