@@ -849,49 +849,108 @@ void shca_seg_unmap(struct shca_seg_hold *h)
 /* ------------------------------------------------------------------ */
 /* The drain                                                           */
 
+/* Drains read the busy bitmap under the read side; the tidy that clears
+ * bits runs alone (a drain reading a bit cleared for a moment would miss
+ * the lane it stands for). */
+static pthread_rwlock_t drain_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+/*
+ * One lane whose busy bit is set: wait while it holds key for a live
+ * process, without spinning (a preempted peer needs the CPU); a lane of
+ * a process that died is freed.  A lane word is a peer's: any pid that is
+ * not a live process (0, negative, gone) counts as dead.
+ */
+static void drain_lane(uint64_t *lane, uint32_t key)
+{
+	bool warned = false;
+
+	for (unsigned int waits = 0;; waits++) {
+		uint64_t w = __atomic_load_n(lane, __ATOMIC_SEQ_CST);
+		pid_t pid = SHCA_LANE_PID(w);
+
+		if (!w || SHCA_LANE_KEY(w) != key)
+			return;
+		if (pid <= 0 || (kill(pid, 0) && errno == ESRCH)) {
+			__atomic_compare_exchange_n(lane, &w, 0, false,
+						    __ATOMIC_SEQ_CST,
+						    __ATOMIC_RELAXED);
+			continue;
+		}
+		if (waits < 64) {
+			sched_yield();
+			continue;
+		}
+		if (waits == 64 + 20000 && !warned) {	/* ~1 s */
+			shca_warn("dereg of key %#x waits for pid %d", key,
+				  (int)pid);
+			warned = true;
+		}
+		nanosleep(&(struct timespec){ 0, 50000 }, NULL);
+	}
+}
+
+/*
+ * Keeps the bitmap short: the bits of free lanes cleared, when no drain
+ * reads it (else skipped: a later drain does it).  Clear, then read the
+ * lane again: a peer that took it meanwhile either sees the bit clear and
+ * sets it, or is seen here and its bit set back (arena.h).
+ */
+static void lanes_tidy(uint64_t *lanes)
+{
+	uint64_t *busy = shca_lanes_busy(lanes);
+
+	if (pthread_rwlock_trywrlock(&drain_lock))
+		return;
+	for (uint32_t g = 0; g < SHCA_ARENA_LANES / 64; g++) {
+		uint64_t bits = __atomic_load_n(&busy[g], __ATOMIC_SEQ_CST);
+
+		while (bits) {
+			uint32_t b = (uint32_t)__builtin_ctzll(bits);
+			uint32_t k = g * 64 + b;
+
+			bits &= bits - 1;
+			if (__atomic_load_n(&lanes[k], __ATOMIC_SEQ_CST))
+				continue;
+			__atomic_fetch_and(&busy[g], ~(1ull << b),
+					   __ATOMIC_SEQ_CST);
+			if (__atomic_load_n(&lanes[k], __ATOMIC_SEQ_CST))
+				__atomic_fetch_or(&busy[g], 1ull << b,
+						  __ATOMIC_SEQ_CST);
+		}
+	}
+	pthread_rwlock_unlock(&drain_lock);
+}
+
 /*
  * arena.h's lane protocol, the owner's half: the MR entry is already
  * clear, so a peer that claims a lane from now on cannot find the MR; one
- * that claimed before may still be inside its memory.  Wait for those,
- * without spinning (a preempted peer needs the CPU), and free the lanes
- * of processes that died holding them.  A lane word is a peer's: any pid
- * that is not a live process (0, negative, gone) counts as dead.
+ * that claimed before has its lane's busy bit set, and may still be
+ * inside its memory.  Wait for those (drain_lane), reading 64 bitmap
+ * words rather than 4096 lanes (a bitmap that peers set all of costs the
+ * full scan, no more).
  */
 void shca_seg_drain(uint32_t key)
 {
 	struct shca_arena *a = shca_arena_self();
-	uint64_t *lanes;
-	bool warned = false;
+	uint64_t *lanes, *busy;
 
 	if (!a)
 		return;
 	lanes = shca_arena_lanes(a->base);
-	/* the entry's clearing stores before the lanes' loads */
+	busy = shca_lanes_busy(lanes);
+	pthread_rwlock_rdlock(&drain_lock);
+	/* the entry's clearing stores before the bitmap's loads */
 	shca_full_fence();
-	for (uint32_t i = 0; i < SHCA_ARENA_LANES; i++) {
-		for (unsigned int waits = 0;; waits++) {
-			uint64_t w = __atomic_load_n(&lanes[i],
-						     __ATOMIC_SEQ_CST);
-			pid_t pid = SHCA_LANE_PID(w);
+	for (uint32_t g = 0; g < SHCA_ARENA_LANES / 64; g++) {
+		uint64_t bits = __atomic_load_n(&busy[g], __ATOMIC_SEQ_CST);
 
-			if (!w || SHCA_LANE_KEY(w) != key)
-				break;
-			if (pid <= 0 || (kill(pid, 0) && errno == ESRCH)) {
-				__atomic_compare_exchange_n(&lanes[i], &w, 0,
-					false, __ATOMIC_SEQ_CST,
-					__ATOMIC_RELAXED);
-				continue;
-			}
-			if (waits < 64) {
-				sched_yield();
-				continue;
-			}
-			if (waits == 64 + 20000 && !warned) {	/* ~1 s */
-				shca_warn("dereg of key %#x waits for pid "
-					  "%d", key, (int)pid);
-				warned = true;
-			}
-			nanosleep(&(struct timespec){ 0, 50000 }, NULL);
+		while (bits) {
+			uint32_t k = g * 64 + (uint32_t)__builtin_ctzll(bits);
+
+			bits &= bits - 1;
+			drain_lane(&lanes[k], key);
 		}
 	}
+	pthread_rwlock_unlock(&drain_lock);
+	lanes_tidy(lanes);
 }
