@@ -5,13 +5,15 @@
  *
  * Making a range shareable (shca_seg_map), for each run of pages that no
  * segment covers yet and that is private anonymous memory:
- *   1. take a range of the pool; map it shared at a temporary address;
- *   2. copy only the pages that hold data (present or swapped out), so
- *      that untouched memory stays untouched, whatever its size;
- *   3. mremap the temporary mapping over the run: the kernel replaces the
- *      old pages by the new ones in one step, at the same addresses;
- *   4. give each part back the protection of the mapping it replaced;
- *   5. publish the segment in the arena's table.
+ *   1. take a range of the pool (its free ranges read as zero);
+ *   2. copy only the pages that hold data (present or swapped out) into
+ *      it with pwrite, so that untouched memory stays untouched, whatever
+ *      its size;
+ *   3. map the pool range over the run (mmap MAP_FIXED): the kernel
+ *      replaces the old pages by the new ones in one step, at the same
+ *      addresses, with the protection of the mapping it replaced (a run
+ *      of several mappings: each part's afterwards);
+ *   4. publish the segment in the arena's table.
  * Anything else (the stack, files, shared or hugetlb mappings, holes, a
  * full table, a failed step) leaves the whole MR as it was: CMA.
  *
@@ -19,7 +21,12 @@
  * lanes drained): the segment entry is cleared, the data pages of its
  * pool range copied into fresh private anonymous memory mremapped over
  * the parts the pool still backs (the program may have unmapped or
- * replaced some), the pool range punched out and reused later.
+ * replaced some; a part with no data in the pool gets fresh anonymous
+ * memory mapped over it, in one step too), the pool range punched out
+ * where it held data, and reused later.
+ *
+ * So a free pool range reads as zero, and taking one costs no system
+ * call; the pool grows (ftruncate) by half its size at a time.
  *
  * Segments never overlap and never change while they live: an MR over
  * pages some segments already cover takes references to those and gets
@@ -68,6 +75,8 @@ static uint8_t slot_used[SHCA_ARENA_SEG_ENTRIES / 8];
 static struct shca_heap pool;		/* the pool's free ranges */
 static bool pool_ready;
 static uint64_t pool_size;		/* bytes, as ftruncated */
+static dev_t pool_dev;			/* the pool's identity, to tell */
+static ino_t pool_ino;			/* its mappings in maps */
 static int maps_fd = -1, pagemap_fd = -1;
 static pid_t state_pid;			/* whose state this is */
 
@@ -120,6 +129,8 @@ static int state_ready(struct shca_arena *a)
 		if (shca_heap_init(&pool, PS, POOL_END, PS))
 			return -ENOMEM;
 		pool_size = (uint64_t)st.st_size;
+		pool_dev = st.st_dev;
+		pool_ino = st.st_ino;
 		pool_ready = true;
 		shca_seg_fork_init();
 	}
@@ -152,8 +163,7 @@ void shca_seg_forget_all(void)
 	state_pid = 0;
 }
 
-/* Pool bytes that read as zero: a stale peer's late store to a freed
- * range must not show up in the next segment there. */
+/* Pool bytes given back to the system; they read as zero again. */
 static void pool_punch(int fd, uint64_t off, uint64_t len)
 {
 	if (off < pool_size &&
@@ -164,30 +174,38 @@ static void pool_punch(int fd, uint64_t off, uint64_t len)
 			  strerror(errno));
 }
 
+/*
+ * A range of the pool that reads as zero: every free range does (what a
+ * segment held was punched when it went, or held no data), and so does
+ * what ftruncate adds.  Grown by half its size at a time (sparse: the
+ * size costs nothing), never shrunk: peers' mappings of it stay valid.
+ */
 static uint64_t pool_alloc(int fd, uint64_t len)
 {
 	struct shca_heap_todo todo;
-	uint64_t off;
+	uint64_t off, want;
 	bool oom;
 
 	off = shca_heap_alloc(&pool, len, &todo, &oom);
 	if (!off)
 		return 0;
 	if (off + len > pool_size) {
-		/* grown, never shrunk: peers' mappings of it stay valid */
-		if (ftruncate(fd, (off_t)(off + len))) {
+		want = pool_size + pool_size / 2;
+		if (want < SEG_CHUNK)
+			want = SEG_CHUNK;
+		if (want < off + len || want > POOL_END)
+			want = off + len;
+		if (ftruncate(fd, (off_t)want)) {
 			shca_heap_free(&pool, off, &todo);
 			return 0;
 		}
-		if (off < pool_size)
-			pool_punch(fd, off, pool_size - off);
-		pool_size = off + len;
-	} else {
-		pool_punch(fd, off, len);
+		pool_size = want;
 	}
 	return off;
 }
 
+/* punch: the range may hold data (else the caller knows it reads as
+ * zero already). */
 static void pool_free(int fd, uint64_t off, uint64_t len, bool punch)
 {
 	struct shca_heap_todo todo;
@@ -300,18 +318,32 @@ static ssize_t page_pwrite(int fd, const void *buf, size_t n, off_t off)
 	return syscall(SYS_pwrite64, fd, buf, n, off);
 }
 
-/* Copies the data extents of pool bytes [poff, poff + n) to dst. */
-static int pool_copy_out(int fd, uint64_t poff, size_t n, char *dst)
+/* The first data byte of pool bytes [pos, end): 1 (at *d), 0 (none), or
+ * -errno. */
+static int pool_data_at(int fd, uint64_t pos, uint64_t end, off_t *d)
+{
+	*d = lseek(fd, (off_t)pos, SEEK_DATA);
+	if (*d < 0)
+		return errno == ENXIO ? 0 : -errno;
+	return (uint64_t)*d < end;
+}
+
+/* Copies the data extents of pool bytes [poff, poff + n) to dst, the
+ * first at d0. */
+static int pool_copy_out(int fd, uint64_t poff, size_t n, char *dst,
+			 off_t d0)
 {
 	uint64_t pos = poff, end = poff + n;
 
 	while (pos < end) {
-		off_t d = lseek(fd, (off_t)pos, SEEK_DATA), h;
+		off_t d = d0, h;
 
-		if (d < 0)
-			return errno == ENXIO ? 0 : -errno;
-		if ((uint64_t)d >= end)
-			return 0;
+		if (pos != poff) {
+			int ret = pool_data_at(fd, pos, end, &d);
+
+			if (ret <= 0)
+				return ret;
+		}
 		h = lseek(fd, d, SEEK_HOLE);
 		if (h < 0)
 			return -errno;
@@ -333,8 +365,10 @@ static int pool_copy_out(int fd, uint64_t poff, size_t n, char *dst)
 /*
  * [s, e) is backed by pool bytes from poff: make it private again, a
  * chunk at a time, so that the memory is never held twice for more than
- * a chunk; punch: the pool's copy of each chunk is given back at once
- * (not in a forked child: the pool is its parent's).
+ * a chunk; punch: the pool's copy of each chunk that held data is given
+ * back at once (not in a forked child: the pool is its parent's).  A
+ * chunk with no data in the pool reads as zero: fresh anonymous memory
+ * replaces it in one mmap.
  */
 static int restore_range(uintptr_t s, uintptr_t e, int prot, int pool_fd,
 			 uint64_t poff, bool punch)
@@ -343,13 +377,24 @@ static int restore_range(uintptr_t s, uintptr_t e, int prot, int pool_fd,
 		size_t n = e - c < SEG_CHUNK ? e - c : SEG_CHUNK;
 		uint64_t o = poff + (c - s);
 		void *tmp;
+		off_t d;
 		int ret;
 
+		ret = pool_data_at(pool_fd, o, o + n, &d);
+		if (ret < 0)
+			return ret;
+		if (!ret) {
+			if (mmap((void *)c, n, prot, MAP_PRIVATE |
+				 MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+				 -1, 0) == MAP_FAILED)
+				return -errno;
+			continue;
+		}
 		tmp = mmap(NULL, n, PROT_READ | PROT_WRITE,
 			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (tmp == MAP_FAILED)
 			return -errno;
-		ret = pool_copy_out(pool_fd, o, n, tmp);
+		ret = pool_copy_out(pool_fd, o, n, tmp, d);
 		if (!ret && mremap(tmp, n, n, MREMAP_MAYMOVE | MREMAP_FIXED,
 				   (void *)c) == MAP_FAILED)
 			ret = -errno;
@@ -365,16 +410,19 @@ static int restore_range(uintptr_t s, uintptr_t e, int prot, int pool_fd,
 	return 0;
 }
 
-int shca_seg_privatize(const struct shca_seg *seg, int pool_fd, int mfd,
-		       bool punch)
+/*
+ * shca_seg_privatize with the pool's identity known; *whole (if not
+ * NULL): every byte of the segment was the pool's and is restored (so
+ * that the pool range holds no data any more when punch).
+ */
+static int privatize(const struct shca_seg *seg, int pool_fd, int mfd,
+		     dev_t dev, ino_t ino, bool punch, bool *whole)
 {
 	uintptr_t c = seg->va, end = seg->va + seg->len;
 	struct shca_vma v;
-	struct stat st;
+	bool all = true;
 	int ret;
 
-	if (fstat(pool_fd, &st))
-		return -errno;
 	while (c < end) {
 		uintptr_t s, e;
 		uint64_t poff;
@@ -384,27 +432,44 @@ int shca_seg_privatize(const struct shca_seg *seg, int pool_fd, int mfd,
 			break;
 		if (ret)
 			return ret;
+		if (v.start > c)
+			all = false;		/* a hole */
 		s = v.start > c ? v.start : c;
 		e = v.end < end ? v.end : end;
 		poff = seg->off + (s - seg->va);
 		/* only what the pool still backs at the right offset: the
 		 * program may have unmapped or replaced a part */
-		if (v.shared && v.ino == st.st_ino &&
-		    v.dev_major == major(st.st_dev) &&
-		    v.dev_minor == minor(st.st_dev) &&
+		if (v.shared && v.ino == ino &&
+		    v.dev_major == major(dev) && v.dev_minor == minor(dev) &&
 		    v.pgoff + (s - v.start) == poff) {
 			ret = restore_range(s, e, v.prot, pool_fd, poff, punch);
 			if (ret)
 				return ret;
+		} else {
+			all = false;
 		}
 		c = v.end;
 	}
+	if (whole)
+		*whole = all && c >= end;
 	return 0;
+}
+
+int shca_seg_privatize(const struct shca_seg *seg, int pool_fd, int mfd,
+		       bool punch)
+{
+	struct stat st;
+
+	if (fstat(pool_fd, &st))
+		return -errno;
+	return privatize(seg, pool_fd, mfd, st.st_dev, st.st_ino, punch,
+			 NULL);
 }
 
 /* Frees a segment no MR holds (any lanes drained); lock held. */
 static void seg_release(struct shca_arena *a, struct shca_seg *s)
 {
+	bool whole;
 	int ret;
 
 	if (s->orphan) {
@@ -416,13 +481,14 @@ static void seg_release(struct shca_arena *a, struct shca_seg *s)
 	} else {
 		seg_table_write(a, s, false);
 	}
-	ret = shca_seg_privatize(s, a->pool_fd, maps_fd, true);
+	ret = privatize(s, a->pool_fd, maps_fd, pool_dev, pool_ino, true,
+			&whole);
 	if (ret)	/* the memory stays in the pool: its range too */
 		shca_warn("seg: %#lx+%zu stays shared memory: %s",
 			  (unsigned long)s->va, s->len, strerror(-ret));
-	else	/* punched as it was restored; the parts no longer mapped
-		 * here now */
-		pool_free(a->pool_fd, s->off, s->len, true);
+	else	/* punched as it was restored where it held data; the parts
+		 * no longer mapped here (if any) now */
+		pool_free(a->pool_fd, s->off, s->len, !whole);
 	slot_used[s->slot / 8] &= (uint8_t)~(1u << (s->slot % 8));
 	seg_remove(s);
 	free(s);
@@ -462,19 +528,34 @@ static bool plan_add(struct plan *p, uintptr_t s, uintptr_t e, int prot)
  * our own stores to it would race with the copy. */
 static bool on_my_stack(uintptr_t s, uintptr_t e)
 {
-	pthread_attr_t at;
-	void *sa;
-	size_t sz;
-	bool hit = false;
+	/* a thread's stack does not move: asked once per thread */
+	/* FREE: the main thread (its stack's VMA is named: refused as
+	 * [stack]) or no bounds known; NONE: not even the attributes */
+	static __thread enum { UNKNOWN, FREE, BOUNDS, NONE } kind;
+	static __thread uintptr_t lo, hi;
 
-	if (syscall(SYS_gettid) == getpid())
+	if (kind == UNKNOWN) {
+		pthread_attr_t at;
+		void *sa;
+		size_t sz;
+
+		if (syscall(SYS_gettid) == getpid()) {
+			kind = FREE;
+		} else if (pthread_getattr_np(pthread_self(), &at)) {
+			kind = NONE;		/* not known: never shared */
+		} else {
+			kind = FREE;
+			if (!pthread_attr_getstack(&at, &sa, &sz)) {
+				lo = (uintptr_t)sa;
+				hi = lo + sz;
+				kind = BOUNDS;
+			}
+			pthread_attr_destroy(&at);
+		}
+	}
+	if (kind == FREE)
 		return false;
-	if (pthread_getattr_np(pthread_self(), &at))
-		return true;
-	if (!pthread_attr_getstack(&at, &sa, &sz))
-		hit = s < (uintptr_t)sa + sz && e > (uintptr_t)sa;
-	pthread_attr_destroy(&at);
-	return hit;
+	return kind == NONE || (s < hi && e > lo);
 }
 
 /* Can this mapping be replaced by a shared one?  NULL, or why not. */
@@ -557,7 +638,6 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 	struct shca_seg *seg;
 	uint32_t slot;
 	uint64_t off;
-	void *tmp;
 	int ret;
 
 	seg = calloc(1, sizeof(*seg));
@@ -572,28 +652,23 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 		goto err_slot;
 	c.off = off;
 	/* a chunk at a time: the memory is never held twice for more than
-	 * a chunk (the remap frees the original pages) */
+	 * a chunk (the mapping frees the original pages).  One part: its
+	 * protection at once; several: each one's afterwards */
 	for (done = 0; done < len; done += SEG_CHUNK) {
 		size_t cn = len - done < SEG_CHUNK ? len - done : SEG_CHUNK;
 
-		tmp = mmap(NULL, cn, PROT_READ | PROT_WRITE, MAP_SHARED,
-			   a->pool_fd, (off_t)(off + done));
-		if (tmp == MAP_FAILED) {
-			ret = -errno;
-			goto err_undo;
-		}
 		ret = shca_pages_scan(pagemap_fd, s + done, s + done + cn,
 				      copy_pages, &c);
 		/* the step that replaces the memory: all or nothing */
-		if (!ret && mremap(tmp, cn, cn, MREMAP_MAYMOVE | MREMAP_FIXED,
-				   (void *)(s + done)) == MAP_FAILED)
+		if (!ret && mmap((void *)(s + done), cn,
+				 n == 1 ? parts[0].prot : PROT_READ | PROT_WRITE,
+				 MAP_SHARED | MAP_FIXED, a->pool_fd,
+				 (off_t)(off + done)) == MAP_FAILED)
 			ret = -errno;
-		if (ret) {
-			munmap(tmp, cn);
+		if (ret)
 			goto err_undo;
-		}
 	}
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; n > 1 && i < n; i++)
 		if (parts[i].prot != (PROT_READ | PROT_WRITE))
 			mprotect((void *)parts[i].start,
 				 parts[i].end - parts[i].start, parts[i].prot);
@@ -658,16 +733,13 @@ static void hold_put(struct shca_arena *a, struct shca_seg_hold *h)
 static bool seg_backs(const struct shca_seg *seg, uintptr_t s, uintptr_t e)
 {
 	struct shca_vma v;
-	struct stat st;
 	uintptr_t c = s;
 
-	if (fstat(shca_arena_self()->pool_fd, &st))
-		return false;
 	while (c < e) {
 		if (shca_vma_find(maps_fd, c, &v) || v.start > c ||
-		    !v.shared || v.ino != st.st_ino ||
-		    v.dev_major != major(st.st_dev) ||
-		    v.dev_minor != minor(st.st_dev) ||
+		    !v.shared || v.ino != pool_ino ||
+		    v.dev_major != major(pool_dev) ||
+		    v.dev_minor != minor(pool_dev) ||
 		    v.pgoff + (c - v.start) != seg->off + (c - seg->va))
 			return false;
 		c = v.end;
