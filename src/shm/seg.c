@@ -68,7 +68,10 @@ struct shca_seg_hold {
 	uint32_t n;
 	struct shca_seg *seg[];
 };
-static uint32_t segs_cap;
+/* shca_segs is segs_mem + segs_head: room at both ends, so that
+ * segments come and go at either end without moving the others */
+static struct shca_seg **segs_mem;
+static uint32_t segs_cap, segs_head;
 static uint64_t next_gen = 1;		/* never reused in the process */
 static uint32_t slot_next;
 static uint8_t slot_used[SHCA_ARENA_SEG_ENTRIES / 8];
@@ -267,22 +270,46 @@ static void seg_table_write(struct shca_arena *a, const struct shca_seg *s,
 			   __ATOMIC_RELEASE);
 }
 
+/* Room for one more, the segments centred in twice as much. */
+static int seg_grow(void)
+{
+	uint32_t ncap = shca_nsegs ? shca_nsegs * 2 + 2 : 64;
+	uint32_t head = (ncap - shca_nsegs) / 2;
+	struct shca_seg **n = malloc(ncap * sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	if (shca_nsegs)
+		memcpy(n + head, shca_segs, shca_nsegs * sizeof(*n));
+	free(segs_mem);
+	segs_mem = n;
+	segs_cap = ncap;
+	segs_head = head;
+	shca_segs = n + head;
+	return 0;
+}
+
 static int seg_insert(struct shca_seg *s)
 {
 	uint32_t i;
 
-	if (shca_nsegs == segs_cap) {
-		uint32_t ncap = segs_cap ? segs_cap * 2 : 64;
-		struct shca_seg **n = realloc(shca_segs, ncap * sizeof(*n));
+	bool front;
 
-		if (!n)
-			return -ENOMEM;
-		shca_segs = n;
-		segs_cap = ncap;
-	}
 	i = seg_first_above(s->va);
-	memmove(shca_segs + i + 1, shca_segs + i,
-		(shca_nsegs - i) * sizeof(*shca_segs));
+	/* the shorter side moves; no room on that side: all recentred */
+	front = i < shca_nsegs / 2;
+	if (front ? !segs_head : segs_head + shca_nsegs == segs_cap) {
+		if (seg_grow())
+			return -ENOMEM;
+	}
+	if (front) {
+		shca_segs--;
+		segs_head--;
+		memmove(shca_segs, shca_segs + 1, i * sizeof(*shca_segs));
+	} else {
+		memmove(shca_segs + i + 1, shca_segs + i,
+			(shca_nsegs - i) * sizeof(*shca_segs));
+	}
 	shca_segs[i] = s;
 	shca_nsegs++;
 	return 0;
@@ -293,8 +320,15 @@ static void seg_remove(const struct shca_seg *s)
 	uint32_t i = seg_first_above(s->va);
 
 	if (i < shca_nsegs && shca_segs[i] == s) {
-		memmove(shca_segs + i, shca_segs + i + 1,
-			(shca_nsegs - i - 1) * sizeof(*shca_segs));
+		if (i < shca_nsegs / 2) {
+			memmove(shca_segs + 1, shca_segs,
+				i * sizeof(*shca_segs));
+			shca_segs++;
+			segs_head++;
+		} else {
+			memmove(shca_segs + i, shca_segs + i + 1,
+				(shca_nsegs - i - 1) * sizeof(*shca_segs));
+		}
 		shca_nsegs--;
 	}
 }
