@@ -58,6 +58,10 @@
 #define PS		4096ull
 #define POOL_END	(1ull << 46)	/* offsets the pool hands out */
 #define SEG_CHUNK	(64ul << 20)	/* copied and remapped at a time */
+/* a hole after each segment's pool range, never written: the search for
+ * the end of a data extent (SEEK_HOLE) stops there instead of running
+ * on through the data of the segments that follow in the pool */
+#define POOL_GUARD	PS
 
 pthread_mutex_t shca_seg_lock = PTHREAD_MUTEX_INITIALIZER;
 struct shca_seg **shca_segs;		/* sorted by va, never overlapping */
@@ -378,7 +382,11 @@ static int pool_copy_out(int fd, uint64_t poff, size_t n, char *dst,
 			if (ret <= 0)
 				return ret;
 		}
-		h = lseek(fd, d, SEEK_HOLE);
+		/* a last page: the hole is where it ends */
+		if ((uint64_t)d + PS >= end)
+			h = (off_t)end;
+		else
+			h = lseek(fd, d, SEEK_HOLE);
 		if (h < 0)
 			return -errno;
 		if ((uint64_t)h > end)
@@ -681,7 +689,7 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 	if (ret)
 		goto err_free;
 	ret = -ENOSPC;
-	off = pool_alloc(a->pool_fd, len);
+	off = pool_alloc(a->pool_fd, len + POOL_GUARD);
 	if (!off)
 		goto err_slot;
 	c.off = off;
