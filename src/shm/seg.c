@@ -629,7 +629,8 @@ static const char *plan_run(struct plan *p, uintptr_t s, uintptr_t e)
 	while (c < e) {
 		const char *no;
 
-		if (shca_vma_find(maps_fd, c, &v) || v.start > c)
+		if ((!shca_vma_noted(c, &v) && shca_vma_find(maps_fd, c, &v)) ||
+		    v.start > c)
 			return "not mapped";
 		no = vma_refusal(&v);
 		if (no) {
@@ -860,6 +861,8 @@ static const char *map_locked(struct shca_arena *a, uintptr_t s,
 		why = plan_run(&p, c, re);
 		c = re;
 	}
+	/* the notes describe the memory before this call changes it */
+	shca_vma_note_end();
 	if (!why && shca_nsegs + p.nruns > SHCA_ARENA_SEG_ENTRIES)
 		why = "segment table full";
 	if (!why && p.nruns) {
