@@ -58,10 +58,13 @@
 #define PS		4096ull
 #define POOL_END	(1ull << 46)	/* offsets the pool hands out */
 #define SEG_CHUNK	(64ul << 20)	/* copied and remapped at a time */
-/* a hole after each segment's pool range, never written: the search for
- * the end of a data extent (SEEK_HOLE) stops there instead of running
- * on through the data of the segments that follow in the pool */
-#define POOL_GUARD	PS
+/* a hole after the pool range of a segment of several pages, never
+ * written: the search for the end of a data extent (SEEK_HOLE) stops
+ * there instead of running on through the data of the segments that
+ * follow in the pool.  A single page needs no search (pool_copy_out),
+ * and without a guard the pool ranges of adjacent one-page segments
+ * taken in order are adjacent too: the kernel merges their mappings */
+#define POOL_GUARD(len)	((len) > PS ? PS : 0)
 
 pthread_mutex_t shca_seg_lock = PTHREAD_MUTEX_INITIALIZER;
 struct shca_seg **shca_segs;		/* sorted by va, never overlapping */
@@ -690,7 +693,7 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 	if (ret)
 		goto err_free;
 	ret = -ENOSPC;
-	off = pool_alloc(a->pool_fd, len + POOL_GUARD);
+	off = pool_alloc(a->pool_fd, len + POOL_GUARD(len));
 	if (!off)
 		goto err_slot;
 	c.off = off;
