@@ -408,6 +408,70 @@ static int pool_copy_out(int fd, uint64_t poff, size_t n, char *dst,
 }
 
 /*
+ * Where a chunk's data is copied before it is moved over its place: for a
+ * small chunk, a scratch range kept for the purpose (moved with
+ * MREMAP_DONTUNMAP, it stays mapped and empty: no mmap per chunk), else a
+ * new mapping.  The scratch is made, and the kernel's MREMAP_DONTUNMAP
+ * (5.7+) tried on it, once.  Used under shca_seg_lock, or by a forked
+ * child's handler (system calls only: seg_fork.c).
+ */
+#define SCRATCH_LEN	(64ul << 10)
+static void *scratch;
+static bool scratch_tried;
+
+static void scratch_make(void)
+{
+	void *p, *q;
+
+	scratch_tried = true;
+	p = mmap(NULL, SCRATCH_LEN, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	q = mremap(p, PS, PS, MREMAP_MAYMOVE | MREMAP_DONTUNMAP);
+	if (q == MAP_FAILED) {
+		munmap(p, SCRATCH_LEN);
+		return;
+	}
+	munmap(q, PS);
+	scratch = p;
+}
+
+static void *chunk_tmp(size_t n)
+{
+	void *tmp;
+
+	if (n <= SCRATCH_LEN) {
+		if (!scratch_tried)
+			scratch_make();
+		if (scratch)
+			return scratch;
+	}
+	tmp = mmap(NULL, n, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return tmp == MAP_FAILED ? NULL : tmp;
+}
+
+/* tmp's pages to [c, c + n), in one step; 0 or -errno (tmp given back) */
+static int chunk_move(void *tmp, size_t n, uintptr_t c, bool ok)
+{
+	int flags = MREMAP_MAYMOVE | MREMAP_FIXED;
+	int ret = 0;
+
+	if (tmp == scratch)
+		flags |= MREMAP_DONTUNMAP;
+	if (ok && mremap(tmp, n, n, flags, (void *)c) == MAP_FAILED)
+		ret = -errno;
+	if (!ok || ret) {
+		if (tmp == scratch)
+			madvise(tmp, SCRATCH_LEN, MADV_DONTNEED);
+		else
+			munmap(tmp, n);
+	}
+	return ret;
+}
+
+/*
  * [s, e) is backed by pool bytes from poff: make it private again, a
  * chunk at a time, so that the memory is never held twice for more than
  * a chunk; punch: the pool's copy of each chunk that held data is given
@@ -435,18 +499,17 @@ static int restore_range(uintptr_t s, uintptr_t e, int prot, int pool_fd,
 				return -errno;
 			continue;
 		}
-		tmp = mmap(NULL, n, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (tmp == MAP_FAILED)
-			return -errno;
+		tmp = chunk_tmp(n);
+		if (!tmp)
+			return -ENOMEM;
 		ret = pool_copy_out(pool_fd, o, n, tmp, d);
-		if (!ret && mremap(tmp, n, n, MREMAP_MAYMOVE | MREMAP_FIXED,
-				   (void *)c) == MAP_FAILED)
-			ret = -errno;
 		if (ret) {
-			munmap(tmp, n);
+			chunk_move(tmp, n, c, false);
 			return ret;
 		}
+		ret = chunk_move(tmp, n, c, true);
+		if (ret)
+			return ret;
 		if (prot != (PROT_READ | PROT_WRITE))
 			mprotect((void *)c, n, prot);
 		if (punch)
