@@ -181,8 +181,10 @@ struct shca_seg_shm {
  * whose bit is set.  Only the owner clears a bit (shm/seg.c, when no
  * drain reads the bitmap): clear, then read the lane again, and set the
  * bit back if the lane is taken.  A bit is a hint from peers: a set bit
- * costs a look at the lane; a peer that clears one can hide only a lane
- * of its own choosing, as it could write the memory itself.
+ * costs a look at the lane (all set: the 4096 lanes read, no more); a
+ * hostile peer that clears another peer's bit can make a drain miss that
+ * peer's access, which is no more than it could do by writing the memory
+ * itself (it maps the pool).
  */
 #define SHCA_LANE_WORD(pid, key) \
 	((uint64_t)(uint32_t)(pid) << 32 | (uint32_t)(key))
