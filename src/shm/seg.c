@@ -1037,6 +1037,22 @@ void shca_seg_unmap(struct shca_seg_hold *h)
  * the lane it stands for). */
 static pthread_rwlock_t drain_lock = PTHREAD_RWLOCK_INITIALIZER;
 
+/* A child of fork() has one thread: no drain or tidy runs in it, whatever
+ * the parent's other threads held. */
+static void drain_fork_child(void)
+{
+	drain_lock = (pthread_rwlock_t)PTHREAD_RWLOCK_INITIALIZER;
+}
+
+static pthread_once_t drain_once = PTHREAD_ONCE_INIT;
+
+static void drain_fork_register(void)
+{
+	if (pthread_atfork(NULL, NULL, drain_fork_child))
+		shca_warn("seg: pthread_atfork failed: a child forked during "
+			  "a deregistration may hang in its own");
+}
+
 /*
  * One lane whose busy bit is set: wait while it holds key for a live
  * process, without spinning (a preempted peer needs the CPU); a lane of
@@ -1121,6 +1137,7 @@ void shca_seg_drain(uint32_t key)
 		return;
 	lanes = shca_arena_lanes(a->base);
 	busy = shca_lanes_busy(lanes);
+	pthread_once(&drain_once, drain_fork_register);
 	pthread_rwlock_rdlock(&drain_lock);
 	/* the entry's clearing stores before the bitmap's loads */
 	shca_full_fence();
