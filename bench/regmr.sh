@@ -53,7 +53,14 @@ for args in "1 1" "1 0" "64 0"; do
 	echo "| $1 | $what | $(ms reg "$m") | $(ms reg "$c") | $(ms dereg "$m") | $(ms dereg "$c") |"
 done
 echo
-rd() { sed -E "s/.* reg ([0-9]+)\/s, dereg ([0-9]+)\/s.*/\1 | \2/" <<<"$1"; }
+# reg/s | dereg/s, or "> 120 s" for a run that did not finish
+rd() {
+	if [ -n "$1" ]; then
+		sed -E "s/.* reg ([0-9]+)\/s, dereg ([0-9]+)\/s.*/\1 | \2/" <<<"$1"
+	else
+		echo "> 120 s | > 120 s"
+	fi
+}
 [ -n "$other" ] && echo "# other: $other"
 if [ -n "$other" ]; then
 	echo "| size | pages | reg/s | dereg/s | reg/s, MAP=0 | dereg/s, MAP=0 | reg/s, other | dereg/s, other |"
@@ -64,12 +71,12 @@ else
 fi
 for size in 4096 8192 65536; do
 	for t in 0 1; do
-		m=$(timeout 120 "$tmp/regmr" 20000 "$size" 0 "$t")
-		c=$(SOFTHCA_MAP=0 timeout 120 "$tmp/regmr" 20000 "$size" 0 "$t")
+		m=$(timeout 120 "$tmp/regmr" 20000 "$size" 0 "$t") || m=
+		c=$(SOFTHCA_MAP=0 timeout 120 "$tmp/regmr" 20000 "$size" 0 "$t") || c=
 		what=$([ "$t" = 1 ] && echo touched || echo untouched)
 		line="| $size | $what | $(rd "$m") | $(rd "$c")"
 		if [ -n "$other" ]; then
-			o=$(LD_LIBRARY_PATH=$other/lib timeout 120 "$tmp/regmr" 20000 "$size" 0 "$t")
+			o=$(LD_LIBRARY_PATH=$other/lib timeout 120 "$tmp/regmr" 20000 "$size" 0 "$t") || o=
 			line="$line | $(rd "$o")"
 		fi
 		echo "$line |"
