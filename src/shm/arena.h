@@ -72,8 +72,8 @@
 #define SHCA_ARENA_SEG_ENTRIES	(1u << 16)	/* segment table slots */
 #define SHCA_ARENA_LANES	4096		/* access lanes */
 /* the lanes, then their busy bitmap (a bit per lane) */
-#define SHCA_ARENA_LANE_BYTES	((SHCA_ARENA_LANES + SHCA_ARENA_LANES / 64) * \
-				 sizeof(uint64_t))
+#define SHCA_ARENA_LANE_BYTES \
+	((SHCA_ARENA_LANES + SHCA_ARENA_LANES / 64) * sizeof(uint64_t))
 
 /* A robust, process-shared mutex. */
 struct shca_plock {

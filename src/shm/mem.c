@@ -81,9 +81,9 @@ static void lane_reap(uint64_t *lane)
 
 /*
  * A free lane, CAS 0 -> our word with sequentially consistent order, its
- * busy bit set, before the MR entry is read (arena.h): a few probes from a hashed
- * start, then whole scans that free dead processes' lanes, yielding in
- * between; -EBUSY in the end (the lanes are the owner's bytes: bounded).
+ * busy bit set, before the MR entry is read (arena.h): a few probes from
+ * a hashed start, then whole scans that free dead processes' lanes,
+ * yielding in between; -EBUSY in the end (the lanes are the owner's bytes: bounded).
  */
 static int lane_claim(uint64_t *lanes, uint64_t word, uint32_t *idx)
 {

@@ -650,7 +650,7 @@ static bool on_my_stack(uintptr_t s, uintptr_t e)
 		if (syscall(SYS_gettid) == getpid()) {
 			kind = FREE;
 		} else if (pthread_getattr_np(pthread_self(), &at)) {
-			kind = NONE;		/* not known: never shared */
+			kind = NONE;	/* not known: never shared */
 		} else {
 			kind = FREE;
 			if (!pthread_attr_getstack(&at, &sa, &sz)) {
@@ -765,12 +765,12 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 	 * protection at once; several: each one's afterwards */
 	for (done = 0; done < len; done += SEG_CHUNK) {
 		size_t cn = len - done < SEG_CHUNK ? len - done : SEG_CHUNK;
+		int prot = n == 1 ? parts[0].prot : PROT_READ | PROT_WRITE;
 
 		ret = shca_pages_scan(pagemap_fd, s + done, s + done + cn,
 				      copy_pages, &c);
 		/* the step that replaces the memory: all or nothing */
-		if (!ret && mmap((void *)(s + done), cn,
-				 n == 1 ? parts[0].prot : PROT_READ | PROT_WRITE,
+		if (!ret && mmap((void *)(s + done), cn, prot,
 				 MAP_SHARED | MAP_FIXED, a->pool_fd,
 				 (off_t)(off + done)) == MAP_FAILED)
 			ret = -errno;

@@ -797,7 +797,7 @@ TEST(drain_bitmap_all_set)
 	mr = ibv_reg_mr(e.pd, p, 2 * PS, RW);
 	ASSERT_NOT_NULL(mr);
 	lanes[4095] = SHCA_LANE_WORD(dead, mr->lkey);
-	lanes[64] = SHCA_LANE_WORD(-5, mr->lkey ^ 1);	/* garbage, not ours */
+	lanes[64] = SHCA_LANE_WORD(-5, mr->lkey ^ 1);	/* not our key */
 	for (uint32_t g = 0; g < SHCA_ARENA_LANES / 64; g++)
 		busy[g] = ~0ull;
 	ASSERT_EQ(ibv_dereg_mr(mr), 0);
