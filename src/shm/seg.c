@@ -58,13 +58,15 @@
 #define PS		4096ull
 #define POOL_END	(1ull << 46)	/* offsets the pool hands out */
 #define SEG_CHUNK	(64ul << 20)	/* copied and remapped at a time */
-/* a hole after the pool range of a segment of several pages, never
- * written: the search for the end of a data extent (SEEK_HOLE) stops
- * there instead of running on through the data of the segments that
- * follow in the pool.  A single page needs no search (pool_copy_out),
- * and without a guard the pool ranges of adjacent one-page segments
- * taken in order are adjacent too: the kernel merges their mappings */
-#define POOL_GUARD(len)	((len) > PS ? PS : 0)
+/* a short range (up to SMALL) finds the end of a data extent with a
+ * probe per page, which never looks past its end; a longer one asks
+ * SEEK_HOLE, which runs on to the extent's end, through the data of the
+ * segments that follow in the pool: a hole after each long segment's
+ * pool range, never written, stops it there.  Short segments have none,
+ * so that the pool ranges of adjacent ones taken in order are adjacent
+ * too, and the kernel merges their mappings (one VMA, not one each) */
+#define SMALL		(64ul << 10)
+#define POOL_GUARD(len)	((len) > SMALL ? PS : 0)
 
 pthread_mutex_t shca_seg_lock = PTHREAD_MUTEX_INITIALIZER;
 struct shca_seg **shca_segs;		/* sorted by va, never overlapping */
@@ -369,6 +371,32 @@ static int pool_data_at(int fd, uint64_t pos, uint64_t end, off_t *d)
 	return (uint64_t)*d < end;
 }
 
+/*
+ * Where the data extent that starts at d ends, at most end: -errno, or
+ * the offset.  probe: a SEEK_DATA per page (on data it answers at once,
+ * and it never looks past end); else SEEK_HOLE (POOL_GUARD).
+ */
+static off_t data_end(int fd, off_t d, uint64_t end, bool probe)
+{
+	off_t h;
+
+	if (!probe) {
+		h = lseek(fd, d, SEEK_HOLE);
+		if (h < 0)
+			return -errno;
+		return (uint64_t)h > end ? (off_t)end : h;
+	}
+	for (h = d + (off_t)PS; (uint64_t)h < end; h += (off_t)PS) {
+		off_t x = lseek(fd, h, SEEK_DATA);
+
+		if (x < 0 && errno != ENXIO)
+			return -errno;
+		if (x != h)
+			return h;	/* a hole at h */
+	}
+	return (off_t)end;
+}
+
 /* Copies the data extents of pool bytes [poff, poff + n) to dst, the
  * first at d0. */
 static int pool_copy_out(int fd, uint64_t poff, size_t n, char *dst,
@@ -385,15 +413,9 @@ static int pool_copy_out(int fd, uint64_t poff, size_t n, char *dst,
 			if (ret <= 0)
 				return ret;
 		}
-		/* a last page: the hole is where it ends */
-		if ((uint64_t)d + PS >= end)
-			h = (off_t)end;
-		else
-			h = lseek(fd, d, SEEK_HOLE);
+		h = data_end(fd, d, end, n <= SMALL);
 		if (h < 0)
-			return -errno;
-		if ((uint64_t)h > end)
-			h = (off_t)end;
+			return (int)h;
 		for (off_t p = d; p < h;) {
 			ssize_t r = page_pread(fd, dst + (p - (off_t)poff),
 					       (size_t)(h - p), p);
@@ -415,7 +437,7 @@ static int pool_copy_out(int fd, uint64_t poff, size_t n, char *dst,
  * (5.7+) tried on it, once.  Used under shca_seg_lock, or by a forked
  * child's handler (system calls only: seg_fork.c).
  */
-#define SCRATCH_LEN	(64ul << 10)
+#define SCRATCH_LEN	SMALL
 static void *scratch;
 static bool scratch_tried;
 

@@ -811,6 +811,50 @@ TEST(drain_bitmap_all_set)
 	teardown(&e);
 }
 
+/*
+ * Adjacent MRs (their pool ranges adjacent too) with data in some pages
+ * and holes between: deregistration restores each one's data pages, and
+ * only those (a hole stays unpopulated), whether the end of a data run is
+ * found by a probe per page (up to 64 KiB) or by SEEK_HOLE (longer ones,
+ * with a guard hole after them).
+ */
+TEST(adjacent_runs_restored)
+{
+	struct env e = setup();
+	size_t sizes[] = { 2 * PS, 16 * PS, 32 * PS };
+
+	for (size_t k = 0; k < 3; k++) {
+		size_t sz = sizes[k], np = sz / PS;
+		unsigned char *p = mmap(NULL, 3 * sz, PROT_READ | PROT_WRITE,
+					MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		struct ibv_mr *mr[3];
+
+		ASSERT(p != MAP_FAILED);
+		for (size_t i = 0; i < 3 * np; i++)
+			if (i % np != 1)	/* page 1 of each: a hole */
+				memset(p + i * PS, (int)(i + 1), PS);
+		for (int m = 0; m < 3; m++) {
+			mr[m] = ibv_reg_mr(e.pd, p + m * sz, sz, RW);
+			ASSERT_NOT_NULL(mr[m]);
+			ASSERT(mr_mapped(&e, mr[m]));
+		}
+		for (int m = 0; m < 3; m++)
+			ASSERT_EQ(ibv_dereg_mr(mr[m]), 0);
+		for (size_t i = 0; i < 3 * np; i++) {
+			ASSERT(!in_pool(p + i * PS));
+			if (i % np == 1) {
+				ASSERT_EQ(resident(p + i * PS, PS), 0);
+				continue;
+			}
+			ASSERT_EQ(resident(p + i * PS, PS), 1);
+			ASSERT_EQ(p[i * PS], (unsigned char)(i + 1));
+			ASSERT_EQ(p[i * PS + PS - 1], (unsigned char)(i + 1));
+		}
+		ASSERT_EQ(munmap(p, 3 * sz), 0);
+	}
+	teardown(&e);
+}
+
 /* A range of several copy chunks (64 MiB each), a page in every MiB
  * written, a read-only stretch across a chunk boundary: contents and
  * protections kept both ways. */
