@@ -7,7 +7,10 @@
  * bench/regmr.sh builds and runs it (with and without the kernel's
  * PROCMAP_QUERY, side by side).
  *
- *   regmr COUNT SIZE EXTRA_MAPPINGS
+ *   regmr COUNT SIZE EXTRA_MAPPINGS [TOUCHED]
+ *                              TOUCHED 1: every page of a small MR
+ *                              written before it is registered (the
+ *                              re-backing copies it in and back out)
  *   regmr gib GIB TOUCHED      one MR over GIB GiB, every page written
  *                              first (TOUCHED 1) or none: ms per GiB of
  *                              ibv_reg_mr and of ibv_dereg_mr (the copy
@@ -84,6 +87,7 @@ int main(int argc, char **argv)
 	long count = argc > 1 ? atol(argv[1]) : 10000;
 	size_t size = argc > 2 ? (size_t)atol(argv[2]) : 4096;
 	long extra = argc > 3 ? atol(argv[3]) : 0;
+	int touched = argc > 4 ? atoi(argv[4]) : 0;
 	struct ibv_device **list;
 	struct ibv_context *ctx;
 	struct ibv_mr **mrs;
@@ -108,6 +112,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "regmr: out of resources\n");
 		return 1;
 	}
+	if (touched && size <= 65536)
+		for (size_t i = 0; i < size * (size_t)count; i += 4096)
+			buf[i] = 1;
 	add_mappings(extra);
 	t0 = now();
 	for (i = 0; i < count; i++) {
@@ -125,8 +132,9 @@ int main(int argc, char **argv)
 	for (i = 0; i < count; i++)
 		ibv_dereg_mr(mrs[i]);
 	t2 = now();
-	printf("%ld MRs of %zu B, %ld extra mappings: reg %.0f/s, dereg %.0f/s\n",
-	       count, size, extra, (double)count / (t1 - t0),
+	printf("%ld MRs of %zu B%s, %ld extra mappings: reg %.0f/s, "
+	       "dereg %.0f/s\n", count, size, touched ? " touched" : "", extra,
+	       (double)count / (t1 - t0),
 	       (double)count / (t2 - t1));
 	return 0;
 }

@@ -182,8 +182,7 @@ static int arena_create(void)
 	lanes_off = align_up(seg_off + (uint64_t)SHCA_ARENA_SEG_ENTRIES *
 					       sizeof(struct shca_seg_shm),
 			     PAGE);
-	heap_off = align_up(lanes_off + SHCA_ARENA_LANES * sizeof(uint64_t),
-			    PAGE);
+	heap_off = align_up(lanes_off + SHCA_ARENA_LANE_BYTES, PAGE);
 	size = arena_size(heap_off);
 	/* the pool: empty, grown as memory is registered; never shrunk
 	 * (a peer's mapping of it stays valid) */
@@ -552,7 +551,7 @@ void *shca_arena_map_peer(int fd, pid_t owner, size_t *size)
 		 (uint64_t)SHCA_ARENA_MR_ENTRIES * sizeof(struct shca_mr_shm);
 	seg_end = hdr.seg_table_off + (uint64_t)SHCA_ARENA_SEG_ENTRIES *
 					      sizeof(struct shca_seg_shm);
-	lanes_end = hdr.lanes_off + SHCA_ARENA_LANES * sizeof(uint64_t);
+	lanes_end = hdr.lanes_off + SHCA_ARENA_LANE_BYTES;
 	if (hdr.size < HDR_SIZE || hdr.size > SHCA_ARENA_MAX_SIZE ||
 	    (uint64_t)st.st_size != hdr.size ||
 	    hdr.qp_table_off < sizeof(hdr) || hdr.qp_table_off % 8 ||

@@ -58,7 +58,7 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	10	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	11	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
 					 * receive queue's PD (rq_pd); 5: the
 					 * pool, segments, lanes, MR flags;
@@ -67,7 +67,8 @@
 					 * 8: seg_table_gen, and the
 					 * segmap_refreshes counter; 9: tag
 					 * matching (rq tm_off, shca_tm_shm);
-					 * 10: shca_plock a futex word */
+					 * 10: shca_plock a futex word;
+					 * 11: the lanes' busy bitmap */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
@@ -78,6 +79,9 @@
 #define SHCA_MR_INDEX_GROUPS	(1u << 18)	/* key index groups */
 #define SHCA_ARENA_SEG_ENTRIES	(1u << 16)	/* segment table slots */
 #define SHCA_ARENA_LANES	4096		/* access lanes */
+/* the lanes, then their busy bitmap (a bit per lane) */
+#define SHCA_ARENA_LANE_BYTES \
+	((SHCA_ARENA_LANES + SHCA_ARENA_LANES / 64) * sizeof(uint64_t))
 
 /*
  * A lock in shared memory that processes take (arena.c): word 0 is free,
@@ -107,7 +111,8 @@ struct shca_arena_hdr {
 	uint64_t heap_off;
 	uint64_t mr_index_off;	/* uint64_t[GROUPS][WAYS]: shca_mr_index_* */
 	uint64_t seg_table_off;	/* struct shca_seg_shm[SEG_ENTRIES] */
-	uint64_t lanes_off;	/* uint64_t[SHCA_ARENA_LANES] */
+	uint64_t lanes_off;	/* uint64_t[SHCA_ARENA_LANES], then the busy
+				 * bitmap: SHCA_ARENA_LANE_BYTES in all */
 	/* the process's counters (shca_stat_proc): on a cache line of
 	 * their own, away from the read-mostly fields above */
 	struct shca_stat_block stats __attribute__((aligned(64)));
@@ -182,6 +187,19 @@ struct shca_seg_shm {
  * (sequentially consistent) reads every lane and waits while one holds
  * the MR's key and its process lives (a lane of a dead process it frees).
  * Word: (uint64_t)pid << 32 | key, pid = the peer's (shca_getpid()).
+ *
+ * The busy bitmap after the lanes (bit k of word k / 64 for lane k) lets
+ * the drain read 64 words instead of 4096 lanes: a peer that claimed lane
+ * k sees bit k set (a sequentially consistent load after its claim) or
+ * sets it (fetch-or) before it reads the MR entry; the owner's drain
+ * reads the bitmap after clearing the entry and waits only on the lanes
+ * whose bit is set.  Only the owner clears a bit (shm/seg.c, when no
+ * drain reads the bitmap): clear, then read the lane again, and set the
+ * bit back if the lane is taken.  A bit is a hint from peers: a set bit
+ * costs a look at the lane (all set: the 4096 lanes read, no more); a
+ * hostile peer that clears another peer's bit can make a drain miss that
+ * peer's access, which is no more than it could do by writing the memory
+ * itself (it maps the pool).
  */
 #define SHCA_LANE_WORD(pid, key) \
 	((uint64_t)(uint32_t)(pid) << 32 | (uint32_t)(key))
@@ -444,6 +462,22 @@ static inline struct shca_seg_shm *shca_arena_seg_table(const void *base)
 static inline uint64_t *shca_arena_lanes(const void *base)
 {
 	return (uint64_t *)((char *)base + shca_arena_hdr(base)->lanes_off);
+}
+
+/* The busy bitmap after the lanes lanes points to (ours or a peer's). */
+static inline uint64_t *shca_lanes_busy(uint64_t *lanes)
+{
+	return lanes + SHCA_ARENA_LANES;
+}
+
+/* A peer holding lane k: its bit set before the MR entry is read. */
+static inline void shca_lane_mark(uint64_t *lanes, uint32_t k)
+{
+	uint64_t *w = shca_lanes_busy(lanes) + k / 64;
+	uint64_t bit = 1ull << (k % 64);
+
+	if (!(__atomic_load_n(w, __ATOMIC_SEQ_CST) & bit))
+		__atomic_fetch_or(w, bit, __ATOMIC_SEQ_CST);
 }
 
 static inline struct shca_mr_shm *shca_arena_mr_table(const void *base)

@@ -80,10 +80,10 @@ static void lane_reap(uint64_t *lane)
 }
 
 /*
- * A free lane, CAS 0 -> our word with sequentially consistent order,
- * before the MR entry is read (arena.h): a few probes from a hashed
- * start, then whole scans that free dead processes' lanes, yielding in
- * between; -EBUSY in the end (the lanes are the owner's bytes: bounded).
+ * A free lane, CAS 0 -> our word with sequentially consistent order, its
+ * busy bit set, before the MR entry is read (arena.h): a few probes from
+ * a hashed start, then whole scans that free dead processes' lanes,
+ * yielding in between; -EBUSY in the end (the lanes are the owner's bytes: bounded).
  */
 static int lane_claim(uint64_t *lanes, uint64_t word, uint32_t *idx)
 {
@@ -95,7 +95,7 @@ static int lane_claim(uint64_t *lanes, uint64_t word, uint32_t *idx)
 
 		if (lane_take(&lanes[k], word)) {
 			*idx = k;
-			return 0;
+			goto mark;
 		}
 	}
 	for (round = 0; round < LANE_ROUNDS; round++) {
@@ -104,7 +104,7 @@ static int lane_claim(uint64_t *lanes, uint64_t word, uint32_t *idx)
 
 			if (lane_take(&lanes[k], word)) {
 				*idx = k;
-				return 0;
+				goto mark;
 			}
 			if (!round)
 				lane_reap(&lanes[k]);
@@ -112,6 +112,10 @@ static int lane_claim(uint64_t *lanes, uint64_t word, uint32_t *idx)
 		sched_yield();
 	}
 	return -EBUSY;
+mark:
+	/* the drain reads the bitmap, not every lane (arena.h) */
+	shca_lane_mark(lanes, *idx);
+	return 0;
 }
 
 int shca_mem_claim(struct shca_peer *p, uint32_t key)

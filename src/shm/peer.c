@@ -320,7 +320,7 @@ static int peer_tables(struct shca_peer *p, const struct shca_seg_shm **segs)
 	uint64_t size = p->arena_size;
 
 	if (lanes < sizeof(*h) || lanes % 8 || lanes > size ||
-	    size - lanes < SHCA_ARENA_LANES * sizeof(uint64_t) ||
+	    size - lanes < SHCA_ARENA_LANE_BYTES ||
 	    seg < sizeof(*h) || seg % 8 || seg > size ||
 	    size - seg < (uint64_t)SHCA_ARENA_SEG_ENTRIES *
 				 sizeof(struct shca_seg_shm))

@@ -5,13 +5,15 @@
  *
  * Making a range shareable (shca_seg_map), for each run of pages that no
  * segment covers yet and that is private anonymous memory:
- *   1. take a range of the pool; map it shared at a temporary address;
- *   2. copy only the pages that hold data (present or swapped out), so
- *      that untouched memory stays untouched, whatever its size;
- *   3. mremap the temporary mapping over the run: the kernel replaces the
- *      old pages by the new ones in one step, at the same addresses;
- *   4. give each part back the protection of the mapping it replaced;
- *   5. publish the segment in the arena's table.
+ *   1. take a range of the pool (its free ranges read as zero);
+ *   2. copy only the pages that hold data (present or swapped out) into
+ *      it with pwrite, so that untouched memory stays untouched, whatever
+ *      its size;
+ *   3. map the pool range over the run (mmap MAP_FIXED): the kernel
+ *      replaces the old pages by the new ones in one step, at the same
+ *      addresses, with the protection of the mapping it replaced (a run
+ *      of several mappings: each part's afterwards);
+ *   4. publish the segment in the arena's table.
  * Anything else (the stack, files, shared or hugetlb mappings, holes, a
  * full table, a failed step) leaves the whole MR as it was: CMA.
  *
@@ -19,7 +21,12 @@
  * lanes drained): the segment entry is cleared, the data pages of its
  * pool range copied into fresh private anonymous memory mremapped over
  * the parts the pool still backs (the program may have unmapped or
- * replaced some), the pool range punched out and reused later.
+ * replaced some; a part with no data in the pool gets fresh anonymous
+ * memory mapped over it, in one step too), the pool range punched out
+ * where it held data, and reused later.
+ *
+ * So a free pool range reads as zero, and taking one costs no system
+ * call; the pool grows (ftruncate) by half its size at a time.
  *
  * Segments never overlap and never change while they live: an MR over
  * pages some segments already cover takes references to those and gets
@@ -51,6 +58,15 @@
 #define PS		4096ull
 #define POOL_END	(1ull << 46)	/* offsets the pool hands out */
 #define SEG_CHUNK	(64ul << 20)	/* copied and remapped at a time */
+/* a short range (up to SMALL) finds the end of a data extent with a
+ * probe per page, which never looks past its end; a longer one asks
+ * SEEK_HOLE, which runs on to the extent's end, through the data of the
+ * segments that follow in the pool: a hole after each long segment's
+ * pool range, never written, stops it there.  Short segments have none,
+ * so that the pool ranges of adjacent ones taken in order are adjacent
+ * too, and the kernel merges their mappings (one VMA, not one each) */
+#define SMALL		(64ul << 10)
+#define POOL_GUARD(len)	((len) > SMALL ? PS : 0)
 
 pthread_mutex_t shca_seg_lock = PTHREAD_MUTEX_INITIALIZER;
 struct shca_seg **shca_segs;		/* sorted by va, never overlapping */
@@ -61,13 +77,18 @@ struct shca_seg_hold {
 	uint32_t n;
 	struct shca_seg *seg[];
 };
-static uint32_t segs_cap;
+/* shca_segs is segs_mem + segs_head: room at both ends, so that
+ * segments come and go at either end without moving the others */
+static struct shca_seg **segs_mem;
+static uint32_t segs_cap, segs_head;
 static uint64_t next_gen = 1;		/* never reused in the process */
 static uint32_t slot_next;
 static uint8_t slot_used[SHCA_ARENA_SEG_ENTRIES / 8];
 static struct shca_heap pool;		/* the pool's free ranges */
 static bool pool_ready;
 static uint64_t pool_size;		/* bytes, as ftruncated */
+static dev_t pool_dev;			/* the pool's identity, to tell */
+static ino_t pool_ino;			/* its mappings in maps */
 static int maps_fd = -1, pagemap_fd = -1;
 static pid_t state_pid;			/* whose state this is */
 
@@ -120,6 +141,8 @@ static int state_ready(struct shca_arena *a)
 		if (shca_heap_init(&pool, PS, POOL_END, PS))
 			return -ENOMEM;
 		pool_size = (uint64_t)st.st_size;
+		pool_dev = st.st_dev;
+		pool_ino = st.st_ino;
 		pool_ready = true;
 		shca_seg_fork_init();
 	}
@@ -152,8 +175,7 @@ void shca_seg_forget_all(void)
 	state_pid = 0;
 }
 
-/* Pool bytes that read as zero: a stale peer's late store to a freed
- * range must not show up in the next segment there. */
+/* Pool bytes given back to the system; they read as zero again. */
 static void pool_punch(int fd, uint64_t off, uint64_t len)
 {
 	if (off < pool_size &&
@@ -164,30 +186,38 @@ static void pool_punch(int fd, uint64_t off, uint64_t len)
 			  strerror(errno));
 }
 
+/*
+ * A range of the pool that reads as zero: every free range does (what a
+ * segment held was punched when it went, or held no data), and so does
+ * what ftruncate adds.  Grown by half its size at a time (sparse: the
+ * size costs nothing), never shrunk: peers' mappings of it stay valid.
+ */
 static uint64_t pool_alloc(int fd, uint64_t len)
 {
 	struct shca_heap_todo todo;
-	uint64_t off;
+	uint64_t off, want;
 	bool oom;
 
 	off = shca_heap_alloc(&pool, len, &todo, &oom);
 	if (!off)
 		return 0;
 	if (off + len > pool_size) {
-		/* grown, never shrunk: peers' mappings of it stay valid */
-		if (ftruncate(fd, (off_t)(off + len))) {
+		want = pool_size + pool_size / 2;
+		if (want < SEG_CHUNK)
+			want = SEG_CHUNK;
+		if (want < off + len || want > POOL_END)
+			want = off + len;
+		if (ftruncate(fd, (off_t)want)) {
 			shca_heap_free(&pool, off, &todo);
 			return 0;
 		}
-		if (off < pool_size)
-			pool_punch(fd, off, pool_size - off);
-		pool_size = off + len;
-	} else {
-		pool_punch(fd, off, len);
+		pool_size = want;
 	}
 	return off;
 }
 
+/* punch: the range may hold data (else the caller knows it reads as
+ * zero already). */
 static void pool_free(int fd, uint64_t off, uint64_t len, bool punch)
 {
 	struct shca_heap_todo todo;
@@ -249,22 +279,46 @@ static void seg_table_write(struct shca_arena *a, const struct shca_seg *s,
 			   __ATOMIC_RELEASE);
 }
 
+/* Room for one more, the segments centred in twice as much. */
+static int seg_grow(void)
+{
+	uint32_t ncap = shca_nsegs ? shca_nsegs * 2 + 2 : 64;
+	uint32_t head = (ncap - shca_nsegs) / 2;
+	struct shca_seg **n = malloc(ncap * sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	if (shca_nsegs)
+		memcpy(n + head, shca_segs, shca_nsegs * sizeof(*n));
+	free(segs_mem);
+	segs_mem = n;
+	segs_cap = ncap;
+	segs_head = head;
+	shca_segs = n + head;
+	return 0;
+}
+
 static int seg_insert(struct shca_seg *s)
 {
 	uint32_t i;
 
-	if (shca_nsegs == segs_cap) {
-		uint32_t ncap = segs_cap ? segs_cap * 2 : 64;
-		struct shca_seg **n = realloc(shca_segs, ncap * sizeof(*n));
+	bool front;
 
-		if (!n)
-			return -ENOMEM;
-		shca_segs = n;
-		segs_cap = ncap;
-	}
 	i = seg_first_above(s->va);
-	memmove(shca_segs + i + 1, shca_segs + i,
-		(shca_nsegs - i) * sizeof(*shca_segs));
+	/* the shorter side moves; no room on that side: all recentred */
+	front = i < shca_nsegs / 2;
+	if (front ? !segs_head : segs_head + shca_nsegs == segs_cap) {
+		if (seg_grow())
+			return -ENOMEM;
+	}
+	if (front) {
+		shca_segs--;
+		segs_head--;
+		memmove(shca_segs, shca_segs + 1, i * sizeof(*shca_segs));
+	} else {
+		memmove(shca_segs + i + 1, shca_segs + i,
+			(shca_nsegs - i) * sizeof(*shca_segs));
+	}
 	shca_segs[i] = s;
 	shca_nsegs++;
 	return 0;
@@ -275,8 +329,15 @@ static void seg_remove(const struct shca_seg *s)
 	uint32_t i = seg_first_above(s->va);
 
 	if (i < shca_nsegs && shca_segs[i] == s) {
-		memmove(shca_segs + i, shca_segs + i + 1,
-			(shca_nsegs - i - 1) * sizeof(*shca_segs));
+		if (i < shca_nsegs / 2) {
+			memmove(shca_segs + 1, shca_segs,
+				i * sizeof(*shca_segs));
+			shca_segs++;
+			segs_head++;
+		} else {
+			memmove(shca_segs + i, shca_segs + i + 1,
+				(shca_nsegs - i - 1) * sizeof(*shca_segs));
+		}
 		shca_nsegs--;
 	}
 }
@@ -300,23 +361,61 @@ static ssize_t page_pwrite(int fd, const void *buf, size_t n, off_t off)
 	return syscall(SYS_pwrite64, fd, buf, n, off);
 }
 
-/* Copies the data extents of pool bytes [poff, poff + n) to dst. */
-static int pool_copy_out(int fd, uint64_t poff, size_t n, char *dst)
+/* The first data byte of pool bytes [pos, end): 1 (at *d), 0 (none), or
+ * -errno. */
+static int pool_data_at(int fd, uint64_t pos, uint64_t end, off_t *d)
+{
+	*d = lseek(fd, (off_t)pos, SEEK_DATA);
+	if (*d < 0)
+		return errno == ENXIO ? 0 : -errno;
+	return (uint64_t)*d < end;
+}
+
+/*
+ * Where the data extent that starts at d ends, at most end: -errno, or
+ * the offset.  probe: a SEEK_DATA per page (on data it answers at once,
+ * and it never looks past end); else SEEK_HOLE (POOL_GUARD).
+ */
+static off_t data_end(int fd, off_t d, uint64_t end, bool probe)
+{
+	off_t h;
+
+	if (!probe) {
+		h = lseek(fd, d, SEEK_HOLE);
+		if (h < 0)
+			return -errno;
+		return (uint64_t)h > end ? (off_t)end : h;
+	}
+	for (h = d + (off_t)PS; (uint64_t)h < end; h += (off_t)PS) {
+		off_t x = lseek(fd, h, SEEK_DATA);
+
+		if (x < 0 && errno != ENXIO)
+			return -errno;
+		if (x != h)
+			return h;	/* a hole at h */
+	}
+	return (off_t)end;
+}
+
+/* Copies the data extents of pool bytes [poff, poff + n) to dst, the
+ * first at d0. */
+static int pool_copy_out(int fd, uint64_t poff, size_t n, char *dst,
+			 off_t d0)
 {
 	uint64_t pos = poff, end = poff + n;
 
 	while (pos < end) {
-		off_t d = lseek(fd, (off_t)pos, SEEK_DATA), h;
+		off_t d = d0, h;
 
-		if (d < 0)
-			return errno == ENXIO ? 0 : -errno;
-		if ((uint64_t)d >= end)
-			return 0;
-		h = lseek(fd, d, SEEK_HOLE);
+		if (pos != poff) {
+			int ret = pool_data_at(fd, pos, end, &d);
+
+			if (ret <= 0)
+				return ret;
+		}
+		h = data_end(fd, d, end, n <= SMALL);
 		if (h < 0)
-			return -errno;
-		if ((uint64_t)h > end)
-			h = (off_t)end;
+			return (int)h;
 		for (off_t p = d; p < h;) {
 			ssize_t r = page_pread(fd, dst + (p - (off_t)poff),
 					       (size_t)(h - p), p);
@@ -331,10 +430,76 @@ static int pool_copy_out(int fd, uint64_t poff, size_t n, char *dst)
 }
 
 /*
+ * Where a chunk's data is copied before it is moved over its place: for a
+ * small chunk, a scratch range kept for the purpose (moved with
+ * MREMAP_DONTUNMAP, it stays mapped and empty: no mmap per chunk), else a
+ * new mapping.  The scratch is made, and the kernel's MREMAP_DONTUNMAP
+ * (5.7+) tried on it, once.  Used under shca_seg_lock, or by a forked
+ * child's handler (system calls only: seg_fork.c).
+ */
+#define SCRATCH_LEN	SMALL
+static void *scratch;
+static bool scratch_tried;
+
+static void scratch_make(void)
+{
+	void *p, *q;
+
+	scratch_tried = true;
+	p = mmap(NULL, SCRATCH_LEN, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	q = mremap(p, PS, PS, MREMAP_MAYMOVE | MREMAP_DONTUNMAP);
+	if (q == MAP_FAILED) {
+		munmap(p, SCRATCH_LEN);
+		return;
+	}
+	munmap(q, PS);
+	scratch = p;
+}
+
+static void *chunk_tmp(size_t n)
+{
+	void *tmp;
+
+	if (n <= SCRATCH_LEN) {
+		if (!scratch_tried)
+			scratch_make();
+		if (scratch)
+			return scratch;
+	}
+	tmp = mmap(NULL, n, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return tmp == MAP_FAILED ? NULL : tmp;
+}
+
+/* tmp's pages to [c, c + n), in one step; 0 or -errno (tmp given back) */
+static int chunk_move(void *tmp, size_t n, uintptr_t c, bool ok)
+{
+	int flags = MREMAP_MAYMOVE | MREMAP_FIXED;
+	int ret = 0;
+
+	if (tmp == scratch)
+		flags |= MREMAP_DONTUNMAP;
+	if (ok && mremap(tmp, n, n, flags, (void *)c) == MAP_FAILED)
+		ret = -errno;
+	if (!ok || ret) {
+		if (tmp == scratch)
+			madvise(tmp, SCRATCH_LEN, MADV_DONTNEED);
+		else
+			munmap(tmp, n);
+	}
+	return ret;
+}
+
+/*
  * [s, e) is backed by pool bytes from poff: make it private again, a
  * chunk at a time, so that the memory is never held twice for more than
- * a chunk; punch: the pool's copy of each chunk is given back at once
- * (not in a forked child: the pool is its parent's).
+ * a chunk; punch: the pool's copy of each chunk that held data is given
+ * back at once (not in a forked child: the pool is its parent's).  A
+ * chunk with no data in the pool reads as zero: fresh anonymous memory
+ * replaces it in one mmap.
  */
 static int restore_range(uintptr_t s, uintptr_t e, int prot, int pool_fd,
 			 uint64_t poff, bool punch)
@@ -343,20 +508,30 @@ static int restore_range(uintptr_t s, uintptr_t e, int prot, int pool_fd,
 		size_t n = e - c < SEG_CHUNK ? e - c : SEG_CHUNK;
 		uint64_t o = poff + (c - s);
 		void *tmp;
+		off_t d;
 		int ret;
 
-		tmp = mmap(NULL, n, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (tmp == MAP_FAILED)
-			return -errno;
-		ret = pool_copy_out(pool_fd, o, n, tmp);
-		if (!ret && mremap(tmp, n, n, MREMAP_MAYMOVE | MREMAP_FIXED,
-				   (void *)c) == MAP_FAILED)
-			ret = -errno;
+		ret = pool_data_at(pool_fd, o, o + n, &d);
+		if (ret < 0)
+			return ret;
+		if (!ret) {
+			if (mmap((void *)c, n, prot, MAP_PRIVATE |
+				 MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+				 -1, 0) == MAP_FAILED)
+				return -errno;
+			continue;
+		}
+		tmp = chunk_tmp(n);
+		if (!tmp)
+			return -ENOMEM;
+		ret = pool_copy_out(pool_fd, o, n, tmp, d);
 		if (ret) {
-			munmap(tmp, n);
+			chunk_move(tmp, n, c, false);
 			return ret;
 		}
+		ret = chunk_move(tmp, n, c, true);
+		if (ret)
+			return ret;
 		if (prot != (PROT_READ | PROT_WRITE))
 			mprotect((void *)c, n, prot);
 		if (punch)
@@ -365,16 +540,19 @@ static int restore_range(uintptr_t s, uintptr_t e, int prot, int pool_fd,
 	return 0;
 }
 
-int shca_seg_privatize(const struct shca_seg *seg, int pool_fd, int mfd,
-		       bool punch)
+/*
+ * shca_seg_privatize with the pool's identity known; *whole (if not
+ * NULL): every byte of the segment was the pool's and is restored (so
+ * that the pool range holds no data any more when punch).
+ */
+static int privatize(const struct shca_seg *seg, int pool_fd, int mfd,
+		     dev_t dev, ino_t ino, bool punch, bool *whole)
 {
 	uintptr_t c = seg->va, end = seg->va + seg->len;
 	struct shca_vma v;
-	struct stat st;
+	bool all = true;
 	int ret;
 
-	if (fstat(pool_fd, &st))
-		return -errno;
 	while (c < end) {
 		uintptr_t s, e;
 		uint64_t poff;
@@ -384,27 +562,44 @@ int shca_seg_privatize(const struct shca_seg *seg, int pool_fd, int mfd,
 			break;
 		if (ret)
 			return ret;
+		if (v.start > c)
+			all = false;		/* a hole */
 		s = v.start > c ? v.start : c;
 		e = v.end < end ? v.end : end;
 		poff = seg->off + (s - seg->va);
 		/* only what the pool still backs at the right offset: the
 		 * program may have unmapped or replaced a part */
-		if (v.shared && v.ino == st.st_ino &&
-		    v.dev_major == major(st.st_dev) &&
-		    v.dev_minor == minor(st.st_dev) &&
+		if (v.shared && v.ino == ino &&
+		    v.dev_major == major(dev) && v.dev_minor == minor(dev) &&
 		    v.pgoff + (s - v.start) == poff) {
 			ret = restore_range(s, e, v.prot, pool_fd, poff, punch);
 			if (ret)
 				return ret;
+		} else {
+			all = false;
 		}
 		c = v.end;
 	}
+	if (whole)
+		*whole = all && c >= end;
 	return 0;
+}
+
+int shca_seg_privatize(const struct shca_seg *seg, int pool_fd, int mfd,
+		       bool punch)
+{
+	struct stat st;
+
+	if (fstat(pool_fd, &st))
+		return -errno;
+	return privatize(seg, pool_fd, mfd, st.st_dev, st.st_ino, punch,
+			 NULL);
 }
 
 /* Frees a segment no MR holds (any lanes drained); lock held. */
 static void seg_release(struct shca_arena *a, struct shca_seg *s)
 {
+	bool whole;
 	int ret;
 
 	if (s->orphan) {
@@ -416,13 +611,14 @@ static void seg_release(struct shca_arena *a, struct shca_seg *s)
 	} else {
 		seg_table_write(a, s, false);
 	}
-	ret = shca_seg_privatize(s, a->pool_fd, maps_fd, true);
+	ret = privatize(s, a->pool_fd, maps_fd, pool_dev, pool_ino, true,
+			&whole);
 	if (ret)	/* the memory stays in the pool: its range too */
 		shca_warn("seg: %#lx+%zu stays shared memory: %s",
 			  (unsigned long)s->va, s->len, strerror(-ret));
-	else	/* punched as it was restored; the parts no longer mapped
-		 * here now */
-		pool_free(a->pool_fd, s->off, s->len, true);
+	else	/* punched as it was restored where it held data; the parts
+		 * no longer mapped here (if any) now */
+		pool_free(a->pool_fd, s->off, s->len, !whole);
 	slot_used[s->slot / 8] &= (uint8_t)~(1u << (s->slot % 8));
 	seg_remove(s);
 	free(s);
@@ -462,19 +658,34 @@ static bool plan_add(struct plan *p, uintptr_t s, uintptr_t e, int prot)
  * our own stores to it would race with the copy. */
 static bool on_my_stack(uintptr_t s, uintptr_t e)
 {
-	pthread_attr_t at;
-	void *sa;
-	size_t sz;
-	bool hit = false;
+	/* a thread's stack does not move: asked once per thread */
+	/* FREE: the main thread (its stack's VMA is named: refused as
+	 * [stack]) or no bounds known; NONE: not even the attributes */
+	static __thread enum { UNKNOWN, FREE, BOUNDS, NONE } kind;
+	static __thread uintptr_t lo, hi;
 
-	if (syscall(SYS_gettid) == getpid())
+	if (kind == UNKNOWN) {
+		pthread_attr_t at;
+		void *sa;
+		size_t sz;
+
+		if (syscall(SYS_gettid) == getpid()) {
+			kind = FREE;
+		} else if (pthread_getattr_np(pthread_self(), &at)) {
+			kind = NONE;	/* not known: never shared */
+		} else {
+			kind = FREE;
+			if (!pthread_attr_getstack(&at, &sa, &sz)) {
+				lo = (uintptr_t)sa;
+				hi = lo + sz;
+				kind = BOUNDS;
+			}
+			pthread_attr_destroy(&at);
+		}
+	}
+	if (kind == FREE)
 		return false;
-	if (pthread_getattr_np(pthread_self(), &at))
-		return true;
-	if (!pthread_attr_getstack(&at, &sa, &sz))
-		hit = s < (uintptr_t)sa + sz && e > (uintptr_t)sa;
-	pthread_attr_destroy(&at);
-	return hit;
+	return kind == NONE || (s < hi && e > lo);
 }
 
 /* Can this mapping be replaced by a shared one?  NULL, or why not. */
@@ -506,7 +717,8 @@ static const char *plan_run(struct plan *p, uintptr_t s, uintptr_t e)
 	while (c < e) {
 		const char *no;
 
-		if (shca_vma_find(maps_fd, c, &v) || v.start > c)
+		if ((!shca_vma_noted(c, &v) && shca_vma_find(maps_fd, c, &v)) ||
+		    v.start > c)
 			return "not mapped";
 		no = vma_refusal(&v);
 		if (no) {
@@ -557,7 +769,6 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 	struct shca_seg *seg;
 	uint32_t slot;
 	uint64_t off;
-	void *tmp;
 	int ret;
 
 	seg = calloc(1, sizeof(*seg));
@@ -567,33 +778,28 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 	if (ret)
 		goto err_free;
 	ret = -ENOSPC;
-	off = pool_alloc(a->pool_fd, len);
+	off = pool_alloc(a->pool_fd, len + POOL_GUARD(len));
 	if (!off)
 		goto err_slot;
 	c.off = off;
 	/* a chunk at a time: the memory is never held twice for more than
-	 * a chunk (the remap frees the original pages) */
+	 * a chunk (the mapping frees the original pages).  One part: its
+	 * protection at once; several: each one's afterwards */
 	for (done = 0; done < len; done += SEG_CHUNK) {
 		size_t cn = len - done < SEG_CHUNK ? len - done : SEG_CHUNK;
+		int prot = n == 1 ? parts[0].prot : PROT_READ | PROT_WRITE;
 
-		tmp = mmap(NULL, cn, PROT_READ | PROT_WRITE, MAP_SHARED,
-			   a->pool_fd, (off_t)(off + done));
-		if (tmp == MAP_FAILED) {
-			ret = -errno;
-			goto err_undo;
-		}
 		ret = shca_pages_scan(pagemap_fd, s + done, s + done + cn,
 				      copy_pages, &c);
 		/* the step that replaces the memory: all or nothing */
-		if (!ret && mremap(tmp, cn, cn, MREMAP_MAYMOVE | MREMAP_FIXED,
-				   (void *)(s + done)) == MAP_FAILED)
+		if (!ret && mmap((void *)(s + done), cn, prot,
+				 MAP_SHARED | MAP_FIXED, a->pool_fd,
+				 (off_t)(off + done)) == MAP_FAILED)
 			ret = -errno;
-		if (ret) {
-			munmap(tmp, cn);
+		if (ret)
 			goto err_undo;
-		}
 	}
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; n > 1 && i < n; i++)
 		if (parts[i].prot != (PROT_READ | PROT_WRITE))
 			mprotect((void *)parts[i].start,
 				 parts[i].end - parts[i].start, parts[i].prot);
@@ -658,16 +864,13 @@ static void hold_put(struct shca_arena *a, struct shca_seg_hold *h)
 static bool seg_backs(const struct shca_seg *seg, uintptr_t s, uintptr_t e)
 {
 	struct shca_vma v;
-	struct stat st;
 	uintptr_t c = s;
 
-	if (fstat(shca_arena_self()->pool_fd, &st))
-		return false;
 	while (c < e) {
 		if (shca_vma_find(maps_fd, c, &v) || v.start > c ||
-		    !v.shared || v.ino != st.st_ino ||
-		    v.dev_major != major(st.st_dev) ||
-		    v.dev_minor != minor(st.st_dev) ||
+		    !v.shared || v.ino != pool_ino ||
+		    v.dev_major != major(pool_dev) ||
+		    v.dev_minor != minor(pool_dev) ||
 		    v.pgoff + (c - v.start) != seg->off + (c - seg->va))
 			return false;
 		c = v.end;
@@ -746,6 +949,8 @@ static const char *map_locked(struct shca_arena *a, uintptr_t s,
 		why = plan_run(&p, c, re);
 		c = re;
 	}
+	/* the notes describe the memory before this call changes it */
+	shca_vma_note_end();
 	if (!why && shca_nsegs + p.nruns > SHCA_ARENA_SEG_ENTRIES)
 		why = "segment table full";
 	if (!why && p.nruns) {
@@ -849,49 +1054,125 @@ void shca_seg_unmap(struct shca_seg_hold *h)
 /* ------------------------------------------------------------------ */
 /* The drain                                                           */
 
+/* Drains read the busy bitmap under the read side; the tidy that clears
+ * bits runs alone (a drain reading a bit cleared for a moment would miss
+ * the lane it stands for). */
+static pthread_rwlock_t drain_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+/* A child of fork() has one thread: no drain or tidy runs in it, whatever
+ * the parent's other threads held. */
+static void drain_fork_child(void)
+{
+	drain_lock = (pthread_rwlock_t)PTHREAD_RWLOCK_INITIALIZER;
+}
+
+static pthread_once_t drain_once = PTHREAD_ONCE_INIT;
+
+static void drain_fork_register(void)
+{
+	if (pthread_atfork(NULL, NULL, drain_fork_child))
+		shca_warn("seg: pthread_atfork failed: a child forked during "
+			  "a deregistration may hang in its own");
+}
+
+/*
+ * One lane whose busy bit is set: wait while it holds key for a live
+ * process, without spinning (a preempted peer needs the CPU); a lane of
+ * a process that died is freed.  A lane word is a peer's: any pid that is
+ * not a live process (0, negative, gone) counts as dead.
+ */
+static void drain_lane(uint64_t *lane, uint32_t key)
+{
+	bool warned = false;
+
+	for (unsigned int waits = 0;; waits++) {
+		uint64_t w = __atomic_load_n(lane, __ATOMIC_SEQ_CST);
+		pid_t pid = SHCA_LANE_PID(w);
+
+		if (!w || SHCA_LANE_KEY(w) != key)
+			return;
+		if (pid <= 0 || (kill(pid, 0) && errno == ESRCH)) {
+			__atomic_compare_exchange_n(lane, &w, 0, false,
+						    __ATOMIC_SEQ_CST,
+						    __ATOMIC_RELAXED);
+			continue;
+		}
+		if (waits < 64) {
+			sched_yield();
+			continue;
+		}
+		if (waits == 64 + 20000 && !warned) {	/* ~1 s */
+			shca_warn("dereg of key %#x waits for pid %d", key,
+				  (int)pid);
+			warned = true;
+		}
+		nanosleep(&(struct timespec){ 0, 50000 }, NULL);
+	}
+}
+
+/*
+ * Keeps the bitmap short: the bits of free lanes cleared, when no drain
+ * reads it (else skipped: a later drain does it).  Clear, then read the
+ * lane again: a peer that took it meanwhile either sees the bit clear and
+ * sets it, or is seen here and its bit set back (arena.h).
+ */
+static void lanes_tidy(uint64_t *lanes)
+{
+	uint64_t *busy = shca_lanes_busy(lanes);
+
+	if (pthread_rwlock_trywrlock(&drain_lock))
+		return;
+	for (uint32_t g = 0; g < SHCA_ARENA_LANES / 64; g++) {
+		uint64_t bits = __atomic_load_n(&busy[g], __ATOMIC_SEQ_CST);
+
+		while (bits) {
+			uint32_t b = (uint32_t)__builtin_ctzll(bits);
+			uint32_t k = g * 64 + b;
+
+			bits &= bits - 1;
+			if (__atomic_load_n(&lanes[k], __ATOMIC_SEQ_CST))
+				continue;
+			__atomic_fetch_and(&busy[g], ~(1ull << b),
+					   __ATOMIC_SEQ_CST);
+			if (__atomic_load_n(&lanes[k], __ATOMIC_SEQ_CST))
+				__atomic_fetch_or(&busy[g], 1ull << b,
+						  __ATOMIC_SEQ_CST);
+		}
+	}
+	pthread_rwlock_unlock(&drain_lock);
+}
+
 /*
  * arena.h's lane protocol, the owner's half: the MR entry is already
  * clear, so a peer that claims a lane from now on cannot find the MR; one
- * that claimed before may still be inside its memory.  Wait for those,
- * without spinning (a preempted peer needs the CPU), and free the lanes
- * of processes that died holding them.  A lane word is a peer's: any pid
- * that is not a live process (0, negative, gone) counts as dead.
+ * that claimed before has its lane's busy bit set, and may still be
+ * inside its memory.  Wait for those (drain_lane), reading 64 bitmap
+ * words rather than 4096 lanes (a bitmap that peers set all of costs the
+ * full scan, no more).
  */
 void shca_seg_drain(uint32_t key)
 {
 	struct shca_arena *a = shca_arena_self();
-	uint64_t *lanes;
-	bool warned = false;
+	uint64_t *lanes, *busy;
 
 	if (!a)
 		return;
 	lanes = shca_arena_lanes(a->base);
-	/* the entry's clearing stores before the lanes' loads */
+	busy = shca_lanes_busy(lanes);
+	pthread_once(&drain_once, drain_fork_register);
+	pthread_rwlock_rdlock(&drain_lock);
+	/* the entry's clearing stores before the bitmap's loads */
 	shca_full_fence();
-	for (uint32_t i = 0; i < SHCA_ARENA_LANES; i++) {
-		for (unsigned int waits = 0;; waits++) {
-			uint64_t w = __atomic_load_n(&lanes[i],
-						     __ATOMIC_SEQ_CST);
-			pid_t pid = SHCA_LANE_PID(w);
+	for (uint32_t g = 0; g < SHCA_ARENA_LANES / 64; g++) {
+		uint64_t bits = __atomic_load_n(&busy[g], __ATOMIC_SEQ_CST);
 
-			if (!w || SHCA_LANE_KEY(w) != key)
-				break;
-			if (pid <= 0 || (kill(pid, 0) && errno == ESRCH)) {
-				__atomic_compare_exchange_n(&lanes[i], &w, 0,
-					false, __ATOMIC_SEQ_CST,
-					__ATOMIC_RELAXED);
-				continue;
-			}
-			if (waits < 64) {
-				sched_yield();
-				continue;
-			}
-			if (waits == 64 + 20000 && !warned) {	/* ~1 s */
-				shca_warn("dereg of key %#x waits for pid "
-					  "%d", key, (int)pid);
-				warned = true;
-			}
-			nanosleep(&(struct timespec){ 0, 50000 }, NULL);
+		while (bits) {
+			uint32_t k = g * 64 + (uint32_t)__builtin_ctzll(bits);
+
+			bits &= bits - 1;
+			drain_lane(&lanes[k], key);
 		}
 	}
+	pthread_rwlock_unlock(&drain_lock);
+	lanes_tidy(lanes);
 }

@@ -64,6 +64,15 @@ struct shca_vma {
 };
 
 int shca_vma_find(int maps_fd, uintptr_t addr, struct shca_vma *v);
+/* PROCMAP_QUERY only: 0, -ENOENT (nothing at or above addr), -ENOTTY
+ * (the kernel would not say) */
+int shca_vma_query(int maps_fd, uintptr_t addr, struct shca_vma *v);
+
+/* One registration's answers, kept on this thread between begin and end
+ * (seg_vm.c): shca_vma_noted finds the one that covers addr, if any. */
+void shca_vma_note_begin(void);
+void shca_vma_note_end(void);
+bool shca_vma_noted(uintptr_t addr, struct shca_vma *v);
 
 typedef int (*shca_pages_fn)(uintptr_t start, uintptr_t end, void *arg);
 int shca_pages_scan(int pagemap_fd, uintptr_t start, uintptr_t end,

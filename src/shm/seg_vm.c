@@ -15,6 +15,42 @@
 #include "../common/procmap.h"
 #include "seg.h"
 
+/*
+ * One registration asks the kernel about the same mappings twice: the
+ * range check (verbs/mr_range.c), then shca_seg_map's plan.  Between
+ * shca_vma_note_begin and shca_vma_note_end (on this thread) the answers
+ * are kept, and the plan takes them instead of asking again: a mapping
+ * changed in between by another thread is a change during registration,
+ * which README forbids (and which the plan's own query would not catch
+ * either, a moment before the remap).
+ */
+#define NOTES	4
+static __thread bool noting;
+static __thread unsigned int nnoted;
+static __thread struct shca_vma noted[NOTES];
+
+void shca_vma_note_begin(void)
+{
+	noting = true;
+	nnoted = 0;
+}
+
+void shca_vma_note_end(void)
+{
+	noting = false;
+	nnoted = 0;
+}
+
+bool shca_vma_noted(uintptr_t addr, struct shca_vma *v)
+{
+	for (unsigned int i = 0; i < nnoted && i < NOTES; i++)
+		if (noted[i].start <= addr && addr < noted[i].end) {
+			*v = noted[i];
+			return true;
+		}
+	return false;
+}
+
 /* The kernel's answer to PROCMAP_QUERY: 0, -ENOENT (nothing at or above
  * addr), -ENOTTY (no such ioctl: ask the text). */
 static int vma_by_query(int fd, uintptr_t addr, struct shca_vma *v)
@@ -56,7 +92,14 @@ static int vma_by_query(int fd, uintptr_t addr, struct shca_vma *v)
 	v->dev_minor = q.dev_minor;
 	v->pgoff = q.vma_offset;
 	v->page_size = q.vma_page_size;
+	if (noting)
+		noted[nnoted++ % NOTES] = *v;
 	return 0;
+}
+
+int shca_vma_query(int maps_fd, uintptr_t addr, struct shca_vma *v)
+{
+	return vma_by_query(maps_fd, addr, v);
 }
 
 static unsigned long parse_hex(const char **p)

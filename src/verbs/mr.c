@@ -451,10 +451,15 @@ struct ibv_mr *shca_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	struct shca_pd *pd;
 	int ret;
 
+	struct ibv_mr *mr;
+
+	/* the check's answers about the mappings serve the remap too */
+	shca_vma_note_begin();
 	ret = reg_check(ibpd, addr, length, &iova, &access, &pd);
-	if (ret)
-		return SHCA_ERR_PTR(-ret);
-	return mr_create(ibpd, pd, addr, length, iova, access, NULL);
+	mr = ret ? SHCA_ERR_PTR(-ret) :
+		   mr_create(ibpd, pd, addr, length, iova, access, NULL);
+	shca_vma_note_end();
+	return mr;
 }
 
 /* dm.c checked the DM, the range and the access (zero-based). */

@@ -11,7 +11,8 @@
  * with many CQs or QPs) registration slowed to a few thousand MRs a
  * second (issue 12).
  *
- * The query's layout is the kernel's UAPI, spelt out in common/procmap.h.
+ * The query's layout is the kernel's UAPI, spelt out in common/procmap.h;
+ * shm/seg_vm.c asks it (and keeps the answers for shca_seg_map).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,15 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/ioctl.h>
+#include <sys/mman.h>
 
-#include "../common/procmap.h"
+#include "../shm/seg.h"
 #include "shca.h"
-
-#define vma_query		shca_procmap_query
-#define VMA_QUERY		SHCA_PROCMAP_QUERY
-#define VMA_READABLE		SHCA_PROCMAP_READABLE
-#define VMA_WRITABLE		SHCA_PROCMAP_WRITABLE
 
 /*
  * One descriptor of /proc/self/maps, opened by this process: a child
@@ -44,7 +40,7 @@ static bool query_checked;	/* SOFTHCA_PROCMAP_QUERY read */
 /* 0, -EFAULT, or -ENOTTY: ask the text instead; maps_lock held. */
 static int check_by_query(uintptr_t start, uintptr_t end, bool write)
 {
-	struct vma_query q;
+	struct shca_vma v;
 	uintptr_t cur = start;
 
 	if (maps_fd < 0 || maps_pid != shca_getpid()) {
@@ -56,20 +52,17 @@ static int check_by_query(uintptr_t start, uintptr_t end, bool write)
 			return -ENOTTY;
 	}
 	while (cur < end) {
-		memset(&q, 0, sizeof(q));
-		q.size = sizeof(q);
-		q.query_addr = cur;	/* the VMA that covers it, or none */
-		if (ioctl(maps_fd, VMA_QUERY, &q) < 0) {
-			if (errno == ENOENT)
-				return -EFAULT;		/* a hole */
+		/* the VMA that covers it, or the next (noted for
+		 * shca_seg_map's plan, shm/seg_vm.c) */
+		int ret = shca_vma_query(maps_fd, cur, &v);
+
+		if (ret == -ENOENT || (!ret && v.start > cur))
+			return -EFAULT;			/* a hole */
+		if (ret)
 			return -ENOTTY;
-		}
-		if (q.vma_start > cur || q.vma_end <= cur)
-			return -ENOTTY;		/* not what was asked */
-		if (!(q.vma_flags & VMA_READABLE) ||
-		    (write && !(q.vma_flags & VMA_WRITABLE)))
+		if (!(v.prot & PROT_READ) || (write && !(v.prot & PROT_WRITE)))
 			return -EFAULT;
-		cur = (uintptr_t)q.vma_end;
+		cur = v.end;
 	}
 	return 0;
 }

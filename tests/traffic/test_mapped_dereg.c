@@ -5,7 +5,8 @@
  * any more, on the mapped path and the CMA path (the access lanes: the
  * peer claims one before it reads the MR entry, the owner drains them),
  * and a peer killed while it writes (perhaps holding a lane) does not
- * keep dereg from returning.
+ * keep dereg from returning.  The peer's claims show in the owner's lane
+ * bitmap (which the drain reads instead of every lane).
  *
  * The owner is the test's process; the writer is forked (duo_fork): it
  * writes 64 KiB messages in a loop, each carrying its sequence number in
@@ -19,6 +20,7 @@
 
 #include "harness.h"
 #include "ep.h"
+#include "shm/arena.h"
 
 #define MEM	(1u << 20)	/* the MR the writer writes into */
 #define MSG	(64u << 10)
@@ -77,6 +79,33 @@ static void writer(int fd, void *arg)
 	ep_destroy(&b);
 }
 
+/* How many lanes of this process's arena have their busy bit set. */
+static int busy_lanes(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	unsigned long lo = 0;
+	uint64_t *busy;
+	int n = 0;
+
+	/* ours, not the writer's arena that we map as its peer */
+	ASSERT_NOT_NULL(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "softhca-arena") &&
+		    sscanf(line, "%lx-", &lo) == 1 &&
+		    shca_arena_hdr((void *)lo)->pid == getpid())
+			break;
+		else
+			lo = 0;
+	fclose(f);
+	ASSERT_NE(lo, 0);
+	busy = shca_lanes_busy(shca_arena_lanes((void *)lo));
+	for (int g = 0; g < SHCA_ARENA_LANES / 64; g++)
+		n += __builtin_popcountll(__atomic_load_n(&busy[g],
+							  __ATOMIC_SEQ_CST));
+	return n;
+}
+
 /* Wait (up to ~10 s) until the writer's messages show in mem. */
 static void wait_written(const uint64_t *mem, size_t words)
 {
@@ -119,6 +148,8 @@ static void dereg_while_written(bool mapped)
 	xwrite(d.fd, &t, sizeof(t));
 	duo_expect(d.fd, 'u');
 	wait_written((const uint64_t *)mem, MEM / 8);
+	/* the writer's lane is marked: no drain ran since to clear it */
+	ASSERT_GT(busy_lanes(), 0);
 
 	ASSERT_EQ(ibv_dereg_mr(mr), 0);
 	snap = malloc(MEM);

@@ -738,6 +738,8 @@ TEST(drain_waits_for_live_lane_frees_dead_one)
 	ASSERT_GT(live, 0);
 	lanes[17] = SHCA_LANE_WORD(live, d.mr->lkey);
 	lanes[18] = SHCA_LANE_WORD(live, d.mr->lkey ^ 1);	/* another key */
+	shca_lane_mark(lanes, 17);	/* as a peer does after its claim */
+	shca_lane_mark(lanes, 18);
 	ASSERT_EQ(pthread_create(&t, NULL, dereg_thread, &d), 0);
 	/* the entry goes, dereg stays */
 	for (int i = 0; i < 100000 && mr_entry(&e, d.mr).key; i++)
@@ -763,9 +765,93 @@ TEST(drain_waits_for_live_lane_frees_dead_one)
 	d.mr = ibv_reg_mr(e.pd, p, 2 * PS, RW);
 	ASSERT_NOT_NULL(d.mr);
 	lanes[100] = SHCA_LANE_WORD(dead, d.mr->lkey);
+	shca_lane_mark(lanes, 100);
 	ASSERT_EQ(ibv_dereg_mr(d.mr), 0);
 	ASSERT_U64_EQ(lanes[100], 0);
 	ASSERT(!in_pool(p));
+	teardown(&e);
+}
+
+/*
+ * The busy bitmap is a peer's hint: every bit set (lanes free, or held
+ * by dead processes or with garbage) costs the drain a look at each lane
+ * and no more; a dead holder's lane is freed, and the bits of free lanes
+ * are cleared afterwards, a taken lane's bit kept.
+ */
+TEST(drain_bitmap_all_set)
+{
+	struct env e = setup();
+	uint64_t *lanes = shca_arena_lanes(e.arena);
+	uint64_t *busy = shca_lanes_busy(lanes);
+	unsigned char *p = mmap(NULL, 2 * PS, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr;
+	pid_t dead;
+	int st;
+
+	ASSERT(p != MAP_FAILED);
+	dead = fork();
+	if (!dead)
+		_exit(0);
+	ASSERT_EQ(waitpid(dead, &st, 0), dead);
+	mr = ibv_reg_mr(e.pd, p, 2 * PS, RW);
+	ASSERT_NOT_NULL(mr);
+	lanes[4095] = SHCA_LANE_WORD(dead, mr->lkey);
+	lanes[64] = SHCA_LANE_WORD(-5, mr->lkey ^ 1);	/* not our key */
+	for (uint32_t g = 0; g < SHCA_ARENA_LANES / 64; g++)
+		busy[g] = ~0ull;
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT_U64_EQ(lanes[4095], 0);
+	ASSERT(!in_pool(p));
+	ASSERT_U64_EQ(busy[63], 0);
+	ASSERT_U64_EQ(busy[1], 1);	/* lane 64 is taken */
+	ASSERT_U64_EQ(busy[0], 0);
+	lanes[64] = 0;
+	busy[1] = 0;
+	teardown(&e);
+}
+
+/*
+ * Adjacent MRs (their pool ranges adjacent too) with data in some pages
+ * and holes between: deregistration restores each one's data pages, and
+ * only those (a hole stays unpopulated), whether the end of a data run is
+ * found by a probe per page (up to 64 KiB) or by SEEK_HOLE (longer ones,
+ * with a guard hole after them).
+ */
+TEST(adjacent_runs_restored)
+{
+	struct env e = setup();
+	size_t sizes[] = { 2 * PS, 16 * PS, 32 * PS };
+
+	for (size_t k = 0; k < 3; k++) {
+		size_t sz = sizes[k], np = sz / PS;
+		unsigned char *p = mmap(NULL, 3 * sz, PROT_READ | PROT_WRITE,
+					MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		struct ibv_mr *mr[3];
+
+		ASSERT(p != MAP_FAILED);
+		for (size_t i = 0; i < 3 * np; i++)
+			if (i % np != 1)	/* page 1 of each: a hole */
+				memset(p + i * PS, (int)(i + 1), PS);
+		for (int m = 0; m < 3; m++) {
+			mr[m] = ibv_reg_mr(e.pd, p + m * sz, sz, RW);
+			ASSERT_NOT_NULL(mr[m]);
+			ASSERT(mr_mapped(&e, mr[m]));
+		}
+		for (int m = 0; m < 3; m++)
+			ASSERT_EQ(ibv_dereg_mr(mr[m]), 0);
+		for (size_t i = 0; i < 3 * np; i++) {
+			ASSERT(!in_pool(p + i * PS));
+			if (i % np == 1) {
+				ASSERT_EQ(resident(p + i * PS, PS), 0);
+				continue;
+			}
+			ASSERT_EQ(resident(p + i * PS, PS), 1);
+			ASSERT_EQ(p[i * PS], (unsigned char)(i + 1));
+			ASSERT_EQ(p[i * PS + PS - 1], (unsigned char)(i + 1));
+		}
+		ASSERT_EQ(munmap(p, 3 * sz), 0);
+	}
 	teardown(&e);
 }
 
