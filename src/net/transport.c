@@ -1887,12 +1887,17 @@ void shca_net_rx(struct shca_conn *c, const struct shca_net_addr *addr,
 	    (qp->ibqp.qp_type == IBV_QPT_XRC_SEND &&
 	     !(m.op->mask & SHCA_OPM_RESP)) ||
 	    (qp->ibqp.qp_type == IBV_QPT_XRC_RECV &&
-	     (m.op->mask & SHCA_OPM_RESP)) ||
-	    shca_wire_check_qp(&m, tp, path_mtu(qp))) {
+	     (m.op->mask & SHCA_OPM_RESP))) {
 		count(NULL, SHCA_STAT_DROPPED_PKTS);
 		return;
 	}
 	pthread_mutex_lock(&qp->exec_lock);
+	/* the path MTU under exec_lock: ibv_modify_qp may be setting it */
+	if (shca_wire_check_qp(&m, tp, path_mtu(qp))) {
+		pthread_mutex_unlock(&qp->exec_lock);
+		count(NULL, SHCA_STAT_DROPPED_PKTS);
+		return;
+	}
 	if (!admitted(c, qp)) {
 		pthread_mutex_unlock(&qp->exec_lock);
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_ADMIT_DROPS, 1);
