@@ -347,6 +347,24 @@ static socklen_t sa_from_gid(struct sockaddr_storage *ss,
 	}
 }
 
+/* What names a connection, read under its lock (the engine fills the
+ * local address when a connect completes, and a merge moves addresses);
+ * conns_lock -> c->lock is the order the exit flush takes too. */
+struct conn_ident {
+	struct shca_net_addr addr;
+	uint16_t port;
+	bool bound;
+};
+
+static void conn_ident(struct shca_conn *c, struct conn_ident *id)
+{
+	pthread_mutex_lock(&c->lock);
+	id->addr = c->addr;
+	id->port = sa_port(&c->peer);
+	id->bound = c->bound;
+	pthread_mutex_unlock(&c->lock);
+}
+
 static void fill_local(struct shca_conn *c)
 {
 	struct sockaddr_storage ss;
@@ -1128,16 +1146,26 @@ size_t shca_net_queued(struct shca_conn *c)
 	return q;
 }
 
+/* Under c->lock, which hs_welcome/hs_proof hold when they set HS_DONE
+ * (the order exec_lock -> c->lock is the senders' too) */
 bool shca_net_conn_proven(struct shca_conn *c, uint8_t gid[16],
 			  unsigned int *scope, uint16_t *port)
 {
-	if (!c || c->hs != HS_DONE)
+	bool done;
+
+	if (!c)
 		return false;
-	memcpy(gid, c->addr.dst, 16);
-	*scope = c->peer.ss_family == AF_INET6 ?
-			 ((struct sockaddr_in6 *)&c->peer)->sin6_scope_id : 0;
-	*port = c->id_port;
-	return true;
+	pthread_mutex_lock(&c->lock);
+	done = c->hs == HS_DONE;
+	if (done) {
+		memcpy(gid, c->addr.dst, 16);
+		*scope = c->peer.ss_family == AF_INET6 ?
+				 ((struct sockaddr_in6 *)&c->peer)->sin6_scope_id :
+				 0;
+		*port = c->id_port;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return done;
 }
 
 void shca_net_conn_addr(struct shca_conn *c, struct shca_net_addr *addr)
@@ -1215,12 +1243,17 @@ static struct shca_conn *adopt(struct shca_conn *in, uint16_t port)
 	else
 		((struct sockaddr_in *)&peer)->sin_port = htons(port);
 	pthread_mutex_lock(&conns_lock);
-	for (c = conns; c; c = c->next)
-		if (c != in && !c->incoming &&
-		    !memcmp(c->addr.dst, in->addr.dst, 16) &&
-		    (!c->bound || !memcmp(c->addr.src, in->addr.src, 16)) &&
-		    sa_port(&c->peer) == port)
+	for (c = conns; c; c = c->next) {
+		struct conn_ident id;
+
+		if (c == in || c->incoming)
+			continue;
+		conn_ident(c, &id);
+		if (!memcmp(id.addr.dst, in->addr.dst, 16) &&
+		    (!id.bound || !memcmp(id.addr.src, in->addr.src, 16)) &&
+		    id.port == port)
 			break;
+	}
 	pthread_mutex_unlock(&conns_lock);
 	if (c) {
 		pthread_mutex_lock(&c->lock);
@@ -2072,11 +2105,16 @@ struct shca_conn *shca_net_conn_get(const uint8_t sgid[16],
 		}
 	}
 	pthread_mutex_lock(&conns_lock);
-	for (c = conns; c; c = c->next)
-		if (!c->incoming && !memcmp(c->addr.dst, gid, 16) &&
-		    sa_port(&c->peer) == port &&
-		    (!sgid || (c->bound && !memcmp(c->addr.src, sgid, 16))))
+	for (c = conns; c; c = c->next) {
+		struct conn_ident id;
+
+		if (c->incoming)
+			continue;
+		conn_ident(c, &id);
+		if (!memcmp(id.addr.dst, gid, 16) && id.port == port &&
+		    (!sgid || (id.bound && !memcmp(id.addr.src, sgid, 16))))
 			break;
+	}
 	if (!c && fresh) {
 		conn_publish(fresh);
 		c = fresh;

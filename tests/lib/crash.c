@@ -12,6 +12,8 @@
  * the worst outcome is a shorter report.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <execinfo.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -167,21 +169,27 @@ static void gdb_stacks(pid_t pid)
 		waitpid(g, NULL, 0);
 }
 
-/* The processes this one forked (a case's peers), from /proc */
+/* The processes this one forked (a case's peers), from /proc; no stdio
+ * (malloc) in a signal handler */
 static void gdb_children(void)
 {
 	char path[64], buf[512], *p, *end;
-	FILE *f;
+	ssize_t n;
 	long c;
+	int fd;
 
 	snprintf(path, sizeof(path), "/proc/self/task/%d/children",
 		 (int)getpid());
-	f = fopen(path, "r");
-	if (!f)
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return;
-	p = fgets(buf, sizeof(buf), f);
-	fclose(f);
-	while (p && *p) {
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = 0;
+	p = buf;
+	while (*p) {
 		c = strtol(p, &end, 10);
 		if (end == p)
 			break;
@@ -197,11 +205,14 @@ static void gdb_children(void)
  */
 static void on_timeout(int sig)
 {
+	int saved = errno;
+
 	say("  TIMEOUT: the stacks of this case's processes follow\n");
 	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 	gdb_stacks(getpid());
 	gdb_children();
 	signal(sig, SIG_DFL);
+	errno = saved;
 	raise(sig);
 }
 
