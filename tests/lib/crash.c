@@ -223,7 +223,7 @@ static void on_timeout(int sig)
 #endif
 
 /* Fatal signals print the stack (not under the sanitizers) */
-static void crash_handlers(void)
+void harness_crash_handlers(void)
 {
 	static const int sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT };
 	static char altstack[64 * 1024];
@@ -252,7 +252,7 @@ void harness_crash_report(void)
 {
 	struct sigaction ta;
 
-	crash_handlers();
+	harness_crash_handlers();
 	/* a case that sets its own SIGALRM handler replaces this one */
 	memset(&ta, 0, sizeof(ta));
 	ta.sa_handler = on_timeout;

@@ -36,6 +36,8 @@ void harness_fail(const char *file, int line, const char *fmt, ...)
 void harness_skip(const char *why) __attribute__((noreturn));
 /* a fatal signal prints the crashing thread's stack (tests/lib/crash.c) */
 void harness_crash_report(void);
+/* the fatal-signal part only (tests/lib/crash_preload.c: other programs) */
+void harness_crash_handlers(void);
 void harness_skip_env(const char *file, int line, const char *why)
 	__attribute__((noreturn));
 /* CI=true (or any value but "", "0", "false"): the environment is

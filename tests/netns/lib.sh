@@ -461,7 +461,7 @@ _netns_listening() {            # NS PORT
 # 0 if both exit 0.  A side whose output reports a data mismatch of
 # rdma-core's ping-pongs ("invalid data in page N") counts as exit 65.
 netns_pair() {
-	local srv_ns cli_ns secs=$3 srv=() cli=() spid n
+	local srv_ns cli_ns secs=$3 srv=() cli=() pre=() crash spid n
 	srv_ns=$(netns_name "$1") || return 1
 	cli_ns=$(netns_name "$2") || return 1
 	shift 3
@@ -472,7 +472,12 @@ netns_pair() {
 	_netns_npair=$((_netns_npair + 1))
 	NETNS_PAIR_SERVER_OUT=$NETNS_T/pair$_netns_npair.server
 	NETNS_PAIR_CLIENT_OUT=$NETNS_T/pair$_netns_npair.client
-	timeout -k 5 "$secs" ip netns exec "$srv_ns" "${srv[@]}" \
+	# a side that dies on a signal prints its stack (tests/lib/crash.c)
+	crash=${SOFTHCA_BUILD:-}/tests/libshca_crash.so
+	if [ -e "$crash" ]; then
+		pre=(env "LD_PRELOAD=$crash${LD_PRELOAD:+ $LD_PRELOAD}")
+	fi
+	timeout -k 5 "$secs" ip netns exec "$srv_ns" "${pre[@]}" "${srv[@]}" \
 		</dev/null >"$NETNS_PAIR_SERVER_OUT" 2>&1 &
 	spid=$!
 	if [ -n "${NETNS_PAIR_PORT:-}${NETNS_PAIR_READY:-}" ]; then
@@ -491,7 +496,7 @@ netns_pair() {
 	else
 		sleep 0.3
 	fi
-	timeout -k 5 "$secs" ip netns exec "$cli_ns" "${cli[@]}" \
+	timeout -k 5 "$secs" ip netns exec "$cli_ns" "${pre[@]}" "${cli[@]}" \
 		</dev/null >"$NETNS_PAIR_CLIENT_OUT" 2>&1
 	NETNS_PAIR_CLIENT_RC=$?
 	wait "$spid"
