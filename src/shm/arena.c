@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * The process arena: creation, its heap, the shared locks (shca_plock), the MR table's
- * seqlock, and mapping a peer's arena.
+ * The process arena: creation, its heap, the shared locks (shca_plock),
+ * the MR table's seqlock, and mapping a peer's arena.
  *
  * Only the owner allocates in its arena, so the heap's bookkeeping (shm/heap.c:
  * an allocator that merges freed blocks with their free neighbours) is
