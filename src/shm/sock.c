@@ -40,7 +40,7 @@ int shca_sock_bind(uint16_t port, bool *reclaimed)
 {
 	struct sockaddr_un sa;
 	char name[8];
-	socklen_t len;
+	socklen_t len = 0;	/* set by shca_sock_addr; gcc -O3 cannot tell */
 	int fd, ret, tries;
 
 	*reclaimed = false;
@@ -218,7 +218,7 @@ int shca_sock_connect(int slot, int timeout_s, pid_t *pid)
 {
 	struct timeval tv = { timeout_s, 0 };
 	struct sockaddr_un sa;
-	socklen_t len;
+	socklen_t len = 0;	/* set by shca_sock_addr; gcc -O3 cannot tell */
 	int fd, ret;
 
 	if (slot < 0 || slot >= (int)SHCA_NUM_SLOTS)
