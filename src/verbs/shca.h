@@ -878,9 +878,10 @@ void shca_tm_srq_destroy(struct shca_srq *srq);
 int shca_post_srq_ops(struct ibv_srq *srq, struct ibv_ops_wr *wr,
 		      struct ibv_ops_wr **bad);
 void shca_tm_fill_caps(struct ibv_tm_caps *caps);
-/* srq.c, for tm.c: create an SRQ on pd (a use put back) */
-struct shca_srq *shca_srq_new(struct ibv_context *ctx, struct shca_pd *pd,
-			      struct ibv_srq_attr *a, void *srq_context);
+/* srq.c, for tm.c: an SRQ with a CQ of its own and an arena block */
+struct shca_srq *shca_srq_with_cq(struct ibv_context *ctx,
+				  struct ibv_srq_init_attr_ex *attr,
+				  size_t size, void **shm);
 
 /* Report what peers left pending on this process's SRQs (doorbell). */
 void shca_srq_doorbell(void);

@@ -257,10 +257,49 @@ struct ibv_srq *shca_create_srq(struct ibv_pd *pd,
 static struct ibv_srq *xsrq_create(struct ibv_context *ctx,
 				   struct ibv_srq_init_attr_ex *attr);
 
-struct shca_srq *shca_srq_new(struct ibv_context *ctx, struct shca_pd *pd,
-			      struct ibv_srq_attr *a, void *srq_context)
+/*
+ * An SRQ with a CQ of its own (XRC, tag matching): the PD and CQ attr
+ * names in ctx (ENOENT for a handle that names none), an arena block of
+ * size bytes for its type's shared state (*shm), and the SRQ, holding a
+ * reference on the CQ.  NULL with errno.  The caller checked comp_mask.
+ */
+struct shca_srq *shca_srq_with_cq(struct ibv_context *ctx,
+				  struct ibv_srq_init_attr_ex *attr,
+				  size_t size, void **shm)
 {
-	return srq_create(ctx, pd, a, srq_context);
+	struct shca_srq *srq;
+	struct shca_pd *spd;
+	struct shca_cq *cq;
+	void *m;
+	int ret;
+
+	spd = shca_pd_lookup(attr->pd, ctx);
+	if (!spd)
+		return SHCA_ERR_PTR(ENOENT);
+	cq = shca_cq_lookup(attr->cq, ctx);
+	if (!cq) {
+		shca_obj_put(&spd->obj);
+		return SHCA_ERR_PTR(ENOENT);
+	}
+	m = shca_arena_alloc(size);
+	if (!m) {
+		shca_obj_put(&cq->obj);
+		shca_obj_put(&spd->obj);
+		return SHCA_ERR_PTR(ENOMEM);
+	}
+	/* (srq_create keeps the PD's reference, or drops it on failure) */
+	srq = srq_create(ctx, spd, &attr->attr, attr->srq_context);
+	if (!srq) {
+		ret = errno;
+		shca_arena_free(m);
+		shca_obj_put(&cq->obj);
+		return SHCA_ERR_PTR(ret);
+	}
+	srq->cq = cq;
+	__atomic_add_fetch(&cq->refs, 1, __ATOMIC_RELAXED);
+	shca_obj_put(&cq->obj);
+	*shm = m;
+	return srq;
 }
 
 /*
@@ -330,8 +369,6 @@ static struct ibv_srq *xsrq_create(struct ibv_context *ctx,
 			      IBV_SRQ_INIT_ATTR_CQ;
 	struct shca_qp_shm *xshm;
 	struct shca_srq *srq;
-	struct shca_pd *spd;
-	struct shca_cq *cq;
 	uint32_t idx, num;
 	int ret;
 
@@ -341,36 +378,15 @@ static struct ibv_srq *xsrq_create(struct ibv_context *ctx,
 	/* an ioctl attribute: a domain not open in ctx is not found */
 	if (!shca_xrcd_ok(attr->xrcd, ctx))
 		return SHCA_ERR_PTR(ENOENT);
-	spd = shca_pd_lookup(attr->pd, ctx);
-	if (!spd)
-		return SHCA_ERR_PTR(ENOENT);
-	cq = shca_cq_lookup(attr->cq, ctx);
-	if (!cq) {
-		shca_obj_put(&spd->obj);
-		return SHCA_ERR_PTR(ENOENT);
-	}
-	xshm = shca_arena_alloc(sizeof(*xshm));
-	if (!xshm) {
-		shca_obj_put(&cq->obj);
-		shca_obj_put(&spd->obj);
-		return SHCA_ERR_PTR(ENOMEM);
-	}
-	srq = srq_create(ctx, spd, &attr->attr, attr->srq_context);
-	if (!srq) {
-		ret = errno;
-		shca_arena_free(xshm);
-		shca_obj_put(&cq->obj);
-		return SHCA_ERR_PTR(ret);
-	}
+	srq = shca_srq_with_cq(ctx, attr, sizeof(*xshm), (void **)&xshm);
+	if (!srq)
+		return NULL;
 	/* (under the list's lock: shca_xsrq_pd reads it from the engine) */
 	pthread_mutex_lock(&srq_list_lock);
 	srq->xrcd = to_sxrcd(attr->xrcd);
 	pthread_mutex_unlock(&srq_list_lock);
-	srq->cq = cq;
 	srq->xshm = xshm;
 	srq->ibsrq.srq_context = attr->srq_context;
-	__atomic_add_fetch(&cq->refs, 1, __ATOMIC_RELAXED);
-	shca_obj_put(&cq->obj);
 	shca_xrcd_get(srq->xrcd);
 	ret = shca_xsrq_number_take(xshm, &idx, &num);
 	if (ret) {

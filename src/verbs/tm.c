@@ -45,10 +45,7 @@ struct ibv_srq *shca_tm_srq_create(struct ibv_context *ctx,
 			      IBV_SRQ_INIT_ATTR_TM;
 	struct shca_tm_shm *tm;
 	struct shca_srq *srq;
-	struct shca_pd *spd;
-	struct shca_cq *cq;
 	uint32_t n;
-	int ret;
 
 	if ((attr->comp_mask & need) != need || !attr->pd || !attr->cq)
 		return SHCA_ERR_PTR(EINVAL);
@@ -56,32 +53,13 @@ struct ibv_srq *shca_tm_srq_create(struct ibv_context *ctx,
 	if (!n || n >= SHCA_TM_MAX_TAGS || !attr->tm_cap.max_ops ||
 	    attr->tm_cap.max_ops > SHCA_TM_MAX_OPS)
 		return SHCA_ERR_PTR(EINVAL);
-	spd = shca_pd_lookup(attr->pd, ctx);
-	if (!spd)
-		return SHCA_ERR_PTR(ENOENT);
-	cq = shca_cq_lookup(attr->cq, ctx);
-	if (!cq) {
-		shca_obj_put(&spd->obj);
-		return SHCA_ERR_PTR(ENOENT);
-	}
 	/* index 0 is never used: a handle is never 0 */
-	tm = shca_arena_alloc(sizeof(*tm) + (n + 1) * sizeof(tm->e[0]));
-	if (!tm) {
-		shca_obj_put(&cq->obj);
-		shca_obj_put(&spd->obj);
-		return SHCA_ERR_PTR(ENOMEM);
-	}
+	srq = shca_srq_with_cq(ctx, attr,
+			       sizeof(*tm) + (n + 1) * sizeof(tm->e[0]),
+			       (void **)&tm);
+	if (!srq)
+		return NULL;
 	tm->max_tags = n + 1;
-	srq = shca_srq_new(ctx, spd, &attr->attr, attr->srq_context);
-	if (!srq) {
-		ret = errno;
-		shca_arena_free(tm);
-		shca_obj_put(&cq->obj);
-		return SHCA_ERR_PTR(ret);
-	}
-	srq->cq = cq;
-	__atomic_add_fetch(&cq->refs, 1, __ATOMIC_RELAXED);
-	shca_obj_put(&cq->obj);
 	srq->tm = tm;
 	srq->tm_ntags = n + 1;
 	srq->tm_max_sge = SHCA_TM_MAX_SGE;
