@@ -71,13 +71,16 @@ void shca_plock_lock(struct shca_plock *l)
 	const struct timespec tick = { .tv_nsec = 100 * 1000 * 1000 };
 	uint32_t self = (uint32_t)shca_gettid() & SHCA_PLOCK_TID, v = 0;
 	int saved = errno;
+	bool dead = false;
 
 	if (__atomic_compare_exchange_n(&l->word, &v, self, false,
 					__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return;
 	for (;;) {
-		if (!v) {
-			/* free, others may still sleep: keep them marked */
+		if (!v || dead) {
+			/* free (or its owner died while it held v): taken
+			 * unless v changed; others may sleep, keep them marked */
+			dead = false;
 			if (__atomic_compare_exchange_n(&l->word, &v,
 							self | SHCA_PLOCK_WAITERS,
 							false, __ATOMIC_ACQUIRE,
@@ -93,15 +96,10 @@ void shca_plock_lock(struct shca_plock *l)
 			continue;
 		v |= SHCA_PLOCK_WAITERS;
 		if (plock_futex(&l->word, FUTEX_WAIT, v, &tick) < 0 &&
-		    errno == ETIMEDOUT && plock_owner_gone(v)) {
-			if (__atomic_compare_exchange_n(&l->word, &v,
-							self | SHCA_PLOCK_WAITERS,
-							false, __ATOMIC_ACQUIRE,
-							__ATOMIC_RELAXED))
-				break;
-			continue;
-		}
-		v = __atomic_load_n(&l->word, __ATOMIC_RELAXED);
+		    errno == ETIMEDOUT && plock_owner_gone(v))
+			dead = true;
+		else
+			v = __atomic_load_n(&l->word, __ATOMIC_RELAXED);
 	}
 	errno = saved;
 }
