@@ -77,6 +77,10 @@ enum shca_stat {
 	SHCA_STAT_LOCAL_XFERS,		/* the owner was this process */
 	SHCA_STAT_SEGMAP_REFRESHES,	/* a peer's segment table read again
 					 * (a miss after it changed) */
+	/* progress (issue 15, engine.c) */
+	SHCA_STAT_APP_PROGRESS,		/* batches of the engine's work an
+					 * application thread's empty poll
+					 * carried out itself */
 	SHCA_STAT_MAX
 };
 

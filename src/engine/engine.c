@@ -47,6 +47,16 @@ static pthread_cond_t dispatch_done = PTHREAD_COND_INITIALIZER;
  * (shca_engine_sync); under engine_lock, signalled by dispatch_done */
 static uint64_t batch_taken, batch_done;
 static __thread bool in_engine;
+/*
+ * Who is the engine right now: the engine thread while it handles a
+ * batch, or an application thread whose poll found its CQ empty
+ * (shca_engine_progress).  One at a time, so every callback and timer
+ * still runs in one thread at a time, as if in the engine thread.
+ * app_runs counts the batches application threads ran (written under
+ * run_lock).
+ */
+static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t app_runs;
 
 uint64_t shca_now_ns(void)
 {
@@ -104,17 +114,22 @@ bool shca_in_engine(void)
 	return in_engine;
 }
 
+/* What the timerfd is set to (0: nothing); engine_lock. */
+static uint64_t timerfd_at;
+
 /* engine_lock held */
 static void program_timerfd(void)
 {
 	struct itimerspec its;
 
 	memset(&its, 0, sizeof(its));
+	timerfd_at = 0;
 	if (timers) {
 		uint64_t d = timers->deadline ? timers->deadline : 1;
 
 		its.it_value.tv_sec = (time_t)(d / 1000000000ull);
 		its.it_value.tv_nsec = (long)(d % 1000000000ull);
+		timerfd_at = d;
 	}
 	timerfd_settime(timerfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
@@ -147,7 +162,13 @@ void shca_timer_arm(struct shca_timer *t, uint64_t deadline)
 	t->next = *pp;
 	*pp = t;
 	__atomic_store_n(&t->armed, true, __ATOMIC_RELEASE);
-	if (timerfd >= 0 && timers == t)
+	/* a timerfd already set to go off no later is left as it is: it
+	 * sets itself to the head when it does (run_timers).  The RC ACK
+	 * timer is armed for every message and disarmed by its ACK; this
+	 * makes it one early wake-up per timeout, not a system call per
+	 * message */
+	if (timerfd >= 0 && timers == t &&
+	    (!timerfd_at || timerfd_at > (deadline ? deadline : 1)))
 		program_timerfd();
 	pthread_mutex_unlock(&engine_lock);
 }
@@ -211,6 +232,55 @@ static void run_doorbell(void)
 		fn();
 }
 
+/*
+ * One batch of epoll results, in whichever thread is the engine for now
+ * (run_lock held): the doorbell, the timers, the fds' callbacks.
+ */
+static void run_batch(const struct epoll_event *evs, int n)
+{
+	uint64_t batch;
+	int i;
+
+	pthread_mutex_lock(&engine_lock);
+	batch = ++batch_taken;
+	pthread_mutex_unlock(&engine_lock);
+	for (i = 0; i < n; i++) {
+		int fd = evs[i].data.fd;
+		struct watch *w;
+		shca_fd_fn fn = NULL;
+		void *warg = NULL;
+
+		if (fd == doorbell) {
+			run_doorbell();
+			continue;
+		}
+		if (fd == timerfd) {
+			run_timers();
+			continue;
+		}
+		pthread_mutex_lock(&engine_lock);
+		for (w = watches; w; w = w->next)
+			if (w->fd == fd) {
+				fn = w->fn;
+				warg = w->arg;
+			}
+		dispatching = fn != NULL;
+		pthread_mutex_unlock(&engine_lock);
+		if (!fn)
+			continue;
+		fn(fd, evs[i].events, warg);
+		pthread_mutex_lock(&engine_lock);
+		dispatching = false;
+		dispatch_epoch++;
+		pthread_cond_broadcast(&dispatch_done);
+		pthread_mutex_unlock(&engine_lock);
+	}
+	pthread_mutex_lock(&engine_lock);
+	batch_done = batch;
+	pthread_cond_broadcast(&dispatch_done);
+	pthread_mutex_unlock(&engine_lock);
+}
+
 static void *engine_main(void *arg)
 {
 	struct epoll_event evs[16];
@@ -225,8 +295,8 @@ static void *engine_main(void *arg)
 	/* held until the process ends: how peers know it did (arena.h) */
 	shca_arena_hold_life();
 	for (;;) {
-		int n = epoll_wait(epfd, evs, 16, -1), i;
-		uint64_t batch;
+		uint64_t gen = __atomic_load_n(&app_runs, __ATOMIC_ACQUIRE);
+		int n = epoll_wait(epfd, evs, 16, -1);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -237,46 +307,51 @@ static void *engine_main(void *arg)
 		/* counted: an idle engine's count stands still, a spinning
 		 * one's runs away (tests/security/flood.c) */
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_ENGINE_WAKEUPS, 1);
-		pthread_mutex_lock(&engine_lock);
-		batch = ++batch_taken;
-		pthread_mutex_unlock(&engine_lock);
-		for (i = 0; i < n; i++) {
-			int fd = evs[i].data.fd;
-			struct watch *w;
-			shca_fd_fn fn = NULL;
-			void *warg = NULL;
-
-			if (fd == doorbell) {
-				run_doorbell();
-				continue;
-			}
-			if (fd == timerfd) {
-				run_timers();
-				continue;
-			}
-			pthread_mutex_lock(&engine_lock);
-			for (w = watches; w; w = w->next)
-				if (w->fd == fd) {
-					fn = w->fn;
-					warg = w->arg;
-				}
-			dispatching = fn != NULL;
-			pthread_mutex_unlock(&engine_lock);
-			if (!fn)
-				continue;
-			fn(fd, evs[i].events, warg);
-			pthread_mutex_lock(&engine_lock);
-			dispatching = false;
-			dispatch_epoch++;
-			pthread_cond_broadcast(&dispatch_done);
-			pthread_mutex_unlock(&engine_lock);
-		}
-		pthread_mutex_lock(&engine_lock);
-		batch_done = batch;
-		pthread_cond_broadcast(&dispatch_done);
-		pthread_mutex_unlock(&engine_lock);
+		pthread_mutex_lock(&run_lock);
+		/* an application thread was the engine meanwhile: what woke
+		 * us may be done, and a callback must not read a socket on
+		 * old news (read them afresh) */
+		if (__atomic_load_n(&app_runs, __ATOMIC_RELAXED) != gen)
+			n = epoll_wait(epfd, evs, 16, 0);
+		if (n > 0)
+			run_batch(evs, n);
+		pthread_mutex_unlock(&run_lock);
 	}
 	return NULL;
+}
+
+/*
+ * An application thread that found nothing to poll is the engine for one
+ * batch, if nobody else is (shca_engine_progress in engine.h).  Its
+ * signals wait and it cannot be cancelled while it is: the callbacks run
+ * as they would in the engine thread.
+ */
+int shca_engine_progress(void)
+{
+	struct epoll_event evs[16];
+	sigset_t all, old;
+	int n, cs;
+
+	if (in_engine || __atomic_load_n(&engine_pid, __ATOMIC_ACQUIRE) !=
+				 shca_getpid())
+		return 0;
+	if (pthread_mutex_trylock(&run_lock))
+		return -EBUSY;
+	n = epoll_wait(epfd, evs, 16, 0);
+	if (n > 0) {
+		cs = shca_cancel_off();
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		in_engine = true;
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_APP_PROGRESS, 1);
+		run_batch(evs, n);
+		in_engine = false;
+		__atomic_store_n(&app_runs, app_runs + 1, __ATOMIC_RELEASE);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		shca_cancel_restore(cs);
+	}
+	pthread_mutex_unlock(&run_lock);
+	return n > 0;
 }
 
 static int add_fd(int fd)
@@ -320,7 +395,11 @@ int shca_engine_start(void)
 		watches = NULL;
 		timers = NULL;
 		running_timer = NULL;
+		/* a thread of the parent may have been the engine at fork */
+		pthread_mutex_init(&run_lock, NULL);
+		app_runs = 0;
 	}
+	timerfd_at = 0;
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
@@ -347,7 +426,7 @@ int shca_engine_start(void)
 		close_all();
 		goto out;
 	}
-	engine_pid = shca_getpid();
+	__atomic_store_n(&engine_pid, shca_getpid(), __ATOMIC_RELEASE);
 	if (timers)
 		program_timerfd();
 out:

@@ -107,8 +107,21 @@ void shca_engine_quiesce(void);
  */
 void shca_engine_sync(void);
 
-/* true in the engine thread itself */
+/* true in the engine thread itself, and in an application thread while
+ * it is the engine (shca_engine_progress) */
 bool shca_in_engine(void);
+
+/*
+ * Progress where the application already is (issue 15): a thread whose
+ * poll found nothing carries out, itself, one batch of what the engine
+ * thread would have been woken for (the net path's sockets above all:
+ * the responder's and the completer's work), so that the completion it
+ * waits for needs no hand-off to another thread.  Only if no other
+ * thread is the engine at that moment; never blocks.  1: it handled
+ * something; 0: nothing was waiting; -EBUSY: another thread is the
+ * engine right now.
+ */
+int shca_engine_progress(void);
 
 /* ------------------------------------------------------------------ */
 /* requester.c: a QP's send queue in order (transports reach these     */

@@ -1717,6 +1717,7 @@ static void conn_read(struct shca_conn *c)
 		}
 	}
 	while (budget--) {
+		size_t want;
 		ssize_t n;
 
 		if (c->expect && !pcap &&
@@ -1737,9 +1738,9 @@ static void conn_read(struct shca_conn *c)
 				continue;
 			}
 		}
-		n = recv(c->fd, c->rbuf + c->rlen,
-			 c->placing ? MIN(RBUF_SIZE - c->rlen, PLACE_GAP) :
-				      RBUF_SIZE - c->rlen, 0);
+		want = c->placing ? MIN(RBUF_SIZE - c->rlen, PLACE_GAP) :
+				    RBUF_SIZE - c->rlen;
+		n = recv(c->fd, c->rbuf + c->rlen, want, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
@@ -1756,6 +1757,10 @@ static void conn_read(struct shca_conn *c)
 		}
 		if (!c->expect)
 			c->placing = false;
+		/* a short read emptied the socket: no recv for EAGAIN (epoll
+		 * says when more comes) */
+		if ((size_t)n < want && !c->expect)
+			return;
 	}
 }
 
@@ -2014,11 +2019,12 @@ static void want_pktinfo(int fd)
 
 void shca_net_poll_idle(void)
 {
-	/* the engine thread does the net path's receive work: a poller
-	 * that spins on an empty CQ must let it run (two busy pollers on
-	 * two cores would otherwise starve it for a scheduler tick) */
+	/* the poller does the net path's receive work itself when nobody
+	 * else is (shca_engine_progress); while another thread is at it,
+	 * a poller that spins on an empty CQ lets it run (two busy pollers
+	 * on two cores would otherwise starve it for a scheduler tick) */
 	if (__atomic_load_n(&net_used, __ATOMIC_RELAXED) &&
-	    started_pid == shca_getpid())
+	    started_pid == shca_getpid() && shca_engine_progress() < 0)
 		sched_yield();
 }
 

@@ -58,7 +58,7 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	11	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	12	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
 					 * receive queue's PD (rq_pd); 5: the
 					 * pool, segments, lanes, MR flags;
@@ -68,7 +68,8 @@
 					 * segmap_refreshes counter; 9: tag
 					 * matching (rq tm_off, shca_tm_shm);
 					 * 10: shca_plock a futex word;
-					 * 11: the lanes' busy bitmap */
+					 * 11: the lanes' busy bitmap;
+					 * 12: the app_progress counter */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
