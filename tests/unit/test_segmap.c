@@ -46,7 +46,7 @@ static void owner_open(struct owner *o)
 	ASSERT(o->table != NULL);
 	o->gen = 0;
 	o->next_gen = 1;
-	o->m = shca_segmap_new(fd, o->table, &o->gen);
+	o->m = shca_segmap_new(fd, o->table, &o->gen, getpid());
 	ASSERT(o->m != NULL);
 }
 
