@@ -70,7 +70,8 @@
 					 * 10: shca_plock a futex word;
 					 * 11: the lanes' busy bitmap;
 					 * 12: segments of the program's own
-					 * files (shca_seg_shm file, ino) */
+					 * files (shca_seg_shm file, ino),
+					 * the map_file_bytes counter */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */

@@ -922,7 +922,7 @@ static int seg_file_create(struct shca_arena *a, const struct part *part,
 	if (dontfork)
 		madvise((void *)seg->va, seg->len, MADV_DONTFORK);
 	seg_table_write(a, seg, true);
-	shca_stat_add(shca_stat_proc(), SHCA_STAT_MAP_BYTES, seg->len);
+	shca_stat_add(shca_stat_proc(), SHCA_STAT_MAP_FILE_BYTES, seg->len);
 	shca_dbg("seg %u gen %llu: %#lx+%zu in place, file ino %llu at %llu",
 		 slot, (unsigned long long)seg->gen, (unsigned long)seg->va,
 		 seg->len, (unsigned long long)seg->file_ino,

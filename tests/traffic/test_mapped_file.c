@@ -39,6 +39,7 @@ struct mr_info {
 	uint64_t addr;
 	uint32_t rkey;
 	int32_t mapped;		/* the responder's mr_mapped moved */
+	int64_t file_bytes;	/* ... and its map_file_bytes */
 };
 
 /* Counter name of process pid, as `softhca stat` shows it. */
@@ -127,7 +128,7 @@ static void responder(int fd, void *arg)
 {
 	enum kind k = *(enum kind *)arg;
 	size_t len = k == HUGETLB ? 2u << 20 : FLEN;
-	long long mapped0;
+	long long mapped0, fb0;
 	struct mr_info mi;
 	struct ep_opts o;
 	struct ibv_mr *mr;
@@ -149,11 +150,13 @@ static void responder(int fd, void *arg)
 	ep_exchange(fd, &b.self, &b.peer);
 	ep_connect(&b, &o);
 	mapped0 = proc_counter(getpid(), "mr_mapped");
+	fb0 = proc_counter(getpid(), "map_file_bytes");
 	mr = ibv_reg_mr(b.pd, m, len, MR_ACCESS);
 	ASSERT_NOT_NULL(mr);
 	mi.addr = (uintptr_t)m;
 	mi.rkey = mr->rkey;
 	mi.mapped = (int32_t)(proc_counter(getpid(), "mr_mapped") - mapped0);
+	mi.file_bytes = proc_counter(getpid(), "map_file_bytes") - fb0;
 	xwrite(fd, &mi, sizeof(mi));
 	/* the registration moved nothing: the mapping is still the file */
 	back = malloc(len);
@@ -236,6 +239,8 @@ static void run(enum kind k, bool mapped)
 	ep_open_remote(&a, &o, d.fd);
 	xread(d.fd, &mi, sizeof(mi));
 	ASSERT_EQ(mi.mapped, mapped ? 1 : 0);
+	/* in place: the whole file range, nothing re-backed */
+	ASSERT_EQ(mi.file_bytes, mapped ? (int64_t)FLEN : 0);
 	/* ep_post and post_atomic aim at the file's MR */
 	a.peer.addr = mi.addr;
 	a.peer.rkey = mi.rkey;
