@@ -30,6 +30,7 @@
  * each one kept only if it is the same inode as the mapping.
  */
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -44,17 +45,30 @@
 
 #define PS	4096ull
 
-/* fd (taken over), if it is the file mapped by v: fd, else -1 (closed). */
-static int same_file(int fd, const struct shca_vma *v)
+/* Is st a regular file, the one mapped by v? */
+static bool is_vma_file(const struct stat *st, const struct shca_vma *v)
+{
+	return S_ISREG(st->st_mode) && (uint64_t)st->st_ino == v->ino &&
+	       major(st->st_dev) == v->dev_major &&
+	       minor(st->st_dev) == v->dev_minor;
+}
+
+/*
+ * path opened read-write if it is the regular file mapped by v, else -1.
+ * Looked at before it is opened: opening a device node that a program
+ * mapped shared (a GPU's, a NIC's) may do something.
+ */
+static int open_vma_file(const char *path, const struct shca_vma *v)
 {
 	struct stat st;
+	int fd;
 
+	if (stat(path, &st) || !is_vma_file(&st, v))
+		return -1;
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return -1;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_ino != v->ino ||
-	    major(st.st_dev) != v->dev_major ||
-	    minor(st.st_dev) != v->dev_minor) {
+	if (fstat(fd, &st) || !is_vma_file(&st, v)) {
 		close(fd);
 		return -1;
 	}
@@ -79,12 +93,10 @@ static int by_fd_scan(const struct shca_vma *v)
 
 		if (*end || n < 0 || n == dirfd(d))
 			continue;
-		if (fstat((int)n, &st) || (uint64_t)st.st_ino != v->ino ||
-		    major(st.st_dev) != v->dev_major ||
-		    minor(st.st_dev) != v->dev_minor)
+		if (fstat((int)n, &st) || !is_vma_file(&st, v))
 			continue;
 		snprintf(path, sizeof(path), "/proc/self/fd/%ld", n);
-		fd = same_file(open(path, O_RDWR | O_CLOEXEC), v);
+		fd = open_vma_file(path, v);
 	}
 	closedir(d);
 	return fd;
@@ -99,11 +111,10 @@ static int file_open(const struct shca_vma *v)
 
 	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx",
 		 (unsigned long)v->start, (unsigned long)v->end);
-	fd = same_file(open(path, O_RDWR | O_CLOEXEC), v);
+	fd = open_vma_file(path, v);
 	if (fd < 0 && v->name[0] == '/' &&
 	    (nl < 10 || strcmp(v->name + nl - 10, " (deleted)")))
-		fd = same_file(open(v->name, O_RDWR | O_CLOEXEC | O_NOCTTY |
-				    O_NONBLOCK), v);
+		fd = open_vma_file(v->name, v);
 	if (fd < 0)
 		fd = by_fd_scan(v);
 	return fd;
