@@ -653,7 +653,7 @@ out:
 struct part {
 	uintptr_t start, end;
 	int prot;
-	int fd;			/* -1: private memory; else its own file's */
+	int fd;			/* -1: private memory; else its file */
 	uint64_t foff;		/* ... and start's offset in it */
 };
 

@@ -309,7 +309,7 @@ static bool seg_read(struct shca_segmap *m, const struct shca_seg_shm *e,
 	if (out->va + out->len < out->va || out->off + out->len < out->off)
 		return false;
 	out->map = NULL;
-	if (out->file)		/* bounded by the file itself (file_map) */
+	if (out->file)		/* bounded by the file (file_map) */
 		return out->off + out->len <= (uint64_t)INT64_MAX;
 	end = out->off + out->len;
 	if (end > m->pool_size && !m->pool_looked) {

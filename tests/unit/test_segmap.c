@@ -254,7 +254,7 @@ TEST(file_segments_only_when_they_cannot_shrink)
 	owner_set_file(&o, 5, VA1 + 0x40000000, ws, ino_ws, PAGE);
 	owner_set_file(&o, 6, VA1 + 0x50000000, 100000, ino_ok, PAGE);
 	ASSERT_EQ(shca_segmap_refresh(o.m), 0);
-	ASSERT_EQ(peek(&o, VA1), 0x33);		/* sealed: the same page */
+	ASSERT_EQ(peek(&o, VA1), 0x33);	/* sealed: the same page */
 	ASSERT_EQ(peek(&o, VA1 + 0x10000000), -1);	/* can shrink */
 	ASSERT_EQ(peek(&o, VA1 + 0x20000000), -1);	/* another inode */
 	ASSERT_EQ(peek(&o, VA1 + 0x30000000), -1);	/* past its end */
