@@ -52,5 +52,6 @@ const char *const shca_stat_names[SHCA_STAT_MAX] = {
 	[SHCA_STAT_CMA_XFERS] = "cma_xfers",
 	[SHCA_STAT_LOCAL_XFERS] = "local_xfers",
 	[SHCA_STAT_SEGMAP_REFRESHES] = "segmap_refreshes",
+	[SHCA_STAT_MAP_FILE_BYTES] = "map_file_bytes",
 	[SHCA_STAT_APP_PROGRESS] = "app_progress",
 };

@@ -471,6 +471,8 @@ bool shca_seg_shm_read(const struct shca_seg_shm *e, struct shca_seg_shm *out)
 		out->va = __atomic_load_n(&e->va, __ATOMIC_ACQUIRE);
 		out->len = __atomic_load_n(&e->len, __ATOMIC_ACQUIRE);
 		out->off = __atomic_load_n(&e->off, __ATOMIC_ACQUIRE);
+		out->file = __atomic_load_n(&e->file, __ATOMIC_ACQUIRE);
+		out->ino = __atomic_load_n(&e->ino, __ATOMIC_ACQUIRE);
 		s2 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
 	} while (s1 != s2 || (s1 & 1));
 	return out->gen != 0;
@@ -485,6 +487,8 @@ void shca_seg_shm_write(struct shca_seg_shm *e, const struct shca_seg_shm *v)
 	__atomic_store_n(&e->va, v->va, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->len, v->len, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->off, v->off, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->file, v->file, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->ino, v->ino, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
 }
 

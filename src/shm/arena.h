@@ -58,7 +58,7 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	12	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	13	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
 					 * receive queue's PD (rq_pd); 5: the
 					 * pool, segments, lanes, MR flags;
@@ -69,7 +69,10 @@
 					 * matching (rq tm_off, shca_tm_shm);
 					 * 10: shca_plock a futex word;
 					 * 11: the lanes' busy bitmap;
-					 * 12: the app_progress counter */
+					 * 12: segments of the program's own
+					 * files (shca_seg_shm file, ino),
+					 * the map_file_bytes counter;
+					 * 13: the app_progress counter */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
@@ -172,11 +175,16 @@ enum {
  */
 struct shca_seg_shm {
 	uint32_t seq;
-	uint32_t pad;
+	/* 0: the pool backs it; n > 0: the program's own file (a sealed
+	 * memfd, shm/seg_file.c) that the owner holds open as descriptor
+	 * n - 1 (a peer opens /proc/<owner>/fd/<n - 1>), whose inode is
+	 * ino, and off is in that file */
+	uint32_t file;
 	uint64_t gen;
 	uint64_t va;
 	uint64_t len;
 	uint64_t off;
+	uint64_t ino;
 };
 
 /*

@@ -299,7 +299,8 @@ static bool translate(struct shca_segmap *m, const struct iovec *remote,
 }
 
 /* The next len bytes of a local list, from cursor (*i, *off) on, as at
- * most max iovecs in out: how many, or -1 (more than max). */
+ * most max iovecs in out: how many, or -1 (more than max); out NULL:
+ * the cursor moves only. */
 static int local_take(const struct iovec *local, int nl, int *i, size_t *off,
 		      size_t len, struct iovec *out, int max)
 {
@@ -310,12 +311,13 @@ static int local_take(const struct iovec *local, int nl, int *i, size_t *off,
 
 		if (k > len)
 			k = len;
-		if (k) {
+		if (k && out) {
 			if (n == max)
 				return -1;
 			out[n].iov_base = (char *)local[*i].iov_base + *off;
-			out[n++].iov_len = k;
+			out[n].iov_len = k;
 		}
+		n += k != 0;
 		len -= k;
 		*off += k;
 		if (*off == local[*i].iov_len) {
@@ -333,35 +335,79 @@ static bool want_mapped(struct shca_peer *p)
 }
 
 /*
- * An access partly mapped: run by run in the remote list's order, the
- * mapped runs copied through our mappings, the others by CMA (an
- * unaligned MR's partial edge pages, which no segment holds: shm/seg.c).
- * Under the map's read lock.  0 or CMA's -errno.
+ * The mapped runs of ps among (a, b] of the remote list (run starts;
+ * from = -1: from the first) copied through our mappings, the local
+ * cursor walked over the runs in between.
  */
-static int mixed_xfer(struct shca_peer *p, const struct iovec *local, int nl,
-		      const struct pieces *ps, bool write)
+static void mapped_runs(const struct iovec *local, int nl,
+			const struct pieces *ps, int from, int to, bool write)
 {
 	struct iovec sl[MAX_PIECES];
 	size_t off = 0;
-	int li = 0, a, b, ns, ret = 0;
+	int li = 0, a, b, ns;
 
-	for (a = 0; a < ps->n && !ret; a = b) {
+	for (a = 0; a < ps->n; a = b) {
 		size_t len = 0;
 
 		for (b = a; b < ps->n && ps->mapped[b] == ps->mapped[a]; b++)
 			len += ps->v[b].iov_len;
+		if (!ps->mapped[a] || a <= from || a > to) {
+			/* the cursor only */
+			ns = local_take(local, nl, &li, &off, len, NULL, 0);
+			continue;
+		}
 		ns = local_take(local, nl, &li, &off, len, sl, MAX_PIECES);
 		if (ns < 0)	/* not with nl <= MAX_PIECES (the caller) */
-			return -E2BIG;
-		if (ps->mapped[a] && write)
+			continue;
+		if (write)
 			shca_copy_iov(ps->v + a, b - a, sl, ns);
-		else if (ps->mapped[a])
-			shca_copy_iov(sl, ns, ps->v + a, b - a);
-		else if (write)
-			ret = shca_peer_write(p, sl, ns, ps->v + a, b - a);
 		else
-			ret = shca_peer_read(p, sl, ns, ps->v + a, b - a);
+			shca_copy_iov(sl, ns, ps->v + a, b - a);
 	}
+}
+
+/*
+ * An access partly mapped: the mapped runs copied through our mappings,
+ * and every byte no segment holds (an unaligned MR's partial edge pages,
+ * shm/seg.c: both edges of one access) in one CMA call, not one per run.
+ * Order: a WRITE's mapped runs before its last unmapped one go first,
+ * then the CMA call (its runs in the list's order), then the mapped runs
+ * after it, so that the access's last byte is still written last (a
+ * program may poll it); a READ's order is the local buffer's, seen only
+ * at completion.  Under the map's read lock.  0 or CMA's -errno.
+ */
+static int mixed_xfer(struct shca_peer *p, const struct iovec *local, int nl,
+		      const struct pieces *ps, bool write)
+{
+	struct iovec cl[2 * MAX_PIECES], cr[MAX_PIECES];
+	size_t off = 0;
+	int li = 0, a, b, ns, ncl = 0, ncr = 0, last = -1, ret = 0;
+
+	/* the unmapped runs' bytes, local and remote, in order */
+	for (a = 0; a < ps->n; a = b) {
+		size_t len = 0;
+
+		for (b = a; b < ps->n && ps->mapped[b] == ps->mapped[a]; b++)
+			len += ps->v[b].iov_len;
+		if (ps->mapped[a]) {
+			local_take(local, nl, &li, &off, len, NULL, 0);
+			continue;
+		}
+		last = a;
+		ns = local_take(local, nl, &li, &off, len, cl + ncl,
+				2 * MAX_PIECES - ncl);
+		if (ns < 0)	/* not with nl <= MAX_PIECES (the caller) */
+			return -E2BIG;
+		ncl += ns;
+		memcpy(cr + ncr, ps->v + a, (size_t)(b - a) * sizeof(*cr));
+		ncr += b - a;
+	}
+	mapped_runs(local, nl, ps, -1, write ? last : ps->n, write);
+	if (ncr)
+		ret = write ? shca_peer_write(p, cl, ncl, cr, ncr) :
+			      shca_peer_read(p, cl, ncl, cr, ncr);
+	if (write && last >= 0)
+		mapped_runs(local, nl, ps, last, ps->n, write);
 	count(SHCA_STAT_CMA_XFERS);
 	return ret;
 }

@@ -402,7 +402,8 @@ static struct shca_peer *peer_connect(int slot)
 	if (!ret) {
 		const struct shca_arena_hdr *ah = p->arena;
 
-		p->segmap = shca_segmap_new(fds[2], segs, &ah->seg_table_gen);
+		p->segmap = shca_segmap_new(fds[2], segs, &ah->seg_table_gen,
+					    owner);
 		ret = p->segmap ? 0 : -ENOMEM;
 		if (ret)
 			munmap(p->arena, p->arena_size);

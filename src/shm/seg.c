@@ -14,8 +14,13 @@
  *      addresses, with the protection of the mapping it replaced (a run
  *      of several mappings: each part's afterwards);
  *   4. publish the segment in the arena's table.
- * Anything else (the stack, files, shared or hugetlb mappings, holes, a
- * full table, a failed step) leaves the whole MR as it was: CMA.
+ * A MAP_SHARED mapping of the program's own file is not re-backed: if
+ * peers may map that file as it is (seg_file.c: a memfd sealed against
+ * shrinking), a segment names the file and its offset instead of a pool
+ * range, and nothing is copied or remapped.
+ * Anything else (the stack, private file mappings, other shared or
+ * hugetlb mappings, holes, a full table, a failed step) leaves the whole
+ * MR as it was: CMA.
  *
  * Giving it back (the last MR over a segment deregistered, after its
  * lanes drained): the segment entry is cleared, the data pages of its
@@ -153,13 +158,18 @@ static int state_ready(struct shca_arena *a)
  * keeps); also the first use of a process. */
 void shca_seg_forget_all(void)
 {
-	for (uint32_t i = 0; i < shca_nsegs; i++)
+	for (uint32_t i = 0; i < shca_nsegs; i++) {
+		if (shca_segs[i]->file_fd >= 0)
+			close(shca_segs[i]->file_fd);
 		free(shca_segs[i]);
+	}
 	shca_nsegs = 0;
 	while (shca_orphans) {
 		struct shca_seg *o = shca_orphans;
 
 		shca_orphans = o->next_orphan;
+		if (o->file_fd >= 0)
+			close(o->file_fd);
 		free(o);
 	}
 	memset(slot_used, 0, sizeof(slot_used));
@@ -272,6 +282,10 @@ static void seg_table_write(struct shca_arena *a, const struct shca_seg *s,
 		v.va = s->va;
 		v.len = s->len;
 		v.off = s->off;
+		if (s->file_fd >= 0) {
+			v.file = (uint32_t)s->file_fd + 1;
+			v.ino = s->file_ino;
+		}
 	}
 	shca_seg_shm_write(&shca_arena_seg_table(a->base)[s->slot], &v);
 	/* after the entry: a peer that sees the new generation sees it */
@@ -611,6 +625,13 @@ static void seg_release(struct shca_arena *a, struct shca_seg *s)
 	} else {
 		seg_table_write(a, s, false);
 	}
+	if (s->file_fd >= 0) {
+		/* the program's own file: nothing to give back but ours */
+		if (s->dontfork && !s->orphan)
+			madvise((void *)s->va, s->len, MADV_DOFORK);
+		close(s->file_fd);
+		goto out;
+	}
 	ret = privatize(s, a->pool_fd, maps_fd, pool_dev, pool_ino, true,
 			&whole);
 	if (ret)	/* the memory stays in the pool: its range too */
@@ -619,6 +640,7 @@ static void seg_release(struct shca_arena *a, struct shca_seg *s)
 	else	/* punched as it was restored where it held data; the parts
 		 * no longer mapped here (if any) now */
 		pool_free(a->pool_fd, s->off, s->len, !whole);
+out:
 	slot_used[s->slot / 8] &= (uint8_t)~(1u << (s->slot % 8));
 	seg_remove(s);
 	free(s);
@@ -631,6 +653,8 @@ static void seg_release(struct shca_arena *a, struct shca_seg *s)
 struct part {
 	uintptr_t start, end;
 	int prot;
+	int fd;			/* -1: private memory; else its file */
+	uint64_t foff;		/* ... and start's offset in it */
 };
 
 struct plan {
@@ -639,7 +663,8 @@ struct plan {
 	uint32_t nruns;
 };
 
-static bool plan_add(struct plan *p, uintptr_t s, uintptr_t e, int prot)
+static bool plan_add(struct plan *p, uintptr_t s, uintptr_t e, int prot,
+		     int fd, uint64_t foff)
 {
 	if (p->nparts == p->cap) {
 		uint32_t ncap = p->cap ? p->cap * 2 : 16;
@@ -650,7 +675,7 @@ static bool plan_add(struct plan *p, uintptr_t s, uintptr_t e, int prot)
 		p->parts = n;
 		p->cap = ncap;
 	}
-	p->parts[p->nparts++] = (struct part){ s, e, prot };
+	p->parts[p->nparts++] = (struct part){ s, e, prot, fd, foff };
 	return true;
 }
 
@@ -715,18 +740,30 @@ static const char *plan_run(struct plan *p, uintptr_t s, uintptr_t e)
 	if (on_my_stack(s, e))
 		return "the calling thread's stack";
 	while (c < e) {
+		uintptr_t pe;
 		const char *no;
+		uint64_t foff = 0;
+		int fd = -1;
 
 		if ((!shca_vma_noted(c, &v) && shca_vma_find(maps_fd, c, &v)) ||
 		    v.start > c)
 			return "not mapped";
+		pe = v.end < e ? v.end : e;
 		no = vma_refusal(&v);
+		/* already shared: its own segment, as it is (seg_file.c) */
+		if (no && v.shared)
+			no = shca_seg_file_open(&v, c, pe, &fd, &foff);
 		if (no) {
 			snprintf(why, sizeof(why), "%s", no);
 			return why;
 		}
-		if (!plan_add(p, c, v.end < e ? v.end : e, v.prot))
+		if (!plan_add(p, c, pe, v.prot, fd, foff)) {
+			if (fd >= 0)
+				close(fd);
 			return "out of memory";
+		}
+		if (fd >= 0)	/* its own, and it splits a run in two */
+			p->nruns += 2;
 		c = v.end;
 	}
 	p->nruns++;
@@ -805,6 +842,7 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 				 parts[i].end - parts[i].start, parts[i].prot);
 	if (dontfork)
 		madvise((void *)s, len, MADV_DONTFORK);
+	seg->file_fd = -1;
 	seg->va = s;
 	seg->len = len;
 	seg->off = off;
@@ -847,6 +885,52 @@ err_free:
 	return ret;
 }
 
+/* A segment over [s, e) of the program's own file part->fd (taken over
+ * on success), as it is: 0 or -errno (nothing changed). */
+static int seg_file_create(struct shca_arena *a, const struct part *part,
+			   bool dontfork, struct shca_seg **out)
+{
+	struct shca_seg *seg;
+	struct stat st;
+	uint32_t slot;
+	int ret;
+
+	if (fstat(part->fd, &st))
+		return -errno;
+	seg = calloc(1, sizeof(*seg));
+	if (!seg)
+		return -ENOMEM;
+	ret = seg_slot_take(&slot);
+	if (ret) {
+		free(seg);
+		return ret;
+	}
+	seg->va = part->start;
+	seg->len = part->end - part->start;
+	seg->off = part->foff;
+	seg->gen = next_gen++;
+	seg->slot = slot;
+	seg->dontfork = dontfork;
+	seg->file_fd = part->fd;
+	seg->file_ino = (uint64_t)st.st_ino;
+	seg->file_dev = st.st_dev;
+	if (seg_insert(seg)) {
+		slot_used[slot / 8] &= (uint8_t)~(1u << (slot % 8));
+		free(seg);
+		return -ENOMEM;
+	}
+	if (dontfork)
+		madvise((void *)seg->va, seg->len, MADV_DONTFORK);
+	seg_table_write(a, seg, true);
+	shca_stat_add(shca_stat_proc(), SHCA_STAT_MAP_FILE_BYTES, seg->len);
+	shca_dbg("seg %u gen %llu: %#lx+%zu in place, file ino %llu at %llu",
+		 slot, (unsigned long long)seg->gen, (unsigned long)seg->va,
+		 seg->len, (unsigned long long)seg->file_ino,
+		 (unsigned long long)seg->off);
+	*out = seg;
+	return 0;
+}
+
 /* Drops the references a hold took; lock held. */
 static void hold_put(struct shca_arena *a, struct shca_seg_hold *h)
 {
@@ -863,14 +947,16 @@ static void hold_put(struct shca_arena *a, struct shca_seg_hold *h)
  */
 static bool seg_backs(const struct shca_seg *seg, uintptr_t s, uintptr_t e)
 {
+	bool file = seg->file_fd >= 0;
+	uint64_t ino = file ? seg->file_ino : (uint64_t)pool_ino;
+	dev_t dev = file ? seg->file_dev : pool_dev;
 	struct shca_vma v;
 	uintptr_t c = s;
 
 	while (c < e) {
 		if (shca_vma_find(maps_fd, c, &v) || v.start > c ||
-		    !v.shared || v.ino != pool_ino ||
-		    v.dev_major != major(pool_dev) ||
-		    v.dev_minor != minor(pool_dev) ||
+		    !v.shared || v.ino != ino ||
+		    v.dev_major != major(dev) || v.dev_minor != minor(dev) ||
 		    v.pgoff + (c - v.start) != seg->off + (c - seg->va))
 			return false;
 		c = v.end;
@@ -954,7 +1040,7 @@ static const char *map_locked(struct shca_arena *a, uintptr_t s,
 	if (!why && shca_nsegs + p.nruns > SHCA_ARENA_SEG_ENTRIES)
 		why = "segment table full";
 	if (!why && p.nruns) {
-		created = calloc(p.nruns, sizeof(*created));
+		created = calloc(p.nparts, sizeof(*created));
 		if (!created)
 			why = "out of memory";
 	}
@@ -963,10 +1049,19 @@ static const char *map_locked(struct shca_arena *a, uintptr_t s,
 		uint32_t j = k + 1;
 		int ret;
 
-		while (j < p.nparts && p.parts[j].start == p.parts[j - 1].end)
-			j++;
-		ret = seg_create(a, p.parts[k].start, p.parts[j - 1].end,
-				 p.parts + k, j - k, dontfork, &created[made]);
+		if (p.parts[k].fd >= 0) {
+			ret = seg_file_create(a, &p.parts[k], dontfork,
+					      &created[made]);
+			if (!ret)
+				p.parts[k].fd = -1;	/* the segment's */
+		} else {
+			while (j < p.nparts && p.parts[j].fd < 0 &&
+			       p.parts[j].start == p.parts[j - 1].end)
+				j++;
+			ret = seg_create(a, p.parts[k].start,
+					 p.parts[j - 1].end, p.parts + k,
+					 j - k, dontfork, &created[made]);
+		}
 		if (ret) {
 			why = ret == -ENOSPC ? "pool or table full" :
 					       "remap failed";
@@ -1003,6 +1098,9 @@ static const char *map_locked(struct shca_arena *a, uintptr_t s,
 		}
 	}
 	free(created);
+	for (k = 0; k < p.nparts; k++)
+		if (p.parts[k].fd >= 0)
+			close(p.parts[k].fd);
 	free(p.parts);
 	return why;
 }

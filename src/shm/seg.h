@@ -14,6 +14,7 @@
  *   seg.c      segments: create, reference, restore; the drain of lanes
  *   seg_fork.c fork(): the child gets a private copy, never the live pool
  *   seg_vm.c   what the kernel says: mappings, populated pages
+ *   seg_file.c memory that is already a shared file: handed as it is
  */
 #ifndef SOFTHCA_SHM_SEG_H
 #define SOFTHCA_SHM_SEG_H
@@ -23,6 +24,7 @@
 #include <stdint.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/types.h>
 
 /* SOFTHCA_MAP (default 1): 0 leaves registered memory as it is (CMA). */
 bool shca_map_enabled(void);
@@ -74,6 +76,15 @@ void shca_vma_note_begin(void);
 void shca_vma_note_end(void);
 bool shca_vma_noted(uintptr_t addr, struct shca_vma *v);
 
+/*
+ * seg_file.c: [s, e) lies in v, a shared mapping; is it the program's own
+ * file that peers may map as it is?  NULL: *fd is a new read-write
+ * descriptor of it (O_CLOEXEC, the caller's) and *foff the file offset of
+ * s; else why not.
+ */
+const char *shca_seg_file_open(const struct shca_vma *v, uintptr_t s,
+			       uintptr_t e, int *fd, uint64_t *foff);
+
 typedef int (*shca_pages_fn)(uintptr_t start, uintptr_t end, void *arg);
 int shca_pages_scan(int pagemap_fd, uintptr_t start, uintptr_t end,
 		    shca_pages_fn fn, void *arg);
@@ -86,6 +97,12 @@ struct shca_seg {
 	uint32_t slot;			/* in the arena's segment table */
 	uint32_t refs;			/* MRs over it */
 	bool dontfork;
+	/* -1: the pool backs it (off is in the pool); else the program's
+	 * own file, in place (seg_file.c): our descriptor of it, its
+	 * identity, and off is in that file */
+	int file_fd;
+	uint64_t file_ino;
+	dev_t file_dev;
 	/* no longer what the pages at va hold (the program unmapped or
 	 * replaced them under an MR): out of the list by va and out of the
 	 * arena's table, kept until its last MR goes (shca_orphans) */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,13 +25,16 @@
 
 struct seg {
 	uint64_t va, len, off, gen;
+	uint64_t ino;		/* file: the inode the entry names */
 	uint32_t slot;
+	uint32_t file;		/* 0: the pool; else the owner's fd + 1 */
 	void *map;		/* NULL: not yet; MAP_REFUSED; our mapping */
 };
 
 struct shca_segmap {
 	pthread_rwlock_t lock;
 	int pool_fd;
+	int owner;		/* its pid: /proc/<owner>/fd for files */
 	uint64_t pool_size;	/* the pool's size when last looked at */
 	bool pool_looked;	/* ... in this refresh already */
 	const struct shca_seg_shm *table;
@@ -75,9 +79,29 @@ int shca_segmap_check_pool(int fd)
 	return 0;
 }
 
+const char *shca_segmap_check_file(int fd, uint64_t end)
+{
+	struct statfs sfs;
+	struct stat st;
+	int seals;
+
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != getuid())
+		return "not a regular file of ours";
+	if (fstatfs(fd, &sfs) || sfs.f_type != TMPFS_MAGIC)
+		return "file not on tmpfs";
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK))
+		return "file can shrink (not sealed F_SEAL_SHRINK)";
+	if (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE))
+		return "file sealed against writes";
+	if ((uint64_t)st.st_size < end)
+		return "range beyond the file's end";
+	return NULL;
+}
+
 struct shca_segmap *shca_segmap_new(int pool_fd,
 				    const struct shca_seg_shm *table,
-				    const uint64_t *table_gen)
+				    const uint64_t *table_gen, int owner)
 {
 	struct shca_segmap *m = calloc(1, sizeof(*m));
 
@@ -85,6 +109,7 @@ struct shca_segmap *shca_segmap_new(int pool_fd,
 		return NULL;
 	pthread_rwlock_init(&m->lock, NULL);
 	m->pool_fd = pool_fd;
+	m->owner = owner;
 	m->table = table;
 	m->table_gen = table_gen;
 	return m;
@@ -145,6 +170,42 @@ static struct seg *seg_search(struct seg *segs, unsigned int n, uint64_t va)
 }
 
 /*
+ * A segment of the owner's own file: opened through /proc (the kernel
+ * checks that we may, as for CMA), mapped only if it is the inode the
+ * entry names and cannot shrink under us (shca_segmap_check_file).  The
+ * descriptor is not kept: the mapping holds the file.  MAP_FAILED (errno)
+ * or the mapping.
+ */
+static void *file_map(struct shca_segmap *m, const struct seg *s)
+{
+	const char *why;
+	struct stat st;
+	char path[64];
+	void *p = MAP_FAILED;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%u", m->owner,
+		 s->file - 1);
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return MAP_FAILED;
+	if (fstat(fd, &st) || (uint64_t)st.st_ino != s->ino) {
+		why = "not the inode the segment names";
+	} else {
+		why = shca_segmap_check_file(fd, s->off + s->len);
+		if (!why)
+			p = mmap(NULL, s->len, PROT_READ | PROT_WRITE,
+				 MAP_SHARED, fd, (off_t)s->off);
+	}
+	if (why) {
+		shca_dbg("peer %d: file segment refused: %s", m->owner, why);
+		errno = EPERM;
+	}
+	close(fd);
+	return p;
+}
+
+/*
  * Our mapping of s, made on first use: several readers may race to make
  * it, the first one's stays.  Never beyond the pool's size as it was
  * checked (the refresh), which cannot shrink.
@@ -155,8 +216,9 @@ static void *seg_map(struct shca_segmap *m, struct seg *s)
 
 	if (p)
 		return p;
-	p = mmap(NULL, s->len, PROT_READ | PROT_WRITE, MAP_SHARED, m->pool_fd,
-		 (off_t)s->off);
+	p = s->file ? file_map(m, s) :
+		      mmap(NULL, s->len, PROT_READ | PROT_WRITE, MAP_SHARED,
+			   m->pool_fd, (off_t)s->off);
 	if (p == MAP_FAILED) {
 		shca_dbg("cannot map a segment of %llu bytes: %s",
 			 (unsigned long long)s->len, strerror(errno));
@@ -237,6 +299,8 @@ static bool seg_read(struct shca_segmap *m, const struct shca_seg_shm *e,
 	out->va = __atomic_load_n(&e->va, __ATOMIC_ACQUIRE);
 	out->len = __atomic_load_n(&e->len, __ATOMIC_ACQUIRE);
 	out->off = __atomic_load_n(&e->off, __ATOMIC_ACQUIRE);
+	out->file = __atomic_load_n(&e->file, __ATOMIC_ACQUIRE);
+	out->ino = __atomic_load_n(&e->ino, __ATOMIC_ACQUIRE);
 	s2 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
 	if (s1 != s2 || !out->gen || !out->len)
 		return false;
@@ -244,6 +308,9 @@ static bool seg_read(struct shca_segmap *m, const struct shca_seg_shm *e,
 		return false;
 	if (out->va + out->len < out->va || out->off + out->len < out->off)
 		return false;
+	out->map = NULL;
+	if (out->file)		/* bounded by the file (file_map) */
+		return out->off + out->len <= (uint64_t)INT64_MAX;
 	end = out->off + out->len;
 	if (end > m->pool_size && !m->pool_looked) {
 		/* once a refresh: a table of entries beyond the pool costs
@@ -254,7 +321,6 @@ static bool seg_read(struct shca_segmap *m, const struct shca_seg_shm *e,
 	}
 	if (end > m->pool_size)
 		return false;
-	out->map = NULL;
 	return true;
 }
 
@@ -278,7 +344,8 @@ static bool seg_carry(struct seg *segs, unsigned int n, struct seg *o)
 						  segs[i].va == o->va;) {
 		s = &segs[i];
 		if (s->slot == o->slot && s->gen == o->gen &&
-		    s->len == o->len && s->off == o->off && !s->map) {
+		    s->len == o->len && s->off == o->off &&
+		    s->file == o->file && s->ino == o->ino && !s->map) {
 			s->map = o->map;
 			o->map = NULL;
 			return true;

@@ -18,6 +18,12 @@
  * use.  An access re-reads the gen of
  * each segment it uses in the table: a changed gen is a miss.
  *
+ * A segment may name the program's own file instead of the pool (entry
+ * file n > 0, shm/seg_file.c): we open /proc/<owner>/fd/<n - 1> on first
+ * use, map it only if it is the inode the entry names and passes
+ * shca_segmap_check_file (sealed against shrinking), and close it again;
+ * else the segment is refused and its bytes go by CMA.
+ *
  * Lock: an access holds the map's read lock while it translates and
  * copies (no mapping goes away under it); a refresh takes the write lock.
  */
@@ -38,6 +44,15 @@ struct shca_segmap;
 int shca_segmap_check_pool(int fd);
 
 /*
+ * Would we map fd, the program's own file that a segment names (shm/
+ * seg_file.c; the owner asks too, before it offers one): a regular tmpfs
+ * file of our uid, at least end bytes long, sealed against shrinking (no
+ * byte of a mapping can raise SIGBUS later) and not against writes.
+ * NULL, or why not.
+ */
+const char *shca_segmap_check_file(int fd, uint64_t end);
+
+/*
  * The segment map of a peer whose pool is pool_fd (taken over: closed by
  * shca_segmap_free) and whose segment table is table (in its arena, its
  * bounds checked by the caller), table_gen its generation word (in its
@@ -45,7 +60,7 @@ int shca_segmap_check_pool(int fd);
  */
 struct shca_segmap *shca_segmap_new(int pool_fd,
 				    const struct shca_seg_shm *table,
-				    const uint64_t *table_gen);
+				    const uint64_t *table_gen, int owner);
 /* Unmap every segment and close the pool (the peer is dead, unused). */
 void shca_segmap_free(struct shca_segmap *m);
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "harness.h"
 #include "shm/arena.h"
@@ -46,7 +47,7 @@ static void owner_open(struct owner *o)
 	ASSERT(o->table != NULL);
 	o->gen = 0;
 	o->next_gen = 1;
-	o->m = shca_segmap_new(fd, o->table, &o->gen);
+	o->m = shca_segmap_new(fd, o->table, &o->gen, getpid());
 	ASSERT(o->m != NULL);
 }
 
@@ -194,5 +195,74 @@ TEST(entries_a_peer_cannot_map_are_skipped)
 	ASSERT_EQ(peek(&o, UINT64_MAX - 8), -1);
 	ASSERT_EQ(shca_segmap_mapped(o.m), 0u);
 	ASSERT_EQ(shca_segmap_refresh(o.m), 1);
+	owner_close(&o);
+}
+
+/* Slot slot names the owner's (our) file descriptor fd as it is, at file
+ * offset off, inode ino (a hostile owner may name any). */
+static void owner_set_file(struct owner *o, uint32_t slot, uint64_t va,
+			   int fd, uint64_t ino, uint64_t off)
+{
+	struct shca_seg_shm v = { 0 };
+
+	v.gen = o->next_gen++;
+	v.va = va;
+	v.len = PAGE;
+	v.off = off;
+	v.file = (uint32_t)fd + 1;
+	v.ino = ino;
+	shca_seg_shm_write(&o->table[slot], &v);
+	__atomic_add_fetch(&o->gen, 1, __ATOMIC_RELEASE);
+}
+
+static int file_of(unsigned int flags, unsigned int seals, uint64_t *ino)
+{
+	int fd = memfd_create("segmap-file", flags);
+	struct stat st;
+	unsigned char c = 0x33;
+
+	ASSERT(fd >= 0);
+	ASSERT_EQ(ftruncate(fd, 2 * PAGE), 0);
+	ASSERT_EQ(pwrite(fd, &c, 1, PAGE), 1);
+	if (seals)
+		ASSERT_EQ(fcntl(fd, F_ADD_SEALS, seals), 0);
+	ASSERT_EQ(fstat(fd, &st), 0);
+	*ino = (uint64_t)st.st_ino;
+	return fd;
+}
+
+/*
+ * A segment of the owner's own file is mapped only if the file cannot
+ * shrink under us (sealed F_SEAL_SHRINK), is the inode the entry names,
+ * and holds the range: anything else is a miss (CMA), never a mapping
+ * that a truncate could turn into SIGBUS.
+ */
+TEST(file_segments_only_when_they_cannot_shrink)
+{
+	uint64_t ino_ok, ino_open, ino_ws;
+	struct owner o;
+	int ok, open_fd, ws;
+
+	owner_open(&o);
+	ok = file_of(MFD_ALLOW_SEALING, F_SEAL_SHRINK, &ino_ok);
+	open_fd = file_of(0, 0, &ino_open);
+	ws = file_of(MFD_ALLOW_SEALING, F_SEAL_SHRINK | F_SEAL_WRITE, &ino_ws);
+	owner_set_file(&o, 1, VA1, ok, ino_ok, PAGE);
+	owner_set_file(&o, 2, VA1 + 0x10000000, open_fd, ino_open, PAGE);
+	owner_set_file(&o, 3, VA1 + 0x20000000, ok, ino_open, PAGE);
+	owner_set_file(&o, 4, VA1 + 0x30000000, ok, ino_ok, 2 * PAGE);
+	owner_set_file(&o, 5, VA1 + 0x40000000, ws, ino_ws, PAGE);
+	owner_set_file(&o, 6, VA1 + 0x50000000, 100000, ino_ok, PAGE);
+	ASSERT_EQ(shca_segmap_refresh(o.m), 0);
+	ASSERT_EQ(peek(&o, VA1), 0x33);	/* sealed: the same page */
+	ASSERT_EQ(peek(&o, VA1 + 0x10000000), -1);	/* can shrink */
+	ASSERT_EQ(peek(&o, VA1 + 0x20000000), -1);	/* another inode */
+	ASSERT_EQ(peek(&o, VA1 + 0x30000000), -1);	/* past its end */
+	ASSERT_EQ(peek(&o, VA1 + 0x40000000), -1);	/* write-sealed */
+	ASSERT_EQ(peek(&o, VA1 + 0x50000000), -1);	/* no such fd */
+	ASSERT_EQ(shca_segmap_mapped(o.m), 1u);
+	close(ok);
+	close(open_fd);
+	close(ws);
 	owner_close(&o);
 }

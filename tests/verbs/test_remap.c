@@ -11,6 +11,7 @@
  * entries of this process's arena (found in /proc/self/maps), the
  * mappings and RSS in /proc/self, mincore for untouched pages.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -18,6 +19,7 @@
 #include <stdbool.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "harness.h"
@@ -618,6 +620,128 @@ TEST(unshareable_is_cma)
 	teardown(&e);
 }
 
+/* Descriptors open in this process. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	ASSERT_NOT_NULL(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* The live segment entry over addr (gen 0 if none). */
+static struct shca_seg_shm seg_at(struct env *e, const void *addr)
+{
+	struct shca_seg_shm *t = shca_arena_seg_table(e->arena), v;
+
+	/* only this thread registers: the entries hold still */
+	for (uint32_t i = 0; i < SHCA_ARENA_SEG_ENTRIES; i++) {
+		v = t[i];
+		if (v.gen && v.va <= (uintptr_t)addr &&
+		    (uintptr_t)addr < v.va + v.len)
+			return v;
+	}
+	memset(&v, 0, sizeof(v));
+	return v;
+}
+
+/*
+ * Memory already in a memfd sealed against shrinking is shared as it is
+ * (shm/seg_file.c): the MR is mapped, its segment names the file (its
+ * inode, the file offset), nothing is copied into the pool (the mapping
+ * is still the program's memfd), map_file_bytes counts it; beside private
+ * pages in the same MR, those are re-backed as usual.  After dereg the
+ * file is as it was, and softhca's descriptor of it is closed.
+ */
+TEST(sealed_memfd_in_place)
+{
+	struct env e = setup();
+	int mfd = memfd_create("user-sealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	uint64_t fb0, b0;
+	unsigned char *shm, *mix;
+	struct shca_seg_shm v;
+	struct ibv_mr *mr;
+	struct stat st;
+	char line[512];
+	int fds0;
+
+	ASSERT_GE(mfd, 0);
+	ASSERT_EQ(ftruncate(mfd, 4 * PS), 0);
+	ASSERT_EQ(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	ASSERT_EQ(fstat(mfd, &st), 0);
+	shm = mmap(NULL, 4 * PS, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	ASSERT(shm != MAP_FAILED);
+	fill(shm, 4 * PS, 21);
+	/* softhca's own descriptors (maps, pagemap) opened once */
+	mix = mmap(NULL, 3 * PS, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT(mix != MAP_FAILED);
+	mr = ibv_reg_mr(e.pd, mix, 3 * PS, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT_EQ(munmap(mix, 3 * PS), 0);
+	fds0 = open_fds();
+	fb0 = stat_of(&e, SHCA_STAT_MAP_FILE_BYTES);
+	b0 = stat_of(&e, SHCA_STAT_MAP_BYTES);
+
+	mr = ibv_reg_mr(e.pd, shm + PS, 3 * PS, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT(same(shm, 4 * PS, 21));
+	ASSERT(maps_line(shm + PS, line, sizeof(line)));
+	ASSERT(strstr(line, "memfd:user-sealed") != NULL);
+	v = seg_at(&e, shm + PS);
+	ASSERT_NE(v.gen, 0);
+	ASSERT_U64_EQ(v.va, (uintptr_t)shm + PS);
+	ASSERT_U64_EQ(v.len, 3 * PS);
+	ASSERT_U64_EQ(v.off, PS);
+	ASSERT_NE(v.file, 0);
+	ASSERT_U64_EQ(v.ino, (uint64_t)st.st_ino);
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MAP_FILE_BYTES), fb0 + 3 * PS);
+	ASSERT_U64_EQ(stat_of(&e, SHCA_STAT_MAP_BYTES), b0);
+	/* a store through the mapping is the file's */
+	shm[2 * PS] = 0x5a;
+	ASSERT_EQ(pread(mfd, line, 1, 2 * PS), 1);
+	ASSERT_EQ((unsigned char)line[0], 0x5a);
+	shm[2 * PS] = (unsigned char)(2 * PS * 7 + 21);
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT_EQ(live_segs(&e), 0);
+	ASSERT_EQ(open_fds(), fds0);
+	ASSERT(maps_line(shm + PS, line, sizeof(line)));
+	ASSERT(strstr(line, "memfd:user-sealed") != NULL);
+	ASSERT(same(shm, 4 * PS, 21));
+
+	/* private pages and a page of the file in one MR: two segments */
+	mix = mmap(NULL, 3 * PS, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT(mix != MAP_FAILED);
+	ASSERT(mmap(mix + 2 * PS, PS, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_FIXED, mfd, 0) != MAP_FAILED);
+	fill(mix, 2 * PS, 22);
+	mr = ibv_reg_mr(e.pd, mix, 3 * PS, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT(in_pool(mix));
+	ASSERT(!in_pool(mix + 2 * PS));
+	ASSERT(same(mix, 2 * PS, 22));
+	ASSERT(same(mix + 2 * PS, PS, 21));
+	ASSERT_EQ(live_segs(&e), 2);
+	ASSERT_EQ(seg_at(&e, mix).file, 0);
+	ASSERT_NE(seg_at(&e, mix + 2 * PS).file, 0);
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT_EQ(live_segs(&e), 0);
+	ASSERT(!in_pool(mix));
+	ASSERT(same(mix, 2 * PS, 22));
+	ASSERT_EQ(munmap(mix, 3 * PS), 0);
+	ASSERT_EQ(munmap(shm, 4 * PS), 0);
+	close(mfd);
+	teardown(&e);
+}
+
 /* ------------------------------------------------------------------ */
 /* fork                                                                */
 
@@ -681,6 +805,53 @@ static void fork_case(bool fork_init)
 	ASSERT_EQ(ibv_dereg_mr(mr), 0);
 	ASSERT(same(p, n, 14));
 	free(buf);
+	teardown(&e);
+}
+
+/*
+ * A sealed memfd shared as it is stays what the program made it in a
+ * forked child: the same shared file (the kernel's fork of a MAP_SHARED
+ * mapping), not a private copy and not unmapped; a store by the child is
+ * the parent's too.
+ */
+TEST(fork_keeps_shared_file)
+{
+	struct env e = setup();
+	int mfd = memfd_create("user-sealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	unsigned char *shm;
+	struct ibv_mr *mr;
+	int st;
+	pid_t pid;
+
+	ASSERT_GE(mfd, 0);
+	ASSERT_EQ(ftruncate(mfd, 2 * PS), 0);
+	ASSERT_EQ(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	shm = mmap(NULL, 2 * PS, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	ASSERT(shm != MAP_FAILED);
+	fill(shm, 2 * PS, 31);
+	mr = ibv_reg_mr(e.pd, shm, 2 * PS, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (!pid) {
+		char line[512];
+
+		if (!same(shm, 2 * PS, 31) ||
+		    !maps_line(shm, line, sizeof(line)) ||
+		    !strstr(line, "memfd:user-sealed"))
+			_exit(10);
+		fill(shm, 2 * PS, 32);
+		_exit(0);
+	}
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	ASSERT(WIFEXITED(st));
+	ASSERT_EQ(WEXITSTATUS(st), 0);
+	ASSERT(same(shm, 2 * PS, 32));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT(same(shm, 2 * PS, 32));
+	ASSERT_EQ(munmap(shm, 2 * PS), 0);
+	close(mfd);
 	teardown(&e);
 }
 
