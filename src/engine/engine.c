@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <poll.h>
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -326,32 +327,89 @@ static void *engine_main(void *arg)
  * signals wait and it cannot be cancelled while it is: the callbacks run
  * as they would in the engine thread.
  */
-int shca_engine_progress(void)
+/* SOFTHCA_POLL_PROGRESS=0: only the engine thread is the engine. */
+static bool poll_progress_env(void)
+{
+	static int on = -1;
+	const char *s;
+
+	if (__atomic_load_n(&on, __ATOMIC_RELAXED) < 0) {
+		s = getenv("SOFTHCA_POLL_PROGRESS");
+		if (s && *s && strcmp(s, "0") && strcmp(s, "1"))
+			shca_warn("SOFTHCA_POLL_PROGRESS=%s: expected 0 or 1, "
+				  "ignored", s);
+		__atomic_store_n(&on, !(s && !strcmp(s, "0")),
+				 __ATOMIC_RELAXED);
+	}
+	return __atomic_load_n(&on, __ATOMIC_RELAXED);
+}
+
+/* run_lock held: one batch, if epoll has one; signals wait and no
+ * cancellation while the callbacks run.  Its size, or 0. */
+static int app_batch(void)
 {
 	struct epoll_event evs[16];
 	sigset_t all, old;
 	int n, cs;
 
-	if (in_engine || __atomic_load_n(&engine_pid, __ATOMIC_ACQUIRE) !=
-				 shca_getpid())
+	n = epoll_wait(epfd, evs, 16, 0);
+	if (n <= 0)
 		return 0;
+	cs = shca_cancel_off();
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	in_engine = true;
+	shca_stat_add(shca_stat_proc(), SHCA_STAT_APP_PROGRESS, 1);
+	run_batch(evs, n);
+	in_engine = false;
+	__atomic_store_n(&app_runs, app_runs + 1, __ATOMIC_RELEASE);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	shca_cancel_restore(cs);
+	return n;
+}
+
+/* May this thread be the engine in this process? */
+static bool app_may_run(void)
+{
+	return !in_engine &&
+	       __atomic_load_n(&engine_pid, __ATOMIC_ACQUIRE) ==
+		       shca_getpid() &&
+	       poll_progress_env();
+}
+
+int shca_engine_progress(void)
+{
+	int n;
+
+	if (!app_may_run())
+		return -EAGAIN;
 	if (pthread_mutex_trylock(&run_lock))
 		return -EBUSY;
-	n = epoll_wait(epfd, evs, 16, 0);
-	if (n > 0) {
-		cs = shca_cancel_off();
-		sigfillset(&all);
-		pthread_sigmask(SIG_BLOCK, &all, &old);
-		in_engine = true;
-		shca_stat_add(shca_stat_proc(), SHCA_STAT_APP_PROGRESS, 1);
-		run_batch(evs, n);
-		in_engine = false;
-		__atomic_store_n(&app_runs, app_runs + 1, __ATOMIC_RELEASE);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		shca_cancel_restore(cs);
-	}
+	n = app_batch();
 	pthread_mutex_unlock(&run_lock);
 	return n > 0;
+}
+
+int shca_engine_wait(int fd)
+{
+	struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+			       { .fd = epfd, .events = POLLIN } };
+	int cs;
+
+	if (!app_may_run())
+		return -EAGAIN;
+	if (poll(p, 2, -1) < 0)
+		return -errno;
+	if (!(p[1].revents & POLLIN) || p[0].revents)
+		return 0;
+	/* the engine's work came first: this thread does it (after the
+	 * engine thread, if it got there first), then looks again */
+	cs = shca_cancel_off();
+	pthread_mutex_lock(&run_lock);
+	app_batch();
+	pthread_mutex_unlock(&run_lock);
+	shca_cancel_restore(cs);
+	return 0;
 }
 
 static int add_fd(int fd)

@@ -119,9 +119,22 @@ bool shca_in_engine(void);
  * waits for needs no hand-off to another thread.  Only if no other
  * thread is the engine at that moment; never blocks.  1: it handled
  * something; 0: nothing was waiting; -EBUSY: another thread is the
- * engine right now.
+ * engine right now; -EAGAIN: the engine thread does it all here (no
+ * engine in this process yet, SOFTHCA_POLL_PROGRESS=0, or called from
+ * the engine).  Negative: a spinning caller lets the engine run.
  */
 int shca_engine_progress(void);
+
+/*
+ * Sleep until fd (a completion channel's eventfd) is readable, or until
+ * the engine has work; that work this thread then carries out itself
+ * (waiting for the engine thread if it is at it), so that the event it
+ * waits for is not a hand-off from the engine thread.  0: look again
+ * (fd may be readable); -errno from poll (EINTR); -EAGAIN: as for
+ * shca_engine_progress, wait on fd alone.  A cancellation point while
+ * it sleeps, not while it works.
+ */
+int shca_engine_wait(int fd);
 
 /* ------------------------------------------------------------------ */
 /* requester.c: a QP's send queue in order (transports reach these     */

@@ -2017,14 +2017,19 @@ static void want_pktinfo(int fd)
 	setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
 }
 
+bool shca_net_active(void)
+{
+	return __atomic_load_n(&net_used, __ATOMIC_RELAXED) &&
+	       started_pid == shca_getpid();
+}
+
 void shca_net_poll_idle(void)
 {
 	/* the poller does the net path's receive work itself when nobody
 	 * else is (shca_engine_progress); while another thread is at it,
 	 * a poller that spins on an empty CQ lets it run (two busy pollers
 	 * on two cores would otherwise starve it for a scheduler tick) */
-	if (__atomic_load_n(&net_used, __ATOMIC_RELAXED) &&
-	    started_pid == shca_getpid() && shca_engine_progress() < 0)
+	if (shca_net_active() && shca_engine_progress() < 0)
 		sched_yield();
 }
 

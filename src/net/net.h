@@ -57,8 +57,12 @@ typedef void (*shca_net_rx_fn)(struct shca_conn *c,
  * 0 or -errno. */
 int shca_net_start(shca_net_rx_fn fn);
 
-/* ibv_poll_cq found nothing: give the engine thread the CPU if the net
- * path is in use. */
+/* This process has used the net path (its engine watches sockets). */
+bool shca_net_active(void);
+
+/* ibv_poll_cq found nothing: if the net path is in use, carry out the
+ * engine's pending work here (shca_engine_progress), or give the thread
+ * doing it the CPU. */
 void shca_net_poll_idle(void);
 
 /* The outgoing connection from this host's address sgid (NULL: any) to

@@ -29,6 +29,8 @@
 #include "shca.h"
 #include "../common/evfd.h"
 #include "../common/nocancel.h"
+#include "../engine/engine.h"
+#include "../net/net.h"
 #include "../shm/peer.h"
 
 struct shca_event {
@@ -102,6 +104,27 @@ static void queue_push(struct shca_event_queue *q, enum ibv_event_type type,
  * The wait is the one cancellation point (common/nocancel.h): a thread
  * cancelled anywhere else in here would leave the queue locked.
  */
+/*
+ * A completion channel's waiter in a process that uses the net path
+ * waits for the engine's work too and does it itself (issue 15): 0 look
+ * again, -errno, or -EAGAIN: wait on the eventfd alone.  A non-blocking
+ * channel gets one pass of that work before its EAGAIN.
+ */
+static int chan_wait(int fd)
+{
+	int fl, ret;
+
+	if (!shca_net_active())
+		return -EAGAIN;
+	fl = fcntl(fd, F_GETFL);
+	if (fl >= 0 && (fl & O_NONBLOCK))
+		return shca_engine_progress() > 0 ? 0 : -EAGAIN;
+	ret = shca_engine_wait(fd);
+	if (ret == -EINTR && shca_signals_restart())
+		ret = 0;
+	return ret;
+}
+
 static int queue_pop(struct shca_event_queue *q,
 		     void (*deliver)(struct shca_event *ev, void *arg),
 		     void *arg)
@@ -151,7 +174,9 @@ static int queue_pop(struct shca_event_queue *q,
 		 * SA_RESTART, restarted after one with it; a cancellation
 		 * point, with no lock held */
 		shca_cancel_restore(cs);
-		ret = shca_evfd_wait(q->fd);
+		ret = q->progress ? chan_wait(q->fd) : -EAGAIN;
+		if (ret == -EAGAIN)
+			ret = shca_evfd_wait(q->fd);
 		if (ret < 0)
 			return ret;
 		took = ret > 0;
@@ -440,6 +465,7 @@ struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
 		return SHCA_ERR_PTR(-ret);
 	}
 	ch->q.collect = channel_collect;
+	ch->q.progress = true;
 	ch->ch.context = context;
 	ch->ch.fd = ch->q.fd;
 	ch->ch.refcnt = 0;

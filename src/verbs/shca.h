@@ -210,6 +210,9 @@ struct shca_event_queue {
 	struct shca_event *head, *tail;
 	/* channels: move events peers signalled directly into the queue */
 	void (*collect)(struct shca_event_queue *q);
+	/* completion channels: a waiter does the net path's work itself
+	 * (shca_engine_wait) */
+	bool progress;
 };
 
 struct shca_event;

@@ -1,0 +1,450 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Progress where the application already is (issue 15, engine.c's
+ * shca_engine_progress and shca_engine_wait), on the net path
+ * (SOFTHCA_NET=1 in every case, or two namespaces):
+ *
+ *  - a thread that spins on ibv_poll_cq does the net path's receive and
+ *    ACK work itself: its process's app_progress counter moves, and every
+ *    message of a ping-pong arrives intact;
+ *  - with SOFTHCA_POLL_PROGRESS=0 the same ping-pong works and the counter
+ *    stays 0 (the engine thread alone: the switch, and the counter's
+ *    meaning);
+ *  - a process that never polls still gets its WRITEs placed and its
+ *    SENDs received, and a requester that never polls gets its
+ *    completions and its channel event (the engine thread's part); the
+ *    counter of a process that never polled stays 0;
+ *  - two threads polling one CQ get every completion exactly once;
+ *  - a thread asleep in ibv_get_cq_event does the work itself (its
+ *    counter moves) and gets every event.
+ *
+ * The counter is read from this process's own arena header, the way a
+ * peer (or `softhca stat`) reads it.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "ep.h"
+#include "common/stat.h"
+#include "shm/arena.h"
+
+#define PINGS 400
+#define MSG 8
+
+/* This process's counter s, from its arena (found in /proc/self/maps). */
+static uint64_t my_stat(enum shca_stat s)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	unsigned long lo = 0;
+
+	ASSERT_NOT_NULL(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "softhca-arena") &&
+		    sscanf(line, "%lx-", &lo) == 1)
+			break;
+	fclose(f);
+	ASSERT_NE(lo, 0);
+	return __atomic_load_n(&shca_arena_hdr((void *)lo)->stats.v[s],
+			       __ATOMIC_RELAXED);
+}
+
+static void net_on(void)
+{
+	setenv("SOFTHCA_NET", "1", 1);
+}
+
+/* One completion, spinning on ibv_poll_cq (no sleep: the poller is
+ * what is under test); fails after 10 s. */
+static struct ibv_wc spin_one(struct ibv_cq *cq)
+{
+	struct timespec t0, t;
+	struct ibv_wc wc;
+	unsigned long n = 0;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!(r = ibv_poll_cq(cq, 1, &wc))) {
+		if (++n % 4096)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 10)
+			harness_fail(__FILE__, __LINE__,
+				     "no completion after 10 s");
+	}
+	ASSERT_EQ(r, 1);
+	if (wc.status != IBV_WC_SUCCESS)
+		harness_fail(__FILE__, __LINE__, "wr_id %llu: %s",
+			     (unsigned long long)wc.wr_id,
+			     ibv_wc_status_str(wc.status));
+	return wc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Ping-pong: i-th message carries ep_pattern(i) both ways             */
+
+static void pp_send(struct ep *e, uint32_t i)
+{
+	ep_fill_pattern(e->buf, MSG, i, 0);
+	ASSERT_EQ(ep_post(e, i, IBV_WR_SEND, 0, MSG, 0, 0), 0);
+}
+
+static void pp_recv(struct ep *e, uint32_t i)
+{
+	struct ibv_wc wc = spin_one(e->rcq);
+	int64_t d;
+
+	ASSERT_U64_EQ(wc.wr_id, i);
+	ASSERT_EQ(wc.byte_len, MSG);
+	d = ep_find_pattern_diff(e->buf + 4096, MSG, i, 0);
+	if (d >= 0)
+		harness_fail(__FILE__, __LINE__, "message %u: byte %lld",
+			     i, (long long)d);
+}
+
+/* Both sides: receive i (the child) or send it (the parent) first. */
+static void pingpong(struct ep *e, bool first)
+{
+	uint32_t i;
+
+	for (i = 0; i < PINGS; i++) {
+		ASSERT_EQ(ep_post_recv(e, i, 4096, MSG), 0);
+		if (first) {
+			pp_send(e, i);
+			spin_one(e->scq);
+			pp_recv(e, i);
+		} else {
+			pp_recv(e, i);
+			pp_send(e, i);
+			spin_one(e->scq);
+		}
+	}
+}
+
+/* What the child's app_progress said, sent over fd. */
+static void pp_child(int fd, void *arg)
+{
+	struct ep_opts o;
+	struct ep b;
+	uint64_t n;
+
+	(void)arg;
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_open_remote(&b, &o, fd);
+	pingpong(&b, false);
+	n = my_stat(SHCA_STAT_APP_PROGRESS);
+	xwrite(fd, &n, sizeof(n));
+	ep_destroy(&b);
+}
+
+static void pingpong_case(uint64_t *mine, uint64_t *theirs)
+{
+	struct ep_opts o;
+	struct duo d;
+	struct ep a;
+
+	net_on();
+	duo_fork(&d, pp_child, NULL);
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_open_remote(&a, &o, d.fd);
+	pingpong(&a, true);
+	*mine = my_stat(SHCA_STAT_APP_PROGRESS);
+	xread(d.fd, theirs, sizeof(*theirs));
+	ep_net_check();
+	duo_wait(&d);
+	ep_destroy(&a);
+	printf("  app_progress: %llu here, %llu in the peer, %d round "
+	       "trips\n", (unsigned long long)*mine,
+	       (unsigned long long)*theirs, PINGS);
+}
+
+TEST(polling_thread_does_the_work)
+{
+	uint64_t mine, theirs;
+
+	unsetenv("SOFTHCA_POLL_PROGRESS");
+	pingpong_case(&mine, &theirs);
+	ASSERT_GT(mine, 0);
+	ASSERT_GT(theirs, 0);
+}
+
+TEST(poll_progress_off_engine_alone)
+{
+	uint64_t mine, theirs;
+
+	setenv("SOFTHCA_POLL_PROGRESS", "0", 1);
+	pingpong_case(&mine, &theirs);
+	ASSERT_U64_EQ(mine, 0);
+	ASSERT_U64_EQ(theirs, 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Nobody polls                                                        */
+
+#define WRITES 16
+
+/* Never polls: waits on its memory for the parent's WRITEs, then for
+ * the SEND's bytes in its receive buffer; reports its counter. */
+static void quiet_child(int fd, void *arg)
+{
+	volatile uint8_t *last;
+	struct ep_opts o;
+	struct ep b;
+	uint64_t n;
+	int i;
+
+	(void)arg;
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_create(&b, &o);
+	memset(b.buf, EP_SENTINEL, b.size);
+	ASSERT_EQ(ep_post_recv(&b, 7, 8192, MSG), 0);
+	ep_exchange(fd, &b.self, &b.peer);
+	ep_connect(&b, &o);
+	duo_signal(fd, 'r');
+	for (i = 0; i < WRITES; i++) {
+		last = b.buf + (size_t)i * 256 + 255;
+		while (*last == EP_SENTINEL)
+			usleep(100);
+		ASSERT_EQ(ep_find_pattern_diff(b.buf + (size_t)i * 256, 256,
+					       100 + (uint32_t)i, 0), -1);
+	}
+	last = b.buf + 8192 + MSG - 1;
+	while (*last == EP_SENTINEL)
+		usleep(100);
+	ASSERT_EQ(ep_find_pattern_diff(b.buf + 8192, MSG, 999, 0), -1);
+	n = my_stat(SHCA_STAT_APP_PROGRESS);
+	xwrite(fd, &n, sizeof(n));
+	/* the receive's completion is there without a poll of ours
+	 * before this one */
+	ep_expect(b.rcq, b.qp, 7, IBV_WC_SUCCESS);
+	duo_expect(fd, 'x');
+	ep_destroy(&b);
+}
+
+TEST(never_polled_qp_completes)
+{
+	struct ibv_cq *ev_cq;
+	struct ep_opts o;
+	struct duo d;
+	struct ep a;
+	uint64_t theirs;
+	void *ctx;
+	int i;
+
+	net_on();
+	duo_fork(&d, quiet_child, NULL);
+	ep_default_opts(&o, IBV_QPT_RC);
+	o.channel = true;
+	ep_open_remote(&a, &o, d.fd);
+	ASSERT_EQ(ibv_req_notify_cq(a.scq, 0), 0);
+	duo_expect(d.fd, 'r');
+	for (i = 0; i < WRITES; i++) {
+		ep_fill_pattern(a.buf + (size_t)i * 256, 256, 100 + (uint32_t)i,
+				0);
+		ASSERT_EQ(ep_post(&a, (uint64_t)i, IBV_WR_RDMA_WRITE,
+				  (uint64_t)i * 256, 256, (uint64_t)i * 256,
+				  0), 0);
+	}
+	ep_fill_pattern(a.buf + 8192, MSG, 999, 0);
+	ASSERT_EQ(ep_post(&a, 99, IBV_WR_SEND, 8192, MSG, 0, 0), 0);
+	xread(d.fd, &theirs, sizeof(theirs));
+	/* the peer's engine thread did it all */
+	ASSERT_U64_EQ(theirs, 0);
+	/* ours too: the event comes without a poll or a get_cq_event */
+	ASSERT(ep_readable(a.ch->fd, 10000));
+	ASSERT_U64_EQ(my_stat(SHCA_STAT_APP_PROGRESS), 0);
+	ASSERT_EQ(ibv_get_cq_event(a.ch, &ev_cq, &ctx), 0);
+	ASSERT(ev_cq == a.scq);
+	ibv_ack_cq_events(ev_cq, 1);
+	for (i = 0; i < WRITES; i++)
+		ep_expect(a.scq, a.qp, (uint64_t)i, IBV_WC_SUCCESS);
+	ep_expect(a.scq, a.qp, 99, IBV_WC_SUCCESS);
+	duo_signal(d.fd, 'x');
+	ep_net_check();
+	duo_wait(&d);
+	ep_destroy(&a);
+}
+
+/* ------------------------------------------------------------------ */
+/* Two pollers, one CQ                                                 */
+
+#define BATCH 300
+#define ROUNDS 4
+
+struct two {
+	struct ibv_cq *cq;
+	uint8_t seen[BATCH];
+	int got;			/* under lock */
+	pthread_mutex_t lock;
+	int err;
+};
+
+static void *two_poller(void *arg)
+{
+	struct two *t = arg;
+	struct timespec t0, now;
+	struct ibv_wc wc[4];
+	int n, i;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		pthread_mutex_lock(&t->lock);
+		n = t->got;
+		pthread_mutex_unlock(&t->lock);
+		if (n >= BATCH)
+			return NULL;
+		n = ibv_poll_cq(t->cq, 4, wc);
+		if (n < 0) {
+			t->err = 1;
+			return NULL;
+		}
+		pthread_mutex_lock(&t->lock);
+		for (i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS ||
+			    wc[i].wr_id >= BATCH || t->seen[wc[i].wr_id]++)
+				t->err = 2;
+			t->got++;
+		}
+		pthread_mutex_unlock(&t->lock);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - t0.tv_sec > 10) {
+			t->err = 3;
+			return NULL;
+		}
+	}
+}
+
+static void two_child(int fd, void *arg)
+{
+	struct ep_opts o;
+	struct ep b;
+	int r, i;
+
+	(void)arg;
+	ep_default_opts(&o, IBV_QPT_RC);
+	o.max_recv_wr = BATCH;
+	o.cqe = 2 * BATCH;
+	ep_open_remote(&b, &o, fd);
+	for (r = 0; r < ROUNDS; r++) {
+		struct two t = { .cq = b.rcq };
+		pthread_t th[2];
+
+		pthread_mutex_init(&t.lock, NULL);
+		for (i = 0; i < BATCH; i++)
+			ASSERT_EQ(ep_post_recv(&b, (uint64_t)i, 0, MSG), 0);
+		ASSERT_EQ(pthread_create(&th[0], NULL, two_poller, &t), 0);
+		ASSERT_EQ(pthread_create(&th[1], NULL, two_poller, &t), 0);
+		duo_signal(fd, 'g');
+		pthread_join(th[0], NULL);
+		pthread_join(th[1], NULL);
+		if (t.err)
+			harness_fail(__FILE__, __LINE__, "round %d: error %d "
+				     "after %d completions", r, t.err, t.got);
+		ASSERT_EQ(t.got, BATCH);
+		for (i = 0; i < BATCH; i++)
+			ASSERT_EQ(t.seen[i], 1);
+		ep_expect_empty(b.rcq);
+	}
+	duo_signal(fd, 'd');
+	ep_destroy(&b);
+}
+
+TEST(two_threads_poll_one_cq)
+{
+	struct ep_opts o;
+	struct duo d;
+	struct ep a;
+	int r, i;
+
+	net_on();
+	duo_fork(&d, two_child, NULL);
+	ep_default_opts(&o, IBV_QPT_RC);
+	o.max_send_wr = 64;
+	ep_open_remote(&a, &o, d.fd);
+	for (r = 0; r < ROUNDS; r++) {
+		duo_expect(d.fd, 'g');
+		for (i = 0; i < BATCH; i++) {
+			ASSERT_EQ(ep_post(&a, (uint64_t)i, IBV_WR_SEND, 0, MSG,
+					  0, 0), 0);
+			/* a window of 32 in flight */
+			if (i >= 32)
+				spin_one(a.scq);
+		}
+		for (i = 0; i < 32; i++)
+			spin_one(a.scq);
+	}
+	duo_expect(d.fd, 'd');
+	ep_net_check();
+	duo_wait(&d);
+	ep_destroy(&a);
+}
+
+/* ------------------------------------------------------------------ */
+/* A thread asleep in ibv_get_cq_event                                 */
+
+static void chan_child(int fd, void *arg)
+{
+	struct ibv_cq *cq;
+	struct ep_opts o;
+	struct ep b;
+	uint32_t i;
+	void *ctx;
+	uint64_t n;
+
+	(void)arg;
+	ep_default_opts(&o, IBV_QPT_RC);
+	o.channel = true;
+	ep_open_remote(&b, &o, fd);
+	for (i = 0; i < PINGS; i++) {
+		struct ibv_wc wc;
+
+		ASSERT_EQ(ep_post_recv(&b, i, 4096, MSG), 0);
+		ASSERT_EQ(ibv_req_notify_cq(b.rcq, 0), 0);
+		duo_signal(fd, 'a');
+		/* asleep until the message's event */
+		ASSERT_EQ(ibv_get_cq_event(b.ch, &cq, &ctx), 0);
+		ASSERT(cq == b.rcq);
+		ibv_ack_cq_events(cq, 1);
+		ASSERT_EQ(ibv_poll_cq(b.rcq, 1, &wc), 1);
+		ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+		ASSERT_U64_EQ(wc.wr_id, i);
+		ASSERT_EQ(ep_find_pattern_diff(b.buf + 4096, MSG, i, 0), -1);
+	}
+	n = my_stat(SHCA_STAT_APP_PROGRESS);
+	xwrite(fd, &n, sizeof(n));
+	ep_destroy(&b);
+}
+
+TEST(channel_waiter_does_the_work)
+{
+	struct ep_opts o;
+	struct duo d;
+	struct ep a;
+	uint64_t theirs;
+	uint32_t i;
+
+	unsetenv("SOFTHCA_POLL_PROGRESS");
+	net_on();
+	duo_fork(&d, chan_child, NULL);
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_open_remote(&a, &o, d.fd);
+	for (i = 0; i < PINGS; i++) {
+		duo_expect(d.fd, 'a');
+		/* let the peer fall asleep in get_cq_event first */
+		usleep(200);
+		pp_send(&a, i);
+		spin_one(a.scq);
+	}
+	xread(d.fd, &theirs, sizeof(theirs));
+	printf("  the waiter's app_progress: %llu of %d messages\n",
+	       (unsigned long long)theirs, PINGS);
+	ASSERT_GT(theirs, 0);
+	ep_net_check();
+	duo_wait(&d);
+	ep_destroy(&a);
+}
