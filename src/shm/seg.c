@@ -235,6 +235,15 @@ static uint32_t seg_first_above(uintptr_t va)
 {
 	uint32_t lo = 0, hi = shca_nsegs;
 
+	/* a buffer carved into MRs registers and deregisters in address
+	 * order: at the ends of the list, answered without the search
+	 * (a cache miss a step, each segment its own allocation) */
+	if (!hi || shca_segs[hi - 1]->va + shca_segs[hi - 1]->len <= va)
+		return hi;
+	if (shca_segs[hi - 1]->va <= va)
+		return hi - 1;
+	if (shca_segs[0]->va + shca_segs[0]->len > va)
+		return 0;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 
@@ -633,20 +642,30 @@ struct part {
 	int prot;
 };
 
+/* PLAN_INLINE parts (the usual MR: one) need no allocation */
+#define PLAN_INLINE	4
 struct plan {
-	struct part *parts;
+	struct part *parts;		/* inline or allocated */
 	uint32_t nparts, cap;
 	uint32_t nruns;
+	struct part inline_parts[PLAN_INLINE];
 };
 
 static bool plan_add(struct plan *p, uintptr_t s, uintptr_t e, int prot)
 {
+	if (!p->parts) {
+		p->parts = p->inline_parts;
+		p->cap = PLAN_INLINE;
+	}
 	if (p->nparts == p->cap) {
-		uint32_t ncap = p->cap ? p->cap * 2 : 16;
-		struct part *n = realloc(p->parts, ncap * sizeof(*n));
+		uint32_t ncap = p->cap * 2;
+		struct part *n = malloc(ncap * sizeof(*n));
 
 		if (!n)
 			return false;
+		memcpy(n, p->parts, p->nparts * sizeof(*n));
+		if (p->parts != p->inline_parts)
+			free(p->parts);
 		p->parts = n;
 		p->cap = ncap;
 	}
@@ -920,11 +939,12 @@ static const char *map_locked(struct shca_arena *a, uintptr_t s,
 			      uintptr_t e, bool dontfork,
 			      struct shca_seg_hold **hold)
 {
+	struct shca_seg *created_inline[PLAN_INLINE];
+	struct shca_seg **created = NULL;
 	struct plan p = { 0 };
 	const char *why = NULL;
 	uintptr_t c = s;
 	uint32_t i, k, made = 0;
-	struct shca_seg **created = NULL;
 
 	if (state_ready(a))
 		return "no /proc/self/maps or pagemap";
@@ -954,7 +974,8 @@ static const char *map_locked(struct shca_arena *a, uintptr_t s,
 	if (!why && shca_nsegs + p.nruns > SHCA_ARENA_SEG_ENTRIES)
 		why = "segment table full";
 	if (!why && p.nruns) {
-		created = calloc(p.nruns, sizeof(*created));
+		created = p.nruns <= PLAN_INLINE ? created_inline :
+			  calloc(p.nruns, sizeof(*created));
 		if (!created)
 			why = "out of memory";
 	}
@@ -1002,8 +1023,10 @@ static const char *map_locked(struct shca_arena *a, uintptr_t s,
 					seg_release(a, created[k]);
 		}
 	}
-	free(created);
-	free(p.parts);
+	if (created != created_inline)
+		free(created);
+	if (p.parts != p.inline_parts)
+		free(p.parts);
 	return why;
 }
 
