@@ -503,6 +503,28 @@ static int chunk_move(void *tmp, size_t n, uintptr_t c, bool ok)
 }
 
 /*
+ * Fresh private anonymous memory over [c, c + n), as a program's own
+ * mmap makes it: without MAP_NORESERVE, so that the kernel merges it
+ * with the program's mapping around it again (a flag that differs keeps
+ * two mappings apart for good: each registration and deregistration of
+ * pages in the middle of a buffer left two more mappings behind, on the
+ * way to vm.max_map_count).  A range of more than a chunk (a huge sparse
+ * buffer, most likely mapped MAP_NORESERVE itself), or one the commit
+ * limit refuses, gets MAP_NORESERVE.
+ */
+static int anon_over(uintptr_t c, size_t n, int prot, bool big)
+{
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
+
+	if (!big && mmap((void *)c, n, prot, flags, -1, 0) != MAP_FAILED)
+		return 0;
+	if (mmap((void *)c, n, prot, flags | MAP_NORESERVE, -1, 0) ==
+	    MAP_FAILED)
+		return -errno;
+	return 0;
+}
+
+/*
  * [s, e) is backed by pool bytes from poff: make it private again, a
  * chunk at a time, so that the memory is never held twice for more than
  * a chunk; punch: the pool's copy of each chunk that held data is given
@@ -524,10 +546,9 @@ static int restore_range(uintptr_t s, uintptr_t e, int prot, int pool_fd,
 		if (ret < 0)
 			return ret;
 		if (!ret) {
-			if (mmap((void *)c, n, prot, MAP_PRIVATE |
-				 MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
-				 -1, 0) == MAP_FAILED)
-				return -errno;
+			ret = anon_over(c, n, prot, e - s > SEG_CHUNK);
+			if (ret)
+				return ret;
 			continue;
 		}
 		tmp = chunk_tmp(n);
