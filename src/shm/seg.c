@@ -245,6 +245,15 @@ static uint32_t seg_first_above(uintptr_t va)
 {
 	uint32_t lo = 0, hi = shca_nsegs;
 
+	/* a buffer carved into MRs registers and deregisters in address
+	 * order: at the ends of the list, answered without the search
+	 * (a cache miss a step, each segment its own allocation) */
+	if (!hi || shca_segs[hi - 1]->va + shca_segs[hi - 1]->len <= va)
+		return hi;
+	if (shca_segs[hi - 1]->va <= va)
+		return hi - 1;
+	if (shca_segs[0]->va + shca_segs[0]->len > va)
+		return 0;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 
@@ -508,6 +517,28 @@ static int chunk_move(void *tmp, size_t n, uintptr_t c, bool ok)
 }
 
 /*
+ * Fresh private anonymous memory over [c, c + n), as a program's own
+ * mmap makes it: without MAP_NORESERVE, so that the kernel merges it
+ * with the program's mapping around it again (a flag that differs keeps
+ * two mappings apart for good: each registration and deregistration of
+ * pages in the middle of a buffer left two more mappings behind, on the
+ * way to vm.max_map_count).  A range of more than a chunk (a huge sparse
+ * buffer, most likely mapped MAP_NORESERVE itself), or one the commit
+ * limit refuses, gets MAP_NORESERVE.
+ */
+static int anon_over(uintptr_t c, size_t n, int prot, bool big)
+{
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
+
+	if (!big && mmap((void *)c, n, prot, flags, -1, 0) != MAP_FAILED)
+		return 0;
+	if (mmap((void *)c, n, prot, flags | MAP_NORESERVE, -1, 0) ==
+	    MAP_FAILED)
+		return -errno;
+	return 0;
+}
+
+/*
  * [s, e) is backed by pool bytes from poff: make it private again, a
  * chunk at a time, so that the memory is never held twice for more than
  * a chunk; punch: the pool's copy of each chunk that held data is given
@@ -529,10 +560,9 @@ static int restore_range(uintptr_t s, uintptr_t e, int prot, int pool_fd,
 		if (ret < 0)
 			return ret;
 		if (!ret) {
-			if (mmap((void *)c, n, prot, MAP_PRIVATE |
-				 MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
-				 -1, 0) == MAP_FAILED)
-				return -errno;
+			ret = anon_over(c, n, prot, e - s > SEG_CHUNK);
+			if (ret)
+				return ret;
 			continue;
 		}
 		tmp = chunk_tmp(n);
@@ -657,21 +687,31 @@ struct part {
 	uint64_t foff;		/* ... and start's offset in it */
 };
 
+/* PLAN_INLINE parts (the usual MR: one) need no allocation */
+#define PLAN_INLINE	4
 struct plan {
-	struct part *parts;
+	struct part *parts;		/* inline or allocated */
 	uint32_t nparts, cap;
 	uint32_t nruns;
+	struct part inline_parts[PLAN_INLINE];
 };
 
 static bool plan_add(struct plan *p, uintptr_t s, uintptr_t e, int prot,
 		     int fd, uint64_t foff)
 {
+	if (!p->parts) {
+		p->parts = p->inline_parts;
+		p->cap = PLAN_INLINE;
+	}
 	if (p->nparts == p->cap) {
-		uint32_t ncap = p->cap ? p->cap * 2 : 16;
-		struct part *n = realloc(p->parts, ncap * sizeof(*n));
+		uint32_t ncap = p->cap * 2;
+		struct part *n = malloc(ncap * sizeof(*n));
 
 		if (!n)
 			return false;
+		memcpy(n, p->parts, p->nparts * sizeof(*n));
+		if (p->parts != p->inline_parts)
+			free(p->parts);
 		p->parts = n;
 		p->cap = ncap;
 	}
@@ -1006,11 +1046,12 @@ static const char *map_locked(struct shca_arena *a, uintptr_t s,
 			      uintptr_t e, bool dontfork,
 			      struct shca_seg_hold **hold)
 {
+	struct shca_seg *created_inline[PLAN_INLINE];
+	struct shca_seg **created = NULL;
 	struct plan p = { 0 };
 	const char *why = NULL;
 	uintptr_t c = s;
 	uint32_t i, k, made = 0;
-	struct shca_seg **created = NULL;
 
 	if (state_ready(a))
 		return "no /proc/self/maps or pagemap";
@@ -1040,7 +1081,8 @@ static const char *map_locked(struct shca_arena *a, uintptr_t s,
 	if (!why && shca_nsegs + p.nruns > SHCA_ARENA_SEG_ENTRIES)
 		why = "segment table full";
 	if (!why && p.nruns) {
-		created = calloc(p.nparts, sizeof(*created));
+		created = p.nparts <= PLAN_INLINE ? created_inline :
+			  calloc(p.nparts, sizeof(*created));
 		if (!created)
 			why = "out of memory";
 	}
@@ -1097,11 +1139,13 @@ static const char *map_locked(struct shca_arena *a, uintptr_t s,
 					seg_release(a, created[k]);
 		}
 	}
-	free(created);
+	if (created != created_inline)
+		free(created);
 	for (k = 0; k < p.nparts; k++)
 		if (p.parts[k].fd >= 0)
 			close(p.parts[k].fd);
-	free(p.parts);
+	if (p.parts != p.inline_parts)
+		free(p.parts);
 	return why;
 }
 
