@@ -139,6 +139,7 @@ static void pp_child(int fd, void *arg)
 	pingpong(&b, false);
 	n = my_stat(SHCA_STAT_APP_PROGRESS);
 	xwrite(fd, &n, sizeof(n));
+	duo_expect(fd, 'x');	/* our connections live until then */
 	ep_destroy(&b);
 }
 
@@ -156,6 +157,7 @@ static void pingpong_case(uint64_t *mine, uint64_t *theirs)
 	*mine = my_stat(SHCA_STAT_APP_PROGRESS);
 	xread(d.fd, theirs, sizeof(*theirs));
 	ep_net_check();
+	duo_signal(d.fd, 'x');
 	duo_wait(&d);
 	ep_destroy(&a);
 	printf("  app_progress: %llu here, %llu in the peer, %d round "
@@ -264,8 +266,8 @@ TEST(never_polled_qp_completes)
 	for (i = 0; i < WRITES; i++)
 		ep_expect(a.scq, a.qp, (uint64_t)i, IBV_WC_SUCCESS);
 	ep_expect(a.scq, a.qp, 99, IBV_WC_SUCCESS);
-	duo_signal(d.fd, 'x');
 	ep_net_check();
+	duo_signal(d.fd, 'x');
 	duo_wait(&d);
 	ep_destroy(&a);
 }
@@ -351,6 +353,7 @@ static void two_child(int fd, void *arg)
 		ep_expect_empty(b.rcq);
 	}
 	duo_signal(fd, 'd');
+	duo_expect(fd, 'x');
 	ep_destroy(&b);
 }
 
@@ -380,6 +383,7 @@ TEST(two_threads_poll_one_cq)
 	}
 	duo_expect(d.fd, 'd');
 	ep_net_check();
+	duo_signal(d.fd, 'x');
 	duo_wait(&d);
 	ep_destroy(&a);
 }
@@ -417,6 +421,7 @@ static void chan_child(int fd, void *arg)
 	}
 	n = my_stat(SHCA_STAT_APP_PROGRESS);
 	xwrite(fd, &n, sizeof(n));
+	duo_expect(fd, 'x');
 	ep_destroy(&b);
 }
 
@@ -443,8 +448,9 @@ TEST(channel_waiter_does_the_work)
 	xread(d.fd, &theirs, sizeof(theirs));
 	printf("  the waiter's app_progress: %llu of %d messages\n",
 	       (unsigned long long)theirs, PINGS);
-	ASSERT_GT(theirs, 0);
 	ep_net_check();
+	duo_signal(d.fd, 'x');
+	ASSERT_GT(theirs, 0);
 	duo_wait(&d);
 	ep_destroy(&a);
 }
