@@ -34,6 +34,7 @@
 #define STALL_SECS 10.0
 
 static int spin;
+static int server_side;  /* the client closing between messages ends it: exit 0 */
 
 static double now(void)
 {
@@ -77,6 +78,8 @@ static void recv_msg(int fd, char *buf)
 			got += (size_t)n;
 			continue;
 		}
+		if (n == 0 && server_side && got == 0)
+			exit(0);
 		if (n == 0) {
 			fprintf(stderr, "tcplat: peer closed\n");
 			exit(1);
@@ -130,18 +133,19 @@ static int cmp(const void *a, const void *b)
 
 static int server(const char *port, int busy_us)
 {
-	struct sockaddr_in6 sa = { .sin6_family = AF_INET6 };
-	int one = 1, zero = 0, ls, fd;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int one = 1, ls, fd;
 	char buf[MSG];
 
-	sa.sin6_port = htons((unsigned short)atoi(port));
-	ls = socket(AF_INET6, SOCK_STREAM, 0);
+	sa.sin_port = htons((unsigned short)atoi(port));
+	sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	ls = socket(AF_INET, SOCK_STREAM, 0);
 	if (ls < 0)
 		die("socket");
 	setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	setsockopt(ls, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
 	if (bind(ls, (struct sockaddr *)&sa, sizeof(sa)) || listen(ls, 1))
 		die("bind/listen");
+	server_side = 1;
 	fd = accept(ls, NULL, NULL);
 	if (fd < 0)
 		die("accept");
@@ -156,7 +160,7 @@ static int server(const char *port, int busy_us)
 
 static int client(const char *addr, const char *port, int busy_us, long iters)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *ai;
 	char buf[MSG] = "pingpong";
 	double *t, t0, t1, sum = 0;
 	const char *busy;
