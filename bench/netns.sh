@@ -35,7 +35,7 @@ PINS="pinned unpinned"
 WHERES="netns lo"
 PORT0=18515
 OUT=
-BUDGET=600
+BUDGET=900
 INSTALL=1
 REPORT=()
 
@@ -58,7 +58,7 @@ Options:
                   listens on P+1250 (default 18515; the loopback table
                   shares the host's ports with everyone)
   --out DIR       results directory (default bench/results/<date>-netns)
-  --budget S      stop everything after S seconds of measuring (default 600)
+  --budget S      stop everything after S seconds of measuring (default 900)
   --no-install    never apt-get (only report what is missing)
   --report DIR... print the tables over every round of earlier runs'
                   results directories (measures nothing, needs no root)
