@@ -151,7 +151,7 @@ report() { # metrics.tsv: the tables on stdout
 	}
 	function load(m,   s, e) {
 		s = "start:" m; e = "end:" m
-		if (!(s in med)) return "?"
+		if (!(s in med)) return "—"   # not run (failed before it)
 		return fmt(med[s]) "→" ((e in med) ? fmt(med[e]) : "?")
 	}
 	$3 !~ /^(netns|lo)\/(pinned|unpinned)\/./ { next }   # an older format
@@ -806,7 +806,8 @@ report "$METRICS" >"$OUT/table.md"
 	echo "softhca: perftest $(dpkg-query -W -f='${Version}' perftest 2>/dev/null) (RoCE v2 GID of the IPv4 address);" \
 		"TCP: qperf $(dpkg-query -W -f='${Version}' qperf 2>/dev/null) (blocking) and bench/tcplat" \
 		"(busy-poll: SO_BUSY_POLL 50 µs and a spinning non-blocking recv on both ends);" \
-		"servers in namespace a / clients in b (namespace table), both on this host with SOFTHCA_NET=1 (loopback table);" \
+		"$( [[ " $WHERES " == *" netns "* ]] && echo "namespace table: servers in namespace a, clients in b;")" \
+		"$( [[ " $WHERES " == *" lo "* ]] && echo "loopback table: servers and clients on this host, SOFTHCA_NET=1;")" \
 		"$( [[ " $PINS " == *" pinned "* ]] && echo "pinned: servers on CPU $CPU_A, clients on CPU $CPU_B;")" \
 		"$ROUNDS round(s)$( [ $QUICK = 1 ] && echo ' (--quick: a smoke run, not a measurement)'), $(sed -n 's/^elapsed: //p' "$OUT/env.txt")," \
 		"load $(sed -n 's/^load before: //p' "$OUT/env.txt") before, $(sed -n 's/^load after: //p' "$OUT/env.txt") after."
