@@ -1140,9 +1140,9 @@ static struct shca_pd *rd_pd(struct shca_qp *qp,
 {
 	if (qp->ibqp.qp_type != IBV_QPT_XRC_RECV)
 		return qp->pd;
-	if (!qp->xrcd)
+	if (!qp->xrcd_id)
 		return NULL;
-	return shca_xsrq_pd(e->xrc_srqn, qp->xrcd->id);
+	return shca_xsrq_pd(e->xrc_srqn, qp->xrcd_id);
 }
 
 /* Send qp's READ responses until none is left or the connection is full:
