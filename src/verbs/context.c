@@ -628,6 +628,7 @@ int shca_latest_ibv_close_device(struct ibv_context *context)
 		return -1;
 	}
 	shca_import_close(context);
+	shca_xqp_close_ctx(context);
 	close_children(context);
 	shca_device_link_detach(sctx);
 	shca_ufile_put(sctx->ufile);

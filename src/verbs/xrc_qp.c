@@ -425,19 +425,41 @@ int shca_xqp_query(struct shca_xqp *x, struct ibv_qp_attr *attr, int mask,
 	return 0;
 }
 
+/* A context that closes takes its opened QPs with it, as the kernel's
+ * uverbs cleanup closes a file's opened QPs. */
+void shca_xqp_close_ctx(struct ibv_context *ctx)
+{
+	struct shca_xqp *x;
+
+	for (;;) {
+		pthread_mutex_lock(&open_lock);
+		for (x = open_list; x; x = x->next)
+			if (x->qp.ibqp.context == ctx)
+				break;
+		pthread_mutex_unlock(&open_lock);
+		if (!x)
+			return;
+		shca_xqp_destroy(x);
+	}
+}
+
 /* ibv_destroy_qp on an opened QP: this process's reference goes (the
  * connection closes; the creator's server drops it). */
 int shca_xqp_destroy(struct shca_xqp *x)
 {
 	struct shca_xqp **pp;
+	bool found = false;
 
 	pthread_mutex_lock(&open_lock);
 	for (pp = &open_list; *pp; pp = &(*pp)->next)
 		if (*pp == x) {
 			*pp = x->next;
+			found = true;
 			break;
 		}
 	pthread_mutex_unlock(&open_lock);
+	if (!found)
+		return -ENOENT;	/* another thread's destroy took it */
 	pthread_mutex_lock(&x->lock);
 	close(x->fd);
 	x->fd = -1;
