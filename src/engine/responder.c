@@ -965,10 +965,7 @@ static void execute_xrc(struct shca_peer *p, struct shca_qp_shm *q,
 
 	if (!s || __atomic_load_n(&s->qp_type, __ATOMIC_ACQUIRE) !=
 			  SHCA_QPT_XRC_SRQ ||
-	    !q->xrcd || s->xrcd != q->xrcd ||
-	    /* the net path's READ responses read this process's memory
-	     * (net/transport.c rd_pd): an SRQ of another is refused */
-	    (sp != p && x->opcode == IBV_WR_RDMA_READ && x->partial)) {
+	    !q->xrcd || s->xrcd != q->xrcd) {
 		fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR,
 			SHCA_QP_PEND_REQ_ERR);
 		goto out;
