@@ -582,3 +582,73 @@ TEST(xrc_open_qp_errors)
 	ep_destroy(&e);
 	unlink(path);
 }
+
+/* An opener that closes its device context without destroying the QP it
+ * opened, and stays alive. */
+static void opener_closes_context(int fd, void *arg)
+{
+	struct ibv_qp *oqp;
+	struct ibv_xrcd *x;
+	struct ep_opts o;
+	struct ep e;
+	uint32_t qpn;
+
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_create(&e, &o);
+	x = xrcd_file(e.ctx, arg);
+	xread(fd, &qpn, sizeof(qpn));
+	oqp = open_qp(e.ctx, x, qpn, IBV_QPT_XRC_RECV);
+	ASSERT_NOT_NULL(oqp);
+	duo_signal(fd, 'o');
+	ep_destroy(&e);		/* its context closes: so does the QP */
+	duo_signal(fd, 'x');
+	duo_expect(fd, 'q');
+}
+
+/*
+ * The kernel's uverbs cleanup: a context that closes takes its opened
+ * QPs with it.  Were the opener's reference kept, the creator's destroy
+ * would leave an orphan that nobody could end, and it could be opened
+ * forever.
+ */
+TEST(xrc_opener_context_close)
+{
+	struct ibv_qp *qp;
+	struct ibv_xrcd *x;
+	struct ep_opts o;
+	struct ep e;
+	struct duo d;
+	uint32_t qpn;
+	char path[64];
+	int tries;
+
+	temp_file(path, sizeof(path));
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_create(&e, &o);
+	x = xrcd_file(e.ctx, path);
+	qp = xqp(&e, IBV_QPT_XRC_RECV, x);
+	qpn = qp->qp_num;
+	duo_fork(&d, opener_closes_context, path);
+	xwrite(d.fd, &qpn, sizeof(qpn));
+	duo_expect(d.fd, 'o');
+	duo_expect(d.fd, 'x');
+	ASSERT_EQ(ibv_destroy_qp(qp), 0);
+	/* each open and destroy of ours ends it once no other holds it */
+	for (tries = 0; tries < 500; tries++) {
+		struct ibv_qp *again = open_qp(e.ctx, x, qpn,
+					       IBV_QPT_XRC_RECV);
+
+		if (!again) {
+			ASSERT_EQ(errno, EINVAL);
+			break;
+		}
+		ASSERT_EQ(ibv_destroy_qp(again), 0);
+		usleep(10000);
+	}
+	ASSERT_LT(tries, 500);
+	duo_signal(d.fd, 'q');
+	duo_wait(&d);
+	ASSERT_EQ(ibv_close_xrcd(x), 0);
+	ep_destroy(&e);
+	unlink(path);
+}
