@@ -43,6 +43,8 @@
 #define XQP_MAGIC	0x5051584148434853ull	/* "SHCHAXQP" */
 /* an opener waits this long for the creator's answer */
 #define XQP_ANSWER_TIMEOUT_S	30
+/* control connections served at once (a thread each): more are closed */
+#define XQP_MAX_SERVED		1024
 
 enum xqp_op {
 	XQP_OPEN = 1,
@@ -69,6 +71,8 @@ struct xqp_ans {
 /* The creator's side: one per control connection (xqp_lock). */
 struct xqp_srv {
 	int fd;
+	pid_t pid;			/* the process serving it (a forked
+					 * child's copy is not its to end) */
 	struct shca_qp *qp;		/* opened; NULL: not (yet, or gone) */
 	struct xqp_srv *next;
 };
@@ -84,6 +88,7 @@ struct shca_xqp {
 
 static pthread_mutex_t xqp_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct xqp_srv *srv_list;	/* creator side */
+static unsigned int srv_count;
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shca_xqp *open_list;	/* opener side (open_lock) */
 
@@ -137,6 +142,7 @@ static void srv_close(struct xqp_srv *s)
 	for (pp = &srv_list; *pp; pp = &(*pp)->next)
 		if (*pp == s) {
 			*pp = s->next;
+			srv_count--;
 			break;
 		}
 	qp = s->qp;
@@ -204,9 +210,17 @@ static void on_control(int fd)
 		return;
 	}
 	s->fd = fd;
+	s->pid = getpid();
 	pthread_mutex_lock(&xqp_lock);
+	if (srv_count >= XQP_MAX_SERVED) {
+		pthread_mutex_unlock(&xqp_lock);
+		free(s);
+		close(fd);
+		return;
+	}
 	s->next = srv_list;
 	srv_list = s;
+	srv_count++;
 	pthread_mutex_unlock(&xqp_lock);
 	pthread_attr_init(&pa);
 	pthread_attr_setdetachstate(&pa, PTHREAD_CREATE_DETACHED);
@@ -267,8 +281,10 @@ void shca_xqp_detach(struct shca_qp *qp)
 	for (s = srv_list; s; s = s->next)
 		if (s->qp == qp) {
 			s->qp = NULL;
-			/* the opener sees EOF; the server's recv ends */
-			shutdown(s->fd, SHUT_RDWR);
+			/* the opener sees EOF; the server's recv ends (not
+			 * from a forked child: the socket is its parent's) */
+			if (s->pid == getpid())
+				shutdown(s->fd, SHUT_RDWR);
 		}
 	qp->xclosing = true;
 	pthread_mutex_unlock(&xqp_lock);
