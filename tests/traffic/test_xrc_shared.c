@@ -498,6 +498,8 @@ TEST(xrc_open_qp_errors)
 	char path[64];
 
 	temp_file(path, sizeof(path));
+	/* (forked before this process has threads: TSan builds) */
+	duo_fork(&d, other_domain, path);
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_create(&e, &o);
 	x = xrcd_private(e.ctx);
@@ -546,7 +548,6 @@ TEST(xrc_open_qp_errors)
 	ASSERT_NULL_ERRNO(open_qp(e.ctx, x, 0x1000000 | qpn,
 				  IBV_QPT_XRC_RECV), EINVAL);
 	/* a domain of another process (another file) */
-	duo_fork(&d, other_domain, path);
 	xwrite(d.fd, &qpn, sizeof(qpn));
 	duo_expect(d.fd, 'k');
 	duo_wait(&d);
@@ -623,12 +624,12 @@ TEST(xrc_opener_context_close)
 	int tries;
 
 	temp_file(path, sizeof(path));
+	duo_fork(&d, opener_closes_context, path);
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_create(&e, &o);
 	x = xrcd_file(e.ctx, path);
 	qp = xqp(&e, IBV_QPT_XRC_RECV, x);
 	qpn = qp->qp_num;
-	duo_fork(&d, opener_closes_context, path);
 	xwrite(d.fd, &qpn, sizeof(qpn));
 	duo_expect(d.fd, 'o');
 	duo_expect(d.fd, 'x');
