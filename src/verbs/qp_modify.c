@@ -598,6 +598,22 @@ static void sync_before_error(struct shca_qp *qp)
 		shca_engine_sync();
 }
 
+/*
+ * The kernel's uverbs modify_qp_mask: before the transition table is
+ * consulted, an XRC initiator's MAX_DEST_RD_ATOMIC and MIN_RNR_TIMER and
+ * an XRC target's MAX_QP_RD_ATOMIC, RETRY_CNT and RNR_RETRY are dropped,
+ * not refused (perftest -c XRC sets RC's attributes on both halves).
+ */
+static int xrc_mask_strip(enum ibv_qp_type type, int mask)
+{
+	if (type == IBV_QPT_XRC_SEND)
+		return mask & ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (type == IBV_QPT_XRC_RECV)
+		return mask & ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT |
+				IBV_QP_RNR_RETRY);
+	return mask;
+}
+
 static int modify_qp(struct shca_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
 	struct ibv_qp *ibqp = &qp->ibqp;
@@ -607,6 +623,7 @@ static int modify_qp(struct shca_qp *qp, struct ibv_qp_attr *attr, int mask)
 	bool use_net = false;
 	int ret;
 
+	mask = xrc_mask_strip(ibqp->qp_type, mask);
 	if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR)
 		sync_before_error(qp);
 	a = *attr;	/* the kernel works on a copy too */
