@@ -607,7 +607,8 @@ static void sync_before_error(struct shca_qp *qp)
 static int xrc_mask_strip(enum ibv_qp_type type, int mask)
 {
 	if (type == IBV_QPT_XRC_SEND)
-		return mask & ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+		return mask & ~(IBV_QP_MAX_DEST_RD_ATOMIC |
+				IBV_QP_MIN_RNR_TIMER);
 	if (type == IBV_QPT_XRC_RECV)
 		return mask & ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT |
 				IBV_QP_RNR_RETRY);

@@ -187,7 +187,8 @@ static void *srv_run(void *arg)
 			break;
 		}
 		pthread_mutex_unlock(&xqp_lock);
-		if (send(s->fd, &a, sizeof(a), MSG_NOSIGNAL) != (ssize_t)sizeof(a))
+		if (send(s->fd, &a, sizeof(a), MSG_NOSIGNAL) !=
+		    (ssize_t)sizeof(a))
 			break;
 	}
 	srv_close(s);
