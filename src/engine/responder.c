@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "../common/slot.h"
 #include "../common/util.h"
 #include "../common/verbs_ext.h"
 #include "../shm/arena.h"
@@ -922,20 +923,43 @@ static void qp_view_copy(struct shca_qp_shm *dst,
 }
 
 /*
+ * The process that holds XRC SRQ srqn: p itself, or (an SRQ of another
+ * process of the domain, docs/xrc.md) the peer in the number's slot, held
+ * (shca_peer_hold): NULL when there is none.  srqn came from a requester
+ * (or the wire): only its slot picks the process, and the SRQ found there
+ * must still pass every check against the QP.
+ */
+static struct shca_peer *xsrq_peer(struct shca_peer *p, uint32_t srqn)
+{
+	struct shca_peer *sp;
+
+	if (srqn > 0xffffff || shca_qpn_slot(srqn) == p->slot)
+		return p;
+	sp = shca_peer_get(shca_qpn_slot(srqn));
+	if (!sp || !shca_peer_hold(sp))
+		return NULL;
+	return sp;
+}
+
+/*
  * An XRC request (IBA 9.8.x, the XRCETH): carried out as RC against the
- * SRQ it names, which must be an XRC SRQ of the XRC_RECV QP's domain;
+ * SRQ it names, which must be an XRC SRQ of the XRC_RECV QP's domain, in
+ * the QP's process or in another one on this host (its number's slot);
  * its PD checks the R_Keys and the receive WQEs' L_Keys, its CQ takes
- * the receive completions.  Any other SRQ number is an invalid request
- * (docs/xrc.md).  The rules run on a view of the QP with the SRQ's
- * queue, PD and CQ; what they mark on the view (pending errors,
- * counters) goes to the QP.
+ * the receive completions, its process's memory is accessed.  Any other
+ * SRQ number is an invalid request (docs/xrc.md).  The rules run on a
+ * view of the QP with the SRQ's queue, PD and CQ, against the SRQ's
+ * process; what they mark on the view (pending errors, counters) goes
+ * to the QP, in its own process.
  */
 static void execute_xrc(struct shca_peer *p, struct shca_qp_shm *q,
 			const struct shca_xfer *x,
 			struct shca_xfer_result *res)
 {
-	const struct shca_qp_shm *s = lookup_qp(p, x->xrc_srqn);
+	struct shca_peer *sp = xsrq_peer(p, x->xrc_srqn);
+	const struct shca_qp_shm *s = sp ? lookup_qp(sp, x->xrc_srqn) : NULL;
 	struct shca_qp_shm view;
+	struct shca_cq_shm *cq;
 	uint32_t pend;
 	unsigned int i;
 
@@ -944,7 +968,7 @@ static void execute_xrc(struct shca_peer *p, struct shca_qp_shm *q,
 	    !q->xrcd || s->xrcd != q->xrcd) {
 		fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR,
 			SHCA_QP_PEND_REQ_ERR);
-		return;
+		goto out;
 	}
 	qp_view_copy(&view, q);
 	view.pd = s->pd;
@@ -954,7 +978,20 @@ static void execute_xrc(struct shca_peer *p, struct shca_qp_shm *q,
 	view.rcq_off = s->rcq_off;
 	view.pending = 0;
 	memset(&view.stats, 0, sizeof(view.stats));
-	dispatch(p, &view, x, res);
+	if (sp != p) {
+		/* the memory accesses are the SRQ's process's now */
+		shca_mem_end(p);
+		shca_mem_begin(sp);
+		cq = shca_arena_ptr(sp->arena, sp->arena_size, view.rcq_off,
+				    sizeof(*cq));
+		if (cq)
+			shca_peer_prefetch_channel(sp, cq);
+	}
+	dispatch(sp, &view, x, res);
+	if (sp != p) {
+		shca_mem_end(sp);
+		shca_mem_begin(p);
+	}
 	pend = __atomic_load_n(&view.pending, __ATOMIC_ACQUIRE);
 	if (pend) {
 		/* the owner's doorbell reads the QP's marks */
@@ -965,6 +1002,9 @@ static void execute_xrc(struct shca_peer *p, struct shca_qp_shm *q,
 		if (view.stats.v[i])
 			shca_stat_add(&q->stats, (enum shca_stat)i,
 				      view.stats.v[i]);
+out:
+	if (sp && sp != p)
+		shca_peer_release(sp);
 }
 
 /* The operation's rules, for a QP (or an XRC view of one). */

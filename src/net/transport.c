@@ -1140,9 +1140,53 @@ static struct shca_pd *rd_pd(struct shca_qp *qp,
 {
 	if (qp->ibqp.qp_type != IBV_QPT_XRC_RECV)
 		return qp->pd;
-	if (!qp->xrcd)
+	if (!qp->xrcd_id)
 		return NULL;
-	return shca_xsrq_pd(e->xrc_srqn, qp->xrcd->id);
+	return shca_xsrq_pd(e->xrc_srqn, qp->xrcd_id);
+}
+
+/*
+ * An XRC READ into an SRQ of another process of this host (docs/xrc.md,
+ * "SRQs of other processes"): the bytes of one response, read through
+ * the responder's rules against that process (the R_Key again, for
+ * this range) into a buffer that qp_send copies.  NULL: not readable
+ * now, the responses end as for a region deregistered meanwhile.
+ * Engine thread.
+ */
+static void *rd_sibling_read(struct shca_qp *qp, const struct shca_net_read *e,
+			     uint64_t off, size_t len)
+{
+	static uint8_t buf[4096];	/* the largest path MTU */
+	struct iovec v = { buf, len };
+	struct shca_xfer_result res;
+	struct shca_peer *self = self_peer();
+	struct shca_xfer x;
+
+	if (!self || len > sizeof(buf))
+		return NULL;
+	memset(&x, 0, sizeof(x));
+	x.qp_type = IBV_QPT_RC;
+	x.xrc_srqn = e->xrc_srqn;
+	x.src_qpn = qp->attr.dest_qp_num;
+	x.dest_qpn = qp->ibqp.qp_num;
+	x.opcode = IBV_WR_RDMA_READ;
+	x.remote_addr = e->va + off;
+	x.rkey = e->rkey;
+	x.length = len;
+	x.local = &v;
+	x.nlocal = 1;
+	shca_stages.respond(self, &x, &res);
+	if (res.outcome != SHCA_XFER_DONE || res.status != IBV_WC_SUCCESS)
+		return NULL;
+	return buf;
+}
+
+/* Is e an XRC READ whose SRQ another process holds? */
+static bool rd_sibling(const struct shca_qp *qp, const struct shca_net_read *e)
+{
+	return qp->ibqp.qp_type == IBV_QPT_XRC_RECV &&
+	       e->xrc_srqn <= 0xffffff &&
+	       shca_qpn_slot(e->xrc_srqn) != shca_qpn_slot(qp->ibqp.qp_num);
 }
 
 /* Send qp's READ responses until none is left or the connection is full:
@@ -1177,7 +1221,9 @@ static bool rd_pump(struct shca_qp *qp)
 		/* the memory again: a region deregistered since then ends
 		 * the responses (the requester times out, asks again, and
 		 * is refused) */
-		if (pl.iov_len) {
+		if (pl.iov_len && rd_sibling(qp, e)) {
+			pl.iov_base = rd_sibling_read(qp, e, off, pl.iov_len);
+		} else if (pl.iov_len) {
 			struct shca_pd *pd = rd_pd(qp, e);
 
 			if (pd)

@@ -73,6 +73,8 @@ struct cm_device {
 	struct ibv_device *ibdev;
 	struct ibv_context *verbs;	/* opened once, shared, kept */
 	struct ibv_pd *pd;		/* default PD while refcnt > 0 */
+	struct ibv_xrcd *xrcd;		/* XRC domain of the ids that name
+					 * none (their QPs and SRQs), kept */
 	int refcnt;			/* ids + rdma_get_devices lists */
 	int max_qpsize;
 	uint8_t max_initiator_depth;

@@ -264,6 +264,9 @@ static void req_received(struct cm_id *listener, struct cm_sock *s,
 		cm_sock_close(s);
 		return;
 	}
+	/* an XRC initiator's REQ is for an XRC target (XRC_RECV) */
+	if (req.qp_type == IBV_QPT_XRC_SEND)
+		req.qp_type = IBV_QPT_XRC_RECV;
 	if (listener->state != CM_LISTEN ||
 	    req.qp_type != listener->id.qp_type ||
 	    listener->pending_reqs >= listener->backlog ||

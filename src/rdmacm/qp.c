@@ -40,7 +40,12 @@ static bool cm_rtr_ok(enum cm_ib_state s)
 int cm_init_qp_attr(struct cm_id *id, struct ibv_qp_attr *attr, int *mask)
 {
 	enum ibv_qp_state state = attr->qp_state;
-	bool rc = id->id.qp_type == IBV_QPT_RC;
+	enum ibv_qp_type t = id->id.qp_type;
+	/* the kernel's ib_cm_init_qp_attr: a responder's attributes for RC
+	 * and XRC targets, a requester's for RC and XRC initiators; an XRC
+	 * target's RTS takes the timeout too */
+	bool resp = t == IBV_QPT_RC || t == IBV_QPT_XRC_RECV;
+	bool req = t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND;
 
 	if (!id->dev)
 		return -EINVAL;
@@ -81,7 +86,7 @@ int cm_init_qp_attr(struct cm_id *id, struct ibv_qp_attr *attr, int *mask)
 			cm_ah_from_path(id, &attr->ah_attr);
 			attr->path_mtu = id->path_mtu;
 			attr->dest_qp_num = id->remote_qpn;
-			if (rc) {
+			if (resp) {
 				*mask |= IBV_QP_MAX_DEST_RD_ATOMIC |
 					 IBV_QP_MIN_RNR_TIMER;
 				attr->max_dest_rd_atomic =
@@ -94,13 +99,15 @@ int cm_init_qp_attr(struct cm_id *id, struct ibv_qp_attr *attr, int *mask)
 				return -EINVAL;
 			*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
 			attr->sq_psn = id->sq_psn;
-			if (rc) {
+			if (req) {
 				*mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					 IBV_QP_MAX_QP_RD_ATOMIC |
-					 IBV_QP_TIMEOUT;
+					 IBV_QP_MAX_QP_RD_ATOMIC;
 				attr->retry_cnt = id->retry_count;
 				attr->rnr_retry = id->rnr_retry_count;
 				attr->max_rd_atomic = id->cm_initiator_depth;
+			}
+			if (req || resp) {
+				*mask |= IBV_QP_TIMEOUT;
 				attr->timeout = id->timeout;
 			}
 			break;
@@ -280,15 +287,32 @@ err:
 	return -1;
 }
 
-static struct ibv_xrcd *get_xrcd(struct rdma_cm_id *id)
+/*
+ * The XRC domain of an id that names none: one per device, as rdma-core's
+ * ucma_get_xrcd, so that the XRC_RECV QP and the XRC SRQ of rdma_xserver
+ * (neither naming one) are of the same domain.  NULL with errno.
+ */
+static struct ibv_xrcd *get_xrcd(struct rdma_cm_id *rid)
 {
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	struct ibv_xrcd_init_attr attr = {
 		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
 		.fd = -1,
 		.oflags = O_CREAT,
 	};
+	struct cm_device *dev = to_cm_id(rid)->dev;
+	struct ibv_xrcd *x;
 
-	return ibv_open_xrcd(id->verbs, &attr);
+	if (!dev) {
+		errno = EINVAL;
+		return NULL;
+	}
+	pthread_mutex_lock(&lock);
+	if (!dev->xrcd)
+		dev->xrcd = ibv_open_xrcd(rid->verbs, &attr);
+	x = dev->xrcd;
+	pthread_mutex_unlock(&lock);
+	return x;
 }
 
 /* Move a new QP to INIT (connected) or RTS (UD), as rdma-core does. */
@@ -346,14 +370,6 @@ int rdma_create_qp_ex(struct rdma_cm_id *rid, struct ibv_qp_init_attr_ex *attr)
 		return cm_err(-EINVAL);
 	if (rid->qp || !rid->verbs)
 		return cm_err(-EINVAL);
-	/* XRC works in verbs on the same host (docs/xrc.md), but the CM's
-	 * REQ and REP do not carry it yet: an XRC id fails here, as before
-	 * softhca had XRC, rather than at a REQ the listener drops */
-	if (rid->qp_type == IBV_QPT_XRC_SEND ||
-	    rid->qp_type == IBV_QPT_XRC_RECV ||
-	    attr->qp_type == IBV_QPT_XRC_SEND ||
-	    attr->qp_type == IBV_QPT_XRC_RECV)
-		return cm_err(-EOPNOTSUPP);
 	id = to_cm_id(rid);
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
 		attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
@@ -393,7 +409,10 @@ int rdma_create_qp_ex(struct rdma_cm_id *rid, struct ibv_qp_init_attr_ex *attr)
 		ret = init_qp(id, qp);
 	if (ret)
 		goto err_qp;
-	rid->pd = qp->pd;
+	/* an XRC_RECV QP has no PD (ibv_create_qp_ex(3)): the id keeps
+	 * the device's, which its XRC SRQ takes (rdma_xserver -c x) */
+	if (qp->pd)
+		rid->pd = qp->pd;
 	rid->qp = qp;
 	return 0;
 err_qp:

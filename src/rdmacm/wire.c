@@ -125,7 +125,8 @@ int cm_req_unpack(const void *buf, struct cm_req *r)
 	    r->rnr_retry_count > 7 || r->flow_control > 1 || r->srq > 1 ||
 	    r->local_ack_timeout > 31 ||
 	    r->path_mtu < IBV_MTU_256 || r->path_mtu > IBV_MTU_4096 ||
-	    (r->qp_type != IBV_QPT_RC && r->qp_type != IBV_QPT_UC))
+	    (r->qp_type != IBV_QPT_RC && r->qp_type != IBV_QPT_UC &&
+	     r->qp_type != IBV_QPT_XRC_SEND))
 		return -EPROTO;
 	return 0;
 }

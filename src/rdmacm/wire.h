@@ -125,7 +125,9 @@ struct cm_req {
 	uint32_t qpn, psn;
 	uint32_t ece_vendor_id, ece_options;
 	uint16_t pkey;
-	uint8_t qp_type;		/* IBV_QPT_RC or IBV_QPT_UC */
+	uint8_t qp_type;		/* IBV_QPT_RC, IBV_QPT_UC, or
+					 * IBV_QPT_XRC_SEND (the IB CM's
+					 * XRC: an initiator's REQ) */
 	uint8_t responder_resources, initiator_depth;
 	uint8_t retry_count, rnr_retry_count;	/* 0..7 */
 	uint8_t flow_control, srq;		/* 0 or 1 */

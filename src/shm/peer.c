@@ -28,6 +28,7 @@
 #define CONNECT_TIMEOUT_S 5
 
 #define CHAN_REQ_MAGIC	0x6e61684348434853ull	/* "SHCHChan" */
+#define CTRL_REQ_MAGIC	0x6c72744348434853ull	/* "SHCHCtrl" */
 
 /* A peer asks for the eventfd of one of our completion channels. */
 struct chan_req {
@@ -46,6 +47,7 @@ static struct shca_peer *peers[SHCA_NUM_SLOTS];
 static int listen_fd = -1;
 static pid_t listen_pid;
 static int (*channel_fd_fn)(uint32_t idx, uint32_t gen);
+static void (*ctrl_fn)(int fd);
 
 static uint16_t listen_port;
 
@@ -87,6 +89,11 @@ void shca_peer_on_channel_request(int (*fn)(uint32_t idx, uint32_t gen))
 	__atomic_store_n(&channel_fd_fn, fn, __ATOMIC_RELEASE);
 }
 
+void shca_peer_on_control(void (*fn)(int fd))
+{
+	__atomic_store_n(&ctrl_fn, fn, __ATOMIC_RELEASE);
+}
+
 /* The answer to a channel request: the descriptor, or none (fd < 0). */
 static int send_fd(int sock, int fd)
 {
@@ -100,18 +107,28 @@ static int send_fd(int sock, int fd)
 /* Owner side: the listener, run by the engine thread                  */
 
 /*
- * After the hello a peer sends nothing, or requests for channel fds; a
- * hang-up or anything else ends the connection.
+ * After the hello a peer sends nothing, or requests for channel fds, or
+ * one control request that makes the connection a control connection
+ * (handed to the verbs layer's server, shca_peer_on_control); a hang-up
+ * or anything else ends the connection.
  */
 static void on_conn_event(int fd, uint32_t events, void *arg)
 {
 	int (*fn)(uint32_t, uint32_t) =
 		__atomic_load_n(&channel_fd_fn, __ATOMIC_ACQUIRE);
+	void (*cfn)(int) = __atomic_load_n(&ctrl_fn, __ATOMIC_ACQUIRE);
 	struct chan_req req;
 	ssize_t n;
 
 	(void)arg;
 	n = (events & EPOLLIN) ? read(fd, &req, sizeof(req)) : 0;
+	if (n == (ssize_t)sizeof(req) && req.magic == CTRL_REQ_MAGIC &&
+	    cfn && !(events & (EPOLLHUP | EPOLLERR))) {
+		/* the server reads it from now on, with its own checks */
+		shca_engine_unwatch(fd);
+		cfn(fd);
+		return;
+	}
 	if (n == (ssize_t)sizeof(req) && req.magic == CHAN_REQ_MAGIC) {
 		int cfd = fn ? fn(req.idx, req.gen) : -1;
 
@@ -487,6 +504,43 @@ static int fetch_channel_fd(struct shca_peer *p, uint32_t idx, uint32_t gen)
 out:
 	close(fd);
 	return cfd;
+}
+
+/*
+ * A control connection to the process in slot (its owner checked as for
+ * the first connection: the pid its listener and hello name): a blocking
+ * descriptor, or -errno.
+ */
+int shca_peer_control_connect(int slot)
+{
+	struct chan_req req = { CTRL_REQ_MAGIC, 0, 0 };
+	struct shca_hello h;
+	int fd, fds[3], ret;
+	pid_t owner = 0;
+
+	if (slot < 0 || slot >= (int)SHCA_NUM_SLOTS)
+		return -EINVAL;
+	fd = shca_sock_connect(slot, CONNECT_TIMEOUT_S, &owner);
+	if (fd < 0)
+		return fd;
+	ret = shca_sock_recv_hello(fd, &h, fds);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	close(fds[0]);
+	close(fds[1]);
+	close(fds[2]);
+	if (owner <= 0 || h.pid != owner || h.slot != (uint32_t)slot) {
+		close(fd);
+		return -EACCES;
+	}
+	if (send(fd, &req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req)) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	return fd;
 }
 
 /* The eventfd of the peer's channel idx (generation gen), or -1. */

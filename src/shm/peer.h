@@ -95,6 +95,16 @@ void shca_peer_prefetch_channel(struct shca_peer *p, struct shca_cq_shm *cq);
 void shca_peer_on_channel_request(int (*fn)(uint32_t idx, uint32_t gen));
 
 /*
+ * Control connections (verbs/xrc_qp.c: ibv_open_qp's requests to a QP's
+ * owner).  The owner's engine hands a connection whose first message is
+ * a control request to fn (which owns the descriptor from then on);
+ * shca_peer_control_connect opens one to the process in slot: a blocking
+ * descriptor, or -errno.
+ */
+void shca_peer_on_control(void (*fn)(int fd));
+int shca_peer_control_connect(int slot);
+
+/*
  * Copy between this process and the peer's memory: local iovecs to remote
  * (write) or remote to local (read).  Returns 0 or -errno (-ESRCH when the
  * peer is gone, -EFAULT for a bad remote range).

@@ -421,6 +421,7 @@ void shca_context_fill_ops(struct shca_context *sctx)
 	v->create_qp_ex = shca_create_qp_ex;
 	v->create_srq_ex = shca_create_srq_ex;
 	v->open_xrcd = shca_open_xrcd;
+	v->open_qp = shca_open_qp;
 	v->close_xrcd = shca_close_xrcd;
 	v->get_srq_num = shca_get_srq_num;
 	v->alloc_td = shca_alloc_td;
@@ -627,6 +628,7 @@ int shca_latest_ibv_close_device(struct ibv_context *context)
 		return -1;
 	}
 	shca_import_close(context);
+	shca_xqp_close_ctx(context);
 	close_children(context);
 	shca_device_link_detach(sctx);
 	shca_ufile_put(sctx->ufile);

@@ -1261,8 +1261,11 @@ static void qp_get_refs(struct shca_qp *qp)
 
 static void qp_put_refs(struct shca_qp *qp)
 {
-	if (qp->xrcd) {
-		shca_xrcd_put(qp->xrcd);
+	/* XRC_RECV: its domain's, unless its creator gave it up already
+	 * (an orphan kept for openers, xrc_qp.c) */
+	if (qp->ibqp.qp_type == IBV_QPT_XRC_RECV) {
+		if (qp->xrcd)
+			shca_xrcd_put(qp->xrcd);
 		return;
 	}
 	if (qp->srq)
@@ -1374,6 +1377,7 @@ static struct shca_qp *qp_create(struct ibv_context *ctx,
 	qp->rcq = par.rcq;
 	qp->srq = par.srq;
 	qp->xrcd = par.xrcd;
+	qp->xrcd_id = par.xrcd ? par.xrcd->id : 0;
 	qp->sq_sig_all = a->sq_sig_all;
 	qp->cap.max_send_wr = qp->sq.max_wr;
 	qp->cap.max_send_sge = qp->sq.max_sge;
@@ -1480,6 +1484,9 @@ int shca_qp_destroy(struct shca_qp *qp, bool wait_acks)
 	}
 
 	qp_table_remove(qp);
+	/* other processes that opened it: their connections end */
+	if (ibqp->qp_type == IBV_QPT_XRC_RECV)
+		shca_xqp_detach(qp);
 	/* the net path's receive side (engine thread) found it by number:
 	 * wait until it is done with it */
 	shca_engine_quiesce();
@@ -1521,13 +1528,27 @@ int shca_qp_destroy(struct shca_qp *qp, bool wait_acks)
 	return 0;
 }
 
-/* A handle that names no QP: ENOENT, as the kernel's object lookup. */
+/*
+ * A handle that names no QP: ENOENT, as the kernel's object lookup.  An
+ * opened XRC_RECV QP: this process's reference goes; the creator's
+ * handle of one that others opened: only the handle goes (xrc_qp.c).
+ */
 int shca_destroy_qp(struct ibv_qp *ibqp)
 {
-	struct shca_qp *qp = shca_qp_lookup_obj(ibqp, NULL);
+	struct shca_xqp *x = shca_xqp_find(ibqp);
+	struct shca_qp *qp;
+	bool gone;
 
+	if (x)
+		return shca_xqp_destroy(x);
+	qp = shca_qp_lookup_obj(ibqp, NULL);
 	if (!qp)
 		return -ENOENT;
+	if (qp->ibqp.qp_type == IBV_QPT_XRC_RECV &&
+	    (shca_xqp_orphan(qp, &gone) || gone)) {
+		shca_obj_put(&qp->obj);
+		return gone ? -ENOENT : 0;
+	}
 	return shca_qp_destroy(qp, true);
 }
 

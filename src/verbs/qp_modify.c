@@ -598,6 +598,23 @@ static void sync_before_error(struct shca_qp *qp)
 		shca_engine_sync();
 }
 
+/*
+ * The kernel's uverbs modify_qp_mask: before the transition table is
+ * consulted, an XRC initiator's MAX_DEST_RD_ATOMIC and MIN_RNR_TIMER and
+ * an XRC target's MAX_QP_RD_ATOMIC, RETRY_CNT and RNR_RETRY are dropped,
+ * not refused (perftest -c XRC sets RC's attributes on both halves).
+ */
+static int xrc_mask_strip(enum ibv_qp_type type, int mask)
+{
+	if (type == IBV_QPT_XRC_SEND)
+		return mask & ~(IBV_QP_MAX_DEST_RD_ATOMIC |
+				IBV_QP_MIN_RNR_TIMER);
+	if (type == IBV_QPT_XRC_RECV)
+		return mask & ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT |
+				IBV_QP_RNR_RETRY);
+	return mask;
+}
+
 static int modify_qp(struct shca_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
 	struct ibv_qp *ibqp = &qp->ibqp;
@@ -607,6 +624,7 @@ static int modify_qp(struct shca_qp *qp, struct ibv_qp_attr *attr, int mask)
 	bool use_net = false;
 	int ret;
 
+	mask = xrc_mask_strip(ibqp->qp_type, mask);
 	if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR)
 		sync_before_error(qp);
 	a = *attr;	/* the kernel works on a copy too */
@@ -659,11 +677,35 @@ int shca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	int ret;
 
 	/* rdma-core's check, before the command */
+	struct shca_xqp *x;
+
 	if ((unsigned int)mask & ~(unsigned int)QP_ATTR_STANDARD)
 		return -EOPNOTSUPP;
+	x = shca_xqp_find(ibqp);
+	if (x)
+		return shca_xqp_modify(x, attr, mask);
 	qp = shca_qp_lookup_obj(ibqp, NULL);
 	if (!qp)
 		return -EINVAL;
+	/* the creator's handle of a QP it destroyed (others keep it) */
+	ret = qp->ibqp.qp_type == IBV_QPT_XRC_RECV && shca_xqp_is_orphan(qp) ?
+		      -EINVAL : modify_qp(qp, attr, mask);
+	shca_obj_put(&qp->obj);
+	return ret;
+}
+
+/* An opener's modify (xrc_qp.c), carried out by the creator: the same
+ * checks as any caller's; -EIO for a QP going away. */
+int shca_modify_qp_use(struct shca_qp *qp, struct ibv_qp_attr *attr,
+		       int mask)
+{
+	int ret;
+
+	if ((unsigned int)mask & ~(unsigned int)QP_ATTR_STANDARD)
+		return -EOPNOTSUPP;
+	qp = shca_qp_lookup_obj(&qp->ibqp, NULL);
+	if (!qp)
+		return -EIO;
 	ret = modify_qp(qp, attr, mask);
 	shca_obj_put(&qp->obj);
 	return ret;
@@ -710,20 +752,12 @@ void shca_qp_flush(struct shca_qp *qp)
  * the command); a QP the handle does not name is EINVAL, as the kernel's
  * QUERY_QP.
  */
-int shca_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
-		  struct ibv_qp_init_attr *init)
+static int query_qp(struct shca_qp *qp, struct ibv_qp_attr *attr,
+		    struct ibv_qp_init_attr *init)
 {
+	struct ibv_qp *ibqp = &qp->ibqp;
 	struct ibv_qp_init_attr i;
 	struct ibv_qp_attr a;
-	struct shca_qp *qp;
-
-	if ((unsigned int)mask & ~(unsigned int)(IBV_QP_RATE_LIMIT - 1))
-		return -EOPNOTSUPP;
-	if (!attr || !init)
-		return -EINVAL;
-	qp = shca_qp_lookup_obj(ibqp, NULL);
-	if (!qp)
-		return -EINVAL;
 
 	/* what peers marked, before the state is read: an error completion
 	 * already polled has its state change visible, also when the engine
@@ -743,11 +777,49 @@ int shca_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 	i.qp_type = ibqp->qp_type;
 	i.sq_sig_all = qp->sq_sig_all;
 	pthread_mutex_unlock(&qp->lock);
-	shca_obj_put(&qp->obj);
 
 	*attr = a;
 	*init = i;
 	return 0;
+}
+
+int shca_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
+		  struct ibv_qp_init_attr *init)
+{
+	struct shca_xqp *x;
+	struct shca_qp *qp;
+	int ret;
+
+	if ((unsigned int)mask & ~(unsigned int)(IBV_QP_RATE_LIMIT - 1))
+		return -EOPNOTSUPP;
+	if (!attr || !init)
+		return -EINVAL;
+	x = shca_xqp_find(ibqp);
+	if (x)
+		return shca_xqp_query(x, attr, mask, init);
+	qp = shca_qp_lookup_obj(ibqp, NULL);
+	if (!qp)
+		return -EINVAL;
+	ret = qp->ibqp.qp_type == IBV_QPT_XRC_RECV && shca_xqp_is_orphan(qp) ?
+		      -EINVAL : query_qp(qp, attr, init);
+	shca_obj_put(&qp->obj);
+	return ret;
+}
+
+/* An opener's query (xrc_qp.c), answered by the creator. */
+int shca_query_qp_use(struct shca_qp *qp, struct ibv_qp_attr *attr, int mask,
+		      struct ibv_qp_init_attr *init)
+{
+	int ret;
+
+	if ((unsigned int)mask & ~(unsigned int)(IBV_QP_RATE_LIMIT - 1))
+		return -EOPNOTSUPP;
+	qp = shca_qp_lookup_obj(&qp->ibqp, NULL);
+	if (!qp)
+		return -EIO;
+	ret = query_qp(qp, attr, init);
+	shca_obj_put(&qp->obj);
+	return ret;
 }
 
 /* ------------------------------------------------------------------ */

@@ -527,7 +527,14 @@ struct shca_qp {
 	struct shca_pd *pd;
 	struct shca_cq *scq, *rcq;
 	struct shca_srq *srq;
-	struct shca_xrcd *xrcd;		/* XRC_RECV: its domain */
+	struct shca_xrcd *xrcd;		/* XRC_RECV: its domain (NULL once
+					 * its creator destroyed it) */
+	uint64_t xrcd_id;		/* XRC_RECV: the domain's identity */
+	int xopens;			/* XRC_RECV: other processes' opens
+					 * (xrc_qp.c, its lock) */
+	bool xorphan;			/* ... destroyed by its creator, kept
+					 * for them */
+	bool xclosing;			/* ... being destroyed for good */
 	struct ibv_qp_attr attr;	/* current attributes (state included) */
 	struct ibv_qp_cap cap;		/* as reported */
 	bool sq_sig_all;
@@ -943,8 +950,27 @@ int shca_xsrq_number_take(struct shca_qp_shm *shm, uint32_t *index,
 void shca_xsrq_number_put(uint32_t index);
 int shca_get_srq_num(struct ibv_srq *srq, uint32_t *num);
 struct shca_pd *shca_xsrq_pd(uint32_t srqn, uint64_t xrcd);
+
+/* xrc_qp.c: ibv_open_qp, XRC_RECV QPs shared between processes */
+struct shca_xqp;
 struct ibv_qp *shca_open_qp(struct ibv_context *ctx,
 			    struct ibv_qp_open_attr *attr);
+/* Serve other processes' opens (a domain opened: idempotent). */
+void shca_xqp_serve(void);
+struct shca_xqp *shca_xqp_find(struct ibv_qp *ibqp);
+int shca_xqp_modify(struct shca_xqp *x, struct ibv_qp_attr *attr, int mask);
+int shca_xqp_query(struct shca_xqp *x, struct ibv_qp_attr *attr, int mask,
+		   struct ibv_qp_init_attr *init);
+int shca_xqp_destroy(struct shca_xqp *x);
+void shca_xqp_close_ctx(struct ibv_context *ctx);
+bool shca_xqp_orphan(struct shca_qp *qp, bool *gone);
+bool shca_xqp_is_orphan(struct shca_qp *qp);
+void shca_xqp_detach(struct shca_qp *qp);
+/* qp_modify.c: modify and query of the creator's QP for an opener */
+int shca_modify_qp_use(struct shca_qp *qp, struct ibv_qp_attr *attr,
+		       int mask);
+int shca_query_qp_use(struct shca_qp *qp, struct ibv_qp_attr *attr, int mask,
+		      struct ibv_qp_init_attr *init);
 /* XRC_SEND and RC share the RC transport's rules (XRC is RC, IBA 9.8). */
 static inline bool shca_qpt_rc(enum ibv_qp_type t)
 {

@@ -4,7 +4,6 @@
  * without the feature: EOPNOTSUPP as a return value (errno set too, as
  * every failing verb here sets it), or NULL with errno EOPNOTSUPP.
  * Features listed here are reported absent by ibv_query_device(_ex): no
- * ibv_open_qp (XRC QPs are not shared between handles yet: docs/xrc.md),
  * flow steering, counters, WQs/RSS, tag matching.
  */
 #include <errno.h>
@@ -135,13 +134,6 @@ static void abi_placeholder(void)
 {
 }
 
-static struct ibv_qp *open_qp(struct ibv_context *ctx,
-			      struct ibv_qp_open_attr *a)
-{
-	(void)ctx; (void)a;
-	return NULL_EOPNOTSUPP;
-}
-
 static void *compat_unsupported(void)
 {
 	return NULL_EOPNOTSUPP;
@@ -170,7 +162,6 @@ void shca_unsupported_fill(struct verbs_context *v)
 	v->ABI_placeholder2 = abi_placeholder;
 	v->ibv_create_flow = create_flow;
 	v->ABI_placeholder1 = abi_placeholder;
-	v->open_qp = open_qp;
 
 	/* slots that only pre-v1.1 rdma-core used internally */
 	o->_compat_alloc_pd = compat_unsupported;

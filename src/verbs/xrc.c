@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * XRC domains (ibv_open_xrcd, ibv_close_xrcd) and the numbers of XRC
- * SRQs (docs/xrc.md); ibv_open_qp is not offered yet (unsupported.c).
+ * SRQs (docs/xrc.md); ibv_open_qp is xrc_qp.c.
  *
  * A domain is an identity: 64 bits that XRC SRQs and XRC_RECV QPs publish
  * in the arena (shca_qp_shm.xrcd), which the responder compares before it
@@ -138,6 +138,8 @@ struct ibv_xrcd *shca_open_xrcd(struct ibv_context *ctx,
 	}
 	x->ibxrcd.context = ctx;
 	x->magic = SHCA_XRCD_MAGIC;
+	/* its XRC_RECV QPs may be opened by other processes */
+	shca_xqp_serve();
 	shca_dbg("XRC domain %016llx opened (fd %d)",
 		 (unsigned long long)x->id, a->fd);
 	return &x->ibxrcd;

@@ -1,7 +1,7 @@
 #!/bin/bash
 # perftest, unmodified, over softhca_lo between two processes: the RC
 # latency and bandwidth tests over all sizes (-a; atomics have one size),
-# and the UC and UD variants perftest offers.  A test that completes and
+# and the UC, UD and XRC variants perftest offers.  A test that completes and
 # reports passes; the figures are the benchmark's business (bench/).
 # -F: perftest estimates the CPU's clock before its report and, when the
 # estimate is noisy (r^2 < 0.9 on a loaded machine), stops with "Can't
@@ -36,4 +36,11 @@ pt ib_write_lat-UC ib_write_lat -c UC -a -n 100
 pt ib_write_bw-UC ib_write_bw -c UC -a -n 100
 pt ib_send_lat-UD ib_send_lat -c UD -a -n 100
 pt ib_send_bw-UD ib_send_bw -c UD -a -n 100
+# XRC (docs/xrc.md): perftest's XRC_SEND and XRC_RECV QPs, its SRQ in a
+# domain of a file; it sets RC's attributes on both halves, which the
+# kernel's uverbs drops for XRC (qp_modify.c xrc_mask_strip)
+pt ib_send_lat-XRC ib_send_lat -c XRC -n 100
+pt ib_send_bw-XRC ib_send_bw -c XRC -n 100
+pt ib_write_bw-XRC ib_write_bw -c XRC -n 100
+pt ib_read_bw-XRC ib_read_bw -c XRC -n 100
 finish

@@ -15,7 +15,8 @@
 #    variants, and a few with their exchange over rdma_cm (-z); smoke
 #    tests too (perftest does not look at the payload);
 #  - rdmacm-utils: rping -V (it compares every ping's data; each line i
-#    must be ping i), rdma_server/rdma_client, ucmatose, udaddy, mckey
+#    must be ping i), rdma_server/rdma_client, rdma_xserver/rdma_xclient
+#    -c x, ucmatose, udaddy, mckey
 #    (receiver in a, sender in b once the receiver said it joined);
 #  - clean failures: an ibv_rc_pingpong client toward a with no server
 #    there, an rping client toward a port of a nobody listens on: both
@@ -32,7 +33,7 @@ netns_require_root
 need ibv_devinfo ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong \
 	ibv_srq_pingpong ib_send_lat ib_send_bw ib_write_lat ib_write_bw \
 	ib_read_lat ib_read_bw ib_atomic_lat ib_atomic_bw rping rdma_server \
-	rdma_client udaddy mckey ucmatose stdbuf ss
+	rdma_client rdma_xserver rdma_xclient udaddy mckey ucmatose stdbuf ss
 
 SOFTHCA_BUILD=${SOFTHCA_BUILD:-$SOFTHCA_SRC/build}
 SOFTHCA_BUILD=$(cd "$SOFTHCA_BUILD" && pwd) || { echo "FAIL: no build directory" >&2; exit 1; }
@@ -323,6 +324,14 @@ NETNS_PAIR_PORT=$P netns_pair a b 20 rdma_server -s "$A4" -p "$P" -- \
 pair_ok "rdma_server/rdma_client (a <- b)" &&
 	out_has rdma_server client 'rdma_client: end 0' &&
 	out_has rdma_server server 'rdma_server: end 0'
+
+# XRC through the CM (docs/xrc.md): the XRCETH between the namespaces
+port
+NETNS_PAIR_PORT=$P netns_pair a b 20 rdma_xserver -p "$P" -c x -- \
+	rdma_xclient -s "$A4" -p "$P" -c x
+pair_ok "rdma_xserver/rdma_xclient -c x (a <- b)" &&
+	out_has rdma_xserver client 'rdma_xclient: end 0' &&
+	out_has rdma_xserver server 'rdma_xserver: end 0'
 
 port
 NETNS_PAIR_PORT=$P netns_pair a b 30 ucmatose -b "$A4" -p "$P" -c 10 -C 10 -- \
