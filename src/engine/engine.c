@@ -340,12 +340,6 @@ static void *engine_main(void *arg)
 	return NULL;
 }
 
-/*
- * An application thread that found nothing to poll is the engine for one
- * batch, if nobody else is (shca_engine_progress in engine.h).  Its
- * signals wait and it cannot be cancelled while it is: the callbacks run
- * as they would in the engine thread.
- */
 /* SOFTHCA_POLL_PROGRESS=0: only the engine thread is the engine. */
 static bool poll_progress_env(void)
 {
@@ -363,8 +357,12 @@ static bool poll_progress_env(void)
 	return __atomic_load_n(&on, __ATOMIC_RELAXED);
 }
 
-/* run_lock held: one batch, if epoll has one; signals wait and no
- * cancellation while the callbacks run.  Its size, or 0. */
+/*
+ * An application thread that found nothing to poll is the engine for one
+ * batch (run_lock held), if epoll has one: its signals wait and it cannot
+ * be cancelled while the callbacks run, as in the engine thread.  The
+ * batch's size, or 0.
+ */
 static int app_batch(void)
 {
 	struct epoll_event evs[16];

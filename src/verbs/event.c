@@ -98,13 +98,6 @@ static void queue_push(struct shca_event_queue *q, enum ibv_event_type type,
 }
 
 /*
- * Take the first event; wait for one unless the client made the fd
- * non-blocking.  deliver() runs under the queue lock, so an object cannot
- * be destroyed between leaving the queue and being counted as reported.
- * The wait is the one cancellation point (common/nocancel.h): a thread
- * cancelled anywhere else in here would leave the queue locked.
- */
-/*
  * A completion channel's waiter in a process that uses the net path
  * waits for the engine's work too and does it itself (issue 15): 0 look
  * again, -errno, or -EAGAIN: wait on the eventfd alone.  A non-blocking
@@ -125,6 +118,13 @@ static int chan_wait(int fd)
 	return ret;
 }
 
+/*
+ * Take the first event; wait for one unless the client made the fd
+ * non-blocking.  deliver() runs under the queue lock, so an object cannot
+ * be destroyed between leaving the queue and being counted as reported.
+ * The wait is the one cancellation point (common/nocancel.h): a thread
+ * cancelled anywhere else in here would leave the queue locked.
+ */
 static int queue_pop(struct shca_event_queue *q,
 		     void (*deliver)(struct shca_event *ev, void *arg),
 		     void *arg)
