@@ -171,10 +171,10 @@ uint32_t shca_cqshm_count(struct shca_cq_shm *cq)
  * cq_clean), so that a reused QP never meets its old completions.  The
  * owner calls it, with its consumer lock held.
  */
-void shca_cqshm_clean(struct shca_cq_shm *cq, uint32_t qpn)
+void shca_cqshm_clean(struct shca_cq_shm *cq, uint32_t qpn, bool flushed_only)
 {
 	struct shca_arena *a = shca_arena_self();
-	uint32_t i, keep, head, slots;
+	uint32_t i, keep, head, tail, slots;
 	struct shca_cqe *ring;
 
 	shca_plock_lock(&cq->lock);
@@ -184,12 +184,17 @@ void shca_cqshm_clean(struct shca_cq_shm *cq, uint32_t qpn)
 		return;
 	}
 	head = __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE);
+	tail = cq->tail;
+	/* peers push here: never more than the ring */
+	if (tail - head > slots)
+		head = tail - slots;
 	/* walk from the newest down, moving kept entries to the tail end */
-	keep = cq->tail;
-	for (i = cq->tail; i != head; i--) {
+	keep = tail;
+	for (i = tail; i != head; i--) {
 		struct shca_cqe *e = &ring[(i - 1) & (slots - 1)];
 
-		if (e->wc.qp_num == qpn)
+		if (e->wc.qp_num == qpn &&
+		    (!flushed_only || e->wc.status == IBV_WC_WR_FLUSH_ERR))
 			continue;
 		keep--;
 		if (keep != i - 1)

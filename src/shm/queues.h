@@ -38,7 +38,9 @@ struct shca_cqe *shca_cqshm_peek(struct shca_cq_shm *cq);
 void shca_cqshm_pop(struct shca_cq_shm *cq);
 uint32_t shca_cqshm_count(struct shca_cq_shm *cq);
 void shca_cqshm_arm(struct shca_cq_shm *cq, bool solicited_only);
-void shca_cqshm_clean(struct shca_cq_shm *cq, uint32_t qpn);
+/* Owner: take qpn's entries out (flushed_only: its IBV_WC_WR_FLUSH_ERR
+ * ones only), the others keep their order. */
+void shca_cqshm_clean(struct shca_cq_shm *cq, uint32_t qpn, bool flushed_only);
 
 static inline uint32_t shca_cq_size_for(uint32_t cqe)
 {

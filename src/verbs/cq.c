@@ -150,11 +150,12 @@ int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	return n;
 }
 
-/* A QP is reset or destroyed: its completions leave the CQ (mlx5). */
-void shca_cq_clean(struct shca_cq *cq, uint32_t qpn)
+/* A QP is reset: its completions leave the CQ (mlx5); destroyed: its
+ * flushed ones (flushed_only, qp.c). */
+void shca_cq_clean(struct shca_cq *cq, uint32_t qpn, bool flushed_only)
 {
 	pthread_mutex_lock(&cq->lock);
-	shca_cqshm_clean(cq->shm, qpn);
+	shca_cqshm_clean(cq->shm, qpn, flushed_only);
 	pthread_mutex_unlock(&cq->lock);
 }
 

@@ -1507,15 +1507,23 @@ int shca_qp_destroy(struct shca_qp *qp, bool wait_acks)
 	pthread_mutex_unlock(&ibqp->mutex);
 
 	/*
-	 * The completions the QP left in its CQs stay there, as with rxe
-	 * and siw (mlx5 drops them): libfabric's verbs provider destroys a
-	 * MSG endpoint's QP, then polls the CQ for what it had completed
-	 * (vrb_ep_close), and rxm closes a connection on a peer's
+	 * The completions of work the QP carried out stay in its CQs, as
+	 * with rxe and siw (mlx5 drops them): libfabric's verbs provider
+	 * destroys a MSG endpoint's QP, then polls the CQ for what it had
+	 * completed (vrb_ep_close), and rxm closes a connection on a peer's
 	 * disconnect that way, so a message that arrived just before would
-	 * be lost.  A QP number comes back only after every other index
-	 * (qp_table_insert goes round), so no new QP meets them; a reset
-	 * still drops them (qp_modify.c).
+	 * be lost.  Its flushed work requests leave, as on mlx5: they name
+	 * nothing that happened, and a program that frees what their wr_id
+	 * points to once the destroy returned (the shortest rdma_cm
+	 * tutorials, tests/security/cq_thread.c -t none) must not meet
+	 * them.  A QP number comes back only after every other index
+	 * (qp_table_insert goes round), so no new QP meets what stays; a
+	 * reset drops everything (qp_modify.c).
 	 */
+	if (qp->scq)
+		shca_cq_clean(qp->scq, ibqp->qp_num, true);
+	if (qp->rcq && qp->rcq != qp->scq)
+		shca_cq_clean(qp->rcq, ibqp->qp_num, true);
 	pthread_mutex_destroy(&qp->lock);
 	pthread_mutex_destroy(&qp->exec_lock);
 	/* the send ring may be a parent domain's: freed while it is held */

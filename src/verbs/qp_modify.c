@@ -522,9 +522,9 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 		__atomic_store_n(&qp->shm->pending, 0, __ATOMIC_RELEASE);
 		/* as mlx4/mlx5: a reset QP's completions leave its CQs */
 		if (qp->scq)
-			shca_cq_clean(qp->scq, qp->ibqp.qp_num);
+			shca_cq_clean(qp->scq, qp->ibqp.qp_num, false);
 		if (qp->rcq && qp->rcq != qp->scq)
-			shca_cq_clean(qp->rcq, qp->ibqp.qp_num);
+			shca_cq_clean(qp->rcq, qp->ibqp.qp_num, false);
 		break;
 	case IBV_QPS_ERR:
 		if (cur == IBV_QPS_ERR)

@@ -858,7 +858,7 @@ int shca_cq_push(struct shca_cq *cq, const struct ibv_wc *wc, bool solicited);
 /* Report what peers left pending on this process's CQs (doorbell). */
 void shca_cq_doorbell(void);
 /* Drop QP qpn's completions (reset, destroy). */
-void shca_cq_clean(struct shca_cq *cq, uint32_t qpn);
+void shca_cq_clean(struct shca_cq *cq, uint32_t qpn, bool flushed_only);
 
 /* srq.c: SRQs, and the receive rings that RQs and SRQs share */
 struct ibv_srq *shca_create_srq(struct ibv_pd *pd,

@@ -444,6 +444,39 @@ TEST(ud_sqe_still_receives)
 	ep_destroy(&b);
 }
 
+/*
+ * A destroyed QP: what it carried out stays in its CQ (libfabric's verbs
+ * provider reads it after destroying an endpoint's QP, as rxe and siw
+ * keep it), its flushed work requests leave (as on mlx5: nothing
+ * happened, and a program may free what their wr_id names once the
+ * destroy returned).  Every WQE of the second QP is accounted for.
+ */
+TEST(destroy_keeps_done_drops_flushed)
+{
+	struct ep_opts o;
+	struct ibv_wc wc[8];
+	struct ep a, b;
+
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_pair(&a, &o, &b, &o);
+	ASSERT_EQ(ep_post_recv(&b, 0xc1, 0, 64), 0);
+	ASSERT_EQ(ep_post_recv(&b, 0xc2, 0, 64), 0);
+	ASSERT_EQ(ep_post_recv(&b, 0xc3, 0, 64), 0);
+	fill(a.buf, 64, pattern_seed);
+	ASSERT_EQ(ep_post(&a, 0xa1, IBV_WR_SEND, 0, 64, 0, 0), 0);
+	ep_expect(a.scq, a.qp, 0xa1, IBV_WC_SUCCESS);
+	modify_to(b.qp, IBV_QPS_ERR);
+	ASSERT_EQ(ibv_destroy_qp(b.qp), 0);
+	b.qp = NULL;
+	ASSERT_EQ(ibv_poll_cq(b.rcq, 8, wc), 1);
+	ASSERT_U64_EQ(wc[0].wr_id, 0xc1);
+	ASSERT_EQ(wc[0].status, IBV_WC_SUCCESS);
+	ASSERT_EQ(wc[0].byte_len, 64);
+	check_fill(b.buf, 64, pattern_seed);
+	ep_destroy(&a);
+	ep_destroy(&b);
+}
+
 /* UD with the wrong Q_Key: dropped silently (IBA C10-15), the WQE stays */
 TEST(ud_wrong_qkey_dropped)
 {
