@@ -280,9 +280,11 @@ static void responder(int fd, void *arg)
 		hi.addr = (uintptr_t)r.mr_at + RLEN + PG + 64;
 		break;
 	case K_KEY_COLLIDE:
-		/* the window's entry takes the MR's key, and the index
-		 * sends the MR's key there: it is still no L_Key */
+		/* the window's entry takes the MR's key and local write,
+		 * and the index sends the MR's key there: a window is
+		 * still no L_Key */
 		v.key = r.mr->rkey;
+		v.access |= IBV_ACCESS_LOCAL_WRITE;
 		forge(e, &v);
 		w = index_word(r.mr->rkey);
 		ASSERT_NOT_NULL(w);
