@@ -8,7 +8,9 @@
  * window moved to another QP, a key index that points out of the table,
  * a seqlock that never settles, a window resurrected after its MR went)
  * and then the other process sends WRITE / READ / SEND / atomics through
- * them.
+ * them; and XRC entries (the domain of the XRC_RECV QP and of the SRQ,
+ * the QP table slot, type and ring of the SRQ) under a SEND that names
+ * the SRQ.
  *
  * What must hold, every case: the requester does not crash, its own
  * memory outside the SGE it named is untouched (a canary region and the
@@ -22,6 +24,7 @@
  * access of its own memory.  Run on the mapped path and through CMA
  * (SOFTHCA_MAP=0).
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -520,3 +523,242 @@ BOTH(mw_type2_inv_other_qp, K_TYPE2_INV_OTHER_QP)
 BOTH(mw_index_out_of_table, K_INDEX_OUT)
 BOTH(mw_seqlock_stuck, K_SEQ_STUCK)
 BOTH(mw_resurrected_after_dereg, K_RESURRECT)
+
+/* ------------------------------------------------------------------ */
+/* XRC: the domain and the SRQ entries                                 */
+
+enum xkase {
+	X_QP_DOMAIN_ZERO,	/* the XRC_RECV QP's domain forged to 0 */
+	X_SRQ_DOMAIN_OTHER,	/* the SRQ's domain forged to another id */
+	X_SRQ_SLOT_OUT,		/* the QP table sends the SRQ out of the arena */
+	X_SRQ_NOT_XRC,		/* the SRQ's entry forged to a QP type */
+	X_SRQ_RING_OUT,		/* the SRQ's ring offset out of the arena */
+};
+
+struct xinfo {
+	uint32_t qpn, srqn;
+	union ibv_gid gid;
+};
+
+static struct ibv_qp *xqp(struct ep *e, enum ibv_qp_type type,
+			  struct ibv_xrcd *x)
+{
+	struct ibv_qp_init_attr_ex a = {
+		.qp_type = type,
+		.send_cq = e->scq,
+		.recv_cq = e->rcq,
+		.cap = { .max_send_wr = 16, .max_send_sge = 1 },
+	};
+	struct ibv_qp_attr m;
+	struct ibv_qp *qp;
+
+	if (type == IBV_QPT_XRC_RECV) {
+		a.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+		a.xrcd = x;
+	} else {
+		a.comp_mask = IBV_QP_INIT_ATTR_PD;
+		a.pd = e->pd;
+	}
+	qp = ibv_create_qp_ex(e->ctx, &a);
+	ASSERT_NOT_NULL(qp);
+	memset(&m, 0, sizeof(m));
+	m.qp_state = IBV_QPS_INIT;
+	m.port_num = 1;
+	m.qp_access_flags = ALL;
+	ASSERT_EQ(ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+	return qp;
+}
+
+static void xqp_connect(struct ep *e, struct ibv_qp *qp, uint32_t dest,
+			const union ibv_gid *dgid)
+{
+	struct ibv_qp_attr a;
+	int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+		   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = *dgid;
+	a.ah_attr.grh.sgid_index = (uint8_t)e->gid_index;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.port_num = 1;
+	if (qp->qp_type == IBV_QPT_XRC_RECV) {
+		a.max_dest_rd_atomic = 4;
+		a.min_rnr_timer = 1;
+		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	}
+	ASSERT_EQ(ibv_modify_qp(qp, &a, mask), 0);
+	if (qp->qp_type == IBV_QPT_XRC_RECV)
+		return;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 10;
+	a.retry_cnt = 2;
+	a.rnr_retry = 2;
+	a.max_rd_atomic = 4;
+	ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+				IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC), 0);
+}
+
+/* Our own QP table entry of number n. */
+static uint64_t *qp_slot(uint32_t n)
+{
+	return &shca_arena_qp_table(arena_base())[n &
+						  (SHCA_ARENA_QP_ENTRIES - 1)];
+}
+
+static struct shca_qp_shm *qp_entry(uint32_t n)
+{
+	return (struct shca_qp_shm *)(arena_base() + *qp_slot(n));
+}
+
+static void xresponder(int fd, void *arg)
+{
+	enum xkase k = *(const enum xkase *)arg;
+	struct ibv_xrcd_init_attr xa = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = -1,
+		.oflags = O_CREAT,
+	};
+	struct ibv_srq_init_attr_ex sa = {
+		.attr = { .max_wr = 8, .max_sge = 1 },
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
+		.srq_type = IBV_SRQT_XRC,
+	};
+	struct ibv_sge sge;
+	struct ibv_recv_wr wr, *bad;
+	struct ibv_xrcd *x;
+	struct ibv_srq *srq;
+	struct ibv_qp *rq;
+	struct ep_opts o;
+	struct xinfo xi, peer;
+	struct ep b;
+
+	opts(&o);
+	ep_open_remote(&b, &o, fd);
+	memset(b.buf, EP_SENTINEL, b.size);
+	x = ibv_open_xrcd(b.ctx, &xa);
+	ASSERT_NOT_NULL(x);
+	sa.pd = b.pd;
+	sa.xrcd = x;
+	sa.cq = b.rcq;
+	srq = ibv_create_srq_ex(b.ctx, &sa);
+	ASSERT_NOT_NULL(srq);
+	sge.addr = (uintptr_t)b.buf + PG;
+	sge.length = 256;
+	sge.lkey = b.mr->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 0xcc;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
+	rq = xqp(&b, IBV_QPT_XRC_RECV, x);
+	memset(&xi, 0, sizeof(xi));
+	xi.qpn = rq->qp_num;
+	ASSERT_EQ(ibv_get_srq_num(srq, &xi.srqn), 0);
+	xi.gid = b.self.gid;
+	xwrite(fd, &xi, sizeof(xi));
+	xread(fd, &peer, sizeof(peer));
+	xqp_connect(&b, rq, peer.qpn, &peer.gid);
+	ASSERT_NE(qp_entry(rq->qp_num)->xrcd, 0);
+	ASSERT_EQ(qp_entry(xi.srqn)->xrcd, qp_entry(rq->qp_num)->xrcd);
+	switch (k) {
+	case X_QP_DOMAIN_ZERO:
+		__atomic_store_n(&qp_entry(rq->qp_num)->xrcd, 0,
+				 __ATOMIC_RELEASE);
+		break;
+	case X_SRQ_DOMAIN_OTHER:
+		__atomic_store_n(&qp_entry(xi.srqn)->xrcd,
+				 qp_entry(rq->qp_num)->xrcd ^ 1,
+				 __ATOMIC_RELEASE);
+		break;
+	case X_SRQ_SLOT_OUT:
+		__atomic_store_n(qp_slot(xi.srqn),
+				 shca_arena_hdr(arena_base())->size - 8,
+				 __ATOMIC_RELEASE);
+		break;
+	case X_SRQ_NOT_XRC:
+		__atomic_store_n(&qp_entry(xi.srqn)->qp_type, IBV_QPT_RC,
+				 __ATOMIC_RELEASE);
+		break;
+	case X_SRQ_RING_OUT:
+		__atomic_store_n(&qp_entry(xi.srqn)->rq_off,
+				 shca_arena_hdr(arena_base())->size - 8,
+				 __ATOMIC_RELEASE);
+		break;
+	}
+	duo_signal(fd, 'f');
+	duo_expect(fd, '3');
+	/* nothing was delivered into the SRQ's buffer */
+	ASSERT_EQ(ep_find_non_sentinel(b.buf, b.size), -1);
+	duo_signal(fd, 'e');
+	_exit(0);
+}
+
+static void xrun(enum xkase k)
+{
+	enum ibv_wc_status st = k == X_SRQ_RING_OUT ? IBV_WC_RETRY_EXC_ERR :
+						      IBV_WC_REM_INV_REQ_ERR;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+	struct xinfo xi, mine;
+	struct ibv_qp *sq;
+	struct ep_opts o;
+	struct duo d;
+	struct ep a;
+
+	unsetenv("SOFTHCA_NET");
+	unsetenv("SOFTHCA_MAP");
+	canary = mmap(NULL, NCANARY, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT(canary != MAP_FAILED);
+	memset(canary, CANARY, NCANARY);
+	duo_fork(&d, xresponder, &k);
+	opts(&o);
+	ep_open_remote(&a, &o, d.fd);
+	xread(d.fd, &xi, sizeof(xi));
+	sq = xqp(&a, IBV_QPT_XRC_SEND, NULL);
+	memset(&mine, 0, sizeof(mine));
+	mine.qpn = sq->qp_num;
+	mine.gid = a.self.gid;
+	xwrite(d.fd, &mine, sizeof(mine));
+	xqp_connect(&a, sq, xi.qpn, &xi.gid);
+	duo_expect(d.fd, 'f');
+	memset(a.buf, EP_SENTINEL, a.size);
+	ep_fill_pattern(a.buf + PG, 64, 1, 0);
+	sge.addr = (uintptr_t)a.buf + PG;
+	sge.length = 64;
+	sge.lkey = a.mr->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.qp_type.xrc.remote_srqn = xi.srqn;
+	ASSERT_EQ(ibv_post_send(sq, &wr, &bad), 0);
+	ep_expect(a.scq, sq, 1, st);
+	ASSERT_EQ(ep_find_non_sentinel(a.buf, PG), -1);
+	ASSERT_EQ(ep_find_non_sentinel(a.buf + PG + 64, a.size - PG - 64),
+		  -1);
+	for (uint32_t i = 0; i < NCANARY; i++)
+		ASSERT_EQ(canary[i], CANARY);
+	duo_signal(d.fd, '3');
+	duo_expect(d.fd, 'e');
+	duo_wait(&d);
+	ASSERT_EQ(ibv_destroy_qp(sq), 0);
+	ep_destroy(&a);
+	munmap(canary, NCANARY);
+}
+
+TEST(xrc_qp_domain_forged_zero) { xrun(X_QP_DOMAIN_ZERO); }
+TEST(xrc_srq_domain_forged_other) { xrun(X_SRQ_DOMAIN_OTHER); }
+TEST(xrc_srq_slot_out_of_arena) { xrun(X_SRQ_SLOT_OUT); }
+TEST(xrc_srq_forged_not_xrc) { xrun(X_SRQ_NOT_XRC); }
+TEST(xrc_srq_ring_out_of_arena) { xrun(X_SRQ_RING_OUT); }
