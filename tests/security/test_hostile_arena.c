@@ -25,6 +25,7 @@
  * (SOFTHCA_MAP=0).
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -762,3 +763,96 @@ TEST(xrc_srq_domain_forged_other) { xrun(X_SRQ_DOMAIN_OTHER); }
 TEST(xrc_srq_slot_out_of_arena) { xrun(X_SRQ_SLOT_OUT); }
 TEST(xrc_srq_forged_not_xrc) { xrun(X_SRQ_NOT_XRC); }
 TEST(xrc_srq_ring_out_of_arena) { xrun(X_SRQ_RING_OUT); }
+
+/* ------------------------------------------------------------------ */
+/* A receive ring whose WQE changes under the reader                   */
+
+/*
+ * The responder's head WQE says 1 SGE of 8 bytes, and a thread of the
+ * responder flips its num_sge to 0xfffffff0 and back without end: a
+ * reader that checks the count once (shca_rqshm_peek) and reads it again
+ * to walk the SGEs walks gigabytes past the ring.  UD: each datagram,
+ * longer than the WQE, is dropped and the WQE stays for the next one, so
+ * every datagram is another try at the race.  The requester must come
+ * through all of them alive, its memory untouched.
+ */
+#define FLIP_TRIES 400000
+
+static volatile int flip_stop;
+
+static void *flipper(void *arg)
+{
+	uint32_t *n = arg;
+
+	while (!flip_stop) {
+		__atomic_store_n(n, 0xfffffff0u, __ATOMIC_RELAXED);
+		__atomic_store_n(n, 1u, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static void ring_responder(int fd, void *arg)
+{
+	struct shca_recv_wqe_shm *w;
+	struct shca_rq_shm *rq;
+	struct ep_opts o;
+	pthread_t th;
+	struct ep b;
+	char *base;
+
+	(void)arg;
+	ep_default_opts(&o, IBV_QPT_UD);
+	ep_open_remote(&b, &o, fd);
+	ASSERT_EQ(ep_post_recv(&b, 0xdd, 0, 8), 0);
+	base = arena_base();
+	rq = (struct shca_rq_shm *)(base + qp_entry(b.qp->qp_num)->rq_off);
+	w = (struct shca_recv_wqe_shm *)(base + rq->buf_off +
+					 (size_t)(rq->head & (rq->size - 1)) *
+						 rq->wqe_size);
+	ASSERT_EQ(w->num_sge, 1u);
+	ASSERT_EQ(w->wr_id, 0xdd);
+	ASSERT_EQ(pthread_create(&th, NULL, flipper, &w->num_sge), 0);
+	duo_signal(fd, 'f');
+	duo_expect(fd, '3');
+	flip_stop = 1;
+	pthread_join(th, NULL);
+	/* the datagrams did reach the WQE (and were dropped, too long) */
+	ASSERT_GT(qp_entry(b.qp->qp_num)->stats.v[SHCA_STAT_LENGTH_ERR],
+		  0u);
+	duo_signal(fd, 'e');
+	_exit(0);
+}
+
+TEST(ring_num_sge_flips_under_reader)
+{
+	struct ep_opts o;
+	struct duo d;
+	struct ep a;
+
+	unsetenv("SOFTHCA_NET");
+	unsetenv("SOFTHCA_MAP");
+	canary = mmap(NULL, NCANARY, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT(canary != MAP_FAILED);
+	memset(canary, CANARY, NCANARY);
+	duo_fork(&d, ring_responder, NULL);
+	ep_default_opts(&o, IBV_QPT_UD);
+	ep_open_remote(&a, &o, d.fd);
+	duo_expect(d.fd, 'f');
+	memset(a.buf, EP_SENTINEL, a.size);
+	ep_fill_pattern(a.buf + PG, 64, 1, 0);
+	for (uint64_t i = 0; i < FLIP_TRIES; i++) {
+		ASSERT_EQ(ep_post(&a, i, IBV_WR_SEND, PG, 64, 0, 0), 0);
+		ep_expect(a.scq, a.qp, i, IBV_WC_SUCCESS);
+	}
+	ASSERT_EQ(ep_find_non_sentinel(a.buf, PG), -1);
+	ASSERT_EQ(ep_find_non_sentinel(a.buf + PG + 64, a.size - PG - 64),
+		  -1);
+	for (uint32_t i = 0; i < NCANARY; i++)
+		ASSERT_EQ(canary[i], CANARY);
+	duo_signal(d.fd, '3');
+	duo_expect(d.fd, 'e');
+	duo_wait(&d);
+	ep_destroy(&a);
+	munmap(canary, NCANARY);
+}
