@@ -330,14 +330,14 @@ static bool remote_key(struct shca_peer *p, struct shca_qp_shm *q,
  * the start go to `head` instead (the UD GRH).
  */
 static int build_scatter(struct shca_peer *p, struct shca_qp_shm *q,
-			 const struct shca_recv_wqe_shm *w, uint64_t len,
-			 struct iovec *iov, int *niov)
+			 const struct shca_recv_wqe_shm *w, uint32_t nsge,
+			 uint64_t len, struct iovec *iov, int *niov)
 {
 	uint64_t left = len;
 	uint32_t i;
 	int n = 0, ret;
 
-	for (i = 0; i < w->num_sge && left; i++) {
+	for (i = 0; i < nsge && left; i++) {
 		const struct ibv_sge *s = &w->sge[i];
 		uint64_t take = MIN((uint64_t)s->length, left), va;
 
@@ -375,12 +375,13 @@ static void place_range(const struct shca_xfer *x, uint64_t va,
 	*n = r->iov_len ? 1 : 0;
 }
 
-static uint64_t wqe_capacity(const struct shca_recv_wqe_shm *w)
+/* nsge: the count shca_rqshm_peek checked, never w->num_sge again */
+static uint64_t wqe_capacity(const struct shca_recv_wqe_shm *w, uint32_t nsge)
 {
 	uint64_t c = 0;
 	uint32_t i;
 
-	for (i = 0; i < w->num_sge; i++)
+	for (i = 0; i < nsge; i++)
 		c += w->sge[i].length;
 	return c;
 }
@@ -470,6 +471,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	struct shca_recv_wqe_shm *w;
 	struct iovec iov[MAX_IOV + 1];
 	uint64_t wr_id, need, va = 0;
+	uint32_t nsge = 0;
 	struct ibv_wc wc;
 	struct shca_tm_rx t;
 	int niov = 0, ret;
@@ -492,9 +494,10 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	shca_tm_rx_classify(p->arena, p->arena_size, rq, x, &t);
 	if (t.cls == SHCA_TM_MATCHED) {
 		x = &t.x;
-		w = &t.wqe.w;
+		w = &t.wqe.w;	/* a private copy, nsge checked */
+		nsge = t.wqe.w.num_sge;
 	} else {
-		w = shca_rqshm_peek(p->arena, p->arena_size, rq);
+		w = shca_rqshm_peek(p->arena, p->arena_size, rq, &nsge);
 	}
 	if (!w) {
 		shca_plock_unlock(&rq->lock);
@@ -533,7 +536,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 		place_range(x, va, iov, &niov);
 	} else {
 		need = x->length + (x->grh ? SHCA_GRH_LEN : 0);
-		if (need > wqe_capacity(w) && !rc && !uc) {
+		if (need > wqe_capacity(w, nsge) && !rc && !uc) {
 			/* UD: a datagram longer than the receive buffer is
 			 * dropped, and the WQE stays for the next one (as
 			 * IBA's UD receive rules and hfi1/qib, which reuse
@@ -542,7 +545,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 			shca_stat_add(&q->stats, SHCA_STAT_LENGTH_ERR, 1);
 			return;
 		}
-		if (need > wqe_capacity(w)) {
+		if (need > wqe_capacity(w, nsge)) {
 			/* IBA 10.7.2.1: receive buffer too small */
 			fail_wqe(p, q, rq, &t, x, wr_id, IBV_WC_LOC_LEN_ERR,
 				 SHCA_QP_PEND_ERR);
@@ -550,7 +553,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 				fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, 0);
 			return;
 		}
-		ret = build_scatter(p, q, w, need, iov, &niov);
+		ret = build_scatter(p, q, w, nsge, need, iov, &niov);
 		if (ret == -EBUSY) {
 			shca_plock_unlock(&rq->lock);
 			lanes_busy(res, x);

@@ -345,16 +345,22 @@ int shca_rqshm_post(struct shca_rq_shm *rq, const struct ibv_recv_wr *wr)
 }
 
 struct shca_recv_wqe_shm *shca_rqshm_peek(void *base, size_t size,
-					  struct shca_rq_shm *rq)
+					  struct shca_rq_shm *rq,
+					  uint32_t *nsge)
 {
 	struct shca_recv_wqe_shm *w;
-	uint32_t room;
+	uint32_t room, n;
 
 	if (rq->head == __atomic_load_n(&rq->tail, __ATOMIC_ACQUIRE))
 		return NULL;
 	w = rq_slot(base, size, rq, rq->head, &room);
-	if (w && (w->num_sge > rq->max_sge || w->num_sge > room))
+	if (!w)
+		return NULL;
+	/* the count checked is the count used: read once */
+	n = __atomic_load_n(&w->num_sge, __ATOMIC_RELAXED);
+	if (n > rq->max_sge || n > room)
 		return NULL;	/* corrupt: never trust a count */
+	*nsge = n;
 	return w;
 }
 

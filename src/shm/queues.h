@@ -62,10 +62,13 @@ int shca_rqshm_post(struct shca_rq_shm *rq, const struct ibv_recv_wr *wr);
 
 /*
  * Consumer, with rq->lock held: the oldest WQE, or NULL if empty; pop
- * removes it.  A peer passes its mapping of the arena.
+ * removes it.  A peer passes its mapping of the arena.  *nsge: the
+ * WQE's SGE count as checked against the slot (read once: the owner's
+ * bytes may change under a peer, so a peer walks only these).
  */
 struct shca_recv_wqe_shm *shca_rqshm_peek(void *base, size_t size,
-					  struct shca_rq_shm *rq);
+					  struct shca_rq_shm *rq,
+					  uint32_t *nsge);
 void shca_rqshm_pop(struct shca_rq_shm *rq);
 
 #endif

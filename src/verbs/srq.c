@@ -119,11 +119,13 @@ void shca_rq_flush(struct shca_rq *rq, struct shca_cq *cq, uint32_t qp_num)
 {
 	struct shca_arena *a = shca_arena_self();
 	struct shca_recv_wqe_shm *w;
+	uint32_t nsge;
 
 	if (!rq->shm)
 		return;
 	shca_plock_lock(&rq->shm->lock);
-	while ((w = shca_rqshm_peek(a->base, a->size, rq->shm))) {
+	while ((w = shca_rqshm_peek(a->base, a->size, rq->shm,
+					&nsge))) {
 		if (cq) {
 			struct ibv_wc wc;
 
