@@ -622,8 +622,11 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 				SHCA_QP_PEND_ACCESS_ERR);
 		return;
 	}
-	/* a rendezvous's source in its sender, before the lock */
-	shca_tm_rx_rndv_src(x, &rv);
+	/* a rendezvous's source in its sender, before the lock (only for
+	 * a TM SRQ: other receives need not pay for the look-up) */
+	rv.ret = -ENOENT;
+	if (__atomic_load_n(&rq->tm_off, __ATOMIC_ACQUIRE))
+		shca_tm_rx_rndv_src(x, &rv);
 	shca_plock_lock(&rq->lock);
 	/* a tag-matching SRQ: a matched message goes to its tag's buffer
 	 * without its header (engine/tm_rx.c) */

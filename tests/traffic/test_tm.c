@@ -32,8 +32,10 @@
  *   rndv_bad_rkey   the RVH's R_Key is not the parent's: TM_MATCH, then
  *                   REM_ACCESS_ERR; the parent's QP goes to error
  *   rndv_net        the net path: a RNDV is unexpected even when a tag
- *                   matches, and max_rndv_hdr_size is 0  The verbs' errors (create, post_srq_ops) and
- * tm_caps are the one-process case verbs_errors.
+ *                   matches, and max_rndv_hdr_size is 0
+ *
+ * The verbs' errors (create, post_srq_ops) and tm_caps are the
+ * one-process case verbs_errors.
  */
 #include <arpa/inet.h>
 #include <endian.h>
