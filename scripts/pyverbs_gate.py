@@ -5,6 +5,7 @@ Used by pyverbs_suite.py; the format is described in the file's header.
 
   gate MODULE passed=N [traffic=M]
   exclude PATTERN
+  exclude-net PATTERN  (excluded only in the net-path run)
   skip-ok PATTERN REGEX
 
 PATTERN is an fnmatch pattern on MODULE.Class.test_name whose MODULE part
@@ -24,7 +25,7 @@ class GateError(Exception):
 class Gate:
     """The gate file: which tests `make check` requires to pass."""
 
-    def __init__(self, path):
+    def __init__(self, path, net=False):
         self.modules = {}      # name -> {'passed': N, 'traffic': M|None}
         self.excludes = []     # fnmatch patterns
         self.skip_ok = []      # [pattern, compiled regex, 'file:line', uses]
@@ -45,6 +46,12 @@ class Gate:
                 if not rest or ' ' in rest:
                     raise GateError(f'{where}: exclude takes one pattern')
                 self.excludes.append(rest)
+            elif word == 'exclude-net':
+                if not rest or ' ' in rest:
+                    raise GateError(f'{where}: exclude-net takes one '
+                                    'pattern')
+                if net:
+                    self.excludes.append(rest)
             elif word == 'skip-ok':
                 self._skip_ok(where, rest)
             else:

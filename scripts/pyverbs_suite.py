@@ -414,7 +414,7 @@ def fmt(c):
 
 def parent_main(args):
     try:
-        gate = Gate(args.gate)
+        gate = Gate(args.gate, net=bool(args.net_evidence))
     except (OSError, GateError) as ex:
         print(f'pyverbs: gate file: {ex}')
         write_summary(args, dict.fromkeys(OUTCOMES, 0) | {'failed': 1},

@@ -399,6 +399,8 @@ static void execute_locked(struct shca_qp *qp)
 			fail_head(qp, w, st);
 			return;
 		}
+		res.rndv_bad = false;
+		res.rndv_fin = false;
 		xmit(qp, w, &x, &res);
 
 		switch (res.outcome) {
@@ -466,6 +468,9 @@ static void execute_locked(struct shca_qp *qp)
 			shca_complete_send(qp, &done, IBV_WC_SUCCESS,
 					   (uint32_t)x.length);
 		}
+		/* a tag-matching rendezvous the SEND started (same host) */
+		if (res.rndv_bad || res.rndv_fin)
+			shca_host_rndv_done(qp, &x, &res);
 	}
 }
 

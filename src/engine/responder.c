@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <infiniband/tm_types.h>
 
 #include "../common/log.h"
 #include "../common/slot.h"
@@ -220,7 +221,7 @@ static bool resp_complete_tm(struct shca_peer *p, struct shca_qp_shm *q,
 
 	if (!cq)
 		return false;
-	if (t && t->cls == SHCA_TM_MATCHED) {
+	if (shca_tm_rx_tagged(t) && shca_cqe_has_tm(wc)) {
 		tw = *wc;
 		shca_cqe_tm_pack(&tw, t->tag, t->app_ctx);
 		wc = &tw;
@@ -443,6 +444,140 @@ static void fail_wqe(struct shca_peer *p, struct shca_qp_shm *q,
 }
 
 /*
+ * A matched rendezvous that cannot end well (rq->lock held): the match
+ * is reported, then the data's completion with status, as the READ the
+ * receiver's QP issued would end (mlx5 reports an error completion of
+ * the READ's syndrome for the tag); the receiver's QP goes to error.
+ */
+static void rndv_fail(struct shca_peer *p, struct shca_qp_shm *q,
+		      struct shca_rq_shm *rq, struct shca_tm_rx *t,
+		      const struct shca_xfer *x, enum ibv_wc_status status)
+{
+	uint64_t wr_id = t->wqe.w.wr_id;
+	struct ibv_wc wc;
+
+	shca_tm_rx_consume(rq, t);
+	__atomic_or_fetch(&q->pending, SHCA_QP_PEND_ERR, __ATOMIC_ACQ_REL);
+	resp_wc(&wc, x, q, wr_id, IBV_WC_SUCCESS, 0);
+	shca_tm_rx_rndv_match(&wc);
+	resp_complete_tm(p, q, &wc, false, t);
+	resp_wc(&wc, x, q, wr_id, status, 0);
+	wc.opcode = IBV_WC_TM_RECV;
+	resp_complete_tm(p, q, &wc, true, t);
+	shca_plock_unlock(&rq->lock);
+	shca_peer_doorbell(p);
+}
+
+/*
+ * A RNDV request that matched a tag (rq->lock held, engine/tm_rx.c):
+ * the responder fetches the RVH's [addr, addr + len) from the sender
+ * into the tag's buffer, as mlx5's tag matching does with an RDMA READ
+ * (rdma-core's Documentation/tag_matching.md).  Only the same host gets
+ * here: the sender's own process runs these rules, and rv says what its
+ * MR table allowed (checked before the lock, as a READ responder
+ * checks: QP remote read enable, R_Key, PD, REMOTE_READ, bounds).
+ *
+ *   RVH length > the tag's buffer  TMH and RVH placed in the buffer, one
+ *                                  completion IBV_WC_TM_RNDV_INCOMPLETE
+ *                                  with TM_MATCH | TM_DATA_VALID: the tag
+ *                                  is used, software goes on (no FIN)
+ *   the READ's checks fail         TM_MATCH, then REM_ACCESS_ERR; the
+ *                                  receiver's QP to error, the sender's
+ *                                  QP an access error (rndv_bad)
+ *   the tag's buffer fails its     TM_MATCH, then LOC_PROT_ERR; the
+ *     L_Key                        receiver's QP to error
+ *   otherwise                      TM_MATCH (byte_len 0), the data, then
+ *                                  TM_DATA_VALID (byte_len = RVH length);
+ *                                  the sender owes itself a FIN: TMH
+ *                                  opcode FIN and the RVH (rndv_fin)
+ *
+ * The SEND itself was accepted in every case: its requester completes
+ * it with success (on a wire it is ACKed before the READ).
+ */
+static void do_rndv(struct shca_peer *p, struct shca_qp_shm *q,
+		    struct shca_rq_shm *rq, const struct shca_xfer *x,
+		    struct shca_tm_rx *t, const struct shca_tm_rndv *rv,
+		    struct shca_xfer_result *res)
+{
+	const struct shca_recv_wqe_shm *w = &t->wqe.w;
+	uint64_t wr_id = w->wr_id, cap = wqe_capacity(w);
+	bool incomplete = t->rv_len > cap;
+	uint64_t need = incomplete ? sizeof(t->head) : t->rv_len;
+	struct iovec iov[MAX_IOV], src;
+	struct ibv_wc wc;
+	int niov = 0, ret;
+
+	res->outcome = SHCA_XFER_DONE;
+	res->status = IBV_WC_SUCCESS;
+	if (need > cap) {
+		/* not even the headers fit: as an eager message */
+		fail_wqe(p, q, rq, t, x, wr_id, IBV_WC_LOC_LEN_ERR,
+			 SHCA_QP_PEND_ERR);
+		fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, 0);
+		return;
+	}
+	/* the request the sender checked is the one matched (a sender
+	 * that rewrites its buffer while sending gets an access error) */
+	if (!incomplete && (rv->ret || rv->addr != t->rv_addr ||
+			    rv->rkey != t->rv_rkey || rv->len != t->rv_len)) {
+		res->rndv_bad = true;
+		rndv_fail(p, q, rq, t, x, IBV_WC_REM_ACCESS_ERR);
+		return;
+	}
+	ret = build_scatter(p, q, w, need, iov, &niov);
+	if (ret == -EBUSY) {
+		shca_plock_unlock(&rq->lock);
+		lanes_busy(res, x);
+		return;
+	}
+	if (ret) {
+		rndv_fail(p, q, rq, t, x, IBV_WC_LOC_PROT_ERR);
+		return;
+	}
+	if (incomplete) {
+		src.iov_base = t->head;
+		src.iov_len = sizeof(t->head);
+	} else {
+		src = rv->src;
+	}
+	ret = niov ? shca_mem_write(p, &src, 1, iov, niov) :
+		     (peer_gone(p) ? -ESRCH : 0);
+	if (ret == -ESRCH) {
+		shca_plock_unlock(&rq->lock);
+		res->outcome = SHCA_XFER_NO_RESPONSE;
+		return;
+	}
+	if (ret) {
+		rndv_fail(p, q, rq, t, x, IBV_WC_LOC_PROT_ERR);
+		return;
+	}
+	take_wqe(p, q, rq, t);
+	if (incomplete) {
+		resp_wc(&wc, x, q, wr_id, IBV_WC_TM_RNDV_INCOMPLETE,
+			(uint32_t)need);
+		shca_tm_rx_wc(t, &wc);
+		wc.wc_flags |= IBV_WC_TM_MATCH;
+	} else {
+		resp_wc(&wc, x, q, wr_id, IBV_WC_SUCCESS, 0);
+		shca_tm_rx_rndv_match(&wc);
+		if (!resp_complete_tm(p, q, &wc, false, t))
+			goto overrun;
+		resp_wc(&wc, x, q, wr_id, IBV_WC_SUCCESS, t->rv_len);
+		shca_tm_rx_wc(t, &wc);
+		res->rndv_fin = true;
+		memcpy(res->fin, t->head, sizeof(res->fin));
+		res->fin[0] = IBV_TMH_FIN;
+	}
+	if (resp_complete_tm(p, q, &wc, x->solicited, t))
+		return;
+overrun:
+	/* IBA o11-5.2.2: the CQ overran, the QP goes to error (the SEND
+	 * was ACKed: its requester is not told) */
+	res->rndv_fin = false;
+	qp_pending(p, q, SHCA_QP_PEND_ERR);
+}
+
+/*
  * SEND, SEND_WITH_IMM and RDMA_WRITE_WITH_IMM's receive side.  Errors, as
  * the responder classes of IBA 9.9.3 (and rxe_resp.c) sort them:
  *
@@ -473,6 +608,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	uint64_t wr_id, need, va = 0;
 	uint32_t nsge = 0;
 	struct ibv_wc wc;
+	struct shca_tm_rndv rv;
 	struct shca_tm_rx t;
 	int niov = 0, ret;
 
@@ -488,10 +624,19 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 				SHCA_QP_PEND_ACCESS_ERR);
 		return;
 	}
+	/* a rendezvous's source in its sender, before the lock (only for
+	 * a TM SRQ: other receives need not pay for the look-up) */
+	rv.ret = -ENOENT;
+	if (__atomic_load_n(&rq->tm_off, __ATOMIC_ACQUIRE))
+		shca_tm_rx_rndv_src(x, &rv);
 	shca_plock_lock(&rq->lock);
 	/* a tag-matching SRQ: a matched message goes to its tag's buffer
 	 * without its header (engine/tm_rx.c) */
 	shca_tm_rx_classify(p->arena, p->arena_size, rq, x, &t);
+	if (t.cls == SHCA_TM_RNDV) {
+		do_rndv(p, q, rq, x, &t, &rv, res);
+		return;
+	}
 	if (t.cls == SHCA_TM_MATCHED) {
 		x = &t.x;
 		w = &t.wqe.w;	/* a private copy, nsge checked */

@@ -9,15 +9,22 @@
  *   NO_TAG                      an ordinary WQE, whole, IBV_WC_TM_NO_TAG
  *   EAGER, a posted tag matches  that tag's buffer, without the TMH,
  *                               IBV_WC_TM_RECV, TM_MATCH | TM_DATA_VALID
- *   EAGER, none (or matching    an ordinary WQE, whole, IBV_WC_TM_RECV
- *     paused), RNDV             without flags; counted as unexpected
+ *   RNDV, a posted tag matches,  the RVH's data, read from the sender,
+ *     the sender readable       to that tag's buffer: IBV_WC_TM_RECV
+ *     (same host)               TM_MATCH, then TM_DATA_VALID; the
+ *                               sender gets a FIN (responder.c)
+ *   EAGER or RNDV, none (or     an ordinary WQE, whole, IBV_WC_TM_RECV
+ *     matching paused, or RNDV  without flags; counted as unexpected
+ *     on the net path)
  *
  * Matching runs only while the application's synchronised count of
  * unexpected messages equals the SRQ's (ibv_post_srq_ops(3), "phase
  * synchronization"): after an unexpected message every tagged message
  * is unexpected too until IBV_OPS_TM_SYNC catches up.  Rendezvous is
- * not offloaded: a RNDV message is always unexpected, and software
- * reads the sender's buffer itself (tm_caps.max_rndv_hdr_size is 0).
+ * offloaded where the sender's memory can be read by whoever runs these
+ * rules: on this host the sender's own process runs them (x->rndv_src);
+ * the net path's responder cannot issue a READ, so there a RNDV message
+ * is unexpected, and software reads the sender's buffer itself.
  *
  * The list lives in the responder's arena; whoever runs the responder's
  * rules reads it as hostile bytes: every count bounded by a constant,
@@ -25,6 +32,7 @@
  */
 #include <arpa/inet.h>
 #include <endian.h>
+#include <errno.h>
 #include <string.h>
 #include <infiniband/tm_types.h>
 
@@ -125,11 +133,45 @@ static int find_tag(struct shca_tm_shm *tm, uint32_t ntags, uint64_t tag)
 	return best;
 }
 
+/* RNDV's RVH (after the TMH, big endian) into t. */
+static void read_rvh(const uint8_t *h, struct shca_tm_rx *t)
+{
+	uint64_t be64;
+	uint32_t be32;
+
+	memcpy(&be64, h + SHCA_TMH_LEN, 8);
+	t->rv_addr = be64toh(be64);
+	memcpy(&be32, h + SHCA_TMH_LEN + 8, 4);
+	t->rv_rkey = ntohl(be32);
+	memcpy(&be32, h + SHCA_TMH_LEN + 12, 4);
+	t->rv_len = ntohl(be32);
+}
+
+void shca_tm_rx_rndv_src(const struct shca_xfer *x, struct shca_tm_rndv *rv)
+{
+	struct shca_tm_rx t;
+
+	rv->ret = -ENOENT;
+	if (!x->rndv_src || x->qp_type != IBV_QPT_RC ||
+	    x->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+	    x->length > SHCA_TM_MAX_RNDV_HDR ||
+	    !gather_head(x, t.head, sizeof(t.head)) ||
+	    t.head[0] != IBV_TMH_RNDV)
+		return;
+	read_rvh(t.head, &t);
+	rv->addr = t.rv_addr;
+	rv->rkey = t.rv_rkey;
+	rv->len = t.rv_len;
+	rv->ret = x->rndv_src(x->rndv_ctx, rv->addr, rv->rkey, rv->len,
+			      &rv->src) ? -EACCES : 0;
+}
+
 void shca_tm_rx_classify(void *base, size_t size, struct shca_rq_shm *rq,
 			 const struct shca_xfer *x, struct shca_tm_rx *t)
 {
-	uint8_t h[SHCA_TMH_LEN];
+	uint8_t *h = t->head;
 	uint32_t ntags = 0, be32;
+	bool rndv = false;
 	uint64_t be64;
 	int i;
 
@@ -138,15 +180,21 @@ void shca_tm_rx_classify(void *base, size_t size, struct shca_rq_shm *rq,
 	if (x->qp_type != IBV_QPT_RC || x->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		return;
 	t->tm = tm_list(base, size, rq, &ntags);
-	if (!t->tm || !gather_head(x, h, sizeof(h)))
+	if (!t->tm || !gather_head(x, h, SHCA_TMH_LEN))
 		return;
 	switch (h[0]) {
 	case IBV_TMH_NO_TAG:
 		t->cls = SHCA_TM_NO_TAG;
 		return;
 	case IBV_TMH_RNDV:
-		t->cls = SHCA_TM_UNEXPECTED;	/* no rendezvous offload */
-		return;
+		t->cls = SHCA_TM_UNEXPECTED;
+		/* offloaded only where the sender can be read, and only a
+		 * request that holds its RVH */
+		if (!x->rndv_src || x->length > SHCA_TM_MAX_RNDV_HDR ||
+		    !gather_head(x, h, sizeof(t->head)))
+			return;
+		rndv = true;
+		break;
 	case IBV_TMH_EAGER:
 		break;
 	default:
@@ -160,8 +208,14 @@ void shca_tm_rx_classify(void *base, size_t size, struct shca_rq_shm *rq,
 	t->tag = be64toh(be64);
 	t->app_ctx = ntohl(be32);
 	i = find_tag(t->tm, ntags, t->tag);
-	if (i < 0 || !trim_head(x, SHCA_TMH_LEN, t))
+	if (i < 0)
 		return;
+	if (rndv) {
+		t->x = *x;
+		read_rvh(h, t);
+	} else if (!trim_head(x, SHCA_TMH_LEN, t)) {
+		return;
+	}
 	/* a private copy of the entry: its bytes are read once */
 	t->idx = (uint32_t)i;
 	t->gen = t->tm->e[i].gen;
@@ -171,7 +225,7 @@ void shca_tm_rx_classify(void *base, size_t size, struct shca_rq_shm *rq,
 		return;
 	memcpy(t->wqe.w.sge, t->tm->e[i].sge,
 	       t->wqe.w.num_sge * sizeof(struct ibv_sge));
-	t->cls = SHCA_TM_MATCHED;
+	t->cls = rndv ? SHCA_TM_RNDV : SHCA_TM_MATCHED;
 }
 
 void shca_tm_rx_consume(struct shca_rq_shm *rq, struct shca_tm_rx *t)
@@ -180,6 +234,7 @@ void shca_tm_rx_consume(struct shca_rq_shm *rq, struct shca_tm_rx *t)
 
 	switch (t->cls) {
 	case SHCA_TM_MATCHED:
+	case SHCA_TM_RNDV:
 		/* a tag is used once; the owner's DEL of it then fails */
 		e = &t->tm->e[t->idx];
 		if (e->state == 1 && e->gen == t->gen)
@@ -201,6 +256,11 @@ void shca_tm_rx_wc(const struct shca_tm_rx *t, struct ibv_wc *wc)
 		wc->opcode = IBV_WC_TM_RECV;
 		wc->wc_flags |= IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID;
 		break;
+	case SHCA_TM_RNDV:
+		/* the data's completion; the match was reported first */
+		wc->opcode = IBV_WC_TM_RECV;
+		wc->wc_flags |= IBV_WC_TM_DATA_VALID;
+		break;
 	case SHCA_TM_UNEXPECTED:
 		wc->opcode = IBV_WC_TM_RECV;
 		break;
@@ -210,4 +270,18 @@ void shca_tm_rx_wc(const struct shca_tm_rx *t, struct ibv_wc *wc)
 	default:
 		break;
 	}
+}
+
+/* A matched rendezvous's first completion: the match, no data yet
+ * (tag_matching.md: two completions for one recv_wr_id). */
+void shca_tm_rx_rndv_match(struct ibv_wc *wc)
+{
+	wc->opcode = IBV_WC_TM_RECV;
+	wc->wc_flags |= IBV_WC_TM_MATCH;
+	wc->byte_len = 0;
+}
+
+bool shca_tm_rx_tagged(const struct shca_tm_rx *t)
+{
+	return t && (t->cls == SHCA_TM_MATCHED || t->cls == SHCA_TM_RNDV);
 }

@@ -71,7 +71,22 @@ struct shca_xfer {
 	 */
 	bool partial;
 	uint64_t part_off, part_len;
+	/*
+	 * The same-host requester's side of a tag-matching rendezvous
+	 * (engine/tm_rx.c): the sender's memory that a RVH names, checked
+	 * as an RDMA READ responder checks it (the sender's QP's remote
+	 * read enable, then R_Key, PD, REMOTE_READ and bounds): 0 with
+	 * *src, or -EACCES.  NULL (the net path): a RNDV message is
+	 * delivered unexpected, for software to fetch.
+	 */
+	int (*rndv_src)(void *ctx, uint64_t addr, uint32_t rkey,
+			uint32_t len, struct iovec *src);
+	void *rndv_ctx;
 };
+
+/* The notification (TMH opcode FIN, then the RVH) a matched rendezvous
+ * owes its sender, and its length. */
+#define SHCA_RNDV_FIN_LEN	32
 
 /* An XRC request's SRQ number that no SRQ has (beyond 24 bits): what a
  * request naming 0 or more than 24 bits becomes on either path. */
@@ -95,6 +110,12 @@ struct shca_xfer_result {
 	bool bad_key;			/* an invalid R_Key (no MR of the
 					 * QP's PD has it) or, UD, Q_Key:
 					 * counted on the responder's QP */
+	/* a matched rendezvous (rndv_src): the sender's QP failed the
+	 * READ's R_Key (access error there), or is owed a FIN of these
+	 * bytes from the receiver's QP once its SEND has completed */
+	bool rndv_bad;
+	bool rndv_fin;
+	uint8_t fin[SHCA_RNDV_FIN_LEN];
 };
 
 /*
@@ -132,6 +153,14 @@ enum shca_route {
 };
 
 extern const struct shca_transport_ops *const shca_transports[SHCA_NROUTES];
+
+/*
+ * After the SEND of a matched rendezvous completed at its requester on
+ * this host (res->rndv_bad or rndv_fin, set only there): the sender's QP
+ * takes its access error, or receives the FIN (shm/xfer.c).
+ */
+void shca_host_rndv_done(struct shca_qp *qp, const struct shca_xfer *x,
+			 const struct shca_xfer_result *res);
 
 /*
  * The engine's stages, as a transport sees them (xport.c): the only way a

@@ -5,6 +5,7 @@
  * the responder's rules there itself (engine/responder.c, through
  * engine/xport.h), which answer at once.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "../common/slot.h"
@@ -42,6 +43,77 @@ static void host_multicast(const struct shca_qp *qp,
 }
 
 /*
+ * A tag-matching rendezvous's READ, answered by its sender: this process
+ * (engine/tm_rx.c, x->rndv_src).  The rules of an RDMA READ responder
+ * (IBA o9-20, o10-37): the sending QP's remote read enable, then an MR
+ * of its PD with the R_Key, REMOTE_READ, and the range within it.  A
+ * memory window's R_Key is not looked up here (its READ fails).
+ */
+static int host_rndv_src(void *ctx, uint64_t addr, uint32_t rkey,
+			 uint32_t len, struct iovec *src)
+{
+	struct shca_qp *qp = ctx;
+	struct shca_mr *mr;
+
+	if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_READ))
+		return -EACCES;
+	if (!len) {
+		src->iov_base = NULL;
+		src->iov_len = 0;
+		return 0;
+	}
+	mr = shca_lookup_mr(qp->pd, rkey, IBV_ACCESS_REMOTE_READ, addr, len,
+			    true);
+	if (!mr)
+		return -EACCES;
+	src->iov_base = (char *)mr->base + (addr - mr->iova);
+	src->iov_len = len;
+	return 0;
+}
+
+/*
+ * After a matched rendezvous's SEND completed: a READ that failed its
+ * checks is this QP's remote access error (IBV_EVENT_QP_ACCESS_ERR, the
+ * QP to error, as a READ responder's); a READ carried out is followed
+ * by the receiver's FIN, a SEND from its QP to this one, delivered by
+ * the receive rules here (no receive WQE: the FIN is lost and counted,
+ * where a NIC would retry it after an RNR NAK).
+ */
+void shca_host_rndv_done(struct shca_qp *qp, const struct shca_xfer *x,
+			 const struct shca_xfer_result *res)
+{
+	struct shca_xfer_result fres;
+	struct shca_xfer f;
+	struct iovec v;
+
+	if (res->rndv_bad && qp->shm) {
+		__atomic_or_fetch(&qp->shm->pending, SHCA_QP_PEND_ACCESS_ERR,
+				  __ATOMIC_ACQ_REL);
+		shca_doorbell_ring();
+		return;
+	}
+	if (!res->rndv_fin)
+		return;
+	memset(&f, 0, sizeof(f));
+	f.qp_type = IBV_QPT_RC;
+	f.src_qpn = x->dest_qpn;
+	f.dest_qpn = qp->ibqp.qp_num;
+	f.opcode = IBV_WR_SEND;
+	v.iov_base = (void *)res->fin;
+	v.iov_len = sizeof(res->fin);
+	f.local = &v;
+	f.nlocal = 1;
+	f.length = sizeof(res->fin);
+	shca_stages.respond(shca_peer_get(shca_qpn_slot(qp->ibqp.qp_num)),
+			    &f, &fres);
+	if (fres.outcome != SHCA_XFER_DONE && qp->shm)
+		shca_stat_add(&qp->shm->stats,
+			      fres.outcome == SHCA_XFER_RNR ?
+				      SHCA_STAT_SEND_RNR_ERR :
+				      SHCA_STAT_DROPPED_PKTS, 1);
+}
+
+/*
  * The requester does the DMA: the responder's rules run here, against the
  * destination process's arena and memory, and answer at once.  RC and UC
  * find the destination's process once (qp_modify.c looked at RTR; if it
@@ -74,6 +146,10 @@ static void host_xmit(struct shca_qp *qp, const struct shca_send_wqe *w,
 		peer = qp->peer;
 	}
 	hx.count_resp = true;
+	if (x->qp_type == IBV_QPT_RC) {
+		hx.rndv_src = host_rndv_src;
+		hx.rndv_ctx = qp;
+	}
 	shca_stages.respond(peer, &hx, res);
 	if (qp->shm)
 		shca_stages.count(&qp->shm->stats, &hx, true);

@@ -18,15 +18,22 @@
 #include <string.h>
 
 #include "shca.h"
+#include "../common/env.h"
+#include "../engine/tm_rx.h"
 #include "../shm/queues.h"
 
 #define TM_IDX_BITS	8	/* log2(SHCA_TM_MAX_TAGS) */
 _Static_assert(SHCA_TM_MAX_TAGS == 1u << TM_IDX_BITS, "handle bits");
 
-/* What the device offers: RC only, no rendezvous offload. */
+/*
+ * What the device offers: RC only; rendezvous offloaded on the same host
+ * (a RNDV request of TMH, RVH and up to 32 more bytes).  The net path
+ * delivers every RNDV unexpected (engine/tm_rx.c): with SOFTHCA_NET=1,
+ * where every QP takes it, max_rndv_hdr_size is 0.
+ */
 void shca_tm_fill_caps(struct ibv_tm_caps *c)
 {
-	c->max_rndv_hdr_size = 0;
+	c->max_rndv_hdr_size = shca_net_forced() ? 0 : SHCA_TM_MAX_RNDV_HDR;
 	c->max_num_tags = SHCA_TM_MAX_TAGS - 1;
 	c->flags = IBV_TM_CAP_RC;
 	c->max_ops = SHCA_TM_MAX_OPS;

@@ -20,8 +20,22 @@
  *   too_long        longer than the tag's buffer: LOC_LEN_ERR on the tag
  *
  * Each on the mapped same-host path, CMA, and the net path (SOFTHCA_NET=1,
- * with TCP bytes seen).  The verbs' errors (create, post_srq_ops) and
- * tm_caps are the one-process case verbs_errors.
+ * with TCP bytes seen).  Rendezvous (RNDV: TMH, RVH naming the parent's
+ * buffer), on the same host, where it is offloaded:
+ *
+ *   rndv            a matched RNDV: the parent's data in the tag's
+ *                   buffer, TM_MATCH then TM_DATA_VALID, a FIN (TMH FIN
+ *                   and the RVH) received by the parent; a RVH longer
+ *                   than the tag's buffer: TM_RNDV_INCOMPLETE with the
+ *                   headers in the buffer, no FIN; an unexpected RNDV:
+ *                   whole to an ordinary WQE
+ *   rndv_bad_rkey   the RVH's R_Key is not the parent's: TM_MATCH, then
+ *                   REM_ACCESS_ERR; the parent's QP goes to error
+ *   rndv_net        the net path: a RNDV is unexpected even when a tag
+ *                   matches, and max_rndv_hdr_size is 0
+ *
+ * The verbs' errors (create, post_srq_ops) and tm_caps are the
+ * one-process case verbs_errors.
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -38,6 +52,9 @@
 #define ORD	16384u	/* ordinary WQEs' buffers, 4096 each */
 #define TAGB	32768u	/* tagged buffers, 4096 each */
 #define TMH	16u
+#define RVH	16u
+#define RSRC	40960u	/* the parent's rendezvous data (up to 8192) */
+#define FINB	49152u	/* the parent's FIN receive buffers, 64 each */
 #define APPCTX	0x5eedf00du
 
 /* What the child asks the parent to send; len 0 ends. */
@@ -49,7 +66,14 @@ struct cmd {
 	uint8_t pad[2];
 	uint32_t seed;
 	uint32_t status;	/* reply: the send's completion */
+	uint32_t rv_len;	/* RNDV: the RVH's length */
+	uint32_t rv_flags;	/* RV_* */
+	uint32_t reply;		/* RNDV: RV_FIN a FIN came; RV_BAD: the
+				 * parent's QP state */
 };
+
+#define RV_FIN	1u	/* a FIN is owed to the parent */
+#define RV_BAD	2u	/* the RVH's R_Key is not the parent's */
 
 struct tmwc {
 	uint64_t wr_id;
@@ -337,7 +361,10 @@ static void expect_ordinary(struct tm_side *s, uint32_t slot,
 /* ------------------------------------------------------------------ */
 /* Scenarios (the child)                                               */
 
-enum kase { K_MATCHED, K_UNEXPECTED, K_DEL, K_NO_TAG, K_PLAIN, K_TOO_LONG };
+enum kase {
+	K_MATCHED, K_UNEXPECTED, K_DEL, K_NO_TAG, K_PLAIN, K_TOO_LONG,
+	K_RNDV, K_RNDV_BAD_RKEY, K_RNDV_NET
+};
 
 static void sc_matched(struct tm_side *s)
 {
@@ -464,6 +491,165 @@ static void sc_plain(struct tm_side *s)
 	expect_empty(s);
 }
 
+/* The parent sends a RNDV request of len bytes for rv_len of its data
+ * (pattern seed); its completion's status (and *reply). */
+static enum ibv_wc_status ask_rndv(struct tm_side *s, uint64_t tag,
+				   uint32_t len, uint32_t rv_len,
+				   uint32_t seed, uint32_t flags,
+				   uint32_t *reply)
+{
+	struct cmd c;
+
+	memset(&c, 0, sizeof(c));
+	c.op = IBV_TMH_RNDV;
+	c.tag = tag;
+	c.len = len;
+	c.seed = seed;
+	c.rv_len = rv_len;
+	c.rv_flags = flags;
+	xwrite(s->fd, &c, sizeof(c));
+	xread(s->fd, &c, sizeof(c));
+	*reply = c.reply;
+	return (enum ibv_wc_status)c.status;
+}
+
+/* A matched RNDV's first completion: the match, no data yet. */
+static void expect_rndv_match(struct tm_side *s, uint64_t tag, uint64_t wr_id)
+{
+	struct tmwc w = poll_one(s);
+
+	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(w.opcode, IBV_WC_TM_RECV);
+	ASSERT_EQ(w.flags, IBV_WC_TM_MATCH);
+	ASSERT_U64_EQ(w.wr_id, wr_id);
+	ASSERT_U64_EQ(w.tm.tag, tag);
+	ASSERT_EQ(w.tm.priv, APPCTX);
+}
+
+/* The TMH (opcode op) and the RVH the parent sent, at d. */
+static void expect_rndv_head(const uint8_t *d, uint8_t op, uint64_t tag,
+			     uint32_t rv_len)
+{
+	uint64_t be64;
+	uint32_t be32;
+
+	ASSERT_EQ(d[0], op);
+	memcpy(&be64, d + 8, 8);
+	ASSERT_U64_EQ(be64toh(be64), tag);
+	memcpy(&be32, d + TMH + 12, 4);
+	ASSERT_EQ(ntohl(be32), rv_len);
+}
+
+static void sc_rndv(struct tm_side *s)
+{
+	const uint8_t *d = s->b.buf + TAGB;
+	uint32_t h, reply;
+	struct tmwc w;
+
+	/* matched: the parent's 3000 bytes in the tag's buffer, a FIN */
+	add_tag(s, 0x44, ~0ull, 0, 0x81, false);
+	ASSERT_EQ(ask_rndv(s, 0x44, TMH + RVH + 16, 3000, 71, RV_FIN, &reply),
+		  IBV_WC_SUCCESS);
+	ASSERT_EQ(reply, RV_FIN);
+	expect_rndv_match(s, 0x44, 0x81);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(w.opcode, IBV_WC_TM_RECV);
+	ASSERT_EQ(w.flags, IBV_WC_TM_DATA_VALID);
+	ASSERT_U64_EQ(w.wr_id, 0x81);
+	ASSERT_EQ(w.byte_len, 3000);
+	ASSERT_EQ(ep_find_pattern_diff(d, 3000, 71, 0), -1);
+	ASSERT_EQ(ep_find_non_sentinel(d + 3000, 4096 - 3000), -1);
+
+	/* longer than the tag's buffer: the headers, software goes on */
+	h = add_tag(s, 0x45, ~0ull, 1, 0x82, false);
+	ASSERT_EQ(ask_rndv(s, 0x45, TMH + RVH, 5000, 72, 0, &reply),
+		  IBV_WC_SUCCESS);
+	ASSERT_EQ(reply, 0);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_TM_RNDV_INCOMPLETE);
+	ASSERT_EQ(w.opcode, IBV_WC_TM_RECV);
+	ASSERT_EQ(w.flags, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID);
+	ASSERT_U64_EQ(w.wr_id, 0x82);
+	ASSERT_U64_EQ(w.tm.tag, 0x45);
+	ASSERT_EQ(w.byte_len, TMH + RVH);
+	expect_rndv_head(d + 4096, IBV_TMH_RNDV, 0x45, 5000);
+	ASSERT_EQ(ep_find_non_sentinel(d + 4096 + TMH + RVH,
+				       4096 - TMH - RVH), -1);
+	ASSERT_EQ(del_tag(s, h), IBV_WC_TM_ERR);	/* used */
+
+	/* unexpected: whole, to an ordinary WQE, counted */
+	post_ordinary(s, 0);
+	ASSERT_EQ(ask_rndv(s, 0x99, TMH + RVH + 8, 100, 73, 0, &reply),
+		  IBV_WC_SUCCESS);
+	ASSERT_EQ(reply, 0);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(w.opcode, IBV_WC_TM_RECV);
+	ASSERT_EQ(w.flags, 0);
+	ASSERT_U64_EQ(w.wr_id, 0x0d0);
+	ASSERT_EQ(w.byte_len, TMH + RVH + 8);
+	expect_rndv_head(s->b.buf + ORD, IBV_TMH_RNDV, 0x99, 100);
+	s->unexp++;
+	sync_count(s);
+
+	/* a RVH of length 0 matches and moves nothing */
+	add_tag(s, 0x46, ~0ull, 2, 0x83, false);
+	ASSERT_EQ(ask_rndv(s, 0x46, TMH + RVH, 0, 74, RV_FIN, &reply),
+		  IBV_WC_SUCCESS);
+	ASSERT_EQ(reply, RV_FIN);
+	expect_rndv_match(s, 0x46, 0x83);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(w.flags, IBV_WC_TM_DATA_VALID);
+	ASSERT_EQ(w.byte_len, 0);
+	ASSERT_EQ(ep_find_non_sentinel(d + 2 * 4096, 4096), -1);
+	expect_empty(s);
+}
+
+/* The RVH's R_Key is none of the parent's: the READ fails. */
+static void sc_rndv_bad_rkey(struct tm_side *s)
+{
+	uint32_t reply;
+	struct tmwc w;
+
+	add_tag(s, 0x47, ~0ull, 0, 0x84, false);
+	ASSERT_EQ(ask_rndv(s, 0x47, TMH + RVH, 2000, 75, RV_BAD, &reply),
+		  IBV_WC_SUCCESS);
+	ASSERT_EQ(reply, IBV_QPS_ERR);		/* the READ's responder */
+	expect_rndv_match(s, 0x47, 0x84);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_REM_ACCESS_ERR);
+	ASSERT_U64_EQ(w.wr_id, 0x84);
+	ASSERT_EQ(ep_find_non_sentinel(s->b.buf + TAGB, 4096), -1);
+	expect_empty(s);
+}
+
+/* The net path: no rendezvous offload; a RNDV is unexpected, even for a
+ * posted tag, and the tag's buffer stays as it was. */
+static void sc_rndv_net(struct tm_side *s)
+{
+	struct ibv_device_attr_ex da;
+	uint32_t reply;
+	struct tmwc w;
+
+	ASSERT_EQ(ibv_query_device_ex(s->b.ctx, NULL, &da), 0);
+	ASSERT_EQ(da.tm_caps.max_rndv_hdr_size, 0);
+	add_tag(s, 0x48, ~0ull, 0, 0x85, false);
+	post_ordinary(s, 0);
+	ASSERT_EQ(ask_rndv(s, 0x48, TMH + RVH, 1000, 76, 0, &reply),
+		  IBV_WC_SUCCESS);
+	ASSERT_EQ(reply, 0);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(w.opcode, IBV_WC_TM_RECV);
+	ASSERT_EQ(w.flags, 0);
+	ASSERT_U64_EQ(w.wr_id, 0x0d0);
+	expect_rndv_head(s->b.buf + ORD, IBV_TMH_RNDV, 0x48, 1000);
+	ASSERT_EQ(ep_find_non_sentinel(s->b.buf + TAGB, 4096), -1);
+	expect_empty(s);
+}
+
 struct child_arg {
 	enum kase k;
 };
@@ -493,12 +679,71 @@ static void child(int fd, void *arg)
 	case K_TOO_LONG:
 		sc_too_long(&s);
 		break;
+	case K_RNDV:
+		sc_rndv(&s);
+		break;
+	case K_RNDV_BAD_RKEY:
+		sc_rndv_bad_rkey(&s);
+		break;
+	case K_RNDV_NET:
+		sc_rndv_net(&s);
+		break;
 	}
 	side_close(&s);
 }
 
 /* ------------------------------------------------------------------ */
 /* The parent: sends what it is asked                                  */
+
+/*
+ * A RNDV request: TMH, RVH naming rv_len bytes of pattern at RSRC (the
+ * R_Key wrong with RV_BAD), the rest zero.  A receive for the FIN is
+ * posted first; reply: RV_FIN if one came, checked (TMH FIN and the
+ * RVH), or with RV_BAD the QP's state after the SEND.
+ */
+static void send_rndv(struct ep *a, struct cmd *c)
+{
+	uint8_t *p = a->buf + SRC, *f = a->buf + FINB;
+	uint32_t be32 = htonl(APPCTX);
+	uint64_t be64 = htobe64(c->tag);
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct ibv_wc wc;
+
+	memset(p, 0, c->len);
+	p[0] = c->op;
+	memcpy(p + 4, &be32, 4);
+	memcpy(p + 8, &be64, 8);
+	be64 = htobe64((uintptr_t)a->buf + RSRC);
+	memcpy(p + TMH, &be64, 8);
+	be32 = htonl(c->rv_flags & RV_BAD ? a->mr->rkey ^ 0x5a5a00u :
+					    a->mr->rkey);
+	memcpy(p + TMH + 8, &be32, 4);
+	be32 = htonl(c->rv_len);
+	memcpy(p + TMH + 12, &be32, 4);
+	ep_fill_pattern(a->buf + RSRC, c->rv_len, c->seed, 0);
+	memset(f, EP_SENTINEL, 64);
+	ASSERT_EQ(ep_post_recv(a, 0xf1, FINB, 64), 0);
+	ASSERT_EQ(ep_post(a, c->seed, IBV_WR_SEND, SRC, c->len, 0, 0), 0);
+	ep_poll(a->scq, &wc, 1);
+	c->status = wc.status;
+	c->reply = 0;
+	if (c->rv_flags & RV_FIN) {
+		ep_poll(a->rcq, &wc, 1);
+		ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+		ASSERT_EQ(wc.opcode, IBV_WC_RECV);
+		ASSERT_EQ(wc.byte_len, TMH + RVH);
+		ASSERT_U64_EQ(wc.wr_id, 0xf1);
+		ASSERT_EQ(f[0], IBV_TMH_FIN);
+		ASSERT_EQ(memcmp(f + 1, p + 1, TMH + RVH - 1), 0);
+		ASSERT_EQ(ep_find_non_sentinel(f + TMH + RVH, 64 - TMH - RVH),
+			  -1);
+		c->reply = RV_FIN;
+	} else if (c->rv_flags & RV_BAD) {
+		ASSERT_EQ(ibv_query_qp(a->qp, &qa, IBV_QP_STATE, &ia), 0);
+		c->reply = qa.qp_state;
+	}
+}
 
 static void send_one(struct ep *a, struct cmd *c)
 {
@@ -541,6 +786,7 @@ static void run(enum kase k, enum path p)
 	struct child_arg ca = { k };
 	struct ep_opts o;
 	struct duo d;
+	uint32_t fins = 0, rndvs = 0;
 	uint64_t tcp = 0;
 	struct cmd c;
 	struct ep a;
@@ -554,7 +800,13 @@ static void run(enum kase k, enum path p)
 		xread(d.fd, &c, sizeof(c));
 		if (!c.len && !c.op && !c.tag)
 			break;
-		send_one(&a, &c);
+		if (c.op == IBV_TMH_RNDV) {
+			send_rndv(&a, &c);
+			fins += !!(c.reply == RV_FIN && !(c.rv_flags & RV_BAD));
+			rndvs++;
+		} else {
+			send_one(&a, &c);
+		}
 		/* while the connection lives (the child's exit ends it) */
 		if (p == P_NET)
 			tcp += ep_tcp_bytes();
@@ -563,6 +815,18 @@ static void run(enum kase k, enum path p)
 	if (p == P_NET)
 		ASSERT_GT(tcp, 0);
 	duo_wait(&d);
+	/* no FIN but those expected (each took its receive); a QP in
+	 * error flushes the receives left */
+	if (rndvs) {
+		struct ibv_wc wc;
+		uint32_t n = 0;
+
+		while (ibv_poll_cq(a.rcq, 1, &wc) == 1) {
+			ASSERT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+			n++;
+		}
+		ASSERT_LE(n, rndvs - fins);
+	}
 	ep_destroy(&a);
 }
 
@@ -577,6 +841,13 @@ PATHS(tag_del, K_DEL)
 PATHS(no_tag, K_NO_TAG)
 PATHS(plain, K_PLAIN)
 PATHS(too_long, K_TOO_LONG)
+
+/* rendezvous is offloaded on the same host only */
+TEST(rndv_map) { run(K_RNDV, P_MAP); }
+TEST(rndv_cma) { run(K_RNDV, P_CMA); }
+TEST(rndv_bad_rkey_map) { run(K_RNDV_BAD_RKEY, P_MAP); }
+TEST(rndv_bad_rkey_cma) { run(K_RNDV_BAD_RKEY, P_CMA); }
+TEST(rndv_net) { run(K_RNDV_NET, P_NET); }
 
 /* ------------------------------------------------------------------ */
 /* The verbs' errors (one process, no traffic)                         */
@@ -602,7 +873,10 @@ TEST(verbs_errors)
 	ASSERT_GE(da.tm_caps.max_num_tags, 2);
 	ASSERT_GE(da.tm_caps.max_sge, 1);
 	ASSERT_GE(da.tm_caps.max_ops, 1);
-	ASSERT_EQ(da.tm_caps.max_rndv_hdr_size, 0);	/* no rendezvous */
+	/* rendezvous: TMH, RVH and 32 bytes; none on the net path */
+	ASSERT_EQ(da.tm_caps.max_rndv_hdr_size,
+		  getenv("SOFTHCA_NET") && !strcmp(getenv("SOFTHCA_NET"), "1") ?
+			  0 : 64);
 
 	/* create: tags within tm_caps, a CQ, IBV_SRQ_INIT_ATTR_TM */
 	memset(&sa, 0, sizeof(sa));

@@ -10,12 +10,19 @@
  *   TMH split over iovecs, payload past it    tag, app_ctx and payload
  *   more iovecs than a matched copy holds     unexpected, no overflow
  *   shorter than a TMH, FIN, unknown opcode   PLAIN; RNDV unexpected
+ *                                             without a readable sender
+ *   RNDV with a readable sender (rndv_src)    RNDV with its RVH decoded
+ *                                             across iovecs; shorter than
+ *                                             TMH + RVH, longer than
+ *                                             max_rndv_hdr_size, no tag,
+ *                                             or paused: unexpected
  *   counts out of sync                        unexpected
  *   oldest matching entry, masks               as ibv_post_srq_ops(3)
  *   consume                                   frees only the entry of
  *                                             the generation matched
  */
 #include <endian.h>
+#include <errno.h>
 #include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,5 +254,91 @@ TEST(oldest_under_mask_and_consume)
 	shca_tm_rx_consume(f.rq, &t);
 	ASSERT_EQ(f.tm->hw_cnt, 1);
 	ASSERT_EQ(f.rq->head, 1);
+	free(f.base);
+}
+
+static int fake_src_calls;
+
+static int fake_src(void *ctx, uint64_t addr, uint32_t rkey, uint32_t len,
+		    struct iovec *src)
+{
+	(void)ctx;
+	fake_src_calls++;
+	if (rkey != 0x4321)
+		return -1;
+	src->iov_base = (void *)(uintptr_t)addr;
+	src->iov_len = len;
+	return 0;
+}
+
+/* TMH, then RVH (addr, rkey, len) in the message's bytes 16..31. */
+static void rvh(struct fake *f, uint64_t addr, uint32_t rkey, uint32_t len)
+{
+	uint64_t be64 = htobe64(addr);
+	uint32_t be32 = htonl(rkey);
+
+	memcpy(f->msg + 16, &be64, 8);
+	memcpy(f->msg + 24, &be32, 4);
+	be32 = htonl(len);
+	memcpy(f->msg + 28, &be32, 4);
+	f->x.rndv_src = fake_src;
+}
+
+TEST(rndv_matched_only_with_a_readable_sender)
+{
+	static struct shca_tm_rx t;
+	struct shca_tm_rndv rv;
+	struct fake f;
+
+	fake_init(&f, 4);
+	add(&f, 1, 5, ~0ull, 1, 0x51);
+	/* split into 5-byte pieces: the RVH is gathered whole */
+	msg(&f, IBV_TMH_RNDV, 5, 48, 5);
+	rvh(&f, 0xabcdef0123ull, 0x4321, 7000);
+	ASSERT_EQ(classify(&f, &t), SHCA_TM_RNDV);
+	ASSERT_U64_EQ(t.rv_addr, 0xabcdef0123ull);
+	ASSERT_EQ(t.rv_rkey, 0x4321);
+	ASSERT_EQ(t.rv_len, 7000);
+	ASSERT_U64_EQ(t.tag, 5);
+	ASSERT_U64_EQ(t.wqe.w.wr_id, 0x51);
+	fake_src_calls = 0;
+	shca_tm_rx_rndv_src(&f.x, &rv);
+	ASSERT_EQ(fake_src_calls, 1);
+	ASSERT_EQ(rv.ret, 0);
+	ASSERT_EQ(rv.len, 7000);
+	ASSERT_U64_EQ((uintptr_t)rv.src.iov_base, 0xabcdef0123ull);
+	rvh(&f, 0xabcdef0123ull, 0x1111, 7000);	/* the READ fails */
+	shca_tm_rx_rndv_src(&f.x, &rv);
+	ASSERT_NE(rv.ret, 0);
+	/* the net path: no rndv_src, unexpected, nothing asked */
+	f.x.rndv_src = NULL;
+	fake_src_calls = 0;
+	ASSERT_EQ(classify(&f, &t), SHCA_TM_UNEXPECTED);
+	shca_tm_rx_rndv_src(&f.x, &rv);
+	ASSERT_EQ(rv.ret, -ENOENT);
+	ASSERT_EQ(fake_src_calls, 0);
+	/* no room for the RVH; longer than max_rndv_hdr_size */
+	msg(&f, IBV_TMH_RNDV, 5, 31, 0);
+	f.x.rndv_src = fake_src;
+	ASSERT_EQ(classify(&f, &t), SHCA_TM_UNEXPECTED);
+	shca_tm_rx_rndv_src(&f.x, &rv);
+	ASSERT_EQ(rv.ret, -ENOENT);
+	msg(&f, IBV_TMH_RNDV, 5, SHCA_TM_MAX_RNDV_HDR + 1, 0);
+	rvh(&f, 0x1000, 0x4321, 8);
+	ASSERT_EQ(classify(&f, &t), SHCA_TM_UNEXPECTED);
+	/* no tag matches; matching paused */
+	msg(&f, IBV_TMH_RNDV, 6, 32, 0);
+	rvh(&f, 0x1000, 0x4321, 8);
+	ASSERT_EQ(classify(&f, &t), SHCA_TM_UNEXPECTED);
+	msg(&f, IBV_TMH_RNDV, 5, 32, 0);
+	rvh(&f, 0x1000, 0x4321, 8);
+	f.tm->hw_cnt = 1;
+	ASSERT_EQ(classify(&f, &t), SHCA_TM_UNEXPECTED);
+	f.tm->sw_cnt = 1;
+	ASSERT_EQ(classify(&f, &t), SHCA_TM_RNDV);
+	/* a matched rendezvous uses its tag as an eager message does */
+	shca_tm_rx_consume(f.rq, &t);
+	ASSERT_EQ(f.tm->e[1].state, 0);
+	ASSERT_EQ(f.rq->head, 0);
 	free(f.base);
 }
