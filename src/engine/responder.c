@@ -499,8 +499,9 @@ static void do_rndv(struct shca_peer *p, struct shca_qp_shm *q,
 		    struct shca_tm_rx *t, const struct shca_tm_rndv *rv,
 		    struct shca_xfer_result *res)
 {
-	const struct shca_recv_wqe_shm *w = &t->wqe.w;
-	uint64_t wr_id = w->wr_id, cap = wqe_capacity(w);
+	const struct shca_recv_wqe_shm *w = &t->wqe.w;	/* private, checked */
+	uint32_t nsge = w->num_sge;
+	uint64_t wr_id = w->wr_id, cap = wqe_capacity(w, nsge);
 	bool incomplete = t->rv_len > cap;
 	uint64_t need = incomplete ? sizeof(t->head) : t->rv_len;
 	struct iovec iov[MAX_IOV], src;
@@ -524,7 +525,7 @@ static void do_rndv(struct shca_peer *p, struct shca_qp_shm *q,
 		rndv_fail(p, q, rq, t, x, IBV_WC_REM_ACCESS_ERR);
 		return;
 	}
-	ret = build_scatter(p, q, w, need, iov, &niov);
+	ret = build_scatter(p, q, w, nsge, need, iov, &niov);
 	if (ret == -EBUSY) {
 		shca_plock_unlock(&rq->lock);
 		lanes_busy(res, x);
