@@ -60,7 +60,6 @@ static __thread bool in_engine;
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t app_runs;
 static int run_cpu = -1;	/* where an application thread holds it */
-static bool engine_waits;	/* the engine thread sleeps on run_lock */
 
 uint64_t shca_now_ns(void)
 {
@@ -307,9 +306,7 @@ static void engine_take_run_lock(void)
 			break;
 		sched_yield();
 	}
-	__atomic_store_n(&engine_waits, true, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&run_lock);
-	__atomic_store_n(&engine_waits, false, __ATOMIC_RELAXED);
 }
 
 static void *engine_main(void *arg)
@@ -417,13 +414,6 @@ int shca_engine_progress(void)
 		return -EBUSY;
 	n = app_batch();
 	pthread_mutex_unlock(&run_lock);
-	/* the engine thread was woken for what this thread did, and waits
-	 * for the lock: let it run now, look, and sleep in epoll again.
-	 * Left runnable behind a thread that goes on to spin on its memory
-	 * (ib_write_lat), it may wait a time slice, and then a WRITE that
-	 * comes meanwhile waits with it (1-2% of round trips took 2-4 ms) */
-	if (n > 0 && __atomic_load_n(&engine_waits, __ATOMIC_RELAXED))
-		sched_yield();
 	return n > 0;
 }
 

@@ -121,7 +121,8 @@ bool shca_in_engine(void);
  * something; 0: nothing was waiting; -EBUSY: another thread is the
  * engine right now; -EAGAIN: the engine thread does it all here (no
  * engine in this process yet, SOFTHCA_POLL_PROGRESS=0, or called from
- * the engine).  Negative: a spinning caller lets the engine run.
+ * the engine).  A spinning caller lets other threads run after it
+ * (net/conn.c's shca_net_poll_idle).
  */
 int shca_engine_progress(void);
 
