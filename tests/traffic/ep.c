@@ -887,3 +887,50 @@ void ep_victim(int fd, void *arg)
 	for (;;)
 		pause();
 }
+
+long long ep_stat_counter(const char *tool, pid_t pid, const char *name)
+{
+	char cmd[512], want[64], key[64], *out = NULL;
+	const char *line, *end, *p;
+	long long v;
+
+	snprintf(cmd, sizeof(cmd), "%s stat --pid %d --all 2>/dev/null",
+		 tool, (int)pid);
+	ASSERT_EQ(harness_run(cmd, &out), 0);
+	snprintf(want, sizeof(want), "pid %d slot ", (int)pid);
+	snprintf(key, sizeof(key), " %s ", name);
+	line = strstr(out, want);
+	if (!line)
+		harness_fail(__FILE__, __LINE__, "no pid %d in:\n%s", (int)pid,
+			     out);
+	end = strchr(line, '\n');
+	p = strstr(line, key);
+	if (!p || (end && p > end))
+		harness_fail(__FILE__, __LINE__, "no %s in:\n%s", name, out);
+	v = strtoll(p + strlen(key), NULL, 10);
+	free(out);
+	return v;
+}
+
+void ep_post_atomic(struct ep *e, uint64_t wr_id, enum ibv_wr_opcode op,
+		    uint64_t off, uint64_t remote_off, uint64_t cmp_add,
+		    uint64_t swap)
+{
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uintptr_t)e->buf + off;
+	sge.length = 8;
+	sge.lkey = e->mr->lkey;
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.atomic.remote_addr = e->peer.addr + remote_off;
+	wr.wr.atomic.rkey = e->peer.rkey;
+	wr.wr.atomic.compare_add = cmp_add;
+	wr.wr.atomic.swap = swap;
+	ASSERT_EQ(ibv_post_send(e->qp, &wr, &bad), 0);
+}

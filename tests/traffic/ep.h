@@ -111,6 +111,11 @@ void xread(int fd, void *p, size_t len);
 int ep_post(struct ep *e, uint64_t wr_id, enum ibv_wr_opcode op,
 	    uint64_t off, uint32_t len, uint64_t remote_off,
 	    unsigned int flags);
+/* Post one signaled 8-byte atomic (op) from buf + off to the peer's
+ * buffer at remote_off, with compare_add and swap. */
+void ep_post_atomic(struct ep *e, uint64_t wr_id, enum ibv_wr_opcode op,
+		    uint64_t off, uint64_t remote_off, uint64_t cmp_add,
+		    uint64_t swap);
 /* Post one receive of len bytes at buf + off (to the SRQ if there is
  * one); returns the verb's result. */
 int ep_post_recv(struct ep *e, uint64_t wr_id, uint64_t off, uint32_t len);
@@ -202,6 +207,10 @@ uint64_t ep_pcap_records(const char *path);
  * bytes: a test that names both paths must not pass on the same-host
  * path twice.  Nothing without it. */
 void ep_net_check(void);
+
+/* Counter name of process pid, as `tool stat --pid PID --all` (the
+ * softhca command) prints it; fails the test if either is missing. */
+long long ep_stat_counter(const char *tool, pid_t pid, const char *name);
 
 /* Create both endpoints of this process and connect them to each other
  * (skips in a two-namespace run). */

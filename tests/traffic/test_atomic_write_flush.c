@@ -123,28 +123,8 @@ static void resp_check(struct ep *b)
 	ASSERT_EQ(ep_find_non_sentinel(b->buf + DATA + DLEN, 64), -1);
 }
 
-/* A counter of process pid, as `softhca stat` prints it. */
-static long long proc_counter(pid_t pid, const char *name)
-{
-	char cmd[512], want[64], key[64], *out = NULL;
-	const char *line, *end, *p;
-	long long v;
-
-	snprintf(cmd, sizeof(cmd), "%s stat --pid %d --all 2>/dev/null",
-		 SOFTHCA_TOOL, (int)pid);
-	ASSERT_EQ(harness_run(cmd, &out), 0);
-	snprintf(want, sizeof(want), "pid %d slot ", (int)pid);
-	snprintf(key, sizeof(key), " %s ", name);
-	line = strstr(out, want);
-	ASSERT_NOT_NULL(line);
-	end = strchr(line, '\n');
-	p = strstr(line, key);
-	if (!p || (end && p > end))
-		harness_fail(__FILE__, __LINE__, "no %s in:\n%s", name, out);
-	v = strtoll(p + strlen(key), NULL, 10);
-	free(out);
-	return v;
-}
+/* The process's counter name, as `softhca stat` shows it. */
+#define proc_counter(pid, name) ep_stat_counter(SOFTHCA_TOOL, pid, name)
 
 static void set_path(enum path p)
 {

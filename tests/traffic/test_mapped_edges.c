@@ -29,30 +29,8 @@ struct mr_info {
 	uint32_t len;
 };
 
-/* The process's counter name, as `softhca stat` shows it (test_mapped). */
-static long long proc_counter(pid_t pid, const char *name)
-{
-	char cmd[512], want[64], key[64], *out = NULL;
-	const char *line, *end, *p;
-	long long v;
-
-	snprintf(cmd, sizeof(cmd), "%s stat --pid %d --all 2>/dev/null",
-		 SOFTHCA_TOOL, (int)pid);
-	ASSERT_EQ(harness_run(cmd, &out), 0);
-	snprintf(want, sizeof(want), "pid %d slot ", (int)pid);
-	snprintf(key, sizeof(key), " %s ", name);
-	line = strstr(out, want);
-	if (!line)
-		harness_fail(__FILE__, __LINE__, "no pid %d in:\n%s", (int)pid,
-			     out);
-	end = strchr(line, '\n');
-	p = strstr(line, key);
-	if (!p || (end && p > end))
-		harness_fail(__FILE__, __LINE__, "no %s in:\n%s", name, out);
-	v = strtoll(p + strlen(key), NULL, 10);
-	free(out);
-	return v;
-}
+/* The process's counter name, as `softhca stat` shows it. */
+#define proc_counter(pid, name) ep_stat_counter(SOFTHCA_TOOL, pid, name)
 
 static double now_ns(void)
 {

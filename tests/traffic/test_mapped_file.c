@@ -42,30 +42,8 @@ struct mr_info {
 	int64_t file_bytes;	/* ... and its map_file_bytes */
 };
 
-/* Counter name of process pid, as `softhca stat` shows it. */
-static long long proc_counter(pid_t pid, const char *name)
-{
-	char cmd[512], want[64], key[64], *out = NULL;
-	const char *line, *end, *p;
-	long long v;
-
-	snprintf(cmd, sizeof(cmd), "%s stat --pid %d --all 2>/dev/null",
-		 SOFTHCA_TOOL, (int)pid);
-	ASSERT_EQ(harness_run(cmd, &out), 0);
-	snprintf(want, sizeof(want), "pid %d slot ", (int)pid);
-	snprintf(key, sizeof(key), " %s ", name);
-	line = strstr(out, want);
-	if (!line)
-		harness_fail(__FILE__, __LINE__, "no pid %d in:\n%s", (int)pid,
-			     out);
-	end = strchr(line, '\n');
-	p = strstr(line, key);
-	if (!p || (end && p > end))
-		harness_fail(__FILE__, __LINE__, "no %s in:\n%s", name, out);
-	v = strtoll(p + strlen(key), NULL, 10);
-	free(out);
-	return v;
-}
+/* The process's counter name, as `softhca stat` shows it. */
+#define proc_counter(pid, name) ep_stat_counter(SOFTHCA_TOOL, pid, name)
 
 /* The file of kind k, FLEN bytes: its descriptor (the responder's). */
 static int make_file(enum kind k)
@@ -198,29 +176,6 @@ static void responder(int fd, void *arg)
 	ep_destroy(&b);
 }
 
-static void post_atomic(struct ep *e, uint64_t wr_id, enum ibv_wr_opcode op,
-			uint64_t off, uint64_t remote_off, uint64_t cmp_add,
-			uint64_t swap)
-{
-	struct ibv_send_wr wr, *bad;
-	struct ibv_sge sge;
-
-	memset(&wr, 0, sizeof(wr));
-	sge.addr = (uintptr_t)e->buf + off;
-	sge.length = 8;
-	sge.lkey = e->mr->lkey;
-	wr.wr_id = wr_id;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = op;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.atomic.remote_addr = e->peer.addr + remote_off;
-	wr.wr.atomic.rkey = e->peer.rkey;
-	wr.wr.atomic.compare_add = cmp_add;
-	wr.wr.atomic.swap = swap;
-	ASSERT_EQ(ibv_post_send(e->qp, &wr, &bad), 0);
-}
-
 /* The requester's side of kind k; mapped: the responder's file is shared
  * as it is (else CMA). */
 static void run(enum kind k, bool mapped)
@@ -254,12 +209,12 @@ static void run(enum kind k, bool mapped)
 	ASSERT_EQ(ep_post(&a, 2, IBV_WR_RDMA_READ, MLEN, MLEN, R_OFF, 0), 0);
 	ep_expect(a.scq, a.qp, 2, IBV_WC_SUCCESS);
 	ASSERT_EQ(ep_find_pattern_diff(a.buf + MLEN, MLEN, 2, 0), -1);
-	post_atomic(&a, 3, IBV_WR_ATOMIC_FETCH_AND_ADD, 0, A_OFF, 0x41, 0);
+	ep_post_atomic(&a, 3, IBV_WR_ATOMIC_FETCH_AND_ADD, 0, A_OFF, 0x41, 0);
 	ep_expect(a.scq, a.qp, 3, IBV_WC_SUCCESS);
 	memcpy(&got, a.buf, 8);
 	ASSERT_EQ(got, START);
-	post_atomic(&a, 4, IBV_WR_ATOMIC_CMP_AND_SWP, 8, A_OFF, START + 0x41,
-		    0x0badcafe0badcafeull);
+	ep_post_atomic(&a, 4, IBV_WR_ATOMIC_CMP_AND_SWP, 8, A_OFF, START + 0x41,
+		       0x0badcafe0badcafeull);
 	ep_expect(a.scq, a.qp, 4, IBV_WC_SUCCESS);
 	memcpy(&got, a.buf + 8, 8);
 	ASSERT_EQ(got, START + 0x41);

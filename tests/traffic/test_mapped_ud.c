@@ -19,27 +19,8 @@
 
 enum kind { UD, SRQ, MCAST };
 
-/* Counter name of process pid (`softhca stat --pid P --all`). */
-static long long proc_counter(pid_t pid, const char *name)
-{
-	char cmd[512], want[64], key[64], *out = NULL;
-	const char *line, *end, *p;
-	long long v;
-
-	snprintf(cmd, sizeof(cmd), "%s stat --pid %d --all 2>/dev/null",
-		 SOFTHCA_TOOL, (int)pid);
-	ASSERT_EQ(harness_run(cmd, &out), 0);
-	snprintf(want, sizeof(want), "pid %d slot ", (int)pid);
-	snprintf(key, sizeof(key), " %s ", name);
-	line = strstr(out, want);
-	ASSERT(line != NULL);
-	end = strchr(line, '\n');
-	p = strstr(line, key);
-	ASSERT(p != NULL && (!end || p < end));
-	v = strtoll(p + strlen(key), NULL, 10);
-	free(out);
-	return v;
-}
+/* The process's counter name, as `softhca stat` shows it. */
+#define proc_counter(pid, name) ep_stat_counter(SOFTHCA_TOOL, pid, name)
 
 /* The multicast group 239.77.P.P, P the test's pid (runs never share). */
 static void group_gid(union ibv_gid *g, pid_t pid)
