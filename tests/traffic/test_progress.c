@@ -18,8 +18,7 @@
  *  - a thread asleep in ibv_get_cq_event does the work itself (its
  *    counter moves) and gets every event.
  *
- * The counter is read from this process's own arena header, the way a
- * peer (or `softhca stat`) reads it.
+ * The counter is read with `softhca stat`, from outside the process.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -30,28 +29,15 @@
 
 #include "harness.h"
 #include "ep.h"
-#include "common/stat.h"
-#include "shm/arena.h"
 
 #define PINGS 400
 #define MSG 8
 
-/* This process's counter s, from its arena (found in /proc/self/maps). */
-static uint64_t my_stat(enum shca_stat s)
+/* This process's app_progress, as `softhca stat` shows it. */
+static uint64_t my_progress(void)
 {
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	unsigned long lo = 0;
-
-	ASSERT_NOT_NULL(f);
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "softhca-arena") &&
-		    sscanf(line, "%lx-", &lo) == 1)
-			break;
-	fclose(f);
-	ASSERT_NE(lo, 0);
-	return __atomic_load_n(&shca_arena_hdr((void *)lo)->stats.v[s],
-			       __ATOMIC_RELAXED);
+	return (uint64_t)ep_stat_counter(SOFTHCA_TOOL, getpid(),
+					 "app_progress");
 }
 
 static void net_on(void)
@@ -137,7 +123,7 @@ static void pp_child(int fd, void *arg)
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_open_remote(&b, &o, fd);
 	pingpong(&b, false);
-	n = my_stat(SHCA_STAT_APP_PROGRESS);
+	n = my_progress();
 	xwrite(fd, &n, sizeof(n));
 	duo_expect(fd, 'x');	/* our connections live until then */
 	ep_destroy(&b);
@@ -154,7 +140,7 @@ static void pingpong_case(uint64_t *mine, uint64_t *theirs)
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_open_remote(&a, &o, d.fd);
 	pingpong(&a, true);
-	*mine = my_stat(SHCA_STAT_APP_PROGRESS);
+	*mine = my_progress();
 	xread(d.fd, theirs, sizeof(*theirs));
 	ep_net_check();
 	duo_signal(d.fd, 'x');
@@ -219,7 +205,7 @@ static void quiet_child(int fd, void *arg)
 	while (*last == EP_SENTINEL)
 		usleep(100);
 	ASSERT_EQ(ep_find_pattern_diff(b.buf + 8192, MSG, 999, 0), -1);
-	n = my_stat(SHCA_STAT_APP_PROGRESS);
+	n = my_progress();
 	xwrite(fd, &n, sizeof(n));
 	/* the receive's completion is there without a poll of ours
 	 * before this one */
@@ -259,7 +245,7 @@ TEST(never_polled_qp_completes)
 	ASSERT_U64_EQ(theirs, 0);
 	/* ours too: the event comes without a poll or a get_cq_event */
 	ASSERT(ep_readable(a.ch->fd, 10000));
-	ASSERT_U64_EQ(my_stat(SHCA_STAT_APP_PROGRESS), 0);
+	ASSERT_U64_EQ(my_progress(), 0);
 	ASSERT_EQ(ibv_get_cq_event(a.ch, &ev_cq, &ctx), 0);
 	ASSERT(ev_cq == a.scq);
 	ibv_ack_cq_events(ev_cq, 1);
@@ -419,7 +405,7 @@ static void chan_child(int fd, void *arg)
 		ASSERT_U64_EQ(wc.wr_id, i);
 		ASSERT_EQ(ep_find_pattern_diff(b.buf + 4096, MSG, i, 0), -1);
 	}
-	n = my_stat(SHCA_STAT_APP_PROGRESS);
+	n = my_progress();
 	xwrite(fd, &n, sizeof(n));
 	duo_expect(fd, 'x');
 	ep_destroy(&b);
