@@ -25,6 +25,10 @@
  * Everything an opener sends is hostile: requests of a fixed size and
  * magic, an operation from the table, modify only after a successful
  * open, attributes checked by modify_qp's checker (no pointers in them).
+ * A connection holds a thread: one that has not opened a QP within
+ * XQP_OPEN_WAIT_S of its start, or does not take its answer within that
+ * time, is closed, and one process holds at most XQP_MAX_PER_PEER of
+ * the XQP_MAX_SERVED connections (docs/xrc.md, "Opened QPs").
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +37,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shca.h"
@@ -45,6 +50,11 @@
 #define XQP_ANSWER_TIMEOUT_S	30
 /* control connections served at once (a thread each): more are closed */
 #define XQP_MAX_SERVED		1024
+/* ... of them, one process's (SO_PEERCRED) */
+#define XQP_MAX_PER_PEER	256
+/* a connection opens its QP within this time of its start, and takes
+ * each answer within it, or is closed */
+#define XQP_OPEN_WAIT_S		5
 
 enum xqp_op {
 	XQP_OPEN = 1,
@@ -73,6 +83,8 @@ struct xqp_srv {
 	int fd;
 	pid_t pid;			/* the process serving it (a forked
 					 * child's copy is not its to end) */
+	pid_t peer;			/* the process at the other end */
+	struct timespec deadline;	/* to open a QP by */
 	struct shca_qp *qp;		/* opened; NULL: not (yet, or gone) */
 	struct xqp_srv *next;
 };
@@ -161,15 +173,48 @@ static void srv_close(struct xqp_srv *s)
 	}
 }
 
+/* Until its QP is opened a connection waits for a request until its
+ * deadline only: false when that has passed.  Then it waits at will (an
+ * opener holds its handle as long as it likes). */
+static bool srv_wait_set(struct xqp_srv *s, bool *opened)
+{
+	struct timeval tv = { 0, 0 };
+	struct timespec now;
+	int64_t left;
+
+	if (*opened)
+		return true;
+	if (s->qp) {
+		*opened = true;
+		return !setsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, &tv,
+				   sizeof(tv));
+	}
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	left = (int64_t)(s->deadline.tv_sec - now.tv_sec) * 1000000 +
+	       (s->deadline.tv_nsec - now.tv_nsec) / 1000;
+	if (left <= 0)
+		return false;
+	tv.tv_sec = left / 1000000;
+	tv.tv_usec = left % 1000000;
+	return !setsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
 static void *srv_run(void *arg)
 {
 	struct xqp_srv *s = arg;
+	bool opened = false;
 	struct xqp_req r;
 	struct xqp_ans a;
 	ssize_t n;
 
 	for (;;) {
-		n = recv(s->fd, &r, sizeof(r), 0);
+		if (!srv_wait_set(s, &opened))
+			break;
+		/* one record a message (SOCK_SEQPACKET): MSG_TRUNC gives a
+		 * longer message's length, which ends the connection too */
+		n = recv(s->fd, &r, sizeof(r), MSG_TRUNC);
+		if (n < 0 && errno == EINTR)
+			continue;	/* (a timed recv is not restarted) */
 		if (n != (ssize_t)sizeof(r) || r.magic != XQP_MAGIC)
 			break;
 		memset(&a, 0, sizeof(a));
@@ -199,21 +244,32 @@ static void *srv_run(void *arg)
  * (modify may wait for things the engine thread does). */
 static void on_control(int fd)
 {
-	struct xqp_srv *s = calloc(1, sizeof(*s));
+	struct timeval tv = { XQP_OPEN_WAIT_S, 0 };
+	struct xqp_srv *s = calloc(1, sizeof(*s)), *o;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	unsigned int mine = 0;
 	pthread_attr_t pa;
 	pthread_t t;
 	int flags;
 
 	flags = fcntl(fd, F_GETFL);
-	if (!s || flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)) {
+	if (!s || flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv))) {
 		free(s);
 		close(fd);
 		return;
 	}
 	s->fd = fd;
 	s->pid = getpid();
+	s->peer = cred.pid;
+	clock_gettime(CLOCK_MONOTONIC, &s->deadline);
+	s->deadline.tv_sec += XQP_OPEN_WAIT_S;
 	pthread_mutex_lock(&xqp_lock);
-	if (srv_count >= XQP_MAX_SERVED) {
+	for (o = srv_list; o; o = o->next)
+		mine += o->peer == s->peer;
+	if (srv_count >= XQP_MAX_SERVED || mine >= XQP_MAX_PER_PEER) {
 		pthread_mutex_unlock(&xqp_lock);
 		free(s);
 		close(fd);
