@@ -173,19 +173,21 @@ static void srv_close(struct xqp_srv *s)
 	}
 }
 
-/* Until its QP is opened a connection waits for a request until its
- * deadline only: false when that has passed.  Then it waits at will (an
- * opener holds its handle as long as it likes). */
-static bool srv_wait_set(struct xqp_srv *s, bool *opened)
+/* Until its QP is opened (the server's own answer said so: s->qp is
+ * also cleared by the QP's destroy, under xqp_lock) a connection waits
+ * for a request until its deadline only: false when that has passed.
+ * Then it waits at will (an opener holds its handle as long as it
+ * likes). */
+static bool srv_wait_set(struct xqp_srv *s, bool opened, bool *untimed)
 {
 	struct timeval tv = { 0, 0 };
 	struct timespec now;
 	int64_t left;
 
-	if (*opened)
+	if (*untimed)
 		return true;
-	if (s->qp) {
-		*opened = true;
+	if (opened) {
+		*untimed = true;
 		return !setsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, &tv,
 				   sizeof(tv));
 	}
@@ -202,13 +204,13 @@ static bool srv_wait_set(struct xqp_srv *s, bool *opened)
 static void *srv_run(void *arg)
 {
 	struct xqp_srv *s = arg;
-	bool opened = false;
+	bool opened = false, untimed = false;
 	struct xqp_req r;
 	struct xqp_ans a;
 	ssize_t n;
 
 	for (;;) {
-		if (!srv_wait_set(s, &opened))
+		if (!srv_wait_set(s, opened, &untimed))
 			break;
 		/* one record a message (SOCK_SEQPACKET): MSG_TRUNC gives a
 		 * longer message's length, which ends the connection too */
@@ -222,6 +224,7 @@ static void *srv_run(void *arg)
 		switch (r.op) {
 		case XQP_OPEN:
 			a.ret = srv_open(s, r.qpn, r.xrcd);
+			opened |= !a.ret;
 			break;
 		case XQP_MODIFY:
 		case XQP_QUERY:
