@@ -629,6 +629,7 @@ int shca_latest_ibv_close_device(struct ibv_context *context)
 	}
 	shca_import_close(context);
 	shca_xqp_close_ctx(context);
+	shca_xqp_quiesce(context);
 	close_children(context);
 	shca_device_link_detach(sctx);
 	shca_ufile_put(sctx->ufile);

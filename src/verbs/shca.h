@@ -963,6 +963,7 @@ int shca_xqp_query(struct shca_xqp *x, struct ibv_qp_attr *attr, int mask,
 		   struct ibv_qp_init_attr *init);
 int shca_xqp_destroy(struct shca_xqp *x);
 void shca_xqp_close_ctx(struct ibv_context *ctx);
+void shca_xqp_quiesce(struct ibv_context *ctx);
 bool shca_xqp_orphan(struct shca_qp *qp, bool *gone);
 bool shca_xqp_is_orphan(struct shca_qp *qp);
 void shca_xqp_detach(struct shca_qp *qp);

@@ -101,6 +101,11 @@ struct shca_xqp {
 static pthread_mutex_t xqp_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct xqp_srv *srv_list;	/* creator side */
 static unsigned int srv_count;
+/* orphans a server thread is destroying (xqp_lock; srv_idle), in
+ * process destroying_pid (a forked child has no such threads) */
+static unsigned int srv_destroying;
+static pid_t destroying_pid;
+static pthread_cond_t srv_idle = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shca_xqp *open_list;	/* opener side (open_lock) */
 
@@ -161,16 +166,46 @@ static void srv_close(struct xqp_srv *s)
 	if (qp && --qp->xopens == 0 && qp->xorphan) {
 		qp->xclosing = true;
 		doomed = qp;
+		if (destroying_pid != shca_getpid()) {
+			destroying_pid = shca_getpid();
+			srv_destroying = 0;
+		}
+		srv_destroying++;
 	}
 	pthread_mutex_unlock(&xqp_lock);
 	close(s->fd);
 	free(s);
-	if (doomed) {
-		qp = shca_qp_lookup_obj(&doomed->ibqp, NULL);
-		if (qp && shca_qp_destroy(qp, false))
-			shca_warn("an orphaned XRC_RECV QP %#x is busy: left",
-				  doomed->ibqp.qp_num);
-	}
+	if (!doomed)
+		return;
+	qp = shca_qp_lookup_obj(&doomed->ibqp, NULL);
+	if (qp && shca_qp_destroy(qp, false))
+		shca_warn("an orphaned XRC_RECV QP %#x is busy: left",
+			  doomed->ibqp.qp_num);
+	pthread_mutex_lock(&xqp_lock);
+	if (!--srv_destroying)
+		pthread_cond_broadcast(&srv_idle);
+	pthread_mutex_unlock(&xqp_lock);
+}
+
+/* A context that closes: its QPs' servers let go of them (their
+ * openers see EOF; a request already taken is answered EINVAL), and it
+ * waits for the orphans a server thread is destroying: the destroy and a
+ * server's modify use the context (its object table, its lock), and
+ * close_children leaves a QP that another thread holds. */
+void shca_xqp_quiesce(struct ibv_context *ctx)
+{
+	struct xqp_srv *s;
+
+	pthread_mutex_lock(&xqp_lock);
+	for (s = srv_list; s; s = s->next)
+		if (s->qp && s->qp->ibqp.context == ctx) {
+			s->qp = NULL;
+			if (s->pid == getpid())
+				shutdown(s->fd, SHUT_RDWR);
+		}
+	while (srv_destroying && destroying_pid == shca_getpid())
+		pthread_cond_wait(&srv_idle, &xqp_lock);
+	pthread_mutex_unlock(&xqp_lock);
 }
 
 /* Until its QP is opened (the server's own answer said so: s->qp is
