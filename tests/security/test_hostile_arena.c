@@ -24,7 +24,6 @@
  * access of its own memory.  Run on the mapped path and through CMA
  * (SOFTHCA_MAP=0).
  */
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +33,7 @@
 
 #include "harness.h"
 #include "ep.h"
+#include "xrc_ep.h"
 #include "shm/arena.h"
 
 #define PG	4096u
@@ -541,70 +541,13 @@ struct xinfo {
 	union ibv_gid gid;
 };
 
-static struct ibv_qp *xqp(struct ep *e, enum ibv_qp_type type,
-			  struct ibv_xrcd *x)
-{
-	struct ibv_qp_init_attr_ex a = {
-		.qp_type = type,
-		.send_cq = e->scq,
-		.recv_cq = e->rcq,
-		.cap = { .max_send_wr = 16, .max_send_sge = 1 },
-	};
-	struct ibv_qp_attr m;
-	struct ibv_qp *qp;
-
-	if (type == IBV_QPT_XRC_RECV) {
-		a.comp_mask = IBV_QP_INIT_ATTR_XRCD;
-		a.xrcd = x;
-	} else {
-		a.comp_mask = IBV_QP_INIT_ATTR_PD;
-		a.pd = e->pd;
-	}
-	qp = ibv_create_qp_ex(e->ctx, &a);
-	ASSERT_NOT_NULL(qp);
-	memset(&m, 0, sizeof(m));
-	m.qp_state = IBV_QPS_INIT;
-	m.port_num = 1;
-	m.qp_access_flags = ALL;
-	ASSERT_EQ(ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
-	return qp;
-}
-
-static void xqp_connect(struct ep *e, struct ibv_qp *qp, uint32_t dest,
-			const union ibv_gid *dgid)
-{
-	struct ibv_qp_attr a;
-	int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-		   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = *dgid;
-	a.ah_attr.grh.sgid_index = (uint8_t)e->gid_index;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = 1;
-	if (qp->qp_type == IBV_QPT_XRC_RECV) {
-		a.max_dest_rd_atomic = 4;
-		a.min_rnr_timer = 1;
-		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-	}
-	ASSERT_EQ(ibv_modify_qp(qp, &a, mask), 0);
-	if (qp->qp_type == IBV_QPT_XRC_RECV)
-		return;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 10;
-	a.retry_cnt = 2;
-	a.rnr_retry = 2;
-	a.max_rd_atomic = 4;
-	ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-				IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC), 0);
-}
+/* The XRC_SEND QP's timers of these cases: short, for the ring case
+ * ends in retries exceeded. */
+static const struct xrc_retry xretry = {
+	.timeout = 10,
+	.retry_cnt = 2,
+	.rnr_retry = 2,
+};
 
 /* Our own QP table entry of number n. */
 static uint64_t *qp_slot(uint32_t n)
@@ -621,19 +564,6 @@ static struct shca_qp_shm *qp_entry(uint32_t n)
 static void xresponder(int fd, void *arg)
 {
 	enum xkase k = *(const enum xkase *)arg;
-	struct ibv_xrcd_init_attr xa = {
-		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
-		.fd = -1,
-		.oflags = O_CREAT,
-	};
-	struct ibv_srq_init_attr_ex sa = {
-		.attr = { .max_wr = 8, .max_sge = 1 },
-		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
-			     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
-		.srq_type = IBV_SRQT_XRC,
-	};
-	struct ibv_sge sge;
-	struct ibv_recv_wr wr, *bad;
 	struct ibv_xrcd *x;
 	struct ibv_srq *srq;
 	struct ibv_qp *rq;
@@ -644,29 +574,17 @@ static void xresponder(int fd, void *arg)
 	opts(&o);
 	ep_open_remote(&b, &o, fd);
 	memset(b.buf, EP_SENTINEL, b.size);
-	x = ibv_open_xrcd(b.ctx, &xa);
-	ASSERT_NOT_NULL(x);
-	sa.pd = b.pd;
-	sa.xrcd = x;
-	sa.cq = b.rcq;
-	srq = ibv_create_srq_ex(b.ctx, &sa);
-	ASSERT_NOT_NULL(srq);
-	sge.addr = (uintptr_t)b.buf + PG;
-	sge.length = 256;
-	sge.lkey = b.mr->lkey;
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 0xcc;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
-	rq = xqp(&b, IBV_QPT_XRC_RECV, x);
+	x = xrc_domain_private(b.ctx);
+	srq = xrc_srq(&b, x, b.rcq, 8);
+	xrc_srq_post(&b, srq, 0xcc, PG, 256);
+	rq = xrc_qp_init(&b, IBV_QPT_XRC_RECV, x);
 	memset(&xi, 0, sizeof(xi));
 	xi.qpn = rq->qp_num;
 	ASSERT_EQ(ibv_get_srq_num(srq, &xi.srqn), 0);
 	xi.gid = b.self.gid;
 	xwrite(fd, &xi, sizeof(xi));
 	xread(fd, &peer, sizeof(peer));
-	xqp_connect(&b, rq, peer.qpn, &peer.gid);
+	xrc_connect(&b, rq, peer.qpn, &peer.gid, &xretry);
 	ASSERT_NE(qp_entry(rq->qp_num)->xrcd, 0);
 	ASSERT_EQ(qp_entry(xi.srqn)->xrcd, qp_entry(rq->qp_num)->xrcd);
 	switch (k) {
@@ -724,12 +642,12 @@ static void xrun(enum xkase k)
 	opts(&o);
 	ep_open_remote(&a, &o, d.fd);
 	xread(d.fd, &xi, sizeof(xi));
-	sq = xqp(&a, IBV_QPT_XRC_SEND, NULL);
+	sq = xrc_qp_init(&a, IBV_QPT_XRC_SEND, NULL);
 	memset(&mine, 0, sizeof(mine));
 	mine.qpn = sq->qp_num;
 	mine.gid = a.self.gid;
 	xwrite(d.fd, &mine, sizeof(mine));
-	xqp_connect(&a, sq, xi.qpn, &xi.gid);
+	xrc_connect(&a, sq, xi.qpn, &xi.gid, &xretry);
 	duo_expect(d.fd, 'f');
 	memset(a.buf, EP_SENTINEL, a.size);
 	ep_fill_pattern(a.buf + PG, 64, 1, 0);

@@ -17,7 +17,6 @@
  * from there).
  */
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +25,7 @@
 
 #include "harness.h"
 #include "ep.h"
+#include "xrc_ep.h"
 
 #define BUF	(64 << 10)
 #define MSG	(3 * 1024 + 100)	/* several packets at any path MTU */
@@ -35,116 +35,6 @@ struct srq_info {
 	uint32_t rkey;
 	uint64_t addr;
 };
-
-/* The domain of the file at path (made by the test first). */
-static struct ibv_xrcd *xrcd_file(struct ibv_context *ctx, const char *path)
-{
-	struct ibv_xrcd_init_attr a = {
-		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
-		.oflags = O_CREAT,
-	};
-	struct ibv_xrcd *x;
-	int fd = open(path, O_RDONLY);
-
-	ASSERT_GE(fd, 0);
-	a.fd = fd;
-	x = ibv_open_xrcd(ctx, &a);
-	ASSERT_NOT_NULL(x);
-	close(fd);
-	return x;
-}
-
-static struct ibv_xrcd *xrcd_private(struct ibv_context *ctx)
-{
-	struct ibv_xrcd_init_attr a = {
-		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
-		.fd = -1,
-		.oflags = O_CREAT,
-	};
-	struct ibv_xrcd *x = ibv_open_xrcd(ctx, &a);
-
-	ASSERT_NOT_NULL(x);
-	return x;
-}
-
-/* An XRC QP in INIT: XRC_RECV of domain x, or XRC_SEND of e's PD. */
-static struct ibv_qp *xqp(struct ep *e, enum ibv_qp_type type,
-			  struct ibv_xrcd *x)
-{
-	struct ibv_qp_init_attr_ex a = {
-		.qp_type = type,
-		.send_cq = e->scq,
-		.recv_cq = e->rcq,
-		.cap = { .max_send_wr = 16, .max_send_sge = 1 },
-	};
-	struct ibv_qp_attr m;
-	struct ibv_qp *qp;
-
-	if (type == IBV_QPT_XRC_RECV) {
-		a.comp_mask = IBV_QP_INIT_ATTR_XRCD;
-		a.xrcd = x;
-	} else {
-		a.comp_mask = IBV_QP_INIT_ATTR_PD;
-		a.pd = e->pd;
-	}
-	qp = ibv_create_qp_ex(e->ctx, &a);
-	ASSERT_NOT_NULL(qp);
-	memset(&m, 0, sizeof(m));
-	m.qp_state = IBV_QPS_INIT;
-	m.port_num = 1;
-	m.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			    IBV_ACCESS_REMOTE_ATOMIC;
-	ASSERT_EQ(ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
-	return qp;
-}
-
-/* RTR (and RTS for XRC_SEND) toward dest: for an opened XRC_RECV QP the
- * opener's modify, carried out by its creator. */
-static void xqp_connect(struct ep *e, struct ibv_qp *qp, uint32_t dest,
-			const union ibv_gid *dgid)
-{
-	struct ibv_qp_attr a;
-	int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-		   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = e->mtu < IBV_MTU_1024 ? e->mtu : IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = *dgid;
-	a.ah_attr.grh.sgid_index = (uint8_t)e->gid_index;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = 1;
-	if (qp->qp_type == IBV_QPT_XRC_RECV) {
-		a.max_dest_rd_atomic = 4;
-		a.min_rnr_timer = 1;
-		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-	}
-	ASSERT_EQ(ibv_modify_qp(qp, &a, mask), 0);
-	if (qp->qp_type == IBV_QPT_XRC_RECV)
-		return;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-				IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC), 0);
-}
-
-static void srq_post(struct ep *e, struct ibv_srq *s, uint64_t wr_id,
-		     uint64_t off, uint32_t len)
-{
-	struct ibv_sge sge = { (uintptr_t)(e->buf + off), len, e->mr->lkey };
-	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge,
-				  .num_sge = 1 }, *bad;
-
-	ASSERT_EQ(ibv_post_srq_recv(s, &wr, &bad), 0);
-}
 
 static void post(struct ibv_qp *qp, struct ep *e, uint64_t wr_id,
 		 enum ibv_wr_opcode op, uint64_t off, uint32_t len,
@@ -182,20 +72,6 @@ static enum ibv_qp_state query_state(struct ibv_qp *qp)
 	return a.qp_state;
 }
 
-static struct ibv_qp *open_qp(struct ibv_context *ctx, struct ibv_xrcd *x,
-			      uint32_t qpn, enum ibv_qp_type type)
-{
-	struct ibv_qp_open_attr a = {
-		.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
-			     IBV_QP_OPEN_ATTR_TYPE,
-		.qp_num = qpn,
-		.xrcd = x,
-		.qp_type = type,
-	};
-
-	return ibv_open_qp(ctx, &a);
-}
-
 /* ------------------------------------------------------------------ */
 /* The creator: the XRC_RECV QP, and its destroy while it is opened    */
 
@@ -209,8 +85,8 @@ static void creator(int fd, void *arg)
 
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_create(&e, &o);
-	x = xrcd_file(e.ctx, arg);
-	qp = xqp(&e, IBV_QPT_XRC_RECV, x);
+	x = xrc_domain_file(e.ctx, arg);
+	qp = xrc_qp_init(&e, IBV_QPT_XRC_RECV, x);
 	qpn = qp->qp_num;
 	xwrite(fd, &qpn, sizeof(qpn));
 	/* the opener moved it to RTR: this handle sees it too */
@@ -237,8 +113,8 @@ static void creator_exits(int fd, void *arg)
 
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_create(&e, &o);
-	x = xrcd_file(e.ctx, arg);
-	qp = xqp(&e, IBV_QPT_XRC_RECV, x);
+	x = xrc_domain_file(e.ctx, arg);
+	qp = xrc_qp_init(&e, IBV_QPT_XRC_RECV, x);
 	qpn = qp->qp_num;
 	xwrite(fd, &qpn, sizeof(qpn));
 	duo_expect(fd, 'x');
@@ -262,29 +138,14 @@ static void srq_owner(int fd, void *arg)
 	ep_default_opts(&o, IBV_QPT_RC);
 	o.buf_size = BUF;
 	ep_create(&e, &o);
-	x = xrcd_file(e.ctx, arg);
-	{
-		struct ibv_srq_init_attr_ex a = {
-			.attr = { .max_wr = 32, .max_sge = 1 },
-			.comp_mask = IBV_SRQ_INIT_ATTR_TYPE |
-				     IBV_SRQ_INIT_ATTR_PD |
-				     IBV_SRQ_INIT_ATTR_XRCD |
-				     IBV_SRQ_INIT_ATTR_CQ,
-			.srq_type = IBV_SRQT_XRC,
-			.pd = e.pd,
-			.xrcd = x,
-			.cq = e.rcq,
-		};
-
-		s = ibv_create_srq_ex(e.ctx, &a);
-		ASSERT_NOT_NULL(s);
-	}
+	x = xrc_domain_file(e.ctx, arg);
+	s = xrc_srq(&e, x, e.rcq, 32);
 	memset(e.buf, EP_SENTINEL, BUF);
 	ep_fill_pattern(e.buf + 40960, MSG, 4, 0);	/* the READ's */
 	memset(e.buf + 49152, 0, 8);			/* the atomic's */
-	srq_post(&e, s, 1, 0, 4096);
-	srq_post(&e, s, 2, 0, 0);
-	srq_post(&e, s, 3, 4096, 4096);
+	xrc_srq_post(&e, s, 1, 0, 4096);
+	xrc_srq_post(&e, s, 2, 0, 0);
+	xrc_srq_post(&e, s, 3, 4096, 4096);
 	memset(&in, 0, sizeof(in));
 	ASSERT_EQ(ibv_get_srq_num(s, &in.srqn), 0);
 	in.rkey = e.mr->rkey;
@@ -323,16 +184,6 @@ static void srq_owner(int fd, void *arg)
 
 /* ------------------------------------------------------------------ */
 
-static void temp_file(char *path, size_t len)
-{
-	int fd;
-
-	snprintf(path, len, "/tmp/shca-xrcd-XXXXXX");
-	fd = mkstemp(path);
-	ASSERT_GE(fd, 0);
-	close(fd);
-}
-
 TEST(xrc_three_processes)
 {
 	struct duo qd, sd;
@@ -345,19 +196,19 @@ TEST(xrc_three_processes)
 	char path[64];
 	int tries;
 
-	temp_file(path, sizeof(path));
+	xrc_temp_file(path, sizeof(path));
 	duo_fork(&qd, creator, path);
 	duo_fork(&sd, srq_owner, path);
 	ep_default_opts(&o, IBV_QPT_RC);
 	o.buf_size = BUF;
 	ep_create(&e, &o);
-	x = xrcd_file(e.ctx, path);
+	x = xrc_domain_file(e.ctx, path);
 	xread(qd.fd, &qpn, sizeof(qpn));
 	xread(sd.fd, &si, sizeof(si));
 	xwrite(sd.fd, &qpn, sizeof(qpn));
 
 	/* open the creator's QP: its number, type and no queues */
-	oqp = open_qp(e.ctx, x, qpn, IBV_QPT_XRC_RECV);
+	oqp = xrc_open(e.ctx, x, qpn, IBV_QPT_XRC_RECV);
 	ASSERT_NOT_NULL(oqp);
 	ASSERT_EQ(oqp->qp_num, qpn);
 	ASSERT_EQ(oqp->qp_type, IBV_QPT_XRC_RECV);
@@ -368,11 +219,11 @@ TEST(xrc_three_processes)
 	ASSERT_EQ(ibv_close_xrcd(x), EBUSY);
 
 	/* the opener moves it to RTR toward its own XRC_SEND QP */
-	sq = xqp(&e, IBV_QPT_XRC_SEND, NULL);
-	xqp_connect(&e, oqp, sq->qp_num, &e.self.gid);
+	sq = xrc_qp_init(&e, IBV_QPT_XRC_SEND, NULL);
+	xrc_connect(&e, oqp, sq->qp_num, &e.self.gid, NULL);
 	ASSERT_EQ(query_state(oqp), IBV_QPS_RTR);
 	duo_signal(qd.fd, 'x');
-	xqp_connect(&e, sq, qpn, &e.self.gid);
+	xrc_connect(&e, sq, qpn, &e.self.gid, NULL);
 
 	ep_fill_pattern(e.buf, MSG, 1, 0);
 	post(sq, &e, 1, IBV_WR_SEND, 0, MSG, si.srqn, 0, 0);
@@ -409,8 +260,8 @@ TEST(xrc_three_processes)
 	 * view, by its creator a moment later) */
 	ASSERT_EQ(ibv_destroy_qp(oqp), 0);
 	for (tries = 0; tries < 500; tries++) {
-		struct ibv_qp *again = open_qp(e.ctx, x, qpn,
-					       IBV_QPT_XRC_RECV);
+		struct ibv_qp *again = xrc_open(e.ctx, x, qpn,
+						IBV_QPT_XRC_RECV);
 
 		if (!again) {
 			ASSERT_EQ(errno, EINVAL);
@@ -444,13 +295,13 @@ TEST(xrc_creator_exit)
 	uint32_t qpn;
 	char path[64];
 
-	temp_file(path, sizeof(path));
+	xrc_temp_file(path, sizeof(path));
 	duo_fork(&qd, creator_exits, path);
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_create(&e, &o);
-	x = xrcd_file(e.ctx, path);
+	x = xrc_domain_file(e.ctx, path);
 	xread(qd.fd, &qpn, sizeof(qpn));
-	oqp = open_qp(e.ctx, x, qpn, IBV_QPT_XRC_RECV);
+	oqp = xrc_open(e.ctx, x, qpn, IBV_QPT_XRC_RECV);
 	ASSERT_NOT_NULL(oqp);
 	ASSERT_EQ(query_state(oqp), IBV_QPS_INIT);
 	duo_signal(qd.fd, 'x');
@@ -476,10 +327,10 @@ static void other_domain(int fd, void *arg)
 
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_create(&e, &o);
-	x = xrcd_file(e.ctx, arg);
+	x = xrc_domain_file(e.ctx, arg);
 	xread(fd, &qpn, sizeof(qpn));
 	/* a QP of another domain (the test's private one) */
-	ASSERT_NULL_ERRNO(open_qp(e.ctx, x, qpn, IBV_QPT_XRC_RECV), EINVAL);
+	ASSERT_NULL_ERRNO(xrc_open(e.ctx, x, qpn, IBV_QPT_XRC_RECV), EINVAL);
 	duo_signal(fd, 'k');
 	ASSERT_EQ(ibv_close_xrcd(x), 0);
 	ep_destroy(&e);
@@ -497,33 +348,18 @@ TEST(xrc_open_qp_errors)
 	uint32_t srqn, qpn;
 	char path[64];
 
-	temp_file(path, sizeof(path));
+	xrc_temp_file(path, sizeof(path));
 	/* (forked before this process has threads: TSan builds) */
 	duo_fork(&d, other_domain, path);
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_create(&e, &o);
-	x = xrcd_private(e.ctx);
-	y = xrcd_private(e.ctx);
-	qp = xqp(&e, IBV_QPT_XRC_RECV, x);
+	x = xrc_domain_private(e.ctx);
+	y = xrc_domain_private(e.ctx);
+	qp = xrc_qp_init(&e, IBV_QPT_XRC_RECV, x);
 	qpn = qp->qp_num;
 	rc = e.qp;
-	{
-		struct ibv_srq_init_attr_ex sa = {
-			.attr = { .max_wr = 4, .max_sge = 1 },
-			.comp_mask = IBV_SRQ_INIT_ATTR_TYPE |
-				     IBV_SRQ_INIT_ATTR_PD |
-				     IBV_SRQ_INIT_ATTR_XRCD |
-				     IBV_SRQ_INIT_ATTR_CQ,
-			.srq_type = IBV_SRQT_XRC,
-			.pd = e.pd,
-			.xrcd = x,
-			.cq = e.rcq,
-		};
-
-		s = ibv_create_srq_ex(e.ctx, &sa);
-		ASSERT_NOT_NULL(s);
-		ASSERT_EQ(ibv_get_srq_num(s, &srqn), 0);
-	}
+	s = xrc_srq(&e, x, e.rcq, 4);
+	ASSERT_EQ(ibv_get_srq_num(s, &srqn), 0);
 
 	/* rdma-core's checks: the three fields needed, no unknown bit */
 	memset(&a, 0, sizeof(a));
@@ -537,16 +373,16 @@ TEST(xrc_open_qp_errors)
 	ASSERT_NULL_ERRNO(ibv_open_qp(e.ctx, &a), EOPNOTSUPP);
 	/* the kernel's ib_open_qp: an XRC_RECV QP of the domain, named by
 	 * type XRC_RECV, or EINVAL */
-	ASSERT_NULL_ERRNO(open_qp(e.ctx, x, qpn, IBV_QPT_RC), EINVAL);
-	ASSERT_NULL_ERRNO(open_qp(e.ctx, x, qpn, IBV_QPT_XRC_SEND), EINVAL);
-	ASSERT_NULL_ERRNO(open_qp(e.ctx, y, qpn, IBV_QPT_XRC_RECV), EINVAL);
-	ASSERT_NULL_ERRNO(open_qp(e.ctx, x, rc->qp_num, IBV_QPT_XRC_RECV),
+	ASSERT_NULL_ERRNO(xrc_open(e.ctx, x, qpn, IBV_QPT_RC), EINVAL);
+	ASSERT_NULL_ERRNO(xrc_open(e.ctx, x, qpn, IBV_QPT_XRC_SEND), EINVAL);
+	ASSERT_NULL_ERRNO(xrc_open(e.ctx, y, qpn, IBV_QPT_XRC_RECV), EINVAL);
+	ASSERT_NULL_ERRNO(xrc_open(e.ctx, x, rc->qp_num, IBV_QPT_XRC_RECV),
 			  EINVAL);
-	ASSERT_NULL_ERRNO(open_qp(e.ctx, x, srqn, IBV_QPT_XRC_RECV), EINVAL);
-	ASSERT_NULL_ERRNO(open_qp(e.ctx, x, qpn ^ 0x2000, IBV_QPT_XRC_RECV),
+	ASSERT_NULL_ERRNO(xrc_open(e.ctx, x, srqn, IBV_QPT_XRC_RECV), EINVAL);
+	ASSERT_NULL_ERRNO(xrc_open(e.ctx, x, qpn ^ 0x2000, IBV_QPT_XRC_RECV),
 			  EINVAL);
-	ASSERT_NULL_ERRNO(open_qp(e.ctx, x, 0x1000000 | qpn,
-				  IBV_QPT_XRC_RECV), EINVAL);
+	ASSERT_NULL_ERRNO(xrc_open(e.ctx, x, 0x1000000 | qpn,
+				   IBV_QPT_XRC_RECV), EINVAL);
 	/* a domain of another process (another file) */
 	xwrite(d.fd, &qpn, sizeof(qpn));
 	duo_expect(d.fd, 'k');
@@ -554,7 +390,7 @@ TEST(xrc_open_qp_errors)
 
 	/* our own process may open it too; an opened handle takes no
 	 * work requests (no queues) and is no QP of ours to post on */
-	oqp = open_qp(e.ctx, x, qpn, IBV_QPT_XRC_RECV);
+	oqp = xrc_open(e.ctx, x, qpn, IBV_QPT_XRC_RECV);
 	ASSERT_NOT_NULL(oqp);
 	ASSERT_EQ(oqp->state, IBV_QPS_UNKNOWN);
 	ASSERT_EQ(query_state(oqp), IBV_QPS_INIT);
@@ -596,9 +432,9 @@ static void opener_closes_context(int fd, void *arg)
 
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_create(&e, &o);
-	x = xrcd_file(e.ctx, arg);
+	x = xrc_domain_file(e.ctx, arg);
 	xread(fd, &qpn, sizeof(qpn));
-	oqp = open_qp(e.ctx, x, qpn, IBV_QPT_XRC_RECV);
+	oqp = xrc_open(e.ctx, x, qpn, IBV_QPT_XRC_RECV);
 	ASSERT_NOT_NULL(oqp);
 	duo_signal(fd, 'o');
 	ep_destroy(&e);		/* its context closes: so does the QP */
@@ -623,12 +459,12 @@ TEST(xrc_opener_context_close)
 	char path[64];
 	int tries;
 
-	temp_file(path, sizeof(path));
+	xrc_temp_file(path, sizeof(path));
 	duo_fork(&d, opener_closes_context, path);
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_create(&e, &o);
-	x = xrcd_file(e.ctx, path);
-	qp = xqp(&e, IBV_QPT_XRC_RECV, x);
+	x = xrc_domain_file(e.ctx, path);
+	qp = xrc_qp_init(&e, IBV_QPT_XRC_RECV, x);
 	qpn = qp->qp_num;
 	xwrite(d.fd, &qpn, sizeof(qpn));
 	duo_expect(d.fd, 'o');
@@ -636,8 +472,8 @@ TEST(xrc_opener_context_close)
 	ASSERT_EQ(ibv_destroy_qp(qp), 0);
 	/* each open and destroy of ours ends it once no other holds it */
 	for (tries = 0; tries < 500; tries++) {
-		struct ibv_qp *again = open_qp(e.ctx, x, qpn,
-					       IBV_QPT_XRC_RECV);
+		struct ibv_qp *again = xrc_open(e.ctx, x, qpn,
+						IBV_QPT_XRC_RECV);
 
 		if (!again) {
 			ASSERT_EQ(errno, EINVAL);

@@ -18,7 +18,6 @@
  * SRQ's.
  */
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +25,7 @@
 
 #include "harness.h"
 #include "ep.h"
+#include "xrc_ep.h"
 
 #define BUF	(128 << 10)
 #define MSG	(3 * 1024 + 100)	/* several packets at any path MTU */
@@ -58,115 +58,6 @@ struct sinfo {
 	union ibv_gid gid;
 };
 
-static struct ibv_xrcd *xrcd_private(struct ibv_context *ctx)
-{
-	struct ibv_xrcd_init_attr a = {
-		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
-		.fd = -1,
-		.oflags = O_CREAT,
-	};
-	struct ibv_xrcd *x = ibv_open_xrcd(ctx, &a);
-
-	ASSERT_NOT_NULL(x);
-	return x;
-}
-
-static struct ibv_srq *xsrq(struct ep *e, struct ibv_xrcd *x,
-			    struct ibv_cq *cq)
-{
-	struct ibv_srq_init_attr_ex a = {
-		.attr = { .max_wr = 32, .max_sge = 1 },
-		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
-			     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
-		.srq_type = IBV_SRQT_XRC,
-		.pd = e->pd,
-		.xrcd = x,
-		.cq = cq,
-	};
-	struct ibv_srq *s = ibv_create_srq_ex(e->ctx, &a);
-
-	ASSERT_NOT_NULL(s);
-	return s;
-}
-
-/* An XRC QP of e's device, RESET to RTR (and RTS for XRC_SEND) toward
- * dest at dgid. */
-static struct ibv_qp *xqp(struct ep *e, enum ibv_qp_type type,
-			  struct ibv_xrcd *x)
-{
-	struct ibv_qp_init_attr_ex a = {
-		.qp_type = type,
-		.send_cq = e->scq,
-		.recv_cq = e->rcq,
-		.cap = { .max_send_wr = 16, .max_send_sge = 1 },
-	};
-	struct ibv_qp_attr m;
-	struct ibv_qp *qp;
-
-	if (type == IBV_QPT_XRC_RECV) {
-		a.comp_mask = IBV_QP_INIT_ATTR_XRCD;
-		a.xrcd = x;
-	} else {
-		a.comp_mask = IBV_QP_INIT_ATTR_PD;
-		a.pd = e->pd;
-	}
-	qp = ibv_create_qp_ex(e->ctx, &a);
-	ASSERT_NOT_NULL(qp);
-	memset(&m, 0, sizeof(m));
-	m.qp_state = IBV_QPS_INIT;
-	m.port_num = 1;
-	m.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			    IBV_ACCESS_REMOTE_ATOMIC;
-	ASSERT_EQ(ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
-	return qp;
-}
-
-static void xqp_connect(struct ep *e, struct ibv_qp *qp, uint32_t dest,
-			const union ibv_gid *dgid)
-{
-	struct ibv_qp_attr a;
-	int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-		   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = e->mtu < IBV_MTU_1024 ? e->mtu : IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = *dgid;
-	a.ah_attr.grh.sgid_index = (uint8_t)e->gid_index;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = 1;
-	if (qp->qp_type == IBV_QPT_XRC_RECV) {
-		a.max_dest_rd_atomic = 4;
-		a.min_rnr_timer = 1;
-		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-	}
-	ASSERT_EQ(ibv_modify_qp(qp, &a, mask), 0);
-	if (qp->qp_type == IBV_QPT_XRC_RECV)
-		return;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-				IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC), 0);
-}
-
-static void srq_post(struct ep *e, struct ibv_srq *s, uint64_t wr_id,
-		     uint64_t off, uint32_t len)
-{
-	struct ibv_sge sge = { (uintptr_t)(e->buf + off), len, e->mr->lkey };
-	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge,
-				  .num_sge = 1 }, *bad;
-
-	ASSERT_EQ(ibv_post_srq_recv(s, &wr, &bad), 0);
-}
-
 /* ------------------------------------------------------------------ */
 /* The forked side: the domain, its SRQs, an XRC_RECV QP per round      */
 
@@ -188,13 +79,13 @@ static void receiver(int fd, void *arg)
 	ep_default_opts(&o, IBV_QPT_RC);
 	o.buf_size = BUF;
 	ep_create(&e, &o);		/* the device, PD, CQs and buffer */
-	x = xrcd_private(e.ctx);
-	ox = xrcd_private(e.ctx);
+	x = xrc_domain_private(e.ctx);
+	ox = xrc_domain_private(e.ctx);
 	cq2 = ibv_create_cq(e.ctx, 64, NULL, NULL, 0);
 	ASSERT_NOT_NULL(cq2);
-	s[0] = xsrq(&e, x, e.rcq);
-	s[1] = xsrq(&e, x, cq2);
-	os = xsrq(&e, ox, e.rcq);
+	s[0] = xrc_srq(&e, x, e.rcq, 32);
+	s[1] = xrc_srq(&e, x, cq2, 32);
+	os = xrc_srq(&e, ox, e.rcq, 32);
 	opd = ibv_alloc_pd(e.ctx);
 	ASSERT_NOT_NULL(opd);
 	omr = ibv_reg_mr(opd, e.buf + OTHER, BUF - OTHER,
@@ -215,21 +106,21 @@ static void receiver(int fd, void *arg)
 	memset(e.buf + 24576, 0, 16);
 
 	for (r = 0; r < NROUNDS; r++) {
-		struct ibv_qp *qp = xqp(&e, IBV_QPT_XRC_RECV, x);
+		struct ibv_qp *qp = xrc_qp_init(&e, IBV_QPT_XRC_RECV, x);
 
 		xread(fd, &si, sizeof(si));
-		xqp_connect(&e, qp, si.qpn, &si.gid);
+		xrc_connect(&e, qp, si.qpn, &si.gid, NULL);
 		in.qpn = qp->qp_num;
 		if (r == R_TRAFFIC) {
 			/* a SEND and a WRITE with immediate into each */
 			for (k = 0; k < 2; k++) {
-				srq_post(&e, s[k], 10 + k, 4096 * (k + 1),
-					 4096);
-				srq_post(&e, s[k], 20 + k, 0, 0);
+				xrc_srq_post(&e, s[k], 10 + k,
+					     4096 * (k + 1), 4096);
+				xrc_srq_post(&e, s[k], 20 + k, 0, 0);
 			}
 		} else {
-			srq_post(&e, s[0], 30 + r, 0, 0);
-			srq_post(&e, os, 40 + r, 0, 0);
+			xrc_srq_post(&e, s[0], 30 + r, 0, 0);
+			xrc_srq_post(&e, os, 40 + r, 0, 0);
 		}
 		xwrite(fd, &in, sizeof(in));
 		if (r == R_TRAFFIC) {
@@ -377,13 +268,13 @@ TEST(xrc_two_processes)
 	o.buf_size = BUF;
 	ep_create(&e, &o);
 	for (r = 0; r < NROUNDS; r++) {
-		struct ibv_qp *qp = xqp(&e, IBV_QPT_XRC_SEND, NULL);
+		struct ibv_qp *qp = xrc_qp_init(&e, IBV_QPT_XRC_SEND, NULL);
 
 		si.qpn = qp->qp_num;
 		si.gid = e.self.gid;
 		xwrite(d.fd, &si, sizeof(si));
 		xread(d.fd, &in, sizeof(in));
-		xqp_connect(&e, qp, in.qpn, &in.gid);
+		xrc_connect(&e, qp, in.qpn, &in.gid, NULL);
 		switch (r) {
 		case R_TRAFFIC:
 			traffic_round(&e, qp, &in);

@@ -80,6 +80,72 @@ struct ibv_qp *xrc_qp_init(struct ep *e, enum ibv_qp_type type,
 	return qp;
 }
 
+struct ibv_srq *xrc_srq(struct ep *e, struct ibv_xrcd *x, struct ibv_cq *cq,
+			uint32_t max_wr)
+{
+	struct ibv_srq_init_attr_ex a = {
+		.attr = { .max_wr = max_wr, .max_sge = 1 },
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
+		.srq_type = IBV_SRQT_XRC,
+		.pd = e->pd,
+		.xrcd = x,
+		.cq = cq,
+	};
+	struct ibv_srq *s = ibv_create_srq_ex(e->ctx, &a);
+
+	ASSERT_NOT_NULL(s);
+	return s;
+}
+
+void xrc_srq_post(struct ep *e, struct ibv_srq *s, uint64_t wr_id,
+		  uint64_t off, uint32_t len)
+{
+	struct ibv_sge sge = { (uintptr_t)(e->buf + off), len, e->mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge,
+				  .num_sge = 1 }, *bad;
+
+	ASSERT_EQ(ibv_post_srq_recv(s, &wr, &bad), 0);
+}
+
+void xrc_connect(struct ep *e, struct ibv_qp *qp, uint32_t dest,
+		 const union ibv_gid *dgid, const struct xrc_retry *r)
+{
+	static const struct xrc_retry dflt = { 14, 7, 7 };
+	struct ibv_qp_attr a;
+	int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+		   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+
+	if (!r)
+		r = &dflt;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = e->mtu < IBV_MTU_1024 ? e->mtu : IBV_MTU_1024;
+	a.dest_qp_num = dest;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = *dgid;
+	a.ah_attr.grh.sgid_index = (uint8_t)e->gid_index;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.port_num = 1;
+	if (qp->qp_type == IBV_QPT_XRC_RECV) {
+		a.max_dest_rd_atomic = 4;
+		a.min_rnr_timer = 1;
+		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	}
+	ASSERT_EQ(ibv_modify_qp(qp, &a, mask), 0);
+	if (qp->qp_type == IBV_QPT_XRC_RECV)
+		return;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = r->timeout;
+	a.retry_cnt = r->retry_cnt;
+	a.rnr_retry = r->rnr_retry;
+	a.max_rd_atomic = 4;
+	ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+				IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC), 0);
+}
+
 struct ibv_qp *xrc_open(struct ibv_context *ctx, struct ibv_xrcd *x,
 			uint32_t qpn, enum ibv_qp_type type)
 {
