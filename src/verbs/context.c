@@ -87,18 +87,23 @@ static void fill_device_attr(struct shca_device *dev,
  * On-demand paging (docs/dm-odp.md): every MR may be ODP, implicit ODP
  * too, and what an ODP MR can serve per transport is all that softhca
  * does on it: RC send, receive, write, read, atomics and SRQ receives;
- * UC send, receive and write; UD send and receive.  (XRC ODP caps are
- * not reported yet: docs/xrc.md.)
+ * UC send, receive and write; UD send and receive; XRC as RC (an XRC
+ * receive is always an SRQ receive), as mlx5 reports it
+ * (tests/traffic/test_xrc_traffic.c xrc_two_processes_odp).
  */
+static uint32_t rc_odp_caps(void)
+{
+	return IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+	       IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+	       IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+}
+
 static void fill_odp_caps(struct ibv_odp_caps *c)
 {
 	const uint32_t sr = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV;
 
 	c->general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
-	c->per_transport_caps.rc_odp_caps = sr | IBV_ODP_SUPPORT_WRITE |
-					    IBV_ODP_SUPPORT_READ |
-					    IBV_ODP_SUPPORT_ATOMIC |
-					    IBV_ODP_SUPPORT_SRQ_RECV;
+	c->per_transport_caps.rc_odp_caps = rc_odp_caps();
 	c->per_transport_caps.uc_odp_caps = sr | IBV_ODP_SUPPORT_WRITE;
 	c->per_transport_caps.ud_odp_caps = sr;
 }
@@ -128,6 +133,7 @@ int shca_query_device_ex(struct ibv_context *ctx,
 	full.phys_port_cnt_ex = 1;
 	full.max_dm_size = SHCA_MAX_DM_SIZE;
 	fill_odp_caps(&full.odp_caps);
+	full.xrc_odp_caps = rc_odp_caps();
 	shca_tm_fill_caps(&full.tm_caps);
 	memcpy(attr, &full, MIN(attr_size, sizeof(full)));
 	if (attr_size > sizeof(full))

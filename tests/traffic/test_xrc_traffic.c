@@ -61,6 +61,7 @@ struct sinfo {
 /* ------------------------------------------------------------------ */
 /* The forked side: the domain, its SRQs, an XRC_RECV QP per round      */
 
+/* arg: non-NULL for ODP MRs (IBV_ACCESS_ON_DEMAND) on this side */
 static void receiver(int fd, void *arg)
 {
 	struct ep_opts o;
@@ -75,9 +76,10 @@ static void receiver(int fd, void *arg)
 	struct ibv_wc wc;
 	int r, k;
 
-	(void)arg;
 	ep_default_opts(&o, IBV_QPT_RC);
 	o.buf_size = BUF;
+	if (arg)
+		o.access |= IBV_ACCESS_ON_DEMAND;
 	ep_create(&e, &o);		/* the device, PD, CQs and buffer */
 	x = xrc_domain_private(e.ctx);
 	ox = xrc_domain_private(e.ctx);
@@ -254,7 +256,8 @@ static void traffic_round(struct ep *e, struct ibv_qp *qp,
 	ep_expect(e->scq, qp, 11, IBV_WC_SUCCESS);
 }
 
-TEST(xrc_two_processes)
+/* Every round, both sides' MRs ODP (xrc_odp_caps) or not. */
+static void two_processes(bool odp)
 {
 	struct ep_opts o;
 	struct ep e;
@@ -263,9 +266,11 @@ TEST(xrc_two_processes)
 	struct sinfo si;
 	int r;
 
-	duo_fork(&d, receiver, NULL);
+	duo_fork(&d, receiver, odp ? (void *)1 : NULL);
 	ep_default_opts(&o, IBV_QPT_RC);
 	o.buf_size = BUF;
+	if (odp)
+		o.access |= IBV_ACCESS_ON_DEMAND;
 	ep_create(&e, &o);
 	for (r = 0; r < NROUNDS; r++) {
 		struct ibv_qp *qp = xrc_qp_init(&e, IBV_QPT_XRC_SEND, NULL);
@@ -313,5 +318,17 @@ TEST(xrc_two_processes)
 	ep_net_check();
 	ep_destroy(&e);
 	duo_wait(&d);
+}
+
+TEST(xrc_two_processes)
+{
+	two_processes(false);
+}
+
+/* The same with ODP MRs on both sides: what xrc_odp_caps reports (SEND,
+ * SRQ receive, WRITE, READ, atomics). */
+TEST(xrc_two_processes_odp)
+{
+	two_processes(true);
 }
 
