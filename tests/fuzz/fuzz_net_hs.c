@@ -29,12 +29,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
 #include "fuzz.h"
 #include "common/slot.h"
+#include "common/stat.h"
 #include "net/handshake.h"
 #include "net/net.h"
 #include "net/transport.h"
@@ -154,6 +156,74 @@ static void send_hello(int fd)
 	CHECK(send(fd, f, n, MSG_NOSIGNAL) == (ssize_t)n);
 }
 
+/* One TcpExt counter of /proc/net/netstat (a line of names, then one of
+ * values), on stderr. */
+static void netstat_show(const char *name)
+{
+	static char names[8192], vals[8192];
+	char *sn, *sv, *n, *v;
+	FILE *f = fopen("/proc/net/netstat", "r");
+
+	while (f && fgets(names, sizeof(names), f) &&
+	       fgets(vals, sizeof(vals), f)) {
+		if (strncmp(names, "TcpExt:", 7))
+			continue;
+		n = strtok_r(names, " \n", &sn);
+		v = strtok_r(vals, " \n", &sv);
+		while (n && v && strcmp(n, name)) {
+			n = strtok_r(NULL, " \n", &sn);
+			v = strtok_r(NULL, " \n", &sv);
+		}
+		if (n && v)
+			fprintf(stderr, "  TcpExt %s: %s\n", name, v);
+	}
+	if (f)
+		fclose(f);
+}
+
+/* What to look at when softhca fell silent (a handshake that did not
+ * complete): this process's counters that are not 0, each thread's
+ * state and kernel wait channel, and the kernel's listen queue drops
+ * since boot (a full accept queue drops the handshake's last ACK).  CI
+ * saw this once, not reproduced in 14 runs of 10-60 s here. */
+static void dump_state(void)
+{
+	const struct shca_stat_block *b = shca_stat_proc();
+	char path[96], line[512];
+	struct dirent *d;
+	unsigned int i;
+	DIR *dir;
+	FILE *f;
+
+	for (i = 0; b && i < SHCA_STAT_MAX; i++)
+		if (b->v[i])
+			fprintf(stderr, "  counter %s: %llu\n", shca_stat_names[i],
+				(unsigned long long)b->v[i]);
+	dir = opendir("/proc/self/task");
+	while (dir && (d = readdir(dir))) {
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stat",
+			 d->d_name);
+		f = fopen(path, "r");
+		if (f && fgets(line, sizeof(line), f))
+			fprintf(stderr, "  thread %.40s\n", line);
+		if (f)
+			fclose(f);
+		snprintf(path, sizeof(path), "/proc/self/task/%s/wchan",
+			 d->d_name);
+		f = fopen(path, "r");
+		if (f && fgets(line, sizeof(line), f))
+			fprintf(stderr, "    wchan %s\n", line);
+		if (f)
+			fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+	netstat_show("ListenOverflows");
+	netstat_show("ListenDrops");
+}
+
 /*
  * The rest of a handshake as ourselves: each CHALLENGE for this
  * connection's port answered with its PROOF (softhca sends its CHALLENGE
@@ -182,6 +252,7 @@ static void handshake(int fd)
 			fprintf(stderr, "fuzz_net_hs: handshake from port %u: "
 				"nothing for %d ms (%zu WELCOME bytes)\n",
 				ntohs(me.sin_port), HS_WAIT_MS, got);
+			dump_state();
 			CHECK(!"handshake completes");
 		}
 		if (p[0].revents & POLLIN) {
