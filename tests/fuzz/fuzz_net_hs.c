@@ -189,7 +189,7 @@ static void netstat_show(const char *name)
 static void dump_state(void)
 {
 	const struct shca_stat_block *b = shca_stat_proc();
-	char path[96], line[512];
+	char path[300], line[512];
 	struct dirent *d;
 	unsigned int i;
 	DIR *dir;
