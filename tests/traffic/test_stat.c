@@ -670,30 +670,6 @@ static void counted_exactly(uint32_t qpn, const long long want[NTRAFFIC],
 	expect_traffic(got, want);
 }
 
-/* The process counter name (the "pid P slot ..." line). */
-static long long proc_counter(const char *name)
-{
-	char args[64], want[32], key[64], *out = NULL;
-	const char *line, *end, *p;
-	long long v = -1;
-
-	snprintf(args, sizeof(args), "--pid %d --all", (int)getpid());
-	ASSERT_EQ(run_stat(args, &out), 0);
-	snprintf(want, sizeof(want), "pid %d slot ", (int)getpid());
-	snprintf(key, sizeof(key), " %s ", name);
-	line = strstr(out, want);
-	if (!line)
-		harness_fail(__FILE__, __LINE__, "no line '%s' in:\n%s", want,
-			     out);
-	end = strchr(line, '\n');
-	p = strstr(line, key);
-	if (!p || (end && p > end))
-		harness_fail(__FILE__, __LINE__, "no %s in:\n%s", name, out);
-	v = strtoll(p + strlen(key), NULL, 10);
-	free(out);
-	return v;
-}
-
 /* ---- the pcap trace (pcap_read.h) ---- */
 
 struct trace_count {
@@ -827,7 +803,8 @@ static void big_write(struct big *g)
 	ep_expect(a.scq, a.qp, 0xb1, IBV_WC_SUCCESS);
 	big_counts(g, want);
 	counted_exactly(a.qp->qp_num, want, got);
-	ASSERT_EQ(proc_counter("faults_injected"), g->dup ? BIG_PKTS : 0);
+	ASSERT_EQ(ep_stat_counter(SOFTHCA_TOOL, getpid(), "faults_injected"),
+		  g->dup ? BIG_PKTS : 0);
 	if (g->pcap)
 		pcap_check(g, &a, got, true);
 	duo_signal(d.fd, 'w');
