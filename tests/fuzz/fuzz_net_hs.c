@@ -186,14 +186,29 @@ static void netstat_show(const char *name)
  * state and kernel wait channel, and the kernel's listen queue drops
  * since boot (a full accept queue drops the handshake's last ACK).  CI
  * saw this once, not reproduced in 14 runs of 10-60 s here. */
+/* The first line of /proc/self/task/TID/FILE, at most width bytes of it,
+ * on stderr after label. */
+static void task_show(const char *tid, const char *file, const char *label,
+		      int width)
+{
+	char path[300], line[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%s/%s", tid, file);
+	f = fopen(path, "r");
+	if (f && fgets(line, sizeof(line), f))
+		fprintf(stderr, "%s%.*s\n", label, width,
+			strtok(line, "\n"));
+	if (f)
+		fclose(f);
+}
+
 static void dump_state(void)
 {
 	const struct shca_stat_block *b = shca_stat_proc();
-	char path[300], line[512];
 	struct dirent *d;
 	unsigned int i;
 	DIR *dir;
-	FILE *f;
 
 	for (i = 0; b && i < SHCA_STAT_MAX; i++)
 		if (b->v[i])
@@ -203,20 +218,8 @@ static void dump_state(void)
 	while (dir && (d = readdir(dir))) {
 		if (d->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/stat",
-			 d->d_name);
-		f = fopen(path, "r");
-		if (f && fgets(line, sizeof(line), f))
-			fprintf(stderr, "  thread %.40s\n", line);
-		if (f)
-			fclose(f);
-		snprintf(path, sizeof(path), "/proc/self/task/%s/wchan",
-			 d->d_name);
-		f = fopen(path, "r");
-		if (f && fgets(line, sizeof(line), f))
-			fprintf(stderr, "    wchan %s\n", line);
-		if (f)
-			fclose(f);
+		task_show(d->d_name, "stat", "  thread ", 40);
+		task_show(d->d_name, "wchan", "    wchan ", 64);
 	}
 	if (dir)
 		closedir(dir);
