@@ -70,16 +70,24 @@ static int run_one(int i, int num)
 	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
+		/* its own process group: what it forks goes with it */
+		setpgid(0, 0);
 		harness_crash_report();
 		alarm((unsigned int)timeout);
 		tests[i].fn();
 		fflush(stdout);
 		_exit(0);
 	}
+	if (pid > 0)
+		setpgid(pid, pid);	/* whichever of the two runs first */
 	if (pid < 0 || waitpid(pid, &status, 0) < 0) {
 		printf("not ok %d - %s # cannot fork\n", num, tests[i].name);
 		return 1;
 	}
+	/* a case that failed or timed out may leave the peer it forked
+	 * running (spinning on a step that never comes): it ends here,
+	 * not minutes later beside the next case */
+	kill(-pid, SIGKILL);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
 		printf("ok %d - %s\n", num, tests[i].name);
 		return 0;
