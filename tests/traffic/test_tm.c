@@ -31,6 +31,13 @@
  *                   whole to an ordinary WQE
  *   rndv_bad_rkey   the RVH's R_Key is not the parent's: TM_MATCH, then
  *                   REM_ACCESS_ERR; the parent's QP goes to error
+ *   rndv_late_fin   the parent posted no receive for the FIN: it waits,
+ *                   and comes before the child's next message once the
+ *                   parent posts receives
+ *   rndv_mw         the RVH's R_Key a type 2 window's (REMOTE_READ): the
+ *                   data and a FIN; rndv_mw_noread, rndv_mw_oob: a window
+ *                   without REMOTE_READ, or shorter than the RVH's range,
+ *                   as a bad R_Key
  *   rndv_net        the net path: a RNDV is unexpected even when a tag
  *                   matches, and max_rndv_hdr_size is 0
  *
