@@ -33,7 +33,8 @@
  *                   REM_ACCESS_ERR; the parent's QP goes to error
  *   rndv_late_fin   the parent posted no receive for the FIN: it waits,
  *                   and comes before the child's next message once the
- *                   parent posts receives
+ *                   parent posts receives (to its QP, or, _srq, to
+ *                   its SRQ)
  *   rndv_mw         the RVH's R_Key a type 2 window's (REMOTE_READ): the
  *                   data and a FIN; rndv_mw_noread, rndv_mw_oob: a window
  *                   without REMOTE_READ, or shorter than the RVH's range,
@@ -380,7 +381,8 @@ static void expect_ordinary(struct tm_side *s, uint32_t slot,
 enum kase {
 	K_MATCHED, K_UNEXPECTED, K_DEL, K_NO_TAG, K_PLAIN, K_TOO_LONG,
 	K_RNDV, K_RNDV_BAD_RKEY, K_RNDV_NET,
-	K_RNDV_LATE_FIN, K_RNDV_MW, K_RNDV_MW_NOREAD, K_RNDV_MW_OOB
+	K_RNDV_LATE_FIN, K_RNDV_LATE_FIN_SRQ, K_RNDV_MW, K_RNDV_MW_NOREAD,
+	K_RNDV_MW_OOB
 };
 
 static void sc_matched(struct tm_side *s)
@@ -789,6 +791,7 @@ static void child(int fd, void *arg)
 		sc_rndv_net(&s);
 		break;
 	case K_RNDV_LATE_FIN:
+	case K_RNDV_LATE_FIN_SRQ:
 		sc_rndv_late_fin(&s);
 		break;
 	case K_RNDV_MW:
@@ -1024,6 +1027,8 @@ static void run(enum kase k, enum path p)
 	duo_fork(&d, child, &ca);
 	ep_default_opts(&o, IBV_QPT_RC);
 	o.buf_size = BUF;
+	/* the FIN waits for a receive posted to the parent's SRQ */
+	o.use_srq = k == K_RNDV_LATE_FIN_SRQ;
 	ep_open_remote(&a, &o, d.fd);
 	for (;;) {
 		xread(d.fd, &c, sizeof(c));
@@ -1081,6 +1086,8 @@ TEST(rndv_bad_rkey_cma) { run(K_RNDV_BAD_RKEY, P_CMA); }
 /* issue 14: a FIN that waits for its receive; a window's R_Key */
 TEST(rndv_late_fin_map) { run(K_RNDV_LATE_FIN, P_MAP); }
 TEST(rndv_late_fin_cma) { run(K_RNDV_LATE_FIN, P_CMA); }
+TEST(rndv_late_fin_srq_map) { run(K_RNDV_LATE_FIN_SRQ, P_MAP); }
+TEST(rndv_late_fin_srq_cma) { run(K_RNDV_LATE_FIN_SRQ, P_CMA); }
 TEST(rndv_mw_map) { run(K_RNDV_MW, P_MAP); }
 TEST(rndv_mw_cma) { run(K_RNDV_MW, P_CMA); }
 TEST(rndv_mw_noread_map) { run(K_RNDV_MW_NOREAD, P_MAP); }
