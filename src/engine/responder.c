@@ -1039,6 +1039,16 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 		bad_key(q, res, SHCA_STAT_INVALID_QKEY);
 		return;
 	}
+	/* the owner holds a rendezvous FIN for this QP that found no
+	 * receive WQE (shm/xfer.c): a later request of its connection is
+	 * answered as the FIN was, RNR, until the FIN is delivered (IBA
+	 * 9.7.5.2.8: a requester resumes from the NAKed request) */
+	if (x->qp_type == IBV_QPT_RC && !x->fin && !x->xrc_srqn &&
+	    __atomic_load_n(&q->fin_wait, __ATOMIC_ACQUIRE)) {
+		res->outcome = SHCA_XFER_RNR;
+		res->rnr_timer = (uint8_t)q->min_rnr_timer;
+		return;
+	}
 	if (state == IBV_QPS_RTR && x->qp_type != IBV_QPT_UD &&
 	    !(__atomic_load_n(&q->pending, __ATOMIC_ACQUIRE) &
 	      SHCA_QP_PEND_COMM_EST))

@@ -28,6 +28,7 @@
 #include "../shm/arena.h"
 
 struct shca_qp;
+struct shca_srq;
 struct shca_send_wqe;
 struct shca_peer;
 struct shca_stat_block;
@@ -82,6 +83,10 @@ struct shca_xfer {
 	int (*rndv_src)(void *ctx, uint64_t addr, uint32_t rkey,
 			uint32_t len, struct iovec *src);
 	void *rndv_ctx;
+	/* a rendezvous FIN that its sender's process held (shm/xfer.c):
+	 * the oldest request of its connection, not held back by the
+	 * QP's fin_wait */
+	bool fin;
 };
 
 /* The notification (TMH opcode FIN, then the RVH) a matched rendezvous
@@ -161,6 +166,17 @@ extern const struct shca_transport_ops *const shca_transports[SHCA_NROUTES];
  */
 void shca_host_rndv_done(struct shca_qp *qp, const struct shca_xfer *x,
 			 const struct shca_xfer_result *res);
+
+/*
+ * The FINs a QP holds because it had no receive WQE (shm/xfer.c): tried
+ * again, in order, after a receive is posted to the QP or to its SRQ;
+ * dropped when it moves to ERR or RESET or is destroyed (forget also
+ * frees what held them).
+ */
+void shca_host_fin_post_recv(struct shca_qp *qp);
+void shca_host_fin_post_srq(const struct shca_srq *srq);
+void shca_host_fin_drop(struct shca_qp *qp);
+void shca_host_fin_forget(struct shca_qp *qp);
 
 /*
  * The engine's stages, as a transport sees them (xport.c): the only way a

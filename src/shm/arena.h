@@ -376,7 +376,10 @@ struct shca_qp_shm {
 	uint32_t pending;	/* SHCA_QP_PEND_* set by peers (atomic or) */
 	uint32_t rq_pd;		/* PD handle of the receive WQEs' MRs: the
 				 * SRQ's, or pd (IBA 10.2.9.1) */
-	uint32_t pad;
+	uint32_t fin_wait;	/* owner: rendezvous FINs it holds for this
+				 * QP (shm/xfer.c); while not 0, an RC
+				 * request from its peer is answered RNR, as
+				 * the FIN NAKed before it */
 	uint64_t rq_off;	/* shca_rq_shm of the RQ or of the SRQ */
 	uint64_t rcq_off;	/* shca_cq_shm of the receive CQ */
 	uint64_t xrcd;		/* XRC_RECV QP, XRC SRQ: the domain's

@@ -6,6 +6,8 @@
  * engine/xport.h), which answer at once.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/slot.h"
@@ -45,30 +47,230 @@ static void host_multicast(const struct shca_qp *qp,
 /*
  * A tag-matching rendezvous's READ, answered by its sender: this process
  * (engine/tm_rx.c, x->rndv_src).  The rules of an RDMA READ responder
- * (IBA o9-20, o10-37): the sending QP's remote read enable, then an MR
- * of its PD with the R_Key, REMOTE_READ, and the range within it.  A
- * memory window's R_Key is not looked up here (its READ fails).
+ * (IBA o9-20, o10-37): the sending QP's remote read enable, then the
+ * R_Key: an MR of its PD, or a valid memory window of its PD (a type 2
+ * window bound to this QP), with REMOTE_READ and the range within it:
+ * the owner's own R_Key check (verbs/mw.c shca_rkey_addr), as its net
+ * path's READ responder makes it.
+ *
+ * A READ that passes may be followed by a FIN to this QP: it counts in
+ * the QP's fin_wait from now (fin_raise), so that a message its peer
+ * sends once it has seen the rendezvous complete cannot overtake the
+ * FIN (host_xmit settles it when no FIN came of it).
  */
+static void fin_raise(struct shca_qp *qp);
+
 static int host_rndv_src(void *ctx, uint64_t addr, uint32_t rkey,
 			 uint32_t len, struct iovec *src)
 {
 	struct shca_qp *qp = ctx;
-	struct shca_mr *mr;
+	void *va = NULL;
 
 	if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_READ))
 		return -EACCES;
-	if (!len) {
-		src->iov_base = NULL;
-		src->iov_len = 0;
-		return 0;
+	if (len) {
+		va = shca_rkey_addr(qp->pd, qp->ibqp.qp_num, rkey,
+				    IBV_ACCESS_REMOTE_READ, addr, len);
+		if (!va)
+			return -EACCES;
 	}
-	mr = shca_lookup_mr(qp->pd, rkey, IBV_ACCESS_REMOTE_READ, addr, len,
-			    true);
-	if (!mr)
-		return -EACCES;
-	src->iov_base = (char *)mr->base + (addr - mr->iova);
+	src->iov_base = va;
 	src->iov_len = len;
+	fin_raise(qp);
 	return 0;
+}
+
+/*
+ * The FINs a QP could not take (no receive WQE: an RNR NAK to the
+ * receiver's QP, which a NIC retries): held here, in this process, in
+ * the order they came, and delivered as soon as a receive is posted to
+ * the QP or its SRQ, each before anything else its peer sends to the QP
+ * (the peer finds fin_wait set and is answered RNR: its requests came
+ * after the FIN on the connection).  As with rnr_retry 7, a FIN waits
+ * until a receive comes, for as long as the QP can receive.
+ *
+ * A QP holds at most as many as its send queue is deep (each comes
+ * from one of its SENDs), and fewer if memory for them cannot be had;
+ * one more is lost and counted (an RNR NAK sent and a dropped packet),
+ * as a FIN whose receiver's QP had exhausted its RNR retries.  A QP
+ * that moves to ERR or RESET, or is destroyed, drops those it holds:
+ * there is nothing to deliver them to.
+ *
+ * fin_lock guards every QP's ring and the list of QPs holding some; it
+ * comes after a QP's exec_lock, rq.lock and sq.lock, and before the
+ * receive queue's arena lock that delivery takes.
+ */
+static pthread_mutex_t fin_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shca_qp *fin_list;
+
+static void fin_wait_add(struct shca_qp *qp, int32_t n)
+{
+	if (qp->shm && n)
+		__atomic_add_fetch(&qp->shm->fin_wait, (uint32_t)n,
+				   __ATOMIC_ACQ_REL);
+}
+
+/* Under exec_lock: host_rndv_src passed, a FIN may follow. */
+static void fin_raise(struct shca_qp *qp)
+{
+	if (qp->fin_raised)
+		return;
+	qp->fin_raised = true;
+	fin_wait_add(qp, 1);
+}
+
+/* The request that raised fin_wait has ended without a FIN to hold. */
+static void fin_settle(struct shca_qp *qp, const struct shca_xfer_result *res)
+{
+	if (!qp->fin_raised)
+		return;
+	qp->fin_raised = false;
+	if (res->outcome != SHCA_XFER_DONE ||
+	    res->status != IBV_WC_SUCCESS || !res->rndv_fin)
+		fin_wait_add(qp, -1);
+}
+
+static void fin_count_lost(struct shca_qp *qp, bool rnr)
+{
+	if (qp->shm)
+		shca_stat_add(&qp->shm->stats,
+			      rnr ? SHCA_STAT_SEND_RNR_ERR :
+				    SHCA_STAT_DROPPED_PKTS, 1);
+}
+
+/*
+ * One FIN to qp by the receive rules (fin_lock held): false when it
+ * found no receive WQE (it stays held); true when it is done with,
+ * delivered or not (the QP cannot receive: lost and counted).
+ */
+static bool fin_deliver(struct shca_qp *qp, const uint8_t *fin)
+{
+	struct shca_xfer_result fres;
+	struct shca_xfer f;
+	struct iovec v;
+
+	memset(&f, 0, sizeof(f));
+	f.qp_type = IBV_QPT_RC;
+	f.src_qpn = qp->attr.dest_qp_num;
+	f.dest_qpn = qp->ibqp.qp_num;
+	f.opcode = IBV_WR_SEND;
+	f.fin = true;
+	v.iov_base = (void *)fin;
+	v.iov_len = SHCA_RNDV_FIN_LEN;
+	f.local = &v;
+	f.nlocal = 1;
+	f.length = SHCA_RNDV_FIN_LEN;
+	shca_stages.respond(shca_peer_get(shca_qpn_slot(qp->ibqp.qp_num)),
+			    &f, &fres);
+	if (fres.outcome == SHCA_XFER_RNR)
+		return false;
+	if (fres.outcome != SHCA_XFER_DONE)
+		fin_count_lost(qp, false);
+	return true;
+}
+
+static void fin_unlist(struct shca_qp *qp)
+{
+	struct shca_qp **pp;
+
+	for (pp = &fin_list; *pp; pp = &(*pp)->fin_next)
+		if (*pp == qp) {
+			*pp = qp->fin_next;
+			break;
+		}
+	qp->fin_next = NULL;
+}
+
+/* Deliver what qp holds, oldest first, until one finds no WQE. */
+static void fin_flush_locked(struct shca_qp *qp)
+{
+	while (qp->fin_n) {
+		if (!fin_deliver(qp, qp->fin_q[qp->fin_head]))
+			return;
+		qp->fin_head = (qp->fin_head + 1) % qp->fin_cap;
+		qp->fin_n--;
+		fin_wait_add(qp, -1);
+	}
+	fin_unlist(qp);
+}
+
+/* Hold one more FIN (fin_lock held): false when the QP has no room. */
+static bool fin_hold(struct shca_qp *qp, const uint8_t *fin)
+{
+	uint32_t cap = qp->cap.max_send_wr ? qp->cap.max_send_wr : 1;
+
+	if (!qp->fin_q) {
+		qp->fin_q = calloc(cap, sizeof(*qp->fin_q));
+		if (!qp->fin_q)
+			return false;
+		qp->fin_cap = cap;
+		qp->fin_head = 0;
+	}
+	if (qp->fin_n >= qp->fin_cap)
+		return false;
+	memcpy(qp->fin_q[(qp->fin_head + qp->fin_n) % qp->fin_cap], fin,
+	       SHCA_RNDV_FIN_LEN);
+	if (!qp->fin_n++) {
+		qp->fin_next = fin_list;
+		/* seen by a poster's unlocked look (below) before this
+		 * thread looks at the receive queue again */
+		__atomic_store_n(&fin_list, qp, __ATOMIC_SEQ_CST);
+	}
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return true;
+}
+
+void shca_host_fin_post_recv(struct shca_qp *qp)
+{
+	/* the WQE just posted, then the list: fin_hold's order mirrored */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&fin_list, __ATOMIC_SEQ_CST))
+		return;
+	pthread_mutex_lock(&fin_lock);
+	if (qp->fin_n)
+		fin_flush_locked(qp);
+	pthread_mutex_unlock(&fin_lock);
+}
+
+void shca_host_fin_post_srq(const struct shca_srq *srq)
+{
+	struct shca_qp *qp, *next;
+
+	/* the WQE just posted, then the list: fin_hold's order mirrored */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&fin_list, __ATOMIC_SEQ_CST))
+		return;
+	pthread_mutex_lock(&fin_lock);
+	for (qp = fin_list; qp; qp = next) {
+		next = qp->fin_next;
+		if (qp->srq == srq)
+			fin_flush_locked(qp);
+	}
+	pthread_mutex_unlock(&fin_lock);
+}
+
+void shca_host_fin_drop(struct shca_qp *qp)
+{
+	pthread_mutex_lock(&fin_lock);
+	if (qp->fin_n) {
+		if (qp->shm)
+			shca_stat_add(&qp->shm->stats, SHCA_STAT_DROPPED_PKTS,
+				      qp->fin_n);
+		fin_wait_add(qp, -(int32_t)qp->fin_n);
+		qp->fin_n = 0;
+		fin_unlist(qp);
+	}
+	pthread_mutex_unlock(&fin_lock);
+}
+
+void shca_host_fin_forget(struct shca_qp *qp)
+{
+	shca_host_fin_drop(qp);
+	pthread_mutex_lock(&fin_lock);
+	free(qp->fin_q);
+	qp->fin_q = NULL;
+	qp->fin_cap = 0;
+	pthread_mutex_unlock(&fin_lock);
 }
 
 /*
@@ -76,16 +278,12 @@ static int host_rndv_src(void *ctx, uint64_t addr, uint32_t rkey,
  * checks is this QP's remote access error (IBV_EVENT_QP_ACCESS_ERR, the
  * QP to error, as a READ responder's); a READ carried out is followed
  * by the receiver's FIN, a SEND from its QP to this one, delivered by
- * the receive rules here (no receive WQE: the FIN is lost and counted,
- * where a NIC would retry it after an RNR NAK).
+ * the receive rules here, or held until a receive WQE comes (above).
  */
 void shca_host_rndv_done(struct shca_qp *qp, const struct shca_xfer *x,
 			 const struct shca_xfer_result *res)
 {
-	struct shca_xfer_result fres;
-	struct shca_xfer f;
-	struct iovec v;
-
+	(void)x;
 	if (res->rndv_bad && qp->shm) {
 		__atomic_or_fetch(&qp->shm->pending, SHCA_QP_PEND_ACCESS_ERR,
 				  __ATOMIC_ACQ_REL);
@@ -94,23 +292,19 @@ void shca_host_rndv_done(struct shca_qp *qp, const struct shca_xfer *x,
 	}
 	if (!res->rndv_fin)
 		return;
-	memset(&f, 0, sizeof(f));
-	f.qp_type = IBV_QPT_RC;
-	f.src_qpn = x->dest_qpn;
-	f.dest_qpn = qp->ibqp.qp_num;
-	f.opcode = IBV_WR_SEND;
-	v.iov_base = (void *)res->fin;
-	v.iov_len = sizeof(res->fin);
-	f.local = &v;
-	f.nlocal = 1;
-	f.length = sizeof(res->fin);
-	shca_stages.respond(shca_peer_get(shca_qpn_slot(qp->ibqp.qp_num)),
-			    &f, &fres);
-	if (fres.outcome != SHCA_XFER_DONE && qp->shm)
-		shca_stat_add(&qp->shm->stats,
-			      fres.outcome == SHCA_XFER_RNR ?
-				      SHCA_STAT_SEND_RNR_ERR :
-				      SHCA_STAT_DROPPED_PKTS, 1);
+	/* fin_wait counts it already (fin_raise) */
+	pthread_mutex_lock(&fin_lock);
+	if (!qp->fin_n && fin_deliver(qp, res->fin)) {
+		fin_wait_add(qp, -1);
+	} else if (!fin_hold(qp, res->fin)) {
+		fin_count_lost(qp, true);
+		fin_count_lost(qp, false);
+		fin_wait_add(qp, -1);
+	} else {
+		/* a receive may have come since the first one failed */
+		fin_flush_locked(qp);
+	}
+	pthread_mutex_unlock(&fin_lock);
 }
 
 /*
@@ -151,6 +345,7 @@ static void host_xmit(struct shca_qp *qp, const struct shca_send_wqe *w,
 		hx.rndv_ctx = qp;
 	}
 	shca_stages.respond(peer, &hx, res);
+	fin_settle(qp, res);
 	if (qp->shm)
 		shca_stages.count(&qp->shm->stats, &hx, true);
 }

@@ -641,6 +641,9 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	}
 	pthread_mutex_unlock(&rq->lock);
 	shca_cancel_restore(cs);
+	/* a rendezvous FIN that waited for a receive (shm/xfer.c) */
+	if (state != IBV_QPS_RESET)
+		shca_host_fin_post_recv(qp);
 	return shca_ret_errno(ret);
 }
 
@@ -1496,6 +1499,8 @@ int shca_qp_destroy(struct shca_qp *qp, bool wait_acks)
 	pthread_mutex_lock(&qp->exec_lock);
 	pthread_mutex_unlock(&qp->exec_lock);
 	shca_timer_cancel(&qp->retry_timer);
+	/* rendezvous FINs it held: nothing to deliver them to */
+	shca_host_fin_forget(qp);
 	/* packets it queued reference memory the application frees next */
 	if (qp->net.conn)
 		shca_net_forget(qp->net.conn, qp->ibqp.qp_num);

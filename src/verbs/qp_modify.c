@@ -519,6 +519,7 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 		qp->head_retries = qp->head_rnr_retries = 0;
 		qp->head_ack_wait = false;
 		qp->comm_est_reported = false;
+		shca_host_fin_drop(qp);
 		__atomic_store_n(&qp->shm->pending, 0, __ATOMIC_RELEASE);
 		/* as mlx4/mlx5: a reset QP's completions leave its CQs */
 		if (qp->scq)
@@ -534,6 +535,9 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 		 * do not wait for it (it sees the state and does nothing) */
 		shca_timer_disarm(&qp->retry_timer);
 		shca_net_qp_stop(qp, false);
+		/* rendezvous FINs it held (shm/xfer.c): a QP in error
+		 * takes no receive */
+		shca_host_fin_drop(qp);
 		/*
 		 * An SRQ's WQEs belong to no QP and stay; the QP reports
 		 * that it takes no more of them (the affiliated asynchronous

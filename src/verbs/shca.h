@@ -556,6 +556,13 @@ struct shca_qp {
 	enum shca_route route;		/* RC/UC: the transport (at RTR;
 					 * UD chooses by AH) */
 	struct shca_peer *peer;		/* RC/UC: the destination's process */
+	/* rendezvous FINs this QP could not take yet (shm/xfer.c, its
+	 * lock): a ring of fin_cap, at most the send queue's depth */
+	uint8_t (*fin_q)[SHCA_RNDV_FIN_LEN];
+	uint32_t fin_head, fin_n, fin_cap;
+	bool fin_raised;		/* a FIN may be owed by the request
+					 * being sent (exec_lock) */
+	struct shca_qp *fin_next;	/* the process's QPs holding FINs */
 	struct shca_net_qp net;		/* the net path (src/net/transport.c) */
 	bool comm_est_reported;
 	int marks_busy;			/* threads in shca_qp_take_marks

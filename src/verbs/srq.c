@@ -573,6 +573,8 @@ int shca_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		}
 	}
 	pthread_mutex_unlock(&rq->lock);
+	/* rendezvous FINs its QPs held for a receive (shm/xfer.c) */
+	shca_host_fin_post_srq(srq);
 	return shca_ret_errno(ret);
 }
 

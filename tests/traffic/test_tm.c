@@ -31,6 +31,14 @@
  *                   whole to an ordinary WQE
  *   rndv_bad_rkey   the RVH's R_Key is not the parent's: TM_MATCH, then
  *                   REM_ACCESS_ERR; the parent's QP goes to error
+ *   rndv_late_fin   the parent posted no receive for the FIN: it waits,
+ *                   and comes before the child's next message once the
+ *                   parent posts receives (to its QP, or, _srq, to
+ *                   its SRQ)
+ *   rndv_mw         the RVH's R_Key a type 2 window's (REMOTE_READ): the
+ *                   data and a FIN; rndv_mw_noread, rndv_mw_oob: a window
+ *                   without REMOTE_READ, or shorter than the RVH's range,
+ *                   as a bad R_Key
  *   rndv_net        the net path: a RNDV is unexpected even when a tag
  *                   matches, and max_rndv_hdr_size is 0
  *
@@ -74,6 +82,15 @@ struct cmd {
 
 #define RV_FIN	1u	/* a FIN is owed to the parent */
 #define RV_BAD	2u	/* the RVH's R_Key is not the parent's */
+/* send_rndv_ext: */
+#define RV_LATE	4u	/* no receive posted for the FIN (OP_LATE_RECV) */
+#define RV_MW	8u	/* the R_Key a type 2 window's, REMOTE_READ */
+#define RV_MW_NOREAD 16u /* ... a window without REMOTE_READ */
+#define RV_MW_OOB 32u	/* ... a window of 1024 bytes, the RVH beyond */
+#define RV_EXT	(RV_LATE | RV_MW | RV_MW_NOREAD | RV_MW_OOB)
+/* the parent posts its receives now: the FIN, then len bytes of pattern
+ * seed from the child */
+#define OP_LATE_RECV 0xe0u
 
 struct tmwc {
 	uint64_t wr_id;
@@ -363,7 +380,9 @@ static void expect_ordinary(struct tm_side *s, uint32_t slot,
 
 enum kase {
 	K_MATCHED, K_UNEXPECTED, K_DEL, K_NO_TAG, K_PLAIN, K_TOO_LONG,
-	K_RNDV, K_RNDV_BAD_RKEY, K_RNDV_NET
+	K_RNDV, K_RNDV_BAD_RKEY, K_RNDV_NET,
+	K_RNDV_LATE_FIN, K_RNDV_LATE_FIN_SRQ, K_RNDV_MW, K_RNDV_MW_NOREAD,
+	K_RNDV_MW_OOB
 };
 
 static void sc_matched(struct tm_side *s)
@@ -625,6 +644,89 @@ static void sc_rndv_bad_rkey(struct tm_side *s)
 	expect_empty(s);
 }
 
+/*
+ * The parent posted no receive for the FIN: it waits in the parent (an
+ * RNR NAK a NIC retries), and a message the child sends after it does
+ * not overtake it; once the parent posts receives, the FIN comes first,
+ * then the child's message.
+ */
+static void sc_rndv_late_fin(struct tm_side *s)
+{
+	uint32_t reply;
+	struct ibv_wc wc;
+	struct tmwc w;
+	struct cmd c;
+
+	add_tag(s, 0x4a, ~0ull, 0, 0x86, false);
+	ASSERT_EQ(ask_rndv(s, 0x4a, TMH + RVH + 8, 2500, 77, RV_LATE, &reply),
+		  IBV_WC_SUCCESS);
+	ASSERT_EQ(reply, 0);		/* no FIN without a receive */
+	expect_rndv_match(s, 0x4a, 0x86);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(w.flags, IBV_WC_TM_DATA_VALID);
+	ASSERT_EQ(w.byte_len, 2500);
+	ASSERT_EQ(ep_find_pattern_diff(s->b.buf + TAGB, 2500, 77, 0), -1);
+	/* the child's own message, sent after the FIN */
+	ep_fill_pattern(s->b.buf + SRC, 200, 78, 0);
+	ASSERT_EQ(ep_post(&s->b, 0x5e, IBV_WR_SEND, SRC, 200, 0, 0), 0);
+	memset(&c, 0, sizeof(c));
+	c.op = OP_LATE_RECV;
+	c.len = 200;
+	c.seed = 78;
+	xwrite(s->fd, &c, sizeof(c));
+	xread(s->fd, &c, sizeof(c));
+	ASSERT_EQ(c.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(c.reply, RV_FIN);
+	ep_poll(s->b.scq, &wc, 1);
+	ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+	ASSERT_U64_EQ(wc.wr_id, 0x5e);
+	expect_empty(s);
+}
+
+/* The RVH's R_Key is a type 2 memory window's over the parent's data,
+ * bound with REMOTE_READ: the READ goes through it, a FIN follows. */
+static void sc_rndv_mw(struct tm_side *s)
+{
+	uint32_t reply;
+	struct tmwc w;
+
+	add_tag(s, 0x4b, ~0ull, 0, 0x87, false);
+	ASSERT_EQ(ask_rndv(s, 0x4b, TMH + RVH, 3000, 79, RV_MW | RV_FIN,
+			   &reply),
+		  IBV_WC_SUCCESS);
+	ASSERT_EQ(reply, RV_FIN);
+	expect_rndv_match(s, 0x4b, 0x87);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(w.flags, IBV_WC_TM_DATA_VALID);
+	ASSERT_EQ(w.byte_len, 3000);
+	ASSERT_EQ(ep_find_pattern_diff(s->b.buf + TAGB, 3000, 79, 0), -1);
+	ASSERT_EQ(ep_find_non_sentinel(s->b.buf + TAGB + 3000, 4096 - 3000),
+		  -1);
+	expect_empty(s);
+}
+
+/* A window without REMOTE_READ, or a RVH beyond the window's bounds: a
+ * bad R_Key's outcome (TM_MATCH, REM_ACCESS_ERR, the parent's QP to
+ * error). */
+static void sc_rndv_mw_bad(struct tm_side *s, uint32_t flag)
+{
+	uint32_t reply;
+	struct tmwc w;
+
+	add_tag(s, 0x4c, ~0ull, 0, 0x88, false);
+	ASSERT_EQ(ask_rndv(s, 0x4c, TMH + RVH, 2000, 80, flag, &reply),
+		  IBV_WC_SUCCESS);
+	ASSERT_EQ(reply, IBV_QPS_ERR);
+	expect_rndv_match(s, 0x4c, 0x88);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_REM_ACCESS_ERR);
+	ASSERT_U64_EQ(w.wr_id, 0x88);
+	ASSERT_EQ(ep_find_non_sentinel(s->b.buf + TAGB, 4096), -1);
+	expect_empty(s);
+}
+
 /* The net path: no rendezvous offload; a RNDV is unexpected, even for a
  * posted tag, and the tag's buffer stays as it was. */
 static void sc_rndv_net(struct tm_side *s)
@@ -688,6 +790,19 @@ static void child(int fd, void *arg)
 	case K_RNDV_NET:
 		sc_rndv_net(&s);
 		break;
+	case K_RNDV_LATE_FIN:
+	case K_RNDV_LATE_FIN_SRQ:
+		sc_rndv_late_fin(&s);
+		break;
+	case K_RNDV_MW:
+		sc_rndv_mw(&s);
+		break;
+	case K_RNDV_MW_NOREAD:
+		sc_rndv_mw_bad(&s, RV_MW_NOREAD);
+		break;
+	case K_RNDV_MW_OOB:
+		sc_rndv_mw_bad(&s, RV_MW_OOB);
+		break;
 	}
 	side_close(&s);
 }
@@ -745,6 +860,123 @@ static void send_rndv(struct ep *a, struct cmd *c)
 	}
 }
 
+/* The FIN of the RNDV at SRC (TMH and RVH as sent), received by wr_id
+ * into 64 bytes at f. */
+static void expect_fin(struct ep *a, uint64_t wr_id, const uint8_t *f)
+{
+	const uint8_t *p = a->buf + SRC;
+	struct ibv_wc wc;
+
+	ep_poll(a->rcq, &wc, 1);
+	ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(wc.opcode, IBV_WC_RECV);
+	ASSERT_EQ(wc.byte_len, TMH + RVH);
+	ASSERT_U64_EQ(wc.wr_id, wr_id);
+	ASSERT_EQ(f[0], IBV_TMH_FIN);
+	ASSERT_EQ(memcmp(f + 1, p + 1, TMH + RVH - 1), 0);
+	ASSERT_EQ(ep_find_non_sentinel(f + TMH + RVH, 64 - TMH - RVH), -1);
+}
+
+/* A type 2 window over the parent's data, bound to its QP (RV_MW*). */
+static uint32_t bind_rndv_mw(struct ep *a, uint32_t flags,
+			     struct ibv_mr **mr, struct ibv_mw **mw)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_wc wc;
+
+	*mr = ibv_reg_mr(a->pd, a->buf, BUF, IBV_ACCESS_LOCAL_WRITE |
+			 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |
+			 IBV_ACCESS_MW_BIND);
+	ASSERT_NOT_NULL(*mr);
+	*mw = ibv_alloc_mw(a->pd, IBV_MW_TYPE_2);
+	ASSERT_NOT_NULL(*mw);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 0xb1d;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.bind_mw.mw = *mw;
+	wr.bind_mw.rkey = ibv_inc_rkey((*mw)->rkey);
+	wr.bind_mw.bind_info.mr = *mr;
+	wr.bind_mw.bind_info.addr = (uintptr_t)a->buf + RSRC;
+	wr.bind_mw.bind_info.length = flags & RV_MW_OOB ? 1024 : 8192;
+	wr.bind_mw.bind_info.mw_access_flags =
+		flags & RV_MW_NOREAD ? IBV_ACCESS_REMOTE_WRITE :
+				       IBV_ACCESS_REMOTE_READ;
+	ASSERT_EQ(ibv_post_send(a->qp, &wr, &bad), 0);
+	ep_poll(a->scq, &wc, 1);
+	ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(wc.opcode, IBV_WC_BIND_MW);
+	return wr.bind_mw.rkey;
+}
+
+/*
+ * The same-host rendezvous cases of issue 14 (RV_EXT), as send_rndv
+ * otherwise: RV_LATE posts no receive for the FIN and sees none after
+ * the SEND completed (reply 0); OP_LATE_RECV then posts one receive and
+ * takes the FIN, then one more for the child's message (reply RV_FIN).
+ * RV_MW* put a type 2 window's R_Key in the RVH.
+ */
+static void send_rndv_ext(struct ep *a, struct cmd *c)
+{
+	uint8_t *p = a->buf + SRC, *f = a->buf + FINB;
+	uint32_t be32 = htonl(APPCTX), rkey = a->mr->rkey;
+	uint64_t be64 = htobe64(c->tag);
+	struct ibv_mr *mr = NULL;
+	struct ibv_mw *mw = NULL;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct ibv_wc wc;
+
+	if (c->op == OP_LATE_RECV) {
+		memset(f, EP_SENTINEL, 128);
+		ASSERT_EQ(ep_post_recv(a, 0xf1, FINB, 64), 0);
+		expect_fin(a, 0xf1, f);
+		ASSERT_EQ(ep_post_recv(a, 0xf2, FINB + 64, 64 + 200), 0);
+		ep_poll(a->rcq, &wc, 1);
+		ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+		ASSERT_U64_EQ(wc.wr_id, 0xf2);
+		ASSERT_EQ(wc.byte_len, c->len);
+		ASSERT_EQ(ep_find_pattern_diff(f + 64, c->len, c->seed, 0), -1);
+		c->status = IBV_WC_SUCCESS;
+		c->reply = RV_FIN;
+		return;
+	}
+	if (c->rv_flags & (RV_MW | RV_MW_NOREAD | RV_MW_OOB))
+		rkey = bind_rndv_mw(a, c->rv_flags, &mr, &mw);
+	memset(p, 0, c->len);
+	p[0] = c->op;
+	memcpy(p + 4, &be32, 4);
+	memcpy(p + 8, &be64, 8);
+	be64 = htobe64((uintptr_t)a->buf + RSRC);
+	memcpy(p + TMH, &be64, 8);
+	be32 = htonl(rkey);
+	memcpy(p + TMH + 8, &be32, 4);
+	be32 = htonl(c->rv_len);
+	memcpy(p + TMH + 12, &be32, 4);
+	ep_fill_pattern(a->buf + RSRC, c->rv_len, c->seed, 0);
+	memset(f, EP_SENTINEL, 64);
+	if (!(c->rv_flags & RV_LATE))
+		ASSERT_EQ(ep_post_recv(a, 0xf1, FINB, 64), 0);
+	ASSERT_EQ(ep_post(a, c->seed, IBV_WR_SEND, SRC, c->len, 0, 0), 0);
+	ep_poll(a->scq, &wc, 1);
+	c->status = wc.status;
+	c->reply = 0;
+	if (c->rv_flags & RV_LATE) {
+		ASSERT_EQ(ibv_poll_cq(a->rcq, 1, &wc), 0);
+	} else if (c->rv_flags & RV_FIN) {
+		expect_fin(a, 0xf1, f);
+		c->reply = RV_FIN;
+	} else {
+		ASSERT_EQ(ibv_query_qp(a->qp, &qa, IBV_QP_STATE, &ia), 0);
+		c->reply = qa.qp_state;
+	}
+	if (mw) {
+		/* a window bound to a QP in error stays bound until freed */
+		ASSERT_EQ(ibv_dealloc_mw(mw), 0);
+		ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	}
+}
+
 static void send_one(struct ep *a, struct cmd *c)
 {
 	uint8_t *p = a->buf + SRC;
@@ -795,12 +1027,16 @@ static void run(enum kase k, enum path p)
 	duo_fork(&d, child, &ca);
 	ep_default_opts(&o, IBV_QPT_RC);
 	o.buf_size = BUF;
+	/* the FIN waits for a receive posted to the parent's SRQ */
+	o.use_srq = k == K_RNDV_LATE_FIN_SRQ;
 	ep_open_remote(&a, &o, d.fd);
 	for (;;) {
 		xread(d.fd, &c, sizeof(c));
 		if (!c.len && !c.op && !c.tag)
 			break;
-		if (c.op == IBV_TMH_RNDV) {
+		if (c.op == OP_LATE_RECV || (c.rv_flags & RV_EXT)) {
+			send_rndv_ext(&a, &c);
+		} else if (c.op == IBV_TMH_RNDV) {
 			send_rndv(&a, &c);
 			fins += !!(c.reply == RV_FIN && !(c.rv_flags & RV_BAD));
 			rndvs++;
@@ -847,6 +1083,17 @@ TEST(rndv_map) { run(K_RNDV, P_MAP); }
 TEST(rndv_cma) { run(K_RNDV, P_CMA); }
 TEST(rndv_bad_rkey_map) { run(K_RNDV_BAD_RKEY, P_MAP); }
 TEST(rndv_bad_rkey_cma) { run(K_RNDV_BAD_RKEY, P_CMA); }
+/* issue 14: a FIN that waits for its receive; a window's R_Key */
+TEST(rndv_late_fin_map) { run(K_RNDV_LATE_FIN, P_MAP); }
+TEST(rndv_late_fin_cma) { run(K_RNDV_LATE_FIN, P_CMA); }
+TEST(rndv_late_fin_srq_map) { run(K_RNDV_LATE_FIN_SRQ, P_MAP); }
+TEST(rndv_late_fin_srq_cma) { run(K_RNDV_LATE_FIN_SRQ, P_CMA); }
+TEST(rndv_mw_map) { run(K_RNDV_MW, P_MAP); }
+TEST(rndv_mw_cma) { run(K_RNDV_MW, P_CMA); }
+TEST(rndv_mw_noread_map) { run(K_RNDV_MW_NOREAD, P_MAP); }
+TEST(rndv_mw_noread_cma) { run(K_RNDV_MW_NOREAD, P_CMA); }
+TEST(rndv_mw_oob_map) { run(K_RNDV_MW_OOB, P_MAP); }
+TEST(rndv_mw_oob_cma) { run(K_RNDV_MW_OOB, P_CMA); }
 TEST(rndv_net) { run(K_RNDV_NET, P_NET); }
 
 /* ------------------------------------------------------------------ */
