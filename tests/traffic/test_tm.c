@@ -21,7 +21,9 @@
  *
  * Each on the mapped same-host path, CMA, and the net path (SOFTHCA_NET=1,
  * with TCP bytes seen).  Rendezvous (RNDV: TMH, RVH naming the parent's
- * buffer), on the same host, where it is offloaded:
+ * buffer) is offloaded on every path; on the net path the child's QP
+ * reads the parent's data with an RDMA READ of its own and sends the FIN
+ * (net/transport.c), completing none of it to the child's send CQ:
  *
  *   rndv            a matched RNDV: the parent's data in the tag's
  *                   buffer, TM_MATCH then TM_DATA_VALID, a FIN (TMH FIN
@@ -30,18 +32,25 @@
  *                   headers in the buffer, no FIN; an unexpected RNDV:
  *                   whole to an ordinary WQE
  *   rndv_bad_rkey   the RVH's R_Key is not the parent's: TM_MATCH, then
- *                   REM_ACCESS_ERR; the parent's QP goes to error
- *   rndv_net        the net path: a RNDV is unexpected even when a tag
- *                   matches, and max_rndv_hdr_size is 0
+ *                   REM_ACCESS_ERR, the child's QP in error; the
+ *                   parent's QP goes to error (the READ's responder)
+ *   rndv_exact_net  the net path, path MTU 1024: max_rndv_hdr_size 64, a
+ *                   buffer filled exactly by 4 READ responses, one byte
+ *                   more is TM_RNDV_INCOMPLETE
+ *   rndv_lossy_net  rndv on the net path under SOFTHCA_FAULTS drops and
+ *                   duplicates: the QP's READ and FIN are resent as any
+ *                   WQE's packets, the data arrive whole, once
  *
  * The verbs' errors (create, post_srq_ops) and tm_caps are the
  * one-process case verbs_errors.
  */
 #include <arpa/inet.h>
 #include <endian.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <infiniband/tm_types.h>
 
 #include "harness.h"
@@ -84,6 +93,9 @@ struct tmwc {
 	uint32_t byte_len;
 	struct ibv_wc_tm_info tm;
 };
+
+/* The path MTU both sides use (0: ep's default), set before the fork. */
+static enum ibv_mtu g_mtu;
 
 static void opts(struct ep_opts *o)
 {
@@ -155,6 +167,8 @@ static void side_open(struct tm_side *s, int fd)
 	ASSERT_NOT_NULL(s->b.qp);
 	s->b.self.qpn = s->b.qp->qp_num;
 	to_init(s->b.qp);
+	if (g_mtu)
+		s->b.mtu = g_mtu;
 	ep_exchange(fd, &s->b.self, &s->b.peer);
 	ep_connect(&s->b, &o);
 }
@@ -365,6 +379,24 @@ enum kase {
 	K_MATCHED, K_UNEXPECTED, K_DEL, K_NO_TAG, K_PLAIN, K_TOO_LONG,
 	K_RNDV, K_RNDV_BAD_RKEY, K_RNDV_NET
 };
+
+/* The child's send CQ stays empty: the READ and FIN its QP makes for a
+ * rendezvous complete to no one (the child posts no send itself). */
+static void expect_no_send_wc(struct tm_side *s)
+{
+	struct ibv_wc wc;
+
+	ASSERT_EQ(ibv_poll_cq(s->b.scq, 1, &wc), 0);
+}
+
+static enum ibv_qp_state qp_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+
+	ASSERT_EQ(ibv_query_qp(qp, &qa, IBV_QP_STATE, &ia), 0);
+	return qa.qp_state;
+}
 
 static void sc_matched(struct tm_side *s)
 {
@@ -605,6 +637,8 @@ static void sc_rndv(struct tm_side *s)
 	ASSERT_EQ(w.byte_len, 0);
 	ASSERT_EQ(ep_find_non_sentinel(d + 2 * 4096, 4096), -1);
 	expect_empty(s);
+	expect_no_send_wc(s);
+	ASSERT_EQ(qp_state(s->b.qp), IBV_QPS_RTS);
 }
 
 /* The RVH's R_Key is none of the parent's: the READ fails. */
@@ -620,34 +654,66 @@ static void sc_rndv_bad_rkey(struct tm_side *s)
 	expect_rndv_match(s, 0x47, 0x84);
 	w = poll_one(s);
 	ASSERT_EQ(w.status, IBV_WC_REM_ACCESS_ERR);
+	ASSERT_EQ(w.opcode, IBV_WC_TM_RECV);
 	ASSERT_U64_EQ(w.wr_id, 0x84);
 	ASSERT_EQ(ep_find_non_sentinel(s->b.buf + TAGB, 4096), -1);
 	expect_empty(s);
+	expect_no_send_wc(s);
+	ASSERT_EQ(qp_state(s->b.qp), IBV_QPS_ERR);
 }
 
-/* The net path: no rendezvous offload; a RNDV is unexpected, even for a
- * posted tag, and the tag's buffer stays as it was. */
+/* The net path at path MTU 1024: the READ's responses fill the tag's
+ * buffer exactly; one byte more than it holds is incomplete (no READ). */
 static void sc_rndv_net(struct tm_side *s)
 {
+	const uint8_t *d = s->b.buf + TAGB;
 	struct ibv_device_attr_ex da;
-	uint32_t reply;
+	uint32_t h, reply;
 	struct tmwc w;
 
 	ASSERT_EQ(ibv_query_device_ex(s->b.ctx, NULL, &da), 0);
-	ASSERT_EQ(da.tm_caps.max_rndv_hdr_size, 0);
+	ASSERT_EQ(da.tm_caps.max_rndv_hdr_size, 64);
 	add_tag(s, 0x48, ~0ull, 0, 0x85, false);
-	post_ordinary(s, 0);
-	ASSERT_EQ(ask_rndv(s, 0x48, TMH + RVH, 1000, 76, 0, &reply),
+	ASSERT_EQ(ask_rndv(s, 0x48, TMH + RVH + 32, 4096, 76, RV_FIN, &reply),
 		  IBV_WC_SUCCESS);
-	ASSERT_EQ(reply, 0);
+	ASSERT_EQ(reply, RV_FIN);
+	expect_rndv_match(s, 0x48, 0x85);
 	w = poll_one(s);
 	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
 	ASSERT_EQ(w.opcode, IBV_WC_TM_RECV);
-	ASSERT_EQ(w.flags, 0);
-	ASSERT_U64_EQ(w.wr_id, 0x0d0);
-	expect_rndv_head(s->b.buf + ORD, IBV_TMH_RNDV, 0x48, 1000);
-	ASSERT_EQ(ep_find_non_sentinel(s->b.buf + TAGB, 4096), -1);
+	ASSERT_EQ(w.flags, IBV_WC_TM_DATA_VALID);
+	ASSERT_U64_EQ(w.wr_id, 0x85);
+	ASSERT_EQ(w.byte_len, 4096);
+	ASSERT_EQ(ep_find_pattern_diff(d, 4096, 76, 0), -1);
+
+	h = add_tag(s, 0x49, ~0ull, 1, 0x86, false);
+	ASSERT_EQ(ask_rndv(s, 0x49, TMH + RVH, 4097, 77, 0, &reply),
+		  IBV_WC_SUCCESS);
+	ASSERT_EQ(reply, 0);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_TM_RNDV_INCOMPLETE);
+	ASSERT_EQ(w.flags, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID);
+	ASSERT_U64_EQ(w.wr_id, 0x86);
+	ASSERT_EQ(w.byte_len, TMH + RVH);
+	expect_rndv_head(d + 4096, IBV_TMH_RNDV, 0x49, 4097);
+	ASSERT_EQ(ep_find_non_sentinel(d + 4096 + TMH + RVH,
+				       4096 - TMH - RVH), -1);
+	ASSERT_EQ(del_tag(s, h), IBV_WC_TM_ERR);
 	expect_empty(s);
+	expect_no_send_wc(s);
+}
+
+/* Under SOFTHCA_FAULTS: this process's packets did meet faults (its
+ * READ requests and FINs, or the parent's SENDs and READ responses). */
+static void expect_faults(const char *who)
+{
+	long long n;
+
+	if (!getenv("SOFTHCA_FAULTS"))
+		return;
+	n = ep_stat_counter(SOFTHCA_TOOL, getpid(), "faults_injected");
+	fprintf(stderr, "# %s: %lld faults injected\n", who, n);
+	ASSERT_GT(n, 0);
 }
 
 struct child_arg {
@@ -689,6 +755,7 @@ static void child(int fd, void *arg)
 		sc_rndv_net(&s);
 		break;
 	}
+	expect_faults("child");
 	side_close(&s);
 }
 
@@ -740,7 +807,19 @@ static void send_rndv(struct ep *a, struct cmd *c)
 			  -1);
 		c->reply = RV_FIN;
 	} else if (c->rv_flags & RV_BAD) {
-		ASSERT_EQ(ibv_query_qp(a->qp, &qa, IBV_QP_STATE, &ia), 0);
+		/* the same host fails the READ with the SEND; the net path
+		 * when the child's READ arrives, after the SEND's ACK */
+		struct timespec ts = { 0, 1000000 };
+		int i;
+
+		for (i = 0; i < 10000; i++) {
+			ASSERT_EQ(ibv_query_qp(a->qp, &qa, IBV_QP_STATE, &ia),
+				  0);
+			if (qa.qp_state == IBV_QPS_ERR)
+				break;
+			ibv_poll_cq(a->rcq, 0, &wc);	/* progress */
+			nanosleep(&ts, NULL);
+		}
 		c->reply = qa.qp_state;
 	}
 }
@@ -795,7 +874,11 @@ static void run(enum kase k, enum path p)
 	duo_fork(&d, child, &ca);
 	ep_default_opts(&o, IBV_QPT_RC);
 	o.buf_size = BUF;
-	ep_open_remote(&a, &o, d.fd);
+	ep_create(&a, &o);
+	if (g_mtu)
+		a.mtu = g_mtu;
+	ep_exchange(d.fd, &a.self, &a.peer);
+	ep_connect(&a, &o);
 	for (;;) {
 		xread(d.fd, &c, sizeof(c));
 		if (!c.len && !c.op && !c.tag)
@@ -814,6 +897,7 @@ static void run(enum kase k, enum path p)
 	}
 	if (p == P_NET)
 		ASSERT_GT(tcp, 0);
+	expect_faults("parent");
 	duo_wait(&d);
 	/* no FIN but those expected (each took its receive); a QP in
 	 * error flushes the receives left */
@@ -842,12 +926,26 @@ PATHS(no_tag, K_NO_TAG)
 PATHS(plain, K_PLAIN)
 PATHS(too_long, K_TOO_LONG)
 
-/* rendezvous is offloaded on the same host only */
-TEST(rndv_map) { run(K_RNDV, P_MAP); }
-TEST(rndv_cma) { run(K_RNDV, P_CMA); }
-TEST(rndv_bad_rkey_map) { run(K_RNDV_BAD_RKEY, P_MAP); }
-TEST(rndv_bad_rkey_cma) { run(K_RNDV_BAD_RKEY, P_CMA); }
-TEST(rndv_net) { run(K_RNDV_NET, P_NET); }
+/* rendezvous is offloaded on every path */
+PATHS(rndv, K_RNDV)
+PATHS(rndv_bad_rkey, K_RNDV_BAD_RKEY)
+
+TEST(rndv_exact_net)
+{
+	g_mtu = IBV_MTU_1024;
+	run(K_RNDV_NET, P_NET);
+}
+
+/* Drops and duplicates (conn.c's SOFTHCA_FAULTS, both processes): the
+ * READ's and FIN's packets are resent by the RC rules (a seed: the same
+ * faults each run). */
+TEST(rndv_lossy_net)
+{
+	g_mtu = IBV_MTU_1024;
+	ASSERT_EQ(setenv("SOFTHCA_FAULTS", "drop=0.3,dup=0.1,seed=14", 1), 0);
+	run(K_RNDV, P_NET);
+	unsetenv("SOFTHCA_FAULTS");
+}
 
 /* ------------------------------------------------------------------ */
 /* The verbs' errors (one process, no traffic)                         */
@@ -873,10 +971,8 @@ TEST(verbs_errors)
 	ASSERT_GE(da.tm_caps.max_num_tags, 2);
 	ASSERT_GE(da.tm_caps.max_sge, 1);
 	ASSERT_GE(da.tm_caps.max_ops, 1);
-	/* rendezvous: TMH, RVH and 32 bytes; none on the net path */
-	ASSERT_EQ(da.tm_caps.max_rndv_hdr_size,
-		  getenv("SOFTHCA_NET") && !strcmp(getenv("SOFTHCA_NET"), "1") ?
-			  0 : 64);
+	/* rendezvous: TMH, RVH and 32 bytes, on either path */
+	ASSERT_EQ(da.tm_caps.max_rndv_hdr_size, 64);
 
 	/* create: tags within tm_caps, a CQ, IBV_SRQ_INIT_ATTR_TM */
 	memset(&sa, 0, sizeof(sa));
