@@ -34,6 +34,9 @@
  *   rndv_bad_rkey   the RVH's R_Key is not the parent's: TM_MATCH, then
  *                   REM_ACCESS_ERR, the child's QP in error; the
  *                   parent's QP goes to error (the READ's responder)
+ *   rndv_bound_net  the net path: a QP carries out 8 rendezvous at once;
+ *                   held in SQD, its READs wait and the 9th and 10th
+ *                   RNDV are unexpected; in RTS again, 8 data and FINs
  *   rndv_exact_net  the net path, path MTU 1024: max_rndv_hdr_size 64, a
  *                   buffer filled exactly by 4 READ responses, one byte
  *                   more is TM_RNDV_INCOMPLETE
@@ -377,8 +380,12 @@ static void expect_ordinary(struct tm_side *s, uint32_t slot,
 
 enum kase {
 	K_MATCHED, K_UNEXPECTED, K_DEL, K_NO_TAG, K_PLAIN, K_TOO_LONG,
-	K_RNDV, K_RNDV_BAD_RKEY, K_RNDV_NET
+	K_RNDV, K_RNDV_BAD_RKEY, K_RNDV_NET, K_RNDV_BOUND
 };
+
+/* A command for the parent (cmd.op): wait for len FINs, reply their
+ * count in reply. */
+#define CMD_FINS	0xf0
 
 /* The child's send CQ stays empty: the READ and FIN its QP makes for a
  * rendezvous complete to no one (the child posts no send itself). */
@@ -716,6 +723,76 @@ static void expect_faults(const char *who)
 	ASSERT_GT(n, 0);
 }
 
+static void set_state(struct ibv_qp *qp, enum ibv_qp_state st)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = st;
+	ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+}
+
+/*
+ * More rendezvous than a QP carries out at once (8 on the net path):
+ * with the child's QP drained (SQD) the READs it makes wait, the tags'
+ * buffers stay untouched, and the RNDVs beyond 8 are unexpected although
+ * tags are posted for them.  Back in RTS the 8 READs go out: each tag
+ * its data, the parent 8 FINs.
+ */
+static void sc_rndv_bound(struct tm_side *s)
+{
+	const uint8_t *d = s->b.buf + TAGB;
+	uint32_t i, reply;
+	struct tmwc w;
+	struct cmd c;
+
+	for (i = 0; i < 10; i++)	/* tags 8 and 9 share buffers 6, 7 */
+		add_tag(s, 0x100 + i, ~0ull, i < 8 ? i : i - 2, 0x200 + i,
+			false);
+	post_ordinary(s, 0);
+	post_ordinary(s, 1);
+	set_state(s->b.qp, IBV_QPS_SQD);
+	for (i = 0; i < 10; i++)
+		ASSERT_EQ(ask_rndv(s, 0x100 + i, TMH + RVH, 1000 + i, 90, 0,
+				   &reply),
+			  IBV_WC_SUCCESS);
+	for (i = 0; i < 8; i++)
+		expect_rndv_match(s, 0x100 + i, 0x200 + i);
+	for (i = 0; i < 2; i++) {
+		w = poll_one(s);
+		ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+		ASSERT_EQ(w.opcode, IBV_WC_TM_RECV);
+		ASSERT_EQ(w.flags, 0);
+		ASSERT_U64_EQ(w.wr_id, 0x0d0 + i);
+		expect_rndv_head(s->b.buf + ORD + i * 4096u, IBV_TMH_RNDV,
+				 0x108 + i, 1008 + i);
+	}
+	expect_empty(s);
+	ASSERT_EQ(ep_find_non_sentinel(d, 8 * 4096), -1);
+	set_state(s->b.qp, IBV_QPS_RTS);
+	for (i = 0; i < 8; i++) {
+		w = poll_one(s);
+		ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+		ASSERT_EQ(w.opcode, IBV_WC_TM_RECV);
+		ASSERT_EQ(w.flags, IBV_WC_TM_DATA_VALID);
+		ASSERT_U64_EQ(w.wr_id, 0x200 + i);
+		ASSERT_EQ(w.byte_len, 1000 + i);
+		ASSERT_EQ(ep_find_pattern_diff(d + i * 4096u, 1000 + i, 90, 0),
+			  -1);
+		ASSERT_EQ(ep_find_non_sentinel(d + i * 4096u + 1000 + i,
+					       4096 - 1000 - i),
+			  -1);
+	}
+	memset(&c, 0, sizeof(c));
+	c.op = CMD_FINS;
+	c.len = 8;
+	xwrite(s->fd, &c, sizeof(c));
+	xread(s->fd, &c, sizeof(c));
+	ASSERT_EQ(c.reply, 8);
+	expect_empty(s);
+	expect_no_send_wc(s);
+}
+
 struct child_arg {
 	enum kase k;
 };
@@ -753,6 +830,9 @@ static void child(int fd, void *arg)
 		break;
 	case K_RNDV_NET:
 		sc_rndv_net(&s);
+		break;
+	case K_RNDV_BOUND:
+		sc_rndv_bound(&s);
 		break;
 	}
 	expect_faults("child");
@@ -824,6 +904,27 @@ static void send_rndv(struct ep *a, struct cmd *c)
 	}
 }
 
+/* CMD_FINS: c->len FINs arrive, each in one of the receives send_rndv
+ * posted (the same buffer: the last one is looked at). */
+static void collect_fins(struct ep *a, struct cmd *c)
+{
+	const uint8_t *f = a->buf + FINB;
+	struct ibv_wc wc;
+	uint64_t be64;
+	uint32_t i;
+
+	for (i = 0; i < c->len; i++) {
+		ep_poll(a->rcq, &wc, 1);
+		ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+		ASSERT_EQ(wc.opcode, IBV_WC_RECV);
+		ASSERT_EQ(wc.byte_len, TMH + RVH);
+		ASSERT_EQ(f[0], IBV_TMH_FIN);
+		memcpy(&be64, f + 8, 8);
+		ASSERT_LT(be64toh(be64) - 0x100, 8);
+	}
+	c->reply = i;
+}
+
 static void send_one(struct ep *a, struct cmd *c)
 {
 	uint8_t *p = a->buf + SRC;
@@ -883,7 +984,10 @@ static void run(enum kase k, enum path p)
 		xread(d.fd, &c, sizeof(c));
 		if (!c.len && !c.op && !c.tag)
 			break;
-		if (c.op == IBV_TMH_RNDV) {
+		if (c.op == CMD_FINS) {
+			collect_fins(&a, &c);
+			fins += c.reply;
+		} else if (c.op == IBV_TMH_RNDV) {
 			send_rndv(&a, &c);
 			fins += !!(c.reply == RV_FIN && !(c.rv_flags & RV_BAD));
 			rndvs++;
@@ -929,6 +1033,11 @@ PATHS(too_long, K_TOO_LONG)
 /* rendezvous is offloaded on every path */
 PATHS(rndv, K_RNDV)
 PATHS(rndv_bad_rkey, K_RNDV_BAD_RKEY)
+
+TEST(rndv_bound_net)
+{
+	run(K_RNDV_BOUND, P_NET);
+}
 
 TEST(rndv_exact_net)
 {
