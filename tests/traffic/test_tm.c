@@ -37,6 +37,9 @@
  *   rndv_bound_net  the net path: a QP carries out 8 rendezvous at once;
  *                   held in SQD, its READs wait and the 9th and 10th
  *                   RNDV are unexpected; in RTS again, 8 data and FINs
+ *   rndv_flush_net  the net path: the QP goes to error while its READ
+ *                   waits (SQD): the tag completes WR_FLUSH_ERR, its
+ *                   buffer stays untouched
  *   rndv_exact_net  the net path, path MTU 1024: max_rndv_hdr_size 64, a
  *                   buffer filled exactly by 4 READ responses, one byte
  *                   more is TM_RNDV_INCOMPLETE
@@ -380,7 +383,7 @@ static void expect_ordinary(struct tm_side *s, uint32_t slot,
 
 enum kase {
 	K_MATCHED, K_UNEXPECTED, K_DEL, K_NO_TAG, K_PLAIN, K_TOO_LONG,
-	K_RNDV, K_RNDV_BAD_RKEY, K_RNDV_NET, K_RNDV_BOUND
+	K_RNDV, K_RNDV_BAD_RKEY, K_RNDV_NET, K_RNDV_BOUND, K_RNDV_FLUSH
 };
 
 /* A command for the parent (cmd.op): wait for len FINs, reply their
@@ -793,6 +796,30 @@ static void sc_rndv_bound(struct tm_side *s)
 	expect_no_send_wc(s);
 }
 
+/*
+ * The QP goes to error while its READ waits (held in SQD): the tag
+ * completes flushed, and nothing is ever written into its buffer.
+ */
+static void sc_rndv_flush(struct tm_side *s)
+{
+	uint32_t reply;
+	struct tmwc w;
+
+	add_tag(s, 0x4a, ~0ull, 0, 0x87, false);
+	set_state(s->b.qp, IBV_QPS_SQD);
+	ASSERT_EQ(ask_rndv(s, 0x4a, TMH + RVH, 3000, 78, 0, &reply),
+		  IBV_WC_SUCCESS);
+	expect_rndv_match(s, 0x4a, 0x87);
+	set_state(s->b.qp, IBV_QPS_ERR);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_WR_FLUSH_ERR);
+	ASSERT_EQ(w.opcode, IBV_WC_TM_RECV);
+	ASSERT_U64_EQ(w.wr_id, 0x87);
+	ASSERT_EQ(ep_find_non_sentinel(s->b.buf + TAGB, 4096), -1);
+	expect_empty(s);
+	expect_no_send_wc(s);
+}
+
 struct child_arg {
 	enum kase k;
 };
@@ -833,6 +860,9 @@ static void child(int fd, void *arg)
 		break;
 	case K_RNDV_BOUND:
 		sc_rndv_bound(&s);
+		break;
+	case K_RNDV_FLUSH:
+		sc_rndv_flush(&s);
 		break;
 	}
 	expect_faults("child");
@@ -1037,6 +1067,11 @@ PATHS(rndv_bad_rkey, K_RNDV_BAD_RKEY)
 TEST(rndv_bound_net)
 {
 	run(K_RNDV_BOUND, P_NET);
+}
+
+TEST(rndv_flush_net)
+{
+	run(K_RNDV_FLUSH, P_NET);
 }
 
 TEST(rndv_exact_net)
