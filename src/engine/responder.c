@@ -444,6 +444,49 @@ static void fail_wqe(struct shca_peer *p, struct shca_qp_shm *q,
 }
 
 /*
+ * The net path's matched rendezvous (rq->lock held, the tag's buffer
+ * checked for the RVH's length): the tag is used and its match reported
+ * now; the receiver's own QP reads the data (x->rndv_read, after the
+ * lock: net/transport.c), whose end is the tag's second completion.  No
+ * bytes need no READ: the data's completion now, and the FIN.  The SEND
+ * is ACKed (res as the caller set it).
+ */
+static void rndv_net(struct shca_peer *p, struct shca_qp_shm *q,
+		     struct shca_rq_shm *rq, const struct shca_xfer *x,
+		     struct shca_tm_rx *t)
+{
+	const struct shca_recv_wqe_shm *w = &t->wqe.w;	/* private, checked */
+	struct shca_rndv_req r;
+	struct ibv_wc wc;
+
+	take_wqe(p, q, rq, t);
+	resp_wc(&wc, x, q, w->wr_id, IBV_WC_SUCCESS, 0);
+	shca_tm_rx_rndv_match(&wc);
+	if (!resp_complete_tm(p, q, &wc, false, t))
+		goto overrun;
+	if (!t->rv_len) {
+		resp_wc(&wc, x, q, w->wr_id, IBV_WC_SUCCESS, 0);
+		shca_tm_rx_wc(t, &wc);
+		if (!resp_complete_tm(p, q, &wc, x->solicited, t))
+			goto overrun;
+	}
+	memset(&r, 0, sizeof(r));
+	r.wr_id = w->wr_id;
+	r.addr = t->rv_addr;
+	r.rkey = t->rv_rkey;
+	r.len = t->rv_len;
+	r.sge = w->sge;
+	r.nsge = w->num_sge;
+	r.head = t->head;
+	r.solicited = x->solicited;
+	x->rndv_read(x->rndv_ctx, &r);
+	return;
+overrun:
+	/* IBA o11-5.2.2: the CQ overran, the QP goes to error (no READ) */
+	qp_pending(p, q, SHCA_QP_PEND_ERR);
+}
+
+/*
  * A matched rendezvous that cannot end well (rq->lock held): the match
  * is reported, then the data's completion with status, as the READ the
  * receiver's QP issued would end (mlx5 reports an error completion of
@@ -472,10 +515,12 @@ static void rndv_fail(struct shca_peer *p, struct shca_qp_shm *q,
  * A RNDV request that matched a tag (rq->lock held, engine/tm_rx.c):
  * the responder fetches the RVH's [addr, addr + len) from the sender
  * into the tag's buffer, as mlx5's tag matching does with an RDMA READ
- * (rdma-core's Documentation/tag_matching.md).  Only the same host gets
- * here: the sender's own process runs these rules, and rv says what its
- * MR table allowed (checked before the lock, as a READ responder
- * checks: QP remote read enable, R_Key, PD, REMOTE_READ, bounds).
+ * (rdma-core's Documentation/tag_matching.md).  On the same host the
+ * sender's own process runs these rules, and rv says what its MR table
+ * allowed (checked before the lock, as a READ responder checks: QP
+ * remote read enable, R_Key, PD, REMOTE_READ, bounds).  On the net path
+ * (x->rndv_read) the receiver's QP issues the READ itself once the tag
+ * is taken (rndv_net); the sender's responder checks it.
  *
  *   RVH length > the tag's buffer  TMH and RVH placed in the buffer, one
  *                                  completion IBV_WC_TM_RNDV_INCOMPLETE
@@ -504,6 +549,7 @@ static void do_rndv(struct shca_peer *p, struct shca_qp_shm *q,
 	uint64_t wr_id = w->wr_id, cap = wqe_capacity(w, nsge);
 	bool incomplete = t->rv_len > cap;
 	uint64_t need = incomplete ? sizeof(t->head) : t->rv_len;
+	bool net = x->rndv_read != NULL;	/* the QP reads (net path) */
 	struct iovec iov[MAX_IOV], src;
 	struct ibv_wc wc;
 	int niov = 0, ret;
@@ -519,8 +565,9 @@ static void do_rndv(struct shca_peer *p, struct shca_qp_shm *q,
 	}
 	/* the request the sender checked is the one matched (a sender
 	 * that rewrites its buffer while sending gets an access error) */
-	if (!incomplete && (rv->ret || rv->addr != t->rv_addr ||
-			    rv->rkey != t->rv_rkey || rv->len != t->rv_len)) {
+	if (!incomplete && !net &&
+	    (rv->ret || rv->addr != t->rv_addr || rv->rkey != t->rv_rkey ||
+	     rv->len != t->rv_len)) {
 		res->rndv_bad = true;
 		rndv_fail(p, q, rq, t, x, IBV_WC_REM_ACCESS_ERR);
 		return;
@@ -533,6 +580,10 @@ static void do_rndv(struct shca_peer *p, struct shca_qp_shm *q,
 	}
 	if (ret) {
 		rndv_fail(p, q, rq, t, x, IBV_WC_LOC_PROT_ERR);
+		return;
+	}
+	if (net && !incomplete) {
+		rndv_net(p, q, rq, x, t);
 		return;
 	}
 	if (incomplete) {

@@ -11,20 +11,21 @@
  *                               IBV_WC_TM_RECV, TM_MATCH | TM_DATA_VALID
  *   RNDV, a posted tag matches,  the RVH's data, read from the sender,
  *     the sender readable       to that tag's buffer: IBV_WC_TM_RECV
- *     (same host)               TM_MATCH, then TM_DATA_VALID; the
- *                               sender gets a FIN (responder.c)
+ *     (same host), or the QP    TM_MATCH, then TM_DATA_VALID; the
+ *     can READ (net path)       sender gets a FIN (responder.c)
  *   EAGER or RNDV, none (or     an ordinary WQE, whole, IBV_WC_TM_RECV
- *     matching paused, or RNDV  without flags; counted as unexpected
- *     on the net path)
+ *     matching paused, or no    without flags; counted as unexpected
+ *     rendezvous slot left)
  *
  * Matching runs only while the application's synchronised count of
  * unexpected messages equals the SRQ's (ibv_post_srq_ops(3), "phase
  * synchronization"): after an unexpected message every tagged message
  * is unexpected too until IBV_OPS_TM_SYNC catches up.  Rendezvous is
- * offloaded where the sender's memory can be read by whoever runs these
- * rules: on this host the sender's own process runs them (x->rndv_src);
- * the net path's responder cannot issue a READ, so there a RNDV message
- * is unexpected, and software reads the sender's buffer itself.
+ * offloaded where the sender's memory can be read: on this host the
+ * sender's own process runs these rules (x->rndv_src); on the net path
+ * the receiver's QP issues an RDMA READ of its own (x->rndv_read), while
+ * it has a rendezvous slot free; without one a RNDV is unexpected, and
+ * software reads the sender's buffer itself.
  *
  * The list lives in the responder's arena; whoever runs the responder's
  * rules reads it as hostile bytes: every count bounded by a constant,
@@ -190,7 +191,8 @@ void shca_tm_rx_classify(void *base, size_t size, struct shca_rq_shm *rq,
 		t->cls = SHCA_TM_UNEXPECTED;
 		/* offloaded only where the sender can be read, and only a
 		 * request that holds its RVH */
-		if (!x->rndv_src || x->length > SHCA_TM_MAX_RNDV_HDR ||
+		if ((!x->rndv_src && !x->rndv_read) ||
+		    x->length > SHCA_TM_MAX_RNDV_HDR ||
 		    !gather_head(x, h, sizeof(t->head)))
 			return;
 		rndv = true;

@@ -35,6 +35,18 @@ struct shca_stat_block;
 
 #define SHCA_GRH_LEN 40
 
+/* A matched rendezvous that the receiver's QP carries out itself (the
+ * net path, shca_xfer.rndv_read). */
+struct shca_rndv_req {
+	uint64_t wr_id;			/* the tag's recv_wr_id */
+	uint64_t addr;			/* the RVH, host order */
+	uint32_t rkey, len;
+	const struct ibv_sge *sge;	/* the tag's buffer (checked once) */
+	uint32_t nsge;			/* <= SHCA_TM_MAX_SGE */
+	const uint8_t *head;		/* TMH and RVH as sent (32 bytes) */
+	bool solicited;
+};
+
 struct shca_xfer {
 	enum ibv_qp_type qp_type;
 	uint32_t src_qpn;
@@ -82,6 +94,14 @@ struct shca_xfer {
 	 */
 	int (*rndv_src)(void *ctx, uint64_t addr, uint32_t rkey,
 			uint32_t len, struct iovec *src);
+	/*
+	 * The net path's side (net/transport.c): the receiver's own QP
+	 * reads the sender's data (rndv_ctx is that QP).  Set only while
+	 * the QP can take one more rendezvous; called once the tag is used
+	 * and its match reported, after the receive queue's lock, with
+	 * what the READ needs (engine/responder.c, rndv_net).
+	 */
+	void (*rndv_read)(void *ctx, const struct shca_rndv_req *r);
 	void *rndv_ctx;
 	/* a rendezvous FIN that its sender's process held (shm/xfer.c):
 	 * the oldest request of its connection, not held back by the

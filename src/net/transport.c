@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <infiniband/tm_types.h>
 
 #include "../common/dma.h"
 #include "../common/slot.h"
@@ -269,6 +270,9 @@ void shca_net_qp_stop(struct shca_qp *qp, bool reset)
 	qp->net.rnr_wait = false;
 	rx_reset(qp);
 	rd_clear(qp);
+	/* the send queue was flushed (its rendezvous' tags told) or
+	 * emptied: no slot is used any more */
+	memset(qp->net.gen, 0, sizeof(qp->net.gen));
 	if (reset) {
 		free(qp->net.rx_buf);
 		qp->net.rx_buf = NULL;
@@ -277,6 +281,224 @@ void shca_net_qp_stop(struct shca_qp *qp, bool reset)
 		qp->net.conn = NULL;
 		memset(qp->net.atomics, 0, sizeof(qp->net.atomics));
 	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Rendezvous: the QP's own READ and FIN                               */
+
+/*
+ * A RNDV that matched a tag of a tag-matching SRQ (engine/tm_rx.c,
+ * responder.c rndv_net) is carried out by the receiving QP itself, as
+ * mlx5's tag matching does: an RDMA READ of the RVH's [addr, addr + len)
+ * with its R_Key into the tag's buffer, then a SEND of the FIN (the TMH
+ * with opcode FIN, and the RVH) to the sender.  Both are WQEs the QP
+ * makes (shca_sq_push_gen), behind the application's, in room kept
+ * aside for them: they take PSNs, go out in the window, are resent and
+ * time out as any WQE, and complete to no one.  The sender answers the
+ * READ with its ordinary responder rules.
+ *
+ *   the READ's last response placed  TM_RECV, TM_DATA_VALID, byte_len
+ *                                    len, for the tag's wr_id; the FIN
+ *   the READ ends in error (NAK,     TM_RECV with that status for the
+ *     retries, the tag's L_Keys)     tag's wr_id; the QP to error
+ *   the FIN ends in error            the QP to error
+ *   the QP leaves RTS meanwhile      the READ's tag: WR_FLUSH_ERR
+ *
+ * The tag's buffer is the application's from its TAG_ADD until that
+ * second completion: each response goes there through the tag's L_Keys,
+ * checked when it arrives against the SRQ's PD, as a receive's.  At most
+ * SHCA_NET_GEN_MAX rendezvous per QP at once: data_packet offers the
+ * offload only while a slot is free (a RNDV beyond is unexpected).
+ * exec_lock held throughout.
+ */
+
+/* A free rendezvous slot of qp, or -1. */
+static int gen_slot(const struct shca_qp *qp)
+{
+	int i;
+
+	if (qp->ibqp.qp_type != IBV_QPT_RC || !qp->net.on || !qp->srq ||
+	    !qp->sq.gen_room)
+		return -1;
+	for (i = 0; i < SHCA_NET_GEN_MAX; i++)
+		if (!qp->net.gen[i].used)
+			return i;
+	return -1;
+}
+
+/* WQE w's slot if it is one of the QP's own, else NULL. */
+static struct shca_net_gen *gen_of(struct shca_qp *qp,
+				   const struct shca_send_wqe *w)
+{
+	if (!w->gen || w->gen > SHCA_NET_GEN_MAX)
+		return NULL;
+	return &qp->net.gen[w->gen - 1];
+}
+
+/* The tag's second completion, on the QP's receive CQ. */
+static void gen_tag_wc(struct shca_qp *qp, const struct shca_net_gen *g,
+		       enum ibv_wc_status st, uint32_t byte_len)
+{
+	struct ibv_wc wc;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = g->wr_id;
+	wc.status = st;
+	wc.opcode = IBV_WC_TM_RECV;
+	wc.wc_flags = st == IBV_WC_SUCCESS ? IBV_WC_TM_DATA_VALID : 0;
+	wc.byte_len = byte_len;
+	wc.qp_num = qp->ibqp.qp_num;
+	wc.src_qp = qp->attr.dest_qp_num;
+	shca_cq_push(qp->rcq, &wc, g->se && st == IBV_WC_SUCCESS);
+}
+
+/* Queue slot i's FIN; a QP that left RTS sends none. */
+static void gen_fin(struct shca_qp *qp, int i)
+{
+	struct shca_net_gen *g = &qp->net.gen[i];
+	struct ibv_send_wr wr;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_SEND;
+	g->fin = true;
+	if (shca_sq_push_gen(qp, &wr, (uint32_t)i + 1))
+		g->used = false;
+}
+
+/* shca_xfer.rndv_read: the tag is taken; the READ (or, no bytes, the FIN
+ * at once) goes behind the send queue's WQEs. */
+static void gen_start(void *ctx, const struct shca_rndv_req *r)
+{
+	struct shca_qp *qp = ctx;
+	int i = gen_slot(qp);
+	struct shca_net_gen *g;
+	struct ibv_send_wr wr;
+	uint64_t left = r->len;
+	uint32_t k;
+
+	if (i < 0)
+		return;		/* data_packet saw one free: cannot be */
+	g = &qp->net.gen[i];
+	memset(g, 0, sizeof(*g));
+	g->used = true;
+	g->wr_id = r->wr_id;
+	g->va = r->addr;
+	g->rkey = r->rkey;
+	g->len = r->len;
+	g->se = r->solicited;
+	memcpy(g->head, r->head, sizeof(g->head));
+	g->head[0] = IBV_TMH_FIN;
+	/* the tag's buffer, cut to the length (responder.c checked that
+	 * it holds it) */
+	for (k = 0; k < r->nsge && k < SHCA_NET_GEN_SGE && left; k++) {
+		uint32_t take = (uint32_t)MIN(left, r->sge[k].length);
+
+		if (!take)
+			continue;
+		g->sge[g->nsge] = r->sge[k];
+		g->sge[g->nsge].length = take;
+		g->nsge++;
+		left -= take;
+	}
+	if (left) {
+		gen_tag_wc(qp, g, IBV_WC_LOC_LEN_ERR, 0);
+		g->used = false;
+		return;
+	}
+	if (!r->len) {
+		gen_fin(qp, i);
+		return;
+	}
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.wr.rdma.remote_addr = g->va;
+	wr.wr.rdma.rkey = g->rkey;
+	if (shca_sq_push_gen(qp, &wr, (uint32_t)i + 1)) {
+		/* the QP left RTS since the match */
+		gen_tag_wc(qp, g, IBV_WC_WR_FLUSH_ERR, 0);
+		g->used = false;
+	}
+}
+
+/* The tag's buffer for the READ's responses: its L_Keys, with the SRQ's
+ * PD and local write, now (a receive's rules). */
+static enum ibv_wc_status gen_scatter(struct shca_qp *qp,
+				      const struct shca_net_gen *g,
+				      struct iovec *iov, int *niov)
+{
+	uint32_t k;
+	int n = 0;
+
+	for (k = 0; k < g->nsge && k < SHCA_NET_GEN_SGE; k++) {
+		const struct ibv_sge *s = &g->sge[k];
+		struct shca_mr *mr = shca_lookup_mr(qp->srq->pd, s->lkey,
+						    IBV_ACCESS_LOCAL_WRITE,
+						    s->addr, s->length, false);
+
+		if (!mr)
+			return IBV_WC_LOC_PROT_ERR;
+		iov[n].iov_base = (char *)mr->base + (s->addr - mr->iova);
+		iov[n].iov_len = s->length;
+		n++;
+	}
+	*niov = n;
+	return IBV_WC_SUCCESS;
+}
+
+/* The FIN's bytes (the slot's own memory). */
+static enum ibv_wc_status gen_fin_iov(struct shca_qp *qp,
+				      const struct shca_send_wqe *w,
+				      struct iovec *iov, int *niov)
+{
+	struct shca_net_gen *g = gen_of(qp, w);
+
+	if (!g || !g->used)
+		return IBV_WC_LOC_QP_OP_ERR;
+	iov[0].iov_base = g->head;
+	iov[0].iov_len = sizeof(g->head);
+	*niov = 1;
+	return IBV_WC_SUCCESS;
+}
+
+/* A WQE of the QP's own left the send queue with st (exec_lock held;
+ * it was popped). */
+static void gen_done(struct shca_qp *qp, struct shca_net_gen *g, int i,
+		     bool fin, enum ibv_wc_status st)
+{
+	if (!g || !g->used)
+		return;
+	if (fin) {
+		g->used = false;
+	} else if (st == IBV_WC_SUCCESS) {
+		gen_tag_wc(qp, g, IBV_WC_SUCCESS, g->len);
+		gen_fin(qp, i);
+	} else {
+		gen_tag_wc(qp, g, st, 0);
+		g->used = false;
+	}
+}
+
+void shca_net_gen_flushed(struct shca_qp *qp, const struct shca_send_wqe *w)
+{
+	struct shca_net_gen *g = gen_of(qp, w);
+
+	if (!g || !g->used)
+		return;
+	if (!g->fin)
+		gen_tag_wc(qp, g, IBV_WC_WR_FLUSH_ERR, 0);
+	g->used = false;
+}
+
+/* A send WQE's length: the QP's own READ's is the RVH's, its FIN's 32. */
+static uint64_t wqe_len(struct shca_qp *qp, const struct shca_send_wqe *w)
+{
+	const struct shca_net_gen *g = gen_of(qp, w);
+
+	if (!w->gen)
+		return shca_stages.wqe_length(w);
+	if (!g)
+		return 0;
+	return w->wr.opcode == IBV_WR_SEND ? sizeof(g->head) : g->len;
 }
 
 /* ------------------------------------------------------------------ */
@@ -480,11 +702,16 @@ static void complete_head(struct shca_qp *qp, struct shca_send_wqe *w,
 			  enum ibv_wc_status st, uint32_t byte_len)
 {
 	struct shca_send_wqe done = *w;
+	struct shca_net_gen *g = gen_of(qp, w);
 
 	/* free the slot first: an application that sees the completion
 	 * may post into it at once */
 	shca_sq_pop(qp);
-	shca_stages.complete_send(qp, &done, st, byte_len);
+	if (done.gen)	/* the QP's own: its tag hears, no one else */
+		gen_done(qp, g, (int)done.gen - 1,
+			 done.wr.opcode == IBV_WR_SEND, st);
+	else
+		shca_stages.complete_send(qp, &done, st, byte_len);
 	qp->head_retries = 0;
 	qp->head_rnr_retries = 0;
 	if (st != IBV_WC_SUCCESS)
@@ -594,10 +821,11 @@ static void rc_send_window(struct shca_qp *qp)
 		 * ACK), after the responder has carried the request out, as
 		 * a NIC does (requester.c, prepare).
 		 */
-		len = shca_stages.wqe_length(w);
+		len = wqe_len(qp, w);
 		niov = 0;
 		st = len > SHCA_MAX_MSG_SZ ? IBV_WC_LOC_LEN_ERR :
 		     wqe_needs_resp(w) ? IBV_WC_SUCCESS :
+		     w->gen ? gen_fin_iov(qp, w, iov, &niov) :
 		     shca_stages.wqe_local_iov(qp, w, false, iov, &niov);
 		if (st == IBV_WC_SUCCESS && wqe_is_atomic(w) && len != 8)
 			st = IBV_WC_LOC_LEN_ERR;
@@ -691,7 +919,7 @@ static void implied_acks(struct shca_qp *qp, uint32_t psn, bool inclusive)
 				shca_psn_ge(wqe_last_psn(w), psn))
 			return;
 		complete_head(qp, w, IBV_WC_SUCCESS,
-			      (uint32_t)shca_stages.wqe_length(w));
+			      (uint32_t)wqe_len(qp, w));
 	}
 }
 
@@ -722,16 +950,23 @@ enum place {
 static enum place place_read(struct shca_qp *qp, struct shca_send_wqe *w,
 			     const struct shca_wire_msg *m, uint32_t k)
 {
-	uint64_t len = shca_stages.wqe_length(w);
+	uint64_t len = wqe_len(qp, w);
 	uint64_t off = (uint64_t)k * path_mtu(qp);
 	uint64_t want = MIN((uint64_t)path_mtu(qp), len - MIN(len, off));
 	struct iovec iov[MAX_IOV], dst[MAX_IOV];
 	const unsigned char *src = m->payload;
+	const struct shca_net_gen *g = gen_of(qp, w);
+	enum ibv_wc_status st;
 	int niov, n, i;
 
 	if (m->payload_len != want)
 		return PLACE_DROP;
-	if (shca_stages.wqe_local_iov(qp, w, true, iov, &niov) != IBV_WC_SUCCESS)
+	if (w->gen && (!g || !g->used))
+		return PLACE_DROP;
+	/* a rendezvous's READ: the tag's buffer, as a receive's */
+	st = w->gen ? gen_scatter(qp, g, iov, &niov) :
+		      shca_stages.wqe_local_iov(qp, w, true, iov, &niov);
+	if (st != IBV_WC_SUCCESS)
 		return PLACE_LOC_PROT;
 	n = slice(iov, niov, off, want, dst, MAX_IOV);
 	if (n < 0)
@@ -882,7 +1117,7 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 			qp->net.rd_gap = false;
 			if (last)
 				complete_head(qp, w, IBV_WC_SUCCESS,
-					(uint32_t)shca_stages.wqe_length(w));
+					      (uint32_t)wqe_len(qp, w));
 			progress = true;
 		}
 	}
@@ -1739,10 +1974,19 @@ static void data_packet(struct shca_conn *c, struct shca_qp *qp,
 					     IBV_WR_SEND;
 	x.inv_rkey = m->inv_rkey;
 	x.length = v.iov_len;
+	/* a RNDV that matches a tag: this QP reads the data (gen_start),
+	 * while it has a rendezvous slot */
+	if (gen_slot(qp) >= 0) {
+		x.rndv_read = gen_start;
+		x.rndv_ctx = qp;
+	}
 	key_execute(c, self, &x, &res);
 	rx_reset(qp);
 	if (rc_like(qp))
 		message_done(c, qp, m, first_psn, &res);
+	/* what gen_start queued goes out (after the SEND's ACK) */
+	if (x.rndv_read)
+		rc_execute(qp);
 }
 
 /* A duplicate RC request (PSN before the expected one). */

@@ -28,6 +28,10 @@ int shca_net_qp_rtr(struct shca_qp *qp, const union ibv_gid *dgid,
 void shca_net_qp_rts(struct shca_qp *qp);
 /* Reset or error: forget what is in flight and being reassembled. */
 void shca_net_qp_stop(struct shca_qp *qp, bool reset);
+/* The send queue is flushed (sq.lock held, exec_lock too) and w is a WQE
+ * the QP made itself for a rendezvous: its tag completes flushed if the
+ * data had not arrived. */
+void shca_net_gen_flushed(struct shca_qp *qp, const struct shca_send_wqe *w);
 
 /*
  * The net transport (engine/xport.h), shca_transports[SHCA_ROUTE_NET]: RC

@@ -25,6 +25,7 @@
 #include "../common/nocancel.h"
 #include "../common/slot.h"
 #include "../net/net.h"
+#include "../net/transport.h"
 #include "../common/verbs_ext.h"
 #include "shca.h"
 
@@ -303,7 +304,7 @@ static struct shca_send_wqe *sq_entry(const struct shca_sq *sq, uint32_t n)
  * domain's allocator provides it (pdom.c), page-aligned as mlx5 asks.
  */
 static int sq_init(struct shca_sq *sq, struct shca_pd *pd, uint32_t max_wr,
-		   uint32_t max_sge, uint32_t max_inline)
+		   uint32_t max_sge, uint32_t max_inline, uint32_t gen_room)
 {
 	int ret;
 
@@ -316,7 +317,9 @@ static int sq_init(struct shca_sq *sq, struct shca_pd *pd, uint32_t max_wr,
 	sq->max_wr = max_wr ? shca_roundup_pow2(max_wr) : 0;
 	sq->max_sge = MIN(area / sizeof(struct ibv_sge), SHCA_MAX_SGE);
 	sq->max_inline = MIN(area, SHCA_MAX_INLINE);
-	sq->size = shca_roundup_pow2(sq->max_wr);
+	/* room aside for the WQEs the QP makes itself (transport.c) */
+	sq->gen_room = gen_room;
+	sq->size = shca_roundup_pow2(sq->max_wr + gen_room);
 	sq->wqe_size = sizeof(struct shca_send_wqe) + area;
 	ret = shca_qbuf_alloc(&sq->mem, pd, (size_t)sq->size * sq->wqe_size,
 			      (size_t)sysconf(_SC_PAGESIZE), SHCA_RES_TYPE_SQ);
@@ -374,9 +377,47 @@ struct shca_send_wqe *shca_sq_first(struct shca_qp *qp, uint32_t *head,
 void shca_sq_pop(struct shca_qp *qp)
 {
 	pthread_mutex_lock(&qp->sq.lock);
-	if (qp->sq.head != qp->sq.tail)
+	if (qp->sq.head != qp->sq.tail) {
+		if (sq_entry(&qp->sq, qp->sq.head)->gen && qp->sq.ngen)
+			qp->sq.ngen--;
 		qp->sq.head++;
+	}
 	pthread_mutex_unlock(&qp->sq.lock);
+}
+
+/*
+ * A WQE of the QP's own (a rendezvous's READ or FIN, net/transport.c),
+ * queued behind the application's as a NIC queues the WQEs it makes:
+ * within the room kept aside for them, so that the application's
+ * max_send_wr stays whole.
+ */
+int shca_sq_push_gen(struct shca_qp *qp, const struct ibv_send_wr *wr,
+		     uint32_t gen)
+{
+	struct shca_sq *sq = &qp->sq;
+	struct shca_send_wqe *w;
+	int ret = 0;
+
+	pthread_mutex_lock(&sq->lock);
+	if (qp->attr.qp_state != IBV_QPS_RTS &&
+	    qp->attr.qp_state != IBV_QPS_SQD) {
+		ret = -EINVAL;
+	} else if (sq->ngen >= sq->gen_room ||
+		   sq->tail - sq->head >= sq->size) {
+		ret = -ENOMEM;
+	} else {
+		w = sq_entry(sq, sq->tail);
+		w->wr = *wr;
+		w->wr.next = NULL;
+		w->wr.sg_list = w->sge;
+		w->wr.num_sge = 0;
+		w->inline_len = 0;
+		w->gen = gen;
+		sq->ngen++;
+		__atomic_store_n(&sq->tail, sq->tail + 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&sq->lock);
+	return ret;
 }
 
 static void complete_flushed(struct shca_qp *qp, uint64_t wr_id,
@@ -404,9 +445,15 @@ void shca_sq_flush(struct shca_qp *qp)
 	while (sq->head != sq->tail) {
 		struct shca_send_wqe *w = sq_entry(sq, sq->head);
 
-		complete_flushed(qp, w->wr.wr_id, w->wr.opcode);
+		/* the QP's own: no send completion (transport.c says what
+		 * the rendezvous's tag gets) */
+		if (w->gen)
+			shca_net_gen_flushed(qp, w);
+		else
+			complete_flushed(qp, w->wr.wr_id, w->wr.opcode);
 		sq->head++;
 	}
+	sq->ngen = 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -494,6 +541,7 @@ static void sq_store(struct shca_qp *qp, const struct ibv_send_wr *wr)
 	w->wr = *wr;
 	w->wr.next = NULL;
 	w->inline_len = 0;
+	w->gen = 0;
 	if (wr_is_inline(wr, wr_info(wr->opcode))) {
 		unsigned char *p = (unsigned char *)w->sge;
 
@@ -555,7 +603,8 @@ static int sq_post(struct shca_qp *qp, struct ibv_send_wr *wr,
 				goto out;
 			}
 		}
-		if (!flush && n > sq->max_wr - (sq->tail - sq->head)) {
+		if (!flush &&
+		    n > sq->max_wr - (sq->tail - sq->head - sq->ngen)) {
 			*bad = wr;
 			ret = -ENOMEM;
 			goto out;
@@ -563,7 +612,8 @@ static int sq_post(struct shca_qp *qp, struct ibv_send_wr *wr,
 	}
 	for (; wr; wr = wr->next) {
 		ret = sq_check_wr(qp, wr, all_or_none);
-		if (!ret && !flush && sq->tail - sq->head >= sq->max_wr)
+		if (!ret && !flush &&
+		    sq->tail - sq->head - sq->ngen >= sq->max_wr)
 			ret = -ENOMEM;
 		if (ret) {
 			*bad = wr;
@@ -1334,8 +1384,12 @@ static struct shca_qp *qp_create(struct ibv_context *ctx,
 		memset(&a->cap, 0, sizeof(a->cap));
 		qp->shm->xrcd = par.xrcd->id;
 	}
+	/* an RC QP on an SRQ (a tag-matching one, maybe): room aside for
+	 * the rendezvous it may carry out on the net path, also without a
+	 * send queue of the application's (pyverbs' TM QPs have none) */
 	ret = sq_init(&qp->sq, par.pd, a->cap.max_send_wr,
-		      a->cap.max_send_sge, a->cap.max_inline_data);
+		      a->cap.max_send_sge, a->cap.max_inline_data,
+		      a->qp_type == IBV_QPT_RC && a->srq ? SHCA_NET_GEN_MAX : 0);
 	if (ret)
 		goto err_free;
 	if (a->srq || par.xrcd || a->qp_type == IBV_QPT_XRC_SEND) {

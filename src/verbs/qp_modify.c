@@ -510,6 +510,7 @@ static unsigned int enter_state(struct shca_qp *qp, enum ibv_qp_state cur,
 	case IBV_QPS_RESET:
 		/* the work queues are emptied, without completions */
 		qp->sq.head = qp->sq.tail;
+		qp->sq.ngen = 0;
 		shca_rq_flush(&qp->rq, NULL, 0);
 		shca_qp_reset_attr(qp);
 		qp->peer = NULL;

@@ -424,6 +424,9 @@ struct shca_send_wqe {
 	/* net path, RC (src/net/transport.c): the PSNs the message uses,
 	 * and the READ response packets placed so far */
 	uint32_t psn, npsn, nrecv;
+	/* 0: the application's; else a WQE the QP made itself for a
+	 * rendezvous (net path): 1 + its slot in net.gen (transport.c) */
+	uint32_t gen;
 	struct ibv_sge sge[];		/* max_send_sge entries, or inline */
 };
 
@@ -439,6 +442,10 @@ struct shca_sq {
 	uint32_t size;
 	size_t wqe_size;
 	uint32_t head, tail;
+	/* WQEs the QP made itself (shca_sq_push_gen) in [head, tail): the
+	 * application's max_wr leaves them aside; room for gen_room more
+	 * (RC with an SRQ: a tag-matching one may ask for them) */
+	uint32_t ngen, gen_room;
 	unsigned char *buf;		/* = mem.addr */
 	struct shca_qbuf mem;		/* the PD's allocator, or calloc */
 };
@@ -459,6 +466,10 @@ struct shca_conn;
  * sent again (go-back-N), from assigned on they have no PSN yet.
  */
 #define SHCA_NET_RD_MAX	64	/* READs answered at once (the window) */
+/* Rendezvous a QP carries out at once (docs/tag-matching.md): a matched
+ * RNDV beyond them is delivered unexpected */
+#define SHCA_NET_GEN_MAX 8
+#define SHCA_NET_GEN_SGE 4		/* SHCA_TM_MAX_SGE */
 
 struct shca_net_qp {
 	bool on;			/* RC/UC: this QP talks over the net */
@@ -501,6 +512,20 @@ struct shca_net_qp {
 	unsigned int rd_head, rd_count;
 	struct shca_conn *rd_conn;	/* where they go */
 	uint32_t rd_gen;		/* rd_conn's generation then */
+	/* rendezvous of a tag-matching SRQ's tags (transport.c): the READ
+	 * of the sender's data, then the FIN, as WQEs of the send queue
+	 * that complete to no one */
+	struct shca_net_gen {
+		bool used;
+		bool fin;		/* the READ is done: the FIN's turn */
+		bool se;		/* the RNDV SEND was solicited */
+		uint64_t wr_id;		/* the tag's recv_wr_id */
+		uint64_t va;		/* the RVH */
+		uint32_t rkey, len;
+		uint32_t nsge;		/* the tag's buffer, len bytes */
+		struct ibv_sge sge[SHCA_NET_GEN_SGE];
+		uint8_t head[32];	/* TMH and RVH: the FIN, opcode FIN */
+	} gen[SHCA_NET_GEN_MAX];
 };
 
 /*
@@ -924,6 +949,12 @@ bool shca_gid_is_local(const union ibv_gid *gid);
 /* The oldest send WQE (NULL: empty) and its removal, for the requester. */
 struct shca_send_wqe *shca_sq_head(struct shca_qp *qp);
 void shca_sq_pop(struct shca_qp *qp);
+/* A WQE the QP makes itself (wr, its own copy; sg_list unused) at the
+ * tail, gen its net.gen slot + 1: 0, -EINVAL (not RTS or SQD: it would
+ * never run) or -ENOMEM (no room left aside, sq.gen_room).  exec_lock
+ * held. */
+int shca_sq_push_gen(struct shca_qp *qp, const struct ibv_send_wr *wr,
+		     uint32_t gen);
 /* The WQE at SQ counter idx (NULL unless head <= idx < tail), and both
  * counters as they are now. */
 struct shca_send_wqe *shca_sq_at(struct shca_qp *qp, uint32_t idx,

@@ -26,14 +26,13 @@
 _Static_assert(SHCA_TM_MAX_TAGS == 1u << TM_IDX_BITS, "handle bits");
 
 /*
- * What the device offers: RC only; rendezvous offloaded on the same host
- * (a RNDV request of TMH, RVH and up to 32 more bytes).  The net path
- * delivers every RNDV unexpected (engine/tm_rx.c): with SOFTHCA_NET=1,
- * where every QP takes it, max_rndv_hdr_size is 0.
+ * What the device offers: RC only; rendezvous offloaded (a RNDV request
+ * of TMH, RVH and up to 32 more bytes) on the same host and on the net
+ * path alike (engine/tm_rx.c).
  */
 void shca_tm_fill_caps(struct ibv_tm_caps *c)
 {
-	c->max_rndv_hdr_size = shca_net_forced() ? 0 : SHCA_TM_MAX_RNDV_HDR;
+	c->max_rndv_hdr_size = SHCA_TM_MAX_RNDV_HDR;
 	c->max_num_tags = SHCA_TM_MAX_TAGS - 1;
 	c->flags = IBV_TM_CAP_RC;
 	c->max_ops = SHCA_TM_MAX_OPS;

@@ -11,7 +11,8 @@
  *   more iovecs than a matched copy holds     unexpected, no overflow
  *   shorter than a TMH, FIN, unknown opcode   PLAIN; RNDV unexpected
  *                                             without a readable sender
- *   RNDV with a readable sender (rndv_src)    RNDV with its RVH decoded
+ *   RNDV with a readable sender (rndv_src,    RNDV with its RVH decoded
+ *     or the net path's rndv_read)
  *                                             across iovecs; shorter than
  *                                             TMH + RVH, longer than
  *                                             max_rndv_hdr_size, no tag,
@@ -271,6 +272,15 @@ static int fake_src(void *ctx, uint64_t addr, uint32_t rkey, uint32_t len,
 	return 0;
 }
 
+/* The net path's rndv_read: classify never calls it (responder.c does,
+ * after the lock). */
+static void fake_read(void *ctx, const struct shca_rndv_req *r)
+{
+	(void)ctx;
+	(void)r;
+	ASSERT_EQ(0, 1);
+}
+
 /* TMH, then RVH (addr, rkey, len) in the message's bytes 16..31. */
 static void rvh(struct fake *f, uint64_t addr, uint32_t rkey, uint32_t len)
 {
@@ -310,13 +320,25 @@ TEST(rndv_matched_only_with_a_readable_sender)
 	rvh(&f, 0xabcdef0123ull, 0x1111, 7000);	/* the READ fails */
 	shca_tm_rx_rndv_src(&f.x, &rv);
 	ASSERT_NE(rv.ret, 0);
-	/* the net path: no rndv_src, unexpected, nothing asked */
+	/* neither rndv_src nor rndv_read (the net path with no slot
+	 * left): unexpected, nothing asked */
 	f.x.rndv_src = NULL;
 	fake_src_calls = 0;
 	ASSERT_EQ(classify(&f, &t), SHCA_TM_UNEXPECTED);
 	shca_tm_rx_rndv_src(&f.x, &rv);
 	ASSERT_EQ(rv.ret, -ENOENT);
 	ASSERT_EQ(fake_src_calls, 0);
+	/* the net path (rndv_read: the QP reads itself): matched, the RVH
+	 * decoded, no source looked up here */
+	f.x.rndv_read = fake_read;
+	ASSERT_EQ(classify(&f, &t), SHCA_TM_RNDV);
+	ASSERT_U64_EQ(t.rv_addr, 0xabcdef0123ull);
+	ASSERT_EQ(t.rv_rkey, 0x1111);
+	ASSERT_EQ(t.rv_len, 7000);
+	shca_tm_rx_rndv_src(&f.x, &rv);
+	ASSERT_EQ(rv.ret, -ENOENT);
+	ASSERT_EQ(fake_src_calls, 0);
+	f.x.rndv_read = NULL;
 	/* no room for the RVH; longer than max_rndv_hdr_size */
 	msg(&f, IBV_TMH_RNDV, 5, 31, 0);
 	f.x.rndv_src = fake_src;
