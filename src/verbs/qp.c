@@ -1384,12 +1384,14 @@ static struct shca_qp *qp_create(struct ibv_context *ctx,
 		memset(&a->cap, 0, sizeof(a->cap));
 		qp->shm->xrcd = par.xrcd->id;
 	}
-	/* an RC QP on an SRQ (a tag-matching one, maybe): room aside for
-	 * the rendezvous it may carry out on the net path, also without a
-	 * send queue of the application's (pyverbs' TM QPs have none) */
+	/* an RC QP on a tag-matching SRQ: room aside for the rendezvous it
+	 * may carry out on the net path, also without a send queue of the
+	 * application's (pyverbs' TM QPs have none); other QPs' rings keep
+	 * their size (a power of two max_send_wr would double) */
 	ret = sq_init(&qp->sq, par.pd, a->cap.max_send_wr,
 		      a->cap.max_send_sge, a->cap.max_inline_data,
-		      a->qp_type == IBV_QPT_RC && a->srq ? SHCA_NET_GEN_MAX : 0);
+		      a->qp_type == IBV_QPT_RC && par.srq && par.srq->tm ?
+			      SHCA_NET_GEN_MAX : 0);
 	if (ret)
 		goto err_free;
 	if (a->srq || par.xrcd || a->qp_type == IBV_QPT_XRC_SEND) {

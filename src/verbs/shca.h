@@ -444,7 +444,7 @@ struct shca_sq {
 	uint32_t head, tail;
 	/* WQEs the QP made itself (shca_sq_push_gen) in [head, tail): the
 	 * application's max_wr leaves them aside; room for gen_room more
-	 * (RC with an SRQ: a tag-matching one may ask for them) */
+	 * (RC on a tag-matching SRQ) */
 	uint32_t ngen, gen_room;
 	unsigned char *buf;		/* = mem.addr */
 	struct shca_qbuf mem;		/* the PD's allocator, or calloc */
