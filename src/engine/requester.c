@@ -62,31 +62,14 @@ enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
 				      bool write, struct iovec *iov,
 				      int *niov)
 {
-	int i, n = 0;
-
 	if (w->wr.send_flags & IBV_SEND_INLINE) {
 		iov[0].iov_base = (void *)w->sge;
 		iov[0].iov_len = w->inline_len;
 		*niov = w->inline_len ? 1 : 0;
 		return IBV_WC_SUCCESS;
 	}
-	for (i = 0; i < w->wr.num_sge; i++) {
-		const struct ibv_sge *s = &w->sge[i];
-		struct shca_mr *mr;
-
-		if (!s->length)
-			continue;
-		mr = shca_lookup_mr(qp->pd, s->lkey,
-				    write ? IBV_ACCESS_LOCAL_WRITE : 0,
-				    s->addr, s->length, false);
-		if (!mr)
-			return IBV_WC_LOC_PROT_ERR;
-		iov[n].iov_base = (char *)mr->base + (s->addr - mr->iova);
-		iov[n].iov_len = s->length;
-		n++;
-	}
-	*niov = n;
-	return IBV_WC_SUCCESS;
+	return shca_sge_iov(qp->pd, w->sge, w->wr.num_sge,
+			    write ? IBV_ACCESS_LOCAL_WRITE : 0, iov, niov);
 }
 
 static uint16_t ip_csum(const void *data, size_t len)

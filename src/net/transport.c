@@ -426,23 +426,9 @@ static enum ibv_wc_status gen_scatter(struct shca_qp *qp,
 				      const struct shca_net_gen *g,
 				      struct iovec *iov, int *niov)
 {
-	uint32_t k;
-	int n = 0;
-
-	for (k = 0; k < g->nsge && k < SHCA_NET_GEN_SGE; k++) {
-		const struct ibv_sge *s = &g->sge[k];
-		struct shca_mr *mr = shca_lookup_mr(qp->srq->pd, s->lkey,
-						    IBV_ACCESS_LOCAL_WRITE,
-						    s->addr, s->length, false);
-
-		if (!mr)
-			return IBV_WC_LOC_PROT_ERR;
-		iov[n].iov_base = (char *)mr->base + (s->addr - mr->iova);
-		iov[n].iov_len = s->length;
-		n++;
-	}
-	*niov = n;
-	return IBV_WC_SUCCESS;
+	return shca_sge_iov(qp->srq->pd, g->sge,
+			    (int)MIN(g->nsge, SHCA_NET_GEN_SGE),
+			    IBV_ACCESS_LOCAL_WRITE, iov, niov);
 }
 
 /* The FIN's bytes (the slot's own memory). */

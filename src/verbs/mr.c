@@ -345,6 +345,36 @@ struct shca_mr *shca_lookup_mr(struct shca_pd *pd, uint32_t key,
 }
 
 /*
+ * A local SGE list as this process's memory: every SGE's L_Key an MR of
+ * pd with access (IBV_ACCESS_LOCAL_WRITE where the HCA writes) over the
+ * SGE's range, else IBA's Local Protection Error.  Empty SGEs take no
+ * iovec; iov has room for n.
+ */
+enum ibv_wc_status shca_sge_iov(struct shca_pd *pd, const struct ibv_sge *sge,
+				int n, unsigned int access, struct iovec *iov,
+				int *niov)
+{
+	int i, k = 0;
+
+	for (i = 0; i < n; i++) {
+		const struct ibv_sge *s = &sge[i];
+		struct shca_mr *mr;
+
+		if (!s->length)
+			continue;
+		mr = shca_lookup_mr(pd, s->lkey, access, s->addr, s->length,
+				    false);
+		if (!mr)
+			return IBV_WC_LOC_PROT_ERR;
+		iov[k].iov_base = (char *)mr->base + (s->addr - mr->iova);
+		iov[k].iov_len = s->length;
+		k++;
+	}
+	*niov = k;
+	return IBV_WC_SUCCESS;
+}
+
+/*
  * An ODP registration pins nothing and faults nothing in (the kernel's
  * ib_umem_odp_get): a range that wraps or is empty is EINVAL, pages need
  * not be mapped yet.  Implicit ODP is the whole address space.

@@ -824,6 +824,12 @@ void shca_qbuf_free(struct shca_qbuf *b);
 struct shca_mr *shca_lookup_mr(struct shca_pd *pd, uint32_t key,
 			       unsigned int access, uint64_t addr,
 			       uint64_t len, bool remote);
+/* n local SGEs through their L_Keys in pd (access: 0 or
+ * IBV_ACCESS_LOCAL_WRITE) as iovecs, empty ones skipped: IBV_WC_SUCCESS or
+ * IBV_WC_LOC_PROT_ERR (mr.c) */
+enum ibv_wc_status shca_sge_iov(struct shca_pd *pd, const struct ibv_sge *sge,
+				int n, unsigned int access, struct iovec *iov,
+				int *niov);
 int shca_check_range(const void *addr, size_t len, bool write);
 /* A DM MR (dm.c checks the DM, mr.c registers): the MR or NULL, errno */
 struct ibv_mr *shca_reg_mr_dm(struct ibv_pd *pd, struct shca_dm *dm,
