@@ -31,10 +31,13 @@
 # itself, traffic counted exactly), exitflush (what a requester queued
 # reaches the other host although it exits right after posting), xrc
 # (XRC between the hosts: the XRCETH on the wire, the SRQ looked up and
-# checked by the receiving process, traffic_test_xrc_traffic).
+# checked by the receiving process, traffic_test_xrc_traffic), tm (tag
+# matching between the hosts, rendezvous included: the receiving QP's own
+# READ of the sender's data and its FIN cross the veth pair; the net
+# cases of traffic_test_tm).
 #
 # Usage: test_traffic_netns.sh [matrix|errors|matrix6|rcfaults|rcreset|
-# stat|exitflush|xrc [CASE...]] (default: every run, every case).
+# stat|exitflush|xrc|tm [CASE...]] (default: every run, every case).
 # Environment: SOFTHCA_BUILD (default: the source tree's build/), with the
 # test binaries in $SOFTHCA_BUILD/tests.
 # shellcheck source=tests/netns/lib.sh
@@ -56,17 +59,19 @@ unset LD_PRELOAD RDMAV_DRIVERS IBV_DRIVERS SHCA_TEST_NETNS_DEV
 # every case (the matrix moves ~30 MB, the errors ~35 KB)
 declare -A BIN=([matrix]=matrix [errors]=errors [matrix6]=matrix
 		[rcfaults]=matrix [rcreset]=matrix [stat]=stat
-		[exitflush]=exitflush [xrc]=xrc_traffic)
+		[exitflush]=exitflush [xrc]=xrc_traffic [tm]=tm)
 declare -A GID=([matrix]=ipv4 [errors]=ipv4 [matrix6]=ipv6 [rcfaults]=ipv4
-		[rcreset]=ipv4 [stat]=ipv4 [exitflush]=ipv4 [xrc]=ipv4)
+		[rcreset]=ipv4 [stat]=ipv4 [exitflush]=ipv4 [xrc]=ipv4
+		[tm]=ipv4)
 declare -A SECS=([matrix]=240 [errors]=600 [matrix6]=240 [rcfaults]=240
-		 [rcreset]=240 [stat]=120 [exitflush]=120 [xrc]=120)
+		 [rcreset]=240 [stat]=120 [exitflush]=120 [xrc]=120 [tm]=120)
 declare -A CASE_SECS=([matrix]=90 [errors]=25 [matrix6]=90 [rcfaults]=150
-		      [rcreset]=150 [stat]=40 [exitflush]=40 [xrc]=60)
+		      [rcreset]=150 [stat]=40 [exitflush]=40 [xrc]=60 [tm]=40)
 declare -A MIN_BYTES=([matrix]=$((8 << 20)) [errors]=$((8 << 10))
 		      [matrix6]=$((8 << 20)) [rcfaults]=$((8 << 20))
 		      [rcreset]=$((8 << 20)) [stat]=$((4 << 20))
-		      [exitflush]=$((4 << 20)) [xrc]=$((8 << 10)))
+		      [exitflush]=$((4 << 20)) [xrc]=$((8 << 10))
+		      [tm]=$((16 << 10)))
 # rcfaults: the RC matrix (every opcode, size to 1 MiB, SGEs, inline, all
 # checked) with faults in both processes: RC must hide them all (go-back-N,
 # READs asked again from a lost response, duplicates answered again).
@@ -76,15 +81,19 @@ declare -A MIN_BYTES=([matrix]=$((8 << 20)) [errors]=$((8 << 10))
 # twice, and goes on each time from the PSN the responder expects
 declare -A FAULTS_OF=([rcfaults]=drop=0.02,dup=0.02,reorder=0.02,delay=0.01,delay_ms=2,seed=5
 		      [rcreset]=reset=0.002,seed=11)
-declare -A CASES_OF=([rcfaults]=rc_two_process [rcreset]=rc_two_process)
+declare -A CASES_OF=([rcfaults]=rc_two_process [rcreset]=rc_two_process
+		     [tm]="eager_matched_net unexpected_net tag_del_net
+			   no_tag_net plain_net too_long_net rndv_net
+			   rndv_bad_rkey_net rndv_bound_net rndv_flush_net
+			   rndv_exact_net")
 RESETS_MIN=10
 # the watchdog outlives the runs (ctest's TIMEOUT for this test: 1200)
 export NETNS_WATCHDOG=${NETNS_WATCHDOG:-1150}
 
 case ${1:-} in
-"") RUNS=(matrix errors matrix6 rcfaults rcreset stat exitflush xrc) ;;
-matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush|xrc) RUNS=("$1"); shift ;;
-*) echo "usage: $0 [matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush|xrc" \
+"") RUNS=(matrix errors matrix6 rcfaults rcreset stat exitflush xrc tm) ;;
+matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush|xrc|tm) RUNS=("$1"); shift ;;
+*) echo "usage: $0 [matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush|xrc|tm" \
 	"[CASE...]]" >&2; exit 2 ;;
 esac
 CASES=("$@")
@@ -143,7 +152,7 @@ run() {
 	local faults=${FAULTS_OF[$1]:-} cases=("${CASES[@]}")
 
 	[ "${#cases[@]}" -gt 0 ] || [ -z "${CASES_OF[$1]:-}" ] ||
-		cases=("${CASES_OF[$1]}")
+		read -ra cases <<<"${CASES_OF[$1]//$'\n'/ }"
 	# (exitflush: the requester that exits is the forked side, in b)
 	echo "--- $name: $bin, parent in $NS_A, forked side in $NS_B, $gid GIDs" \
 		"(bounded: ${secs} s, ${CASE_SECS[$name]} s a case)" \
