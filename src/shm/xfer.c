@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../common/slot.h"
+#include "../common/util.h"
 #include "../verbs/shca.h"
 #include "host.h"
 #include "peer.h"
@@ -216,14 +217,14 @@ static bool fin_hold(struct shca_qp *qp, const uint8_t *fin)
 		 * thread looks at the receive queue again */
 		__atomic_store_n(&fin_list, qp, __ATOMIC_SEQ_CST);
 	}
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	shca_full_fence();
 	return true;
 }
 
 void shca_host_fin_post_recv(struct shca_qp *qp)
 {
 	/* the WQE just posted, then the list: fin_hold's order mirrored */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	shca_full_fence();
 	if (!__atomic_load_n(&fin_list, __ATOMIC_SEQ_CST))
 		return;
 	pthread_mutex_lock(&fin_lock);
@@ -237,7 +238,7 @@ void shca_host_fin_post_srq(const struct shca_srq *srq)
 	struct shca_qp *qp, *next;
 
 	/* the WQE just posted, then the list: fin_hold's order mirrored */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	shca_full_fence();
 	if (!__atomic_load_n(&fin_list, __ATOMIC_SEQ_CST))
 		return;
 	pthread_mutex_lock(&fin_lock);
