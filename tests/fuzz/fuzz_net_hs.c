@@ -31,6 +31,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
@@ -45,8 +46,11 @@
 #define CHECK(cond)                                                       \
 	do {                                                              \
 		if (!(cond)) {                                            \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed\n",      \
-				__FILE__, __LINE__, #cond);               \
+			int e_ = errno;                                   \
+									  \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed "        \
+				"(errno %d: %s)\n", __FILE__, __LINE__,    \
+				#cond, e_, strerror(e_));                 \
 			abort();                                          \
 		}                                                         \
 	} while (0)
@@ -114,6 +118,34 @@ static struct sockaddr_in slot_addr(void)
 	return sa;
 }
 
+/*
+ * poll() for up to ms, again after a signal: libFuzzer's -timeout is a
+ * SIGALRM every timeout/2 + 1 s whose handler has no SA_RESTART, so any
+ * call of ours that blocks may end with EINTR (softhca's own threads
+ * block signals).  What poll returns, never -1 with EINTR.
+ */
+static int poll_ms(struct pollfd *p, nfds_t n, int ms)
+{
+	struct timespec end, now;
+	int r, left = ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += ms / 1000;
+	end.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (end.tv_nsec >= 1000000000L) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000L;
+	}
+	while ((r = poll(p, n, left)) < 0 && errno == EINTR) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = (int)((end.tv_sec - now.tv_sec) * 1000 +
+			     (end.tv_nsec - now.tv_nsec) / 1000000L);
+		if (left < 0)
+			left = 0;
+	}
+	return r;
+}
+
 /* Everything softhca sends until it closes (or WAIT_MS): its length. */
 static size_t read_all(int fd, unsigned char *buf, size_t cap)
 {
@@ -124,7 +156,7 @@ static size_t read_all(int fd, unsigned char *buf, size_t cap)
 		unsigned char scratch[256];
 		ssize_t r;
 
-		if (poll(&p, 1, WAIT_MS) <= 0)
+		if (poll_ms(&p, 1, WAIT_MS) <= 0)
 			return got;
 		r = recv(fd, got < cap ? buf + got : scratch,
 			 got < cap ? cap - got : sizeof(scratch), 0);
@@ -251,7 +283,7 @@ static void handshake(int fd)
 
 	CHECK(!getsockname(fd, (struct sockaddr *)&me, &ml));
 	while (got < sizeof(w)) {
-		if (poll(p, 2, HS_WAIT_MS) < 1) {
+		if (poll_ms(p, 2, HS_WAIT_MS) < 1) {
 			fprintf(stderr, "fuzz_net_hs: handshake from port %u: "
 				"nothing for %d ms (%zu WELCOME bytes)\n",
 				ntohs(me.sin_port), HS_WAIT_MS, got);
@@ -259,7 +291,9 @@ static void handshake(int fd)
 			CHECK(!"handshake completes");
 		}
 		if (p[0].revents & POLLIN) {
-			n = recv(hz.udp, d, sizeof(d), 0);
+			while ((n = recv(hz.udp, d, sizeof(d), 0)) < 0 &&
+			       errno == EINTR)
+				;
 			CHECK(n > 0);
 			/* (others: earlier inputs') */
 			if (!shca_hs_challenge_parse(d, (size_t)n, &ch) &&
@@ -272,6 +306,8 @@ static void handshake(int fd)
 		}
 		if (p[1].revents) {
 			n = recv(fd, w + got, sizeof(w) - got, 0);
+			if (n < 0 && errno == EINTR)
+				continue;
 			if (n <= 0)
 				fprintf(stderr, "fuzz_net_hs: handshake from "
 					"port %u: no WELCOME (%zu bytes, %s)\n",
@@ -300,7 +336,18 @@ static int dial(void)
 	CHECK(!setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
 	me.sin_addr.s_addr = htonl(0x7f000001);
 	CHECK(!bind(fd, (struct sockaddr *)&me, sizeof(me)));
-	CHECK(!connect(fd, (struct sockaddr *)&sa, sizeof(sa)));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		/* a signal (poll_ms) ends the wait, not the connecting */
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		socklen_t el = sizeof(int);
+		int err = 0;
+
+		CHECK(errno == EINTR);
+		CHECK(poll_ms(&p, 1, HS_WAIT_MS) == 1);
+		CHECK(!getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el));
+		errno = err;
+		CHECK(!err);
+	}
 	return fd;
 }
 
