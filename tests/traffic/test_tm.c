@@ -106,6 +106,17 @@ struct cmd {
 /* the parent posts its receives now: the FIN, then len bytes of pattern
  * seed from the child */
 #define OP_LATE_RECV 0xe0u
+/* the parent, its send queue FIN_SQ deep, posts FIN_SQ + 1 receives:
+ * FIN_SQ FINs (rv_len the first RNDV's RVH length, each next one + 1),
+ * then len bytes of pattern seed from the child; its counters show the
+ * one FIN lost */
+#define OP_BOUND_RECV 0xe1u
+/* the parent moves its QP to ERR: the FIN it held is dropped, counted,
+ * and a receive posted then is flushed */
+#define OP_FIN_DROP 0xe2u
+#define FIN_SQ	2u	/* the parent's max_send_wr in K_RNDV_FIN_* */
+#define FIN_TAG	0x300u	/* the tags of K_RNDV_FIN_* */
+#define FIN_LEN	1500u	/* ... their RVH lengths: FIN_LEN + i */
 
 struct tmwc {
 	uint64_t wr_id;
@@ -402,7 +413,7 @@ enum kase {
 	K_MATCHED, K_UNEXPECTED, K_DEL, K_NO_TAG, K_PLAIN, K_TOO_LONG,
 	K_RNDV, K_RNDV_BAD_RKEY, K_RNDV_NET, K_RNDV_BOUND, K_RNDV_FLUSH,
 	K_RNDV_LATE_FIN, K_RNDV_LATE_FIN_SRQ, K_RNDV_MW, K_RNDV_MW_NOREAD,
-	K_RNDV_MW_OOB
+	K_RNDV_MW_OOB, K_RNDV_FIN_BOUND, K_RNDV_FIN_DROP
 };
 
 /* A command for the parent (cmd.op): wait for len FINs, reply their
@@ -731,6 +742,81 @@ static void sc_rndv_late_fin(struct tm_side *s)
 	expect_empty(s);
 }
 
+/*
+ * The parent's QP holds at most as many FINs as its send queue is deep
+ * (FIN_SQ): it posts no receive, FIN_SQ + 1 RNDVs match here, each with
+ * its data; the last FIN is lost.  Then a message of the child's own,
+ * sent after them, takes the receive the lost FIN would have.
+ */
+static void sc_rndv_fin_bound(struct tm_side *s)
+{
+	uint32_t i, reply;
+	struct ibv_wc wc;
+	struct tmwc w;
+	struct cmd c;
+
+	for (i = 0; i <= FIN_SQ; i++) {
+		add_tag(s, FIN_TAG + i, ~0ull, i, 0x400 + i, false);
+		ASSERT_EQ(ask_rndv(s, FIN_TAG + i, TMH + RVH + 8, FIN_LEN + i,
+				   81, RV_LATE, &reply),
+			  IBV_WC_SUCCESS);
+		ASSERT_EQ(reply, 0);
+		expect_rndv_match(s, FIN_TAG + i, 0x400 + i);
+		w = poll_one(s);
+		ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+		ASSERT_EQ(w.flags, IBV_WC_TM_DATA_VALID);
+		ASSERT_U64_EQ(w.wr_id, 0x400 + i);
+		ASSERT_EQ(w.byte_len, FIN_LEN + i);
+		ASSERT_EQ(ep_find_pattern_diff(s->b.buf + TAGB + i * 4096u,
+					       FIN_LEN + i, 81, 0),
+			  -1);
+	}
+	ep_fill_pattern(s->b.buf + SRC, 200, 82, 0);
+	ASSERT_EQ(ep_post(&s->b, 0x5f, IBV_WR_SEND, SRC, 200, 0, 0), 0);
+	memset(&c, 0, sizeof(c));
+	c.op = OP_BOUND_RECV;
+	c.len = 200;
+	c.seed = 82;
+	c.rv_len = FIN_LEN;
+	xwrite(s->fd, &c, sizeof(c));
+	xread(s->fd, &c, sizeof(c));
+	ASSERT_EQ(c.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(c.reply, FIN_SQ);
+	ep_poll(s->b.scq, &wc, 1);
+	ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+	ASSERT_U64_EQ(wc.wr_id, 0x5f);
+	expect_empty(s);
+}
+
+/* The parent holds a FIN (no receive) and moves its QP to ERR: the FIN
+ * is dropped there (OP_FIN_DROP checks). */
+static void sc_rndv_fin_drop(struct tm_side *s)
+{
+	uint32_t reply;
+	struct tmwc w;
+	struct cmd c;
+
+	add_tag(s, FIN_TAG, ~0ull, 0, 0x400, false);
+	ASSERT_EQ(ask_rndv(s, FIN_TAG, TMH + RVH, FIN_LEN, 83, RV_LATE,
+			   &reply),
+		  IBV_WC_SUCCESS);
+	ASSERT_EQ(reply, 0);
+	expect_rndv_match(s, FIN_TAG, 0x400);
+	w = poll_one(s);
+	ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(w.flags, IBV_WC_TM_DATA_VALID);
+	ASSERT_EQ(w.byte_len, FIN_LEN);
+	ASSERT_EQ(ep_find_pattern_diff(s->b.buf + TAGB, FIN_LEN, 83, 0), -1);
+	memset(&c, 0, sizeof(c));
+	c.op = OP_FIN_DROP;
+	c.len = 1;
+	xwrite(s->fd, &c, sizeof(c));
+	xread(s->fd, &c, sizeof(c));
+	ASSERT_EQ(c.status, IBV_WC_WR_FLUSH_ERR);
+	expect_empty(s);
+	expect_no_send_wc(s);
+}
+
 /* The RVH's R_Key is a type 2 memory window's over the parent's data,
  * bound with REMOTE_READ: the READ goes through it, a FIN follows. */
 static void sc_rndv_mw(struct tm_side *s)
@@ -967,6 +1053,12 @@ static void child(int fd, void *arg)
 	case K_RNDV_MW:
 		sc_rndv_mw(&s);
 		break;
+	case K_RNDV_FIN_BOUND:
+		sc_rndv_fin_bound(&s);
+		break;
+	case K_RNDV_FIN_DROP:
+		sc_rndv_fin_drop(&s);
+		break;
 	case K_RNDV_MW_NOREAD:
 		sc_rndv_mw_bad(&s, RV_MW_NOREAD);
 		break;
@@ -1166,6 +1258,121 @@ static void send_rndv_ext(struct ep *a, struct cmd *c)
 	}
 }
 
+/* The parent's QP and its counters when K_RNDV_FIN_* began. */
+static uint32_t g_qpn;
+static long long g_rnr0, g_drop0;
+
+/* A counter of this process's QP g_qpn, as `softhca stat` prints it
+ * (its line "pid P device softhca_D qp 0xQPN ... name N ..."). */
+static long long my_counter(const char *name)
+{
+	char cmd[512], want[64], key[64], *out = NULL;
+	const char *line, *end, *p;
+	long long v;
+
+	snprintf(cmd, sizeof(cmd), "%s stat --pid %d --all 2>/dev/null",
+		 SOFTHCA_TOOL, (int)getpid());
+	ASSERT_EQ(harness_run(cmd, &out), 0);
+	snprintf(want, sizeof(want), " qp 0x%06x ", g_qpn);
+	snprintf(key, sizeof(key), " %s ", name);
+	line = strstr(out, want);
+	if (!line)
+		harness_fail(__FILE__, __LINE__, "no qp 0x%06x in:\n%s",
+			     g_qpn, out);
+	end = strchr(line, '\n');
+	p = strstr(line, key);
+	if (!p || (end && p > end))
+		harness_fail(__FILE__, __LINE__, "no %s in:\n%s", name, out);
+	v = strtoll(p + strlen(key), NULL, 10);
+	free(out);
+	return v;
+}
+
+/* The FIN of the RNDV for tag (rv_len bytes at RSRC), received by wr_id
+ * into the buffer at f (n bytes, sentinel beyond the FIN). */
+static void expect_fin_of(struct ep *a, uint64_t wr_id, const uint8_t *f,
+			  uint32_t n, uint64_t tag, uint32_t rv_len)
+{
+	struct ibv_wc wc;
+	uint64_t be64;
+	uint32_t be32;
+
+	ep_poll(a->rcq, &wc, 1);
+	ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(wc.opcode, IBV_WC_RECV);
+	ASSERT_EQ(wc.byte_len, TMH + RVH);
+	ASSERT_U64_EQ(wc.wr_id, wr_id);
+	expect_rndv_head(f, IBV_TMH_FIN, tag, rv_len);
+	memcpy(&be32, f + 4, 4);
+	ASSERT_EQ(ntohl(be32), APPCTX);
+	memcpy(&be64, f + TMH, 8);
+	ASSERT_U64_EQ(be64toh(be64), (uintptr_t)a->buf + RSRC);
+	memcpy(&be32, f + TMH + 8, 4);
+	ASSERT_EQ(ntohl(be32), a->mr->rkey);
+	ASSERT_EQ(ep_find_non_sentinel(f + TMH + RVH, n - TMH - RVH), -1);
+}
+
+/*
+ * OP_BOUND_RECV: FIN_SQ + 1 RNDVs found no receive; the QP (send queue
+ * FIN_SQ deep) held the first FIN_SQ FINs and lost the last (one RNR
+ * answer sent, a packet dropped).  FIN_SQ + 1 receives now: the FINs in
+ * order, then the child's message, nothing more.
+ */
+static void bound_recv(struct ep *a, struct cmd *c)
+{
+	uint8_t *f = a->buf + FINB;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct ibv_wc wc;
+	uint32_t i;
+
+	ASSERT_EQ(ibv_query_qp(a->qp, &qa, IBV_QP_CAP, &ia), 0);
+	ASSERT_EQ(qa.cap.max_send_wr, FIN_SQ);
+	ASSERT_EQ(my_counter("send_rnr_err") - g_rnr0, 1);
+	ASSERT_GE(my_counter("dropped_pkts") - g_drop0, 1);
+	memset(f, EP_SENTINEL, (FIN_SQ + 1) * 256u);
+	for (i = 0; i <= FIN_SQ; i++)
+		ASSERT_EQ(ep_post_recv(a, 0xf1 + i, FINB + i * 256u, 256), 0);
+	for (i = 0; i < FIN_SQ; i++)
+		expect_fin_of(a, 0xf1 + i, f + i * 256u, 256, FIN_TAG + i,
+			      c->rv_len + i);
+	/* the receive a lost FIN would have taken: the child's message */
+	ep_poll(a->rcq, &wc, 1);
+	ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+	ASSERT_U64_EQ(wc.wr_id, 0xf1 + FIN_SQ);
+	ASSERT_EQ(wc.byte_len, c->len);
+	ASSERT_EQ(ep_find_pattern_diff(f + FIN_SQ * 256u, c->len, c->seed, 0),
+		  -1);
+	ASSERT_EQ(ibv_poll_cq(a->rcq, 1, &wc), 0);
+	ASSERT_EQ(my_counter("send_rnr_err") - g_rnr0, 1);
+	c->status = IBV_WC_SUCCESS;
+	c->reply = i;
+}
+
+/*
+ * OP_FIN_DROP: the QP holds one FIN (nothing counted yet); to ERR, it
+ * is dropped and counted; a receive posted then is flushed, untouched.
+ */
+static void fin_drop(struct ep *a, struct cmd *c)
+{
+	uint8_t *f = a->buf + FINB;
+	struct ibv_wc wc;
+
+	ASSERT_EQ(my_counter("dropped_pkts"), g_drop0);
+	set_state(a->qp, IBV_QPS_ERR);
+	ASSERT_EQ(my_counter("dropped_pkts") - g_drop0, 1);
+	memset(f, EP_SENTINEL, 64);
+	ASSERT_EQ(ep_post_recv(a, 0xf1, FINB, 64), 0);
+	ep_poll(a->rcq, &wc, 1);
+	ASSERT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+	ASSERT_U64_EQ(wc.wr_id, 0xf1);
+	ASSERT_EQ(ep_find_non_sentinel(f, 64), -1);
+	ASSERT_EQ(ibv_poll_cq(a->rcq, 1, &wc), 0);
+	ASSERT_EQ(my_counter("dropped_pkts") - g_drop0, 1);
+	ASSERT_EQ(my_counter("send_rnr_err"), g_rnr0);
+	c->status = wc.status;
+}
+
 /* CMD_FINS: c->len FINs arrive, each in one of the receives send_rndv
  * posted (the same buffer: the last one is looked at). */
 static void collect_fins(struct ep *a, struct cmd *c)
@@ -1239,11 +1446,19 @@ static void run(enum kase k, enum path p)
 	o.buf_size = BUF;
 	/* the FIN waits for a receive posted to the parent's SRQ */
 	o.use_srq = k == K_RNDV_LATE_FIN_SRQ;
+	/* as many FINs held as the send queue is deep */
+	if (k == K_RNDV_FIN_BOUND || k == K_RNDV_FIN_DROP)
+		o.max_send_wr = FIN_SQ;
 	ep_create(&a, &o);
 	if (g_mtu)
 		a.mtu = g_mtu;
 	ep_exchange(d.fd, &a.self, &a.peer);
 	ep_connect(&a, &o);
+	if (k == K_RNDV_FIN_BOUND || k == K_RNDV_FIN_DROP) {
+		g_qpn = a.qp->qp_num;
+		g_rnr0 = my_counter("send_rnr_err");
+		g_drop0 = my_counter("dropped_pkts");
+	}
 	for (;;) {
 		xread(d.fd, &c, sizeof(c));
 		if (!c.len && !c.op && !c.tag)
@@ -1251,6 +1466,10 @@ static void run(enum kase k, enum path p)
 		if (c.op == CMD_FINS) {
 			collect_fins(&a, &c);
 			fins += c.reply;
+		} else if (c.op == OP_BOUND_RECV) {
+			bound_recv(&a, &c);
+		} else if (c.op == OP_FIN_DROP) {
+			fin_drop(&a, &c);
 		} else if (c.op == OP_LATE_RECV || (c.rv_flags & RV_EXT)) {
 			send_rndv_ext(&a, &c);
 		} else if (c.op == IBV_TMH_RNDV) {
@@ -1338,6 +1557,11 @@ TEST(rndv_mw_noread_map) { run(K_RNDV_MW_NOREAD, P_MAP); }
 TEST(rndv_mw_noread_cma) { run(K_RNDV_MW_NOREAD, P_CMA); }
 TEST(rndv_mw_oob_map) { run(K_RNDV_MW_OOB, P_MAP); }
 TEST(rndv_mw_oob_cma) { run(K_RNDV_MW_OOB, P_CMA); }
+/* the FINs a QP holds: as many as its send queue is deep; dropped in ERR */
+TEST(rndv_fin_bound_map) { run(K_RNDV_FIN_BOUND, P_MAP); }
+TEST(rndv_fin_bound_cma) { run(K_RNDV_FIN_BOUND, P_CMA); }
+TEST(rndv_fin_drop_map) { run(K_RNDV_FIN_DROP, P_MAP); }
+TEST(rndv_fin_drop_cma) { run(K_RNDV_FIN_DROP, P_CMA); }
 
 /* ------------------------------------------------------------------ */
 /* The verbs' errors (one process, no traffic)                         */
