@@ -38,6 +38,9 @@
  *                   and comes before the child's next message once the
  *                   parent posts receives (to its QP, or, _srq, to
  *                   its SRQ)
+ *   rndv_fin_bound  no receive, send queue 2 deep: 2 FINs held, the 3rd
+ *                   lost (send_rnr_err, dropped_pkts); rndv_fin_drop: a
+ *                   held FIN dropped, counted, in ERR (receives flushed)
  *   rndv_mw         the RVH's R_Key a type 2 window's (REMOTE_READ): the
  *                   data and a FIN; rndv_mw_noread, rndv_mw_oob: a window
  *                   without REMOTE_READ, or shorter than the RVH's range,
