@@ -888,21 +888,22 @@ void ep_victim(int fd, void *arg)
 		pause();
 }
 
-long long ep_stat_counter(const char *tool, pid_t pid, const char *name)
+/* The counter name on the line of `softhca stat --pid pid --all` that
+ * holds want (the process's line, or one QP's). */
+static long long stat_line_counter(const char *tool, pid_t pid,
+				   const char *want, const char *name)
 {
-	char cmd[512], want[64], key[64], *out = NULL;
+	char cmd[512], key[64], *out = NULL;
 	const char *line, *end, *p;
 	long long v;
 
 	snprintf(cmd, sizeof(cmd), "%s stat --pid %d --all 2>/dev/null",
 		 tool, (int)pid);
 	ASSERT_EQ(harness_run(cmd, &out), 0);
-	snprintf(want, sizeof(want), "pid %d slot ", (int)pid);
 	snprintf(key, sizeof(key), " %s ", name);
 	line = strstr(out, want);
 	if (!line)
-		harness_fail(__FILE__, __LINE__, "no pid %d in:\n%s", (int)pid,
-			     out);
+		harness_fail(__FILE__, __LINE__, "no '%s' in:\n%s", want, out);
 	end = strchr(line, '\n');
 	p = strstr(line, key);
 	if (!p || (end && p > end))
@@ -910,6 +911,23 @@ long long ep_stat_counter(const char *tool, pid_t pid, const char *name)
 	v = strtoll(p + strlen(key), NULL, 10);
 	free(out);
 	return v;
+}
+
+long long ep_stat_counter(const char *tool, pid_t pid, const char *name)
+{
+	char want[64];
+
+	snprintf(want, sizeof(want), "pid %d slot ", (int)pid);
+	return stat_line_counter(tool, pid, want, name);
+}
+
+long long ep_stat_qp_counter(const char *tool, pid_t pid, uint32_t qpn,
+			     const char *name)
+{
+	char want[64];
+
+	snprintf(want, sizeof(want), " qp 0x%06x ", qpn);
+	return stat_line_counter(tool, pid, want, name);
 }
 
 void ep_post_atomic(struct ep *e, uint64_t wr_id, enum ibv_wr_opcode op,

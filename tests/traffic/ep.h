@@ -211,6 +211,9 @@ void ep_net_check(void);
 /* Counter name of process pid, as `tool stat --pid PID --all` (the
  * softhca command) prints it; fails the test if either is missing. */
 long long ep_stat_counter(const char *tool, pid_t pid, const char *name);
+/* ... and one of QP qpn's counters (its line "... qp 0xQPN ..."). */
+long long ep_stat_qp_counter(const char *tool, pid_t pid, uint32_t qpn,
+			     const char *name);
 
 /* Create both endpoints of this process and connect them to each other
  * (skips in a two-namespace run). */

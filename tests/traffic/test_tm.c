@@ -1265,30 +1265,10 @@ static void send_rndv_ext(struct ep *a, struct cmd *c)
 static uint32_t g_qpn;
 static long long g_rnr0, g_drop0;
 
-/* A counter of this process's QP g_qpn, as `softhca stat` prints it
- * (its line "pid P device softhca_D qp 0xQPN ... name N ..."). */
+/* A counter of this process's QP g_qpn (`softhca stat`). */
 static long long my_counter(const char *name)
 {
-	char cmd[512], want[64], key[64], *out = NULL;
-	const char *line, *end, *p;
-	long long v;
-
-	snprintf(cmd, sizeof(cmd), "%s stat --pid %d --all 2>/dev/null",
-		 SOFTHCA_TOOL, (int)getpid());
-	ASSERT_EQ(harness_run(cmd, &out), 0);
-	snprintf(want, sizeof(want), " qp 0x%06x ", g_qpn);
-	snprintf(key, sizeof(key), " %s ", name);
-	line = strstr(out, want);
-	if (!line)
-		harness_fail(__FILE__, __LINE__, "no qp 0x%06x in:\n%s",
-			     g_qpn, out);
-	end = strchr(line, '\n');
-	p = strstr(line, key);
-	if (!p || (end && p > end))
-		harness_fail(__FILE__, __LINE__, "no %s in:\n%s", name, out);
-	v = strtoll(p + strlen(key), NULL, 10);
-	free(out);
-	return v;
+	return ep_stat_qp_counter(SOFTHCA_TOOL, getpid(), g_qpn, name);
 }
 
 /* The FIN of the RNDV for tag (rv_len bytes at RSRC), received by wr_id
