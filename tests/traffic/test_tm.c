@@ -706,6 +706,34 @@ static void sc_rndv_bad_rkey(struct tm_side *s)
 }
 
 /*
+ * The child's own SEND of 200 bytes (pattern seed), after the FINs it
+ * owes the parent; then op makes the parent post its receives (cmd
+ * rv_len as given), which answers with its count of FINs (want); the
+ * SEND completes.
+ */
+static void own_send_then(struct tm_side *s, uint32_t op, uint32_t seed,
+			  uint32_t rv_len, uint32_t want)
+{
+	struct ibv_wc wc;
+	struct cmd c;
+
+	ep_fill_pattern(s->b.buf + SRC, 200, seed, 0);
+	ASSERT_EQ(ep_post(&s->b, 0x5e, IBV_WR_SEND, SRC, 200, 0, 0), 0);
+	memset(&c, 0, sizeof(c));
+	c.op = op;
+	c.len = 200;
+	c.seed = seed;
+	c.rv_len = rv_len;
+	xwrite(s->fd, &c, sizeof(c));
+	xread(s->fd, &c, sizeof(c));
+	ASSERT_EQ(c.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(c.reply, want);
+	ep_poll(s->b.scq, &wc, 1);
+	ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+	ASSERT_U64_EQ(wc.wr_id, 0x5e);
+}
+
+/*
  * The parent posted no receive for the FIN: it waits in the parent (an
  * RNR NAK a NIC retries), and a message the child sends after it does
  * not overtake it; once the parent posts receives, the FIN comes first,
@@ -714,9 +742,7 @@ static void sc_rndv_bad_rkey(struct tm_side *s)
 static void sc_rndv_late_fin(struct tm_side *s)
 {
 	uint32_t reply;
-	struct ibv_wc wc;
 	struct tmwc w;
-	struct cmd c;
 
 	add_tag(s, 0x4a, ~0ull, 0, 0x86, false);
 	ASSERT_EQ(ask_rndv(s, 0x4a, TMH + RVH + 8, 2500, 77, RV_LATE, &reply),
@@ -729,19 +755,7 @@ static void sc_rndv_late_fin(struct tm_side *s)
 	ASSERT_EQ(w.byte_len, 2500);
 	ASSERT_EQ(ep_find_pattern_diff(s->b.buf + TAGB, 2500, 77, 0), -1);
 	/* the child's own message, sent after the FIN */
-	ep_fill_pattern(s->b.buf + SRC, 200, 78, 0);
-	ASSERT_EQ(ep_post(&s->b, 0x5e, IBV_WR_SEND, SRC, 200, 0, 0), 0);
-	memset(&c, 0, sizeof(c));
-	c.op = OP_LATE_RECV;
-	c.len = 200;
-	c.seed = 78;
-	xwrite(s->fd, &c, sizeof(c));
-	xread(s->fd, &c, sizeof(c));
-	ASSERT_EQ(c.status, IBV_WC_SUCCESS);
-	ASSERT_EQ(c.reply, RV_FIN);
-	ep_poll(s->b.scq, &wc, 1);
-	ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
-	ASSERT_U64_EQ(wc.wr_id, 0x5e);
+	own_send_then(s, OP_LATE_RECV, 78, 0, RV_FIN);
 	expect_empty(s);
 }
 
@@ -754,9 +768,7 @@ static void sc_rndv_late_fin(struct tm_side *s)
 static void sc_rndv_fin_bound(struct tm_side *s)
 {
 	uint32_t i, reply;
-	struct ibv_wc wc;
 	struct tmwc w;
-	struct cmd c;
 
 	for (i = 0; i <= FIN_SQ; i++) {
 		add_tag(s, FIN_TAG + i, ~0ull, i, 0x400 + i, false);
@@ -774,20 +786,7 @@ static void sc_rndv_fin_bound(struct tm_side *s)
 					       FIN_LEN + i, 81, 0),
 			  -1);
 	}
-	ep_fill_pattern(s->b.buf + SRC, 200, 82, 0);
-	ASSERT_EQ(ep_post(&s->b, 0x5f, IBV_WR_SEND, SRC, 200, 0, 0), 0);
-	memset(&c, 0, sizeof(c));
-	c.op = OP_BOUND_RECV;
-	c.len = 200;
-	c.seed = 82;
-	c.rv_len = FIN_LEN;
-	xwrite(s->fd, &c, sizeof(c));
-	xread(s->fd, &c, sizeof(c));
-	ASSERT_EQ(c.status, IBV_WC_SUCCESS);
-	ASSERT_EQ(c.reply, FIN_SQ);
-	ep_poll(s->b.scq, &wc, 1);
-	ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
-	ASSERT_U64_EQ(wc.wr_id, 0x5f);
+	own_send_then(s, OP_BOUND_RECV, 82, FIN_LEN, FIN_SQ);
 	expect_empty(s);
 }
 
