@@ -424,7 +424,13 @@ static int channel_fd_for_peer(uint32_t idx, uint32_t gen)
 	return fd;
 }
 
-/* Completions that fired one of the channel's CQs, marked by peers. */
+/*
+ * Completions that fired one of the channel's CQs, marked by peers.  The
+ * mark is taken with one exchange: the engine thread's doorbell
+ * (cq.c shca_cq_doorbell) takes it the same way, and a look followed by
+ * a clear let both report one firing (two events for one arm: seen under
+ * TSan, test_events channel_solicited_only_error_wakes_two_process).
+ */
 static void channel_collect(struct shca_event_queue *q)
 {
 	struct shca_comp_channel *ch = container_of(q, struct shca_comp_channel,
@@ -440,8 +446,11 @@ static void channel_collect(struct shca_event_queue *q)
 		ev = calloc(1, sizeof(*ev));
 		if (!ev)
 			return;	/* left marked: the next reader takes it */
-		__atomic_store_n(&cq->shm->notify_pending, 0,
-				 __ATOMIC_RELEASE);
+		if (!__atomic_exchange_n(&cq->shm->notify_pending, 0,
+					 __ATOMIC_ACQ_REL)) {
+			free(ev);	/* the doorbell took it meanwhile */
+			continue;
+		}
 		ev->obj = cq;
 		queue_append(q, ev);
 	}
