@@ -40,7 +40,9 @@
  *                   its SRQ)
  *   rndv_fin_bound  no receive, send queue 2 deep: 2 FINs held, the 3rd
  *                   lost (send_rnr_err, dropped_pkts); rndv_fin_drop: a
- *                   held FIN dropped, counted, in ERR (receives flushed)
+ *                   held FIN dropped, counted, in ERR (receives flushed);
+ *                   _reset: in RESET, counted, nothing completes;
+ *                   _destroy: with its QP
  *   rndv_mw         the RVH's R_Key a type 2 window's (REMOTE_READ): the
  *                   data and a FIN; rndv_mw_noread, rndv_mw_oob: a window
  *                   without REMOTE_READ, or shorter than the RVH's range,
@@ -416,8 +418,20 @@ enum kase {
 	K_MATCHED, K_UNEXPECTED, K_DEL, K_NO_TAG, K_PLAIN, K_TOO_LONG,
 	K_RNDV, K_RNDV_BAD_RKEY, K_RNDV_NET, K_RNDV_BOUND, K_RNDV_FLUSH,
 	K_RNDV_LATE_FIN, K_RNDV_LATE_FIN_SRQ, K_RNDV_MW, K_RNDV_MW_NOREAD,
-	K_RNDV_MW_OOB, K_RNDV_FIN_BOUND, K_RNDV_FIN_DROP
+	K_RNDV_MW_OOB, K_RNDV_FIN_BOUND, K_RNDV_FIN_DROP,
+	K_RNDV_FIN_DROP_RESET, K_RNDV_FIN_DROP_DESTROY
 };
+
+/* How the parent's QP lets go of a FIN it holds (OP_FIN_DROP's cmd.len) */
+enum fin_drop_how { DROP_ERR = 1, DROP_RESET, DROP_DESTROY };
+
+/* The cases where the parent's QP holds FINs (its send queue FIN_SQ
+ * deep, its counters looked at) */
+static bool holds_fins(enum kase k)
+{
+	return k == K_RNDV_FIN_BOUND || k == K_RNDV_FIN_DROP ||
+	       k == K_RNDV_FIN_DROP_RESET || k == K_RNDV_FIN_DROP_DESTROY;
+}
 
 /* A command for the parent (cmd.op): wait for len FINs, reply their
  * count in reply. */
@@ -790,9 +804,9 @@ static void sc_rndv_fin_bound(struct tm_side *s)
 	expect_empty(s);
 }
 
-/* The parent holds a FIN (no receive) and moves its QP to ERR: the FIN
- * is dropped there (OP_FIN_DROP checks). */
-static void sc_rndv_fin_drop(struct tm_side *s)
+/* The parent holds a FIN (no receive) and moves its QP to ERR or RESET,
+ * or destroys it: the FIN is dropped there (OP_FIN_DROP checks). */
+static void sc_rndv_fin_drop(struct tm_side *s, enum fin_drop_how how)
 {
 	uint32_t reply;
 	struct tmwc w;
@@ -811,10 +825,11 @@ static void sc_rndv_fin_drop(struct tm_side *s)
 	ASSERT_EQ(ep_find_pattern_diff(s->b.buf + TAGB, FIN_LEN, 83, 0), -1);
 	memset(&c, 0, sizeof(c));
 	c.op = OP_FIN_DROP;
-	c.len = 1;
+	c.len = how;
 	xwrite(s->fd, &c, sizeof(c));
 	xread(s->fd, &c, sizeof(c));
-	ASSERT_EQ(c.status, IBV_WC_WR_FLUSH_ERR);
+	ASSERT_EQ(c.status, how == DROP_ERR ? IBV_WC_WR_FLUSH_ERR :
+					      IBV_WC_SUCCESS);
 	expect_empty(s);
 	expect_no_send_wc(s);
 }
@@ -1059,7 +1074,13 @@ static void child(int fd, void *arg)
 		sc_rndv_fin_bound(&s);
 		break;
 	case K_RNDV_FIN_DROP:
-		sc_rndv_fin_drop(&s);
+		sc_rndv_fin_drop(&s, DROP_ERR);
+		break;
+	case K_RNDV_FIN_DROP_RESET:
+		sc_rndv_fin_drop(&s, DROP_RESET);
+		break;
+	case K_RNDV_FIN_DROP_DESTROY:
+		sc_rndv_fin_drop(&s, DROP_DESTROY);
 		break;
 	case K_RNDV_MW_NOREAD:
 		sc_rndv_mw_bad(&s, RV_MW_NOREAD);
@@ -1332,8 +1353,31 @@ static void bound_recv(struct ep *a, struct cmd *c)
 }
 
 /*
- * OP_FIN_DROP: the QP holds one FIN (nothing counted yet); to ERR, it
- * is dropped and counted; a receive posted then is flushed, untouched.
+ * A receive posted to a new SRQ: the post looks through the QPs that
+ * hold FINs for one on that SRQ (shm/xfer.c), and a QP destroyed while
+ * it held one must not be among them any more (its memory is poisoned
+ * when it is destroyed: the walk would crash).
+ */
+static void srq_post_one(struct ep *a)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_sge sge = { .addr = (uintptr_t)(a->buf + FINB),
+			       .length = 64, .lkey = a->mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 0xf9, .sg_list = &sge,
+				  .num_sge = 1 }, *bad;
+	struct ibv_srq *srq = ibv_create_srq(a->pd, &sa);
+
+	ASSERT(srq);
+	ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
+	ASSERT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+/*
+ * OP_FIN_DROP: the QP holds one FIN (nothing counted yet).  To RESET it
+ * is dropped and counted, and nothing completes.  Destroyed, it goes
+ * with the QP: nothing completes, and a later SRQ post does not meet the
+ * QP (srq_post_one).  To ERR it is dropped and counted; a receive posted
+ * then is flushed, untouched.
  */
 static void fin_drop(struct ep *a, struct cmd *c)
 {
@@ -1341,6 +1385,20 @@ static void fin_drop(struct ep *a, struct cmd *c)
 	struct ibv_wc wc;
 
 	ASSERT_EQ(my_counter("dropped_pkts"), g_drop0);
+	if (c->len == DROP_RESET || c->len == DROP_DESTROY) {
+		if (c->len == DROP_RESET) {
+			set_state(a->qp, IBV_QPS_RESET);
+			ASSERT_EQ(my_counter("dropped_pkts") - g_drop0, 1);
+		} else {
+			ASSERT_EQ(ibv_destroy_qp(a->qp), 0);
+			a->qp = NULL;
+			srq_post_one(a);
+		}
+		ASSERT_EQ(ibv_poll_cq(a->rcq, 1, &wc), 0);
+		ASSERT_EQ(ibv_poll_cq(a->scq, 1, &wc), 0);
+		c->status = IBV_WC_SUCCESS;
+		return;
+	}
 	set_state(a->qp, IBV_QPS_ERR);
 	ASSERT_EQ(my_counter("dropped_pkts") - g_drop0, 1);
 	memset(f, EP_SENTINEL, 64);
@@ -1429,14 +1487,14 @@ static void run(enum kase k, enum path p)
 	/* the FIN waits for a receive posted to the parent's SRQ */
 	o.use_srq = k == K_RNDV_LATE_FIN_SRQ;
 	/* as many FINs held as the send queue is deep */
-	if (k == K_RNDV_FIN_BOUND || k == K_RNDV_FIN_DROP)
+	if (holds_fins(k))
 		o.max_send_wr = FIN_SQ;
 	ep_create(&a, &o);
 	if (g_mtu)
 		a.mtu = g_mtu;
 	ep_exchange(d.fd, &a.self, &a.peer);
 	ep_connect(&a, &o);
-	if (k == K_RNDV_FIN_BOUND || k == K_RNDV_FIN_DROP) {
+	if (holds_fins(k)) {
 		g_qpn = a.qp->qp_num;
 		g_rnr0 = my_counter("send_rnr_err");
 		g_drop0 = my_counter("dropped_pkts");
@@ -1544,6 +1602,11 @@ TEST(rndv_fin_bound_map) { run(K_RNDV_FIN_BOUND, P_MAP); }
 TEST(rndv_fin_bound_cma) { run(K_RNDV_FIN_BOUND, P_CMA); }
 TEST(rndv_fin_drop_map) { run(K_RNDV_FIN_DROP, P_MAP); }
 TEST(rndv_fin_drop_cma) { run(K_RNDV_FIN_DROP, P_CMA); }
+/* ... and to RESET, and with the QP destroyed */
+TEST(rndv_fin_drop_reset_map) { run(K_RNDV_FIN_DROP_RESET, P_MAP); }
+TEST(rndv_fin_drop_reset_cma) { run(K_RNDV_FIN_DROP_RESET, P_CMA); }
+TEST(rndv_fin_drop_destroy_map) { run(K_RNDV_FIN_DROP_DESTROY, P_MAP); }
+TEST(rndv_fin_drop_destroy_cma) { run(K_RNDV_FIN_DROP_DESTROY, P_CMA); }
 
 /* ------------------------------------------------------------------ */
 /* The verbs' errors (one process, no traffic)                         */
