@@ -60,6 +60,8 @@ struct chunk {
 	struct chunk *next;
 	void *owned;
 	uint32_t qpn;			/* whose payload it references (0: none) */
+	bool ack;			/* a plain ACK (SHCA_NET_ACK) ... */
+	uint32_t ack_qpn;		/* ... of this QP */
 	size_t len, off;		/* bytes in all, bytes written */
 	int niov;
 	struct iovec *iov;		/* [0]: frame and IB headers */
@@ -152,6 +154,9 @@ static uint64_t hello_ns = DEFAULT_HELLO_MS * 1000000ull;
 static uint64_t idle_ns = DEFAULT_IDLE_MS * 1000000ull;	/* 0: never */
 static unsigned long n_accepted;	/* engine thread */
 static struct shca_conn *spare;		/* recycled incoming objects */
+/* Batches being handed up (deliver), for the exit flush: a receive
+ * completion is visible before the batch's ACKs are written (atomic). */
+static unsigned int rx_busy;
 
 /* ------------------------------------------------------------------ */
 /* Faults and trace                                                    */
@@ -764,6 +769,8 @@ static struct chunk *chunk_make(const void *hdr, size_t hlen,
 	k->next = NULL;
 	k->owned = owned;
 	k->qpn = 0;
+	k->ack = false;
+	k->ack_qpn = 0;
 	k->off = 0;
 	k->len = FRAME_HDR + hlen + plen + pad;
 	{
@@ -890,6 +897,28 @@ static bool fault_take(struct shca_conn *c, struct chunk *k, bool *dup,
 	return false;
 }
 
+/*
+ * Coalesced ACKs (issue 15): a plain ACK of QP qpn replaces the one this QP
+ * queued last, when that one is still the last packet queued on c and not
+ * a byte of it written.  Nothing of the QP went between them, so the newer
+ * ACK (a higher PSN, the MSN after it) says all the older one said (IBA
+ * 9.7.5.1.2: an ACK covers every earlier request), and a NAK, a READ or
+ * atomic response or any other packet queued after an ACK is never
+ * overtaken by a later one.  Same QP, same length: the header is rewritten
+ * in place.  c->lock held; true: k's header went into the queued ACK.
+ */
+static bool ack_merge(struct shca_conn *c, const struct chunk *k,
+		      uint32_t qpn, unsigned int flags)
+{
+	struct chunk *t = c->tail;
+
+	if (!(flags & SHCA_NET_ACK) || !t || !t->ack || t->ack_qpn != qpn ||
+	    t->off || t->len != k->len || t->niov != 1 || k->niov != 1)
+		return false;
+	memcpy(t->iov[0].iov_base, k->iov[0].iov_base, k->iov[0].iov_len);
+	return true;
+}
+
 int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 		  size_t hlen, const struct iovec *pl, int npl,
 		  unsigned int flags, void *owned)
@@ -933,7 +962,14 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 		struct chunk *d = dup ? chunk_make(hdr, hlen, pl, npl, plen,
 						   true, NULL) : NULL;
 
-		enqueue_locked(c, k);
+		if (!d && ack_merge(c, k, qpn, flags)) {
+			chunk_free(k);
+			ret = SHCA_NET_MERGED;
+		} else {
+			enqueue_locked(c, k);
+			k->ack = (flags & SHCA_NET_ACK) && !d;
+			k->ack_qpn = qpn;
+		}
 		if (d)
 			enqueue_locked(c, d);
 		if (c->held) {
@@ -952,7 +988,7 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 		conn_fail(c);
 	}
 	pthread_mutex_unlock(&c->lock);
-	return 0;
+	return ret;
 }
 
 /*
@@ -1085,6 +1121,12 @@ __attribute__((destructor)) static void conn_exit_flush(void)
 	if (!started_pid || started_pid != shca_getpid())
 		return;
 	while (!shca_in_engine() && any_opening(&mark) && exit_more(&e, mark))
+		poll(NULL, 0, 1);
+	/* the engine thread in a batch whose receive completion the
+	 * application exits on: that batch's ACK is queued at its end */
+	while (!shca_in_engine() &&
+	       __atomic_load_n(&rx_busy, __ATOMIC_ACQUIRE) &&
+	       exit_more(&e, e.mark))
 		poll(NULL, 0, 1);
 	pthread_mutex_lock(&conns_lock);
 	for (c = conns; c; c = c->next) {
@@ -1523,6 +1565,8 @@ static bool deliver(struct shca_conn *c)
 	size_t off = 0;
 	bool ok = true;
 
+	__atomic_fetch_add(&rx_busy, 1, __ATOMIC_ACQ_REL);
+
 	while (c->rlen - off >= FRAME_HDR) {
 		uint32_t len;
 
@@ -1577,8 +1621,11 @@ static bool deliver(struct shca_conn *c)
 		memmove(c->rbuf, c->rbuf + off, c->rlen - off);
 		c->rlen -= off;
 	}
-	/* the answers to the batch (SHCA_NET_MORE), in one write */
+	/* the answers to the batch (SHCA_NET_MORE, ACKs coalesced), in one
+	 * write: at once, whatever the batch's size (a batch of one packet
+	 * is answered as soon as it is handled) */
 	shca_net_flush(c);
+	__atomic_fetch_sub(&rx_busy, 1, __ATOMIC_ACQ_REL);
 	return ok;
 }
 

@@ -98,13 +98,19 @@ enum {
 	SHCA_NET_COPY = 1 << 0,	/* copy the payload now */
 	SHCA_NET_MORE = 1 << 1,	/* more follows: write with the next one
 				 * (or shca_net_flush) */
+	SHCA_NET_ACK = 1 << 2,	/* a plain ACK: may replace the QP's ACK
+				 * still queued last (conn.c, ack_merge) */
 };
+
+/* shca_net_send: the ACK went into the one queued before (SHCA_NET_ACK) */
+#define SHCA_NET_MERGED	1
 
 /*
  * Queue one IB packet on c: the headers (copied), then the payload iovecs
  * and the pad the BTH announces.  The payload is referenced until written
  * unless SHCA_NET_COPY is set; owned (may be NULL) is freed once the
- * packet is written or dropped.  Returns 0, or -ENOTCONN when the
+ * packet is written or dropped.  Returns 0, SHCA_NET_MERGED (no new
+ * packet: SHCA_NET_ACK), or -ENOTCONN when the
  * connection is down (a new connection is being opened: send again
  * later).  What the receive function sends on the connection a packet came
  * from is written once the received batch is handed up.

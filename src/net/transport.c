@@ -81,6 +81,8 @@ static int qp_send(struct shca_qp *qp, struct shca_conn *c, const void *hdr,
 		bytes += pl[i].iov_len;
 	ret = shca_net_send(c, qp ? qp->ibqp.qp_num : 0, hdr, hlen, pl, npl,
 			    flags, owned);
+	if (ret == SHCA_NET_MERGED)
+		return 0;	/* no packet more: an ACK coalesced */
 	if (!ret)
 		count_pkts(qp, true, 1, bytes);
 	return ret;
@@ -1229,8 +1231,9 @@ void shca_net_mcast(struct shca_qp *qp, const union ibv_gid *gid, bool join)
 /* ------------------------------------------------------------------ */
 /* Responder                                                           */
 
-static void send_ack(struct shca_conn *c, struct shca_qp *qp, uint8_t opcode,
-		     uint32_t psn, uint8_t syndrome, uint64_t orig)
+static void send_ack_flags(struct shca_conn *c, struct shca_qp *qp,
+			   uint8_t opcode, uint32_t psn, uint8_t syndrome,
+			   uint64_t orig, unsigned int flags)
 {
 	unsigned char hdr[HDR_MAX];
 	struct shca_wire_msg m;
@@ -1248,7 +1251,13 @@ static void send_ack(struct shca_conn *c, struct shca_qp *qp, uint8_t opcode,
 	if (hlen > 0)
 		/* written when the received batch is done (conn.c) */
 		qp_send(qp, c, hdr, (size_t)hlen, NULL, 0,
-			SHCA_NET_COPY | SHCA_NET_MORE, NULL);
+			SHCA_NET_COPY | SHCA_NET_MORE | flags, NULL);
+}
+
+static void send_ack(struct shca_conn *c, struct shca_qp *qp, uint8_t opcode,
+		     uint32_t psn, uint8_t syndrome, uint64_t orig)
+{
+	send_ack_flags(c, qp, opcode, psn, syndrome, orig, 0);
 }
 
 static uint8_t nak_code(enum ibv_wc_status st)
@@ -1692,14 +1701,17 @@ static void message_done(struct shca_conn *c, struct shca_qp *qp,
 	}
 	if (res->outcome == SHCA_XFER_DONE && res->status == IBV_WC_SUCCESS) {
 		qp->net.msn++;
+		/*
+		 * Coalesced (issue 15): the ACK replaces this QP's ACK still
+		 * queued last, and goes out when the received batch has been
+		 * handed up (conn.c deliver), not later.  A receive
+		 * completion is visible before that: an application that
+		 * exits on it finds its ACK written by the exit flush, which
+		 * waits for the batch (conn.c).
+		 */
 		if (m->ackreq)
-			send_ack(c, qp, SHCA_OP_RC_ACKNOWLEDGE, m->psn, ACK_OK,
-				 0);
-		/* a receive completion is visible now: its ACK goes out at
-		 * once, not after the batch, or an application that exits
-		 * on that completion takes the ACK with it */
-		if (m->ackreq && (m->op->mask & SHCA_OPM_COMP))
-			shca_net_flush(c);
+			send_ack_flags(c, qp, SHCA_OP_RC_ACKNOWLEDGE, m->psn,
+				       ACK_OK, 0, SHCA_NET_ACK);
 		return;
 	}
 	answer(c, qp, m->psn, res);
