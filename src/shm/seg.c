@@ -1300,6 +1300,7 @@ void shca_seg_drain(uint32_t key)
 {
 	struct shca_arena *a = shca_arena_self();
 	uint64_t *lanes, *busy;
+	bool any = false;
 
 	if (!a)
 		return;
@@ -1312,6 +1313,7 @@ void shca_seg_drain(uint32_t key)
 	for (uint32_t g = 0; g < SHCA_ARENA_LANES / 64; g++) {
 		uint64_t bits = __atomic_load_n(&busy[g], __ATOMIC_SEQ_CST);
 
+		any |= bits != 0;
 		while (bits) {
 			uint32_t k = g * 64 + (uint32_t)__builtin_ctzll(bits);
 
@@ -1320,5 +1322,8 @@ void shca_seg_drain(uint32_t key)
 		}
 	}
 	pthread_rwlock_unlock(&drain_lock);
-	lanes_tidy(lanes);
+	/* no bit set: nothing to tidy (a bit set since is a later
+	 * drain's) */
+	if (any)
+		lanes_tidy(lanes);
 }
