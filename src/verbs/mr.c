@@ -556,10 +556,11 @@ struct ibv_mr *shca_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 
 	struct ibv_mr *mr;
 
-	key_warm(0, 0);
 	/* the check's answers about the mappings serve the remap too */
 	shca_vma_note_begin();
 	ret = reg_check(ibpd, addr, length, &iova, &access, &pd);
+	if (!ret)
+		key_warm(0, 0);	/* ahead of the remap's system calls */
 	mr = ret ? SHCA_ERR_PTR(-ret) :
 		   mr_create(ibpd, pd, addr, length, iova, access, NULL);
 	shca_vma_note_end();
