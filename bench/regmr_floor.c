@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include "../src/common/procmap.h"
 
@@ -43,6 +44,14 @@ static double now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* CPU seconds so far, user mode (sys 0) or kernel (sys 1) */
+static double cpu(struct rusage *r, int sys)
+{
+	struct timeval *t = sys ? &r->ru_stime : &r->ru_utime;
+
+	return (double)t->tv_sec + (double)t->tv_usec * 1e-6;
 }
 
 static void *parked(void *arg)
@@ -88,6 +97,7 @@ int main(int argc, char **argv)
 	long count = argc > 1 ? atol(argv[1]) : 20000;
 	size_t size = argc > 2 ? (size_t)atol(argv[2]) : 4096;
 	int maps, pagemap, pool;
+	struct rusage r0, r1, r2;
 	double t0, t1, t2;
 	char name[256];
 	pthread_t th;
@@ -115,6 +125,7 @@ int main(int argc, char **argv)
 			"PAGEMAP_SCAN in this kernel\n");
 		return 1;
 	}
+	getrusage(RUSAGE_SELF, &r0);
 	t0 = now();
 	for (i = 0; i < count; i++) {
 		char *p = buf + (size_t)i * size;
@@ -127,6 +138,7 @@ int main(int argc, char **argv)
 		}
 	}
 	t1 = now();
+	getrusage(RUSAGE_SELF, &r1);
 	for (i = 0; i < count; i++) {
 		char *p = buf + (size_t)i * size;
 
@@ -140,8 +152,14 @@ int main(int argc, char **argv)
 		}
 	}
 	t2 = now();
-	printf("%ld ranges of %zu B, kernel only: reg %.0f/s, dereg %.0f/s\n",
-	       count, size, (double)count / (t1 - t0),
-	       (double)count / (t2 - t1));
+	getrusage(RUSAGE_SELF, &r2);
+	printf("%ld ranges of %zu B, kernel only: reg %.0f/s, dereg %.0f/s; "
+	       "us per range: reg user %.2f sys %.2f, dereg user %.2f sys "
+	       "%.2f\n", count, size, (double)count / (t1 - t0),
+	       (double)count / (t2 - t1),
+	       (cpu(&r1, 0) - cpu(&r0, 0)) * 1e6 / (double)count,
+	       (cpu(&r1, 1) - cpu(&r0, 1)) * 1e6 / (double)count,
+	       (cpu(&r2, 0) - cpu(&r1, 0)) * 1e6 / (double)count,
+	       (cpu(&r2, 1) - cpu(&r1, 1)) * 1e6 / (double)count);
 	return 0;
 }

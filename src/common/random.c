@@ -54,7 +54,7 @@ static __thread uint32_t pool[POOL];
 static __thread uint32_t pool_left;
 static __thread uint32_t pool_gen;
 
-uint32_t shca_random_u32(void)
+static void pool_fill(void)
 {
 	uint32_t gen = __atomic_load_n(&fork_gen, __ATOMIC_RELAXED);
 
@@ -63,7 +63,18 @@ uint32_t shca_random_u32(void)
 		pool_left = POOL;
 		pool_gen = gen;
 	}
+}
+
+uint32_t shca_random_u32(void)
+{
+	pool_fill();
 	return pool[--pool_left];
+}
+
+uint32_t shca_random_u32_peek(void)
+{
+	pool_fill();
+	return pool[pool_left - 1];
 }
 
 static pid_t cached_pid;

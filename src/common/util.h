@@ -49,6 +49,9 @@ pid_t shca_gettid(void);
 /* Fill buf with random bytes (getrandom, never blocks after boot). */
 void shca_random(void *buf, size_t len);
 uint32_t shca_random_u32(void);
+/* What the calling thread's next shca_random_u32() returns (unless a
+ * fork comes between), without taking it. */
+uint32_t shca_random_u32_peek(void);
 
 /*
  * A full memory barrier (every load and store before it before every one

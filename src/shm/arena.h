@@ -527,6 +527,9 @@ uint32_t shca_mr_index_find(const void *base, size_t size, uint32_t key);
 bool shca_mr_index_room(const void *base, size_t size, uint32_t key);
 int shca_mr_index_add(void *base, size_t size, uint32_t key, uint32_t slot);
 void shca_mr_index_del(void *base, size_t size, uint32_t key);
+/* Owner: key's group on its way into the cache, ahead of a look-up that
+ * would miss there (issue 12: the index is 16 MiB, a group a line). */
+void shca_mr_index_prefetch(const void *base, size_t size, uint32_t key);
 /* The MR table entry of slot in the arena at base, NULL if out of it. */
 struct shca_mr_shm *shca_mr_table_entry(const void *base, size_t size,
 					uint32_t slot);

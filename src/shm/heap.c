@@ -122,17 +122,20 @@ static void hash_grow(struct shca_heap *h)
 	free(old);
 }
 
+/* A block goes into use (into the hash, if the heap has one). */
 static void hash_insert(struct shca_heap *h, struct shca_heap_blk *b)
 {
 	uint64_t s;
 
-	if (h->nused >= h->hash_size)
+	h->nused++;
+	h->used_bytes += b->len;
+	if (!h->hash)
+		return;
+	if (h->nused > h->hash_size)
 		hash_grow(h);
 	s = hash_slot(h, b->off);
 	b->hnext = h->hash[s];
 	h->hash[s] = b;
-	h->nused++;
-	h->used_bytes += b->len;
 }
 
 static struct shca_heap_blk *hash_find(const struct shca_heap *h,
@@ -140,6 +143,8 @@ static struct shca_heap_blk *hash_find(const struct shca_heap *h,
 {
 	struct shca_heap_blk *b;
 
+	if (!h->hash)
+		return NULL;
 	for (b = h->hash[hash_slot(h, off)]; b; b = b->hnext)
 		if (b->off == off)
 			return b;
@@ -150,6 +155,8 @@ static struct shca_heap_blk *hash_remove(struct shca_heap *h, uint64_t off)
 {
 	struct shca_heap_blk **pp, *b;
 
+	if (!h->hash)
+		return NULL;
 	for (pp = &h->hash[hash_slot(h, off)]; (b = *pp); pp = &b->hnext)
 		if (b->off == off) {
 			*pp = b->hnext;
@@ -164,8 +171,8 @@ static struct shca_heap_blk *hash_remove(struct shca_heap *h, uint64_t off)
 /* ------------------------------------------------------------------ */
 /* The heap                                                            */
 
-int shca_heap_init(struct shca_heap *h, uint64_t start, uint64_t end,
-		   uint64_t page)
+static int heap_init(struct shca_heap *h, uint64_t start, uint64_t end,
+		     uint64_t page, bool hashed)
 {
 	struct shca_heap_blk *b;
 
@@ -173,10 +180,12 @@ int shca_heap_init(struct shca_heap *h, uint64_t start, uint64_t end,
 	if (start % SHCA_HEAP_ALIGN || end % SHCA_HEAP_ALIGN || end <= start ||
 	    !page || (page & (page - 1)))
 		return -EINVAL;
-	h->hash_size = HASH_MIN;
-	h->hash = calloc(h->hash_size, sizeof(*h->hash));
+	if (hashed) {
+		h->hash_size = HASH_MIN;
+		h->hash = calloc(h->hash_size, sizeof(*h->hash));
+	}
 	b = calloc(1, sizeof(*b));
-	if (!h->hash || !b) {
+	if ((hashed && !h->hash) || !b) {
 		free(h->hash);
 		free(b);
 		h->hash = NULL;
@@ -187,6 +196,18 @@ int shca_heap_init(struct shca_heap *h, uint64_t start, uint64_t end,
 	h->first = b;
 	free_insert(h, b);
 	return 0;
+}
+
+int shca_heap_init(struct shca_heap *h, uint64_t start, uint64_t end,
+		   uint64_t page)
+{
+	return heap_init(h, start, end, page, true);
+}
+
+int shca_heap_init_nohash(struct shca_heap *h, uint64_t start, uint64_t end,
+			  uint64_t page)
+{
+	return heap_init(h, start, end, page, false);
 }
 
 void shca_heap_fini(struct shca_heap *h)
@@ -222,14 +243,16 @@ static void todo_clear(const struct shca_heap *h, uint64_t s, uint64_t e,
 			tail_off, s + n - tail_off };
 }
 
-uint64_t shca_heap_alloc(struct shca_heap *h, uint64_t len,
-			 struct shca_heap_todo *todo, bool *oom)
+uint64_t shca_heap_alloc_blk(struct shca_heap *h, uint64_t len,
+			     struct shca_heap_todo *todo, bool *oom,
+			     struct shca_heap_blk **blk)
 {
 	struct shca_heap_blk *b, *u;
 	uint64_t n, s, e;
 
 	*todo = (struct shca_heap_todo){ 0 };
 	*oom = false;
+	*blk = NULL;
 	if (!len || len > h->end - h->start)
 		return 0;
 	n = align_up(len, SHCA_HEAP_ALIGN);
@@ -264,7 +287,21 @@ uint64_t shca_heap_alloc(struct shca_heap *h, uint64_t len,
 	}
 	hash_insert(h, u);
 	todo_clear(h, s, e, n, todo);
+	*blk = u;
 	return s;
+}
+
+uint64_t shca_heap_alloc(struct shca_heap *h, uint64_t len,
+			 struct shca_heap_todo *todo, bool *oom)
+{
+	struct shca_heap_blk *b;
+
+	if (!h->hash) {		/* its blocks could never be freed */
+		*todo = (struct shca_heap_todo){ 0 };
+		*oom = false;
+		return 0;
+	}
+	return shca_heap_alloc_blk(h, len, todo, oom, &b);
 }
 
 /* Takes b out of the address list (merged into a neighbour). */
@@ -279,16 +316,13 @@ static void blk_unlink(struct shca_heap *h, struct shca_heap_blk *b)
 	free(b);
 }
 
-uint64_t shca_heap_free(struct shca_heap *h, uint64_t off,
-			struct shca_heap_todo *todo)
+/* u, in use, becomes free and merges with its free neighbours. */
+static uint64_t blk_free(struct shca_heap *h, struct shca_heap_blk *u,
+			 struct shca_heap_todo *todo)
 {
-	struct shca_heap_blk *u, *p, *nx;
-	uint64_t len, s, e, ps, pe;
+	struct shca_heap_blk *p, *nx;
+	uint64_t len, s, e, ps, pe, off = u->off;
 
-	*todo = (struct shca_heap_todo){ 0 };
-	u = hash_remove(h, off);
-	if (!u)
-		return 0;
 	len = u->len;
 	p = u->prev;
 	if (p && p->free) {
@@ -316,6 +350,35 @@ uint64_t shca_heap_free(struct shca_heap *h, uint64_t off,
 	if (pe > ps)
 		todo->punch = (struct shca_heap_range){ ps, pe - ps };
 	return len;
+}
+
+uint64_t shca_heap_free(struct shca_heap *h, uint64_t off,
+			struct shca_heap_todo *todo)
+{
+	struct shca_heap_blk *u;
+
+	*todo = (struct shca_heap_todo){ 0 };
+	u = hash_remove(h, off);
+	if (!u)
+		return 0;
+	return blk_free(h, u, todo);
+}
+
+uint64_t shca_heap_free_blk(struct shca_heap *h, struct shca_heap_blk *blk,
+			    struct shca_heap_todo *todo)
+{
+	*todo = (struct shca_heap_todo){ 0 };
+	if (!blk || blk->free || !h->nused)
+		return 0;
+	if (h->hash) {
+		if (hash_find(h, blk->off) != blk)
+			return 0;	/* not this heap's block in use */
+		hash_remove(h, blk->off);
+	} else {
+		h->nused--;
+		h->used_bytes -= blk->len;
+	}
+	return blk_free(h, blk, todo);
 }
 
 uint64_t shca_heap_size(const struct shca_heap *h, uint64_t off)
@@ -356,7 +419,7 @@ int shca_heap_check(const struct shca_heap *h)
 		} else {
 			nused++;
 			bytes += b->len;
-			if (hash_find(h, b->off) != b)
+			if (h->hash && hash_find(h, b->off) != b)
 				return -3;	/* a used block not hashed */
 		}
 		at += b->len;
@@ -376,6 +439,8 @@ int shca_heap_check(const struct shca_heap *h)
 	}
 	if (nfree != h->nfree)
 		return -6;
+	if (!h->hash)
+		return 0;	/* the list's count was checked above */
 	for (i = 0, nused = 0; i < h->hash_size; i++)
 		for (b = h->hash[i]; b; b = b->hnext, nused++)
 			if (b->free || hash_slot(h, b->off) != i)

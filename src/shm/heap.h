@@ -39,7 +39,8 @@ struct shca_heap {
 	struct shca_heap_blk *first;	/* address order */
 	struct shca_heap_blk *free_list[SHCA_HEAP_CLASSES];
 	uint64_t free_mask;		/* bit c: free_list[c] not empty */
-	struct shca_heap_blk **hash;	/* blocks in use, by offset */
+	struct shca_heap_blk **hash;	/* blocks in use, by offset; NULL:
+					 * not hashed (_init_nohash) */
 	uint64_t hash_size;		/* power of two */
 	uint64_t nused, nfree;		/* blocks */
 	uint64_t used_bytes;
@@ -60,6 +61,15 @@ struct shca_heap_todo {
  * -ENOMEM. */
 int shca_heap_init(struct shca_heap *h, uint64_t start, uint64_t end,
 		   uint64_t page);
+/*
+ * The same, for a caller that keeps each block's node (shm/seg.c's pool:
+ * a segment knows its pool range): blocks in use are not hashed, so an
+ * allocation and a free touch no table spread over the heap's size (a
+ * cache miss each, and a rehash of every block now and then); only
+ * shca_heap_alloc_blk and shca_heap_free_blk serve it.
+ */
+int shca_heap_init_nohash(struct shca_heap *h, uint64_t start, uint64_t end,
+			  uint64_t page);
 /* Drops the bookkeeping (the arena itself is the caller's). */
 void shca_heap_fini(struct shca_heap *h);
 
@@ -73,6 +83,16 @@ uint64_t shca_heap_alloc(struct shca_heap *h, uint64_t len,
  * off is not the start of a block in use. */
 uint64_t shca_heap_free(struct shca_heap *h, uint64_t off,
 			struct shca_heap_todo *todo);
+
+/* shca_heap_alloc, also handing out the block's node (*blk), which is
+ * what shca_heap_free_blk takes back (any heap). */
+uint64_t shca_heap_alloc_blk(struct shca_heap *h, uint64_t len,
+			     struct shca_heap_todo *todo, bool *oom,
+			     struct shca_heap_blk **blk);
+/* Gives back the block blk (from shca_heap_alloc_blk on h): its length,
+ * or 0 (nothing changed) when blk is not in use. */
+uint64_t shca_heap_free_blk(struct shca_heap *h, struct shca_heap_blk *blk,
+			    struct shca_heap_todo *todo);
 
 /* The length of the block in use at off, 0 if none. */
 uint64_t shca_heap_size(const struct shca_heap *h, uint64_t off);

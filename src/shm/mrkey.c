@@ -101,6 +101,14 @@ int shca_mr_index_add(void *base, size_t size, uint32_t key, uint32_t slot)
 	return -ENOSPC;
 }
 
+void shca_mr_index_prefetch(const void *base, size_t size, uint32_t key)
+{
+	uint64_t *g = group_of(base, size, key);
+
+	if (g)
+		__builtin_prefetch(g, 1, 3);
+}
+
 void shca_mr_index_del(void *base, size_t size, uint32_t key)
 {
 	uint64_t *g = group_of(base, size, key);

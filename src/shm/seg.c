@@ -143,7 +143,8 @@ static int state_ready(struct shca_arena *a)
 
 		if (a->pool_fd < 0 || fstat(a->pool_fd, &st))
 			return -EIO;
-		if (shca_heap_init(&pool, PS, POOL_END, PS))
+		/* a segment keeps its block's node: no hash by offset */
+		if (shca_heap_init_nohash(&pool, PS, POOL_END, PS))
 			return -ENOMEM;
 		pool_size = (uint64_t)st.st_size;
 		pool_dev = st.st_dev;
@@ -202,13 +203,13 @@ static void pool_punch(int fd, uint64_t off, uint64_t len)
  * what ftruncate adds.  Grown by half its size at a time (sparse: the
  * size costs nothing), never shrunk: peers' mappings of it stay valid.
  */
-static uint64_t pool_alloc(int fd, uint64_t len)
+static uint64_t pool_alloc(int fd, uint64_t len, struct shca_heap_blk **blk)
 {
 	struct shca_heap_todo todo;
 	uint64_t off, want;
 	bool oom;
 
-	off = shca_heap_alloc(&pool, len, &todo, &oom);
+	off = shca_heap_alloc_blk(&pool, len, &todo, &oom, blk);
 	if (!off)
 		return 0;
 	if (off + len > pool_size) {
@@ -218,7 +219,7 @@ static uint64_t pool_alloc(int fd, uint64_t len)
 		if (want < off + len || want > POOL_END)
 			want = off + len;
 		if (ftruncate(fd, (off_t)want)) {
-			shca_heap_free(&pool, off, &todo);
+			shca_heap_free_blk(&pool, *blk, &todo);
 			return 0;
 		}
 		pool_size = want;
@@ -228,13 +229,14 @@ static uint64_t pool_alloc(int fd, uint64_t len)
 
 /* punch: the range may hold data (else the caller knows it reads as
  * zero already). */
-static void pool_free(int fd, uint64_t off, uint64_t len, bool punch)
+static void pool_free(int fd, uint64_t off, uint64_t len, bool punch,
+		      struct shca_heap_blk *blk)
 {
 	struct shca_heap_todo todo;
 
 	if (punch)
 		pool_punch(fd, off, len);
-	shca_heap_free(&pool, off, &todo);
+	shca_heap_free_blk(&pool, blk, &todo);
 }
 
 /* ------------------------------------------------------------------ */
@@ -669,7 +671,7 @@ static void seg_release(struct shca_arena *a, struct shca_seg *s)
 			  (unsigned long)s->va, s->len, strerror(-ret));
 	else	/* punched as it was restored where it held data; the parts
 		 * no longer mapped here (if any) now */
-		pool_free(a->pool_fd, s->off, s->len, !whole);
+		pool_free(a->pool_fd, s->off, s->len, !whole, s->pool_blk);
 out:
 	slot_used[s->slot / 8] &= (uint8_t)~(1u << (s->slot % 8));
 	seg_remove(s);
@@ -843,6 +845,7 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 {
 	struct copy_arg c = { .base = s, .fd = a->pool_fd };
 	size_t len = e - s, done = 0;
+	struct shca_heap_blk *blk;
 	struct shca_seg *seg;
 	uint32_t slot;
 	uint64_t off;
@@ -855,7 +858,7 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 	if (ret)
 		goto err_free;
 	ret = -ENOSPC;
-	off = pool_alloc(a->pool_fd, len + POOL_GUARD(len));
+	off = pool_alloc(a->pool_fd, len + POOL_GUARD(len), &blk);
 	if (!off)
 		goto err_slot;
 	c.off = off;
@@ -886,6 +889,7 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 	seg->va = s;
 	seg->len = len;
 	seg->off = off;
+	seg->pool_blk = blk;
 	seg->gen = next_gen++;
 	seg->slot = slot;
 	seg->dontfork = dontfork;
@@ -917,7 +921,7 @@ err_undo:
 		    parts[i].start < s + done)
 			mprotect((void *)parts[i].start,
 				 parts[i].end - parts[i].start, parts[i].prot);
-	pool_free(a->pool_fd, off, len, true);
+	pool_free(a->pool_fd, off, len, true, blk);
 err_slot:
 	slot_used[slot / 8] &= (uint8_t)~(1u << (slot % 8));
 err_free:
@@ -1296,6 +1300,7 @@ void shca_seg_drain(uint32_t key)
 {
 	struct shca_arena *a = shca_arena_self();
 	uint64_t *lanes, *busy;
+	bool any = false;
 
 	if (!a)
 		return;
@@ -1308,6 +1313,7 @@ void shca_seg_drain(uint32_t key)
 	for (uint32_t g = 0; g < SHCA_ARENA_LANES / 64; g++) {
 		uint64_t bits = __atomic_load_n(&busy[g], __ATOMIC_SEQ_CST);
 
+		any |= bits != 0;
 		while (bits) {
 			uint32_t k = g * 64 + (uint32_t)__builtin_ctzll(bits);
 
@@ -1316,5 +1322,8 @@ void shca_seg_drain(uint32_t key)
 		}
 	}
 	pthread_rwlock_unlock(&drain_lock);
-	lanes_tidy(lanes);
+	/* no bit set: nothing to tidy (a bit set since is a later
+	 * drain's) */
+	if (any)
+		lanes_tidy(lanes);
 }

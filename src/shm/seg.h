@@ -89,10 +89,13 @@ typedef int (*shca_pages_fn)(uintptr_t start, uintptr_t end, void *arg);
 int shca_pages_scan(int pagemap_fd, uintptr_t start, uintptr_t end,
 		    shca_pages_fn fn, void *arg);
 
+struct shca_heap_blk;
+
 struct shca_seg {
 	uintptr_t va;
 	size_t len;
 	uint64_t off;			/* in the pool */
+	struct shca_heap_blk *pool_blk;	/* the pool's block (file_fd < 0) */
 	uint64_t gen;
 	uint32_t slot;			/* in the arena's segment table */
 	uint32_t refs;			/* MRs over it */

@@ -326,58 +326,73 @@ int shca_obj_collect(enum shca_otype t, struct ibv_context *ctx,
 /* ------------------------------------------------------------------ */
 /* Quarantine                                                          */
 
+/* A ring of the objects kept, oldest at quar_head: a fixed array, not a
+ * node allocated per object, whose oldest entry a retire reads back cold
+ * (a cache miss per deregistration, issue 12). */
 struct quar {
 	void *mem;
 	size_t size;
-	struct quar *next;
+	void (*release)(void *mem);	/* free() if NULL */
 };
 
-static pthread_mutex_t quar_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct quar *quar_head, *quar_tail;
-static size_t quar_objs, quar_bytes;
-
-/* Keep mem (size bytes) a while before freeing it; oldest out first. */
-static void quarantine(void *mem, size_t size)
+static void quar_release(const struct quar *q, size_t n)
 {
-	struct quar *q = malloc(sizeof(*q)), *old = NULL;
-
-	if (!q) {
-		free(mem);	/* no memory to remember it: free now */
-		return;
-	}
-	q->mem = mem;
-	q->size = size;
-	q->next = NULL;
-	pthread_mutex_lock(&quar_lock);
-	if (quar_tail)
-		quar_tail->next = q;
-	else
-		quar_head = q;
-	quar_tail = q;
-	quar_objs++;
-	quar_bytes += size;
-	/* unlink what is over the bounds; free it outside the lock */
-	while (quar_head != q &&
-	       (quar_objs > QUAR_MAX_OBJS || quar_bytes > QUAR_MAX_BYTES)) {
-		struct quar *o = quar_head;
-
-		quar_head = o->next;
-		quar_objs--;
-		quar_bytes -= o->size;
-		o->next = old;
-		old = o;
-	}
-	pthread_mutex_unlock(&quar_lock);
-	while (old) {
-		struct quar *next = old->next;
-
-		free(old->mem);
-		free(old);
-		old = next;
+	for (size_t i = 0; i < n; i++) {
+		if (q[i].release)
+			q[i].release(q[i].mem);
+		else
+			free(q[i].mem);
 	}
 }
 
+static pthread_mutex_t quar_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct quar quar_ring[QUAR_MAX_OBJS];
+static size_t quar_head, quar_objs, quar_bytes;
+
+/* Keep mem (size bytes) a while before freeing it (release, or free);
+ * oldest out first. */
+static void quarantine(void *mem, size_t size, void (*release)(void *mem))
+{
+	struct quar old[8];
+	size_t nold;
+
+	pthread_mutex_lock(&quar_lock);
+	for (;;) {
+		/* unlink what is over the bounds (the newest always stays);
+		 * free it outside the lock */
+		nold = 0;
+		while (quar_objs &&
+		       (quar_objs == QUAR_MAX_OBJS ||
+			quar_bytes + size > QUAR_MAX_BYTES) &&
+		       nold < sizeof(old) / sizeof(old[0])) {
+			struct quar *q = &quar_ring[quar_head];
+
+			old[nold++] = *q;
+			quar_bytes -= q->size;
+			quar_head = (quar_head + 1) % QUAR_MAX_OBJS;
+			quar_objs--;
+		}
+		if (nold < sizeof(old) / sizeof(old[0]))
+			break;
+		pthread_mutex_unlock(&quar_lock);
+		quar_release(old, nold);
+		pthread_mutex_lock(&quar_lock);
+	}
+	quar_ring[(quar_head + quar_objs) % QUAR_MAX_OBJS] =
+		(struct quar){ mem, size, release };
+	quar_objs++;
+	quar_bytes += size;
+	pthread_mutex_unlock(&quar_lock);
+	quar_release(old, nold);
+}
+
 void shca_obj_retire(struct shca_obj *o, void *mem, size_t size)
+{
+	shca_obj_retire_to(o, mem, size, NULL);
+}
+
+void shca_obj_retire_to(struct shca_obj *o, void *mem, size_t size,
+			void (*release)(void *mem))
 {
 	char *tail = (char *)(o + 1);
 	char *end = (char *)mem + size;
@@ -388,12 +403,12 @@ void shca_obj_retire(struct shca_obj *o, void *mem, size_t size)
 	 * object finds poison, not plausible pointers */
 	if (tail > (char *)mem && tail < end)
 		memset(tail, POISON_BYTE, (size_t)(end - tail));
-	quarantine(mem, size);
+	quarantine(mem, size, release);
 }
 
 void shca_quarantine(void *mem, size_t size)
 {
-	quarantine(mem, size);
+	quarantine(mem, size, NULL);
 }
 
 /* ------------------------------------------------------------------ */

@@ -85,7 +85,14 @@ static int check_access(unsigned int access)
 
 static uintptr_t page_size(void)
 {
-	return (uintptr_t)sysconf(_SC_PAGESIZE);
+	static uintptr_t ps;	/* asked once: a registration asks twice */
+	uintptr_t p = __atomic_load_n(&ps, __ATOMIC_RELAXED);
+
+	if (!p) {
+		p = (uintptr_t)sysconf(_SC_PAGESIZE);
+		__atomic_store_n(&ps, p, __ATOMIC_RELAXED);
+	}
+	return p;
 }
 
 /*
@@ -197,6 +204,28 @@ void shca_mr_slot_free(uint32_t idx)
 {
 	mr_table[idx] = NULL;
 	mr_count--;
+}
+
+/*
+ * The lines a registration (key 0: the key this thread draws next) or
+ * the deregistration of key will look up, asked for before the system
+ * calls and other work that come first (issue 12): the key map's, the
+ * arena key index group's, and slot's MR table entry (slot 0: none).
+ */
+static void key_warm(uint32_t key, uint32_t slot)
+{
+	struct shca_arena *a = shca_arena_self();
+	struct shca_mr_shm *e;
+
+	pthread_mutex_lock(&mr_table_lock);
+	key = shca_mr_key_prefetch(key);
+	pthread_mutex_unlock(&mr_table_lock);
+	if (!a)
+		return;
+	shca_mr_index_prefetch(a->base, a->size, key);
+	e = slot ? shca_mr_table_entry(a->base, a->size, slot) : NULL;
+	if (e)
+		__builtin_prefetch(e, 1, 3);
 }
 
 static int table_insert(struct shca_mr *mr)
@@ -429,6 +458,50 @@ static int reg_check(struct ibv_pd *ibpd, void *addr, size_t length,
 	return ret;
 }
 
+/*
+ * MR structs that left the quarantine (handle.c), kept for new MRs
+ * rather than freed: a free of one deregistered thousands of MRs ago
+ * missed in its cold chunk and neighbours, and malloc consolidated them,
+ * a sixth of a deregistration's own time (issue 12).  Last in, first
+ * out; at most MR_SPARE_MAX, the rest freed.  Only memory comes back
+ * this way: a dead MR stays dead for as long as the quarantine holds it.
+ */
+#define MR_SPARE_MAX	65536u
+static pthread_mutex_t mr_spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *mr_spare;		/* linked through their first word */
+static uint32_t mr_spare_n;
+
+static void mr_spare_put(void *mem)
+{
+	pthread_mutex_lock(&mr_spare_lock);
+	if (mr_spare_n < MR_SPARE_MAX) {
+		*(void **)mem = mr_spare;
+		mr_spare = mem;
+		mr_spare_n++;
+		mem = NULL;
+	}
+	pthread_mutex_unlock(&mr_spare_lock);
+	free(mem);
+}
+
+/* A zeroed MR struct, as calloc gives it. */
+static struct shca_mr *mr_alloc(void)
+{
+	void *mem;
+
+	pthread_mutex_lock(&mr_spare_lock);
+	mem = mr_spare;
+	if (mem) {
+		mr_spare = *(void **)mem;
+		mr_spare_n--;
+	}
+	pthread_mutex_unlock(&mr_spare_lock);
+	if (!mem)
+		return calloc(1, sizeof(struct shca_mr));
+	memset(mem, 0, sizeof(struct shca_mr));
+	return mem;
+}
+
 /* A new MR over [base, base + length) at iova, in pd (its use is
  * consumed); dm: a DM MR, whose public addr is NULL. */
 static struct ibv_mr *mr_create(struct ibv_pd *ibpd, struct shca_pd *pd,
@@ -439,7 +512,7 @@ static struct ibv_mr *mr_create(struct ibv_pd *ibpd, struct shca_pd *pd,
 	int ret;
 
 	ret = -ENOMEM;
-	mr = calloc(1, sizeof(*mr));
+	mr = mr_alloc();
 	if (!mr)
 		goto err_pd;
 	mr->pd = pd;
@@ -486,6 +559,8 @@ struct ibv_mr *shca_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	/* the check's answers about the mappings serve the remap too */
 	shca_vma_note_begin();
 	ret = reg_check(ibpd, addr, length, &iova, &access, &pd);
+	if (!ret)
+		key_warm(0, 0);	/* ahead of the remap's system calls */
 	mr = ret ? SHCA_ERR_PTR(-ret) :
 		   mr_create(ibpd, pd, addr, length, iova, access, NULL);
 	shca_vma_note_end();
@@ -518,7 +593,10 @@ struct ibv_mr *shca_reg_mr_dm(struct ibv_pd *ibpd, struct shca_dm *dm,
  */
 int shca_mr_destroy(struct shca_mr *mr)
 {
-	int ret = shca_obj_claim(&mr->obj, NULL);
+	int ret;
+
+	key_warm(mr->ibmr.lkey, mr->index);
+	ret = shca_obj_claim(&mr->obj, NULL);
 
 	if (ret) {
 		shca_obj_put(&mr->obj);
@@ -535,7 +613,7 @@ int shca_mr_destroy(struct shca_mr *mr)
 	shca_pd_put(mr->pd);
 	if (mr->dm)
 		__atomic_sub_fetch(&mr->dm->refs, 1, __ATOMIC_RELAXED);
-	shca_obj_retire(&mr->obj, mr, sizeof(*mr));
+	shca_obj_retire_to(&mr->obj, mr, sizeof(*mr), mr_spare_put);
 	return 0;
 }
 

@@ -148,6 +148,9 @@ void shca_obj_unclaim(struct shca_obj *o);
 /* The object is gone: its handle is freed, it is marked dead, poisoned
  * past the header, and mem (size bytes, o inside) freed later. */
 void shca_obj_retire(struct shca_obj *o, void *mem, size_t size);
+/* The same; mem leaves the quarantine through release(mem), not free. */
+void shca_obj_retire_to(struct shca_obj *o, void *mem, size_t size,
+			void (*release)(void *mem));
 void shca_quarantine(void *mem, size_t size);
 /* The live objects of ctx, each with a use taken: a malloc'd array. */
 int shca_obj_collect(enum shca_otype t, struct ibv_context *ctx,
@@ -859,6 +862,9 @@ int shca_mr_key_new(void *mr, bool (*fits)(uint32_t key, void *arg),
 		    void *arg, uint32_t *key);
 void *shca_mr_key_find(uint32_t key);
 void shca_mr_key_retire(uint32_t key);
+/* key's place in the map on its way into the cache, for a find, new or
+ * retire soon after; key 0: the key the calling thread draws next. */
+uint32_t shca_mr_key_prefetch(uint32_t key);
 /* An MW's key: a prefix (low byte 0) whose 256 keys are all free,
  * reserved for mw; the MW that holds key's prefix, or NULL. */
 int shca_mw_key_new(void *mw, bool (*fits)(uint32_t key, void *arg),

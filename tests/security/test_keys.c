@@ -528,6 +528,57 @@ TEST(deregistered_key_refused)
 	ASSERT_EQ(qp_stat(b, "invalid_rkey"), 1u);
 }
 
+/*
+ * A deregistered MR's struct is reused for a new MR once it has left
+ * the quarantine of destroyed objects (verbs/mr.c keeps it for that,
+ * issue 12): the new MR answers to its own key only, the old key stays
+ * refused.
+ */
+TEST(deregistered_key_refused_after_struct_reuse)
+{
+	struct ibv_mr *mr2, *r = NULL;
+	struct ibv_qp *a, *b;
+	int st[32] = { 0 }, i;
+	struct node n;
+	uint32_t old;
+	void *old_mr;
+
+	node_open(&n, 64);
+	a = qp_new(&n, IBV_QPT_RC, 4, 4);
+	b = qp_new(&n, IBV_QPT_RC, 4, 4);
+	qp_up(a, b->qp_num, &n.gid);
+	qp_up(b, a->qp_num, &n.gid);
+	mr2 = ibv_reg_mr(n.pd, n.buf + 4096, 4096,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	ASSERT_NOT_NULL(mr2);
+	old = mr2->rkey;
+	old_mr = mr2;
+	ASSERT_EQ(ibv_dereg_mr(mr2), 0);
+	/* past the quarantine's 4096 objects, the struct comes back */
+	for (i = 0; i < 20000; i++) {
+		r = ibv_reg_mr(n.pd, n.buf + 4096, 4096,
+			       IBV_ACCESS_LOCAL_WRITE |
+				       IBV_ACCESS_REMOTE_WRITE);
+		ASSERT_NOT_NULL(r);
+		if ((void *)r == old_mr)
+			break;
+		ASSERT_EQ(ibv_dereg_mr(r), 0);
+	}
+	ASSERT((void *)r == old_mr);
+	ASSERT_NE(r->rkey, old);
+	ASSERT_NE(r->lkey, old);
+	/* the new key reaches the page, the old one does not */
+	ASSERT_EQ(post_write(&n, a, r->rkey, (uintptr_t)n.buf + 4096, 64, 1),
+		  0);
+	reap(n.cq, 1, st);
+	ASSERT_EQ(st[IBV_WC_SUCCESS], 1);
+	ASSERT_EQ(post_write(&n, a, old, (uintptr_t)n.buf + 4096, 64, 2), 0);
+	reap(n.cq, 1, st);
+	ASSERT_EQ(st[IBV_WC_REM_ACCESS_ERR], 1);
+	ASSERT_EQ(qp_stat(b, "invalid_rkey"), 1u);
+	ASSERT_EQ(ibv_dereg_mr(r), 0);
+}
+
 /* ------------------------------------------------------------------ */
 /* Brute force: UC                                                     */
 
