@@ -46,6 +46,20 @@ pid_t shca_getpid(void);
 /* The calling thread's id, cached per thread the same way. */
 pid_t shca_gettid(void);
 
+/* The page size, asked of the kernel once (per file that asks). */
+#include <unistd.h>
+static inline uintptr_t shca_page_size(void)
+{
+	static uintptr_t ps;
+	uintptr_t p = __atomic_load_n(&ps, __ATOMIC_RELAXED);
+
+	if (!p) {
+		p = (uintptr_t)sysconf(_SC_PAGESIZE);
+		__atomic_store_n(&ps, p, __ATOMIC_RELAXED);
+	}
+	return p;
+}
+
 /* Fill buf with random bytes (getrandom, never blocks after boot). */
 void shca_random(void *buf, size_t len);
 uint32_t shca_random_u32(void);

@@ -48,15 +48,6 @@ struct shca_segmap {
 	bool read_once;
 };
 
-static uint64_t page_size(void)
-{
-	static uint64_t ps;
-
-	if (!ps)
-		ps = (uint64_t)sysconf(_SC_PAGESIZE);
-	return ps;
-}
-
 /*
  * A pool is mapped only if it cannot hurt us: a memfd of our uid on tmpfs
  * (not hugetlbfs, whose faults raise SIGBUS when the huge pages run out),
@@ -288,7 +279,7 @@ void *shca_segmap_find(struct shca_segmap *m, uint64_t va, uint64_t *len)
 static bool seg_read(struct shca_segmap *m, const struct shca_seg_shm *e,
 		     struct seg *out)
 {
-	uint64_t ps = page_size(), end;
+	uint64_t ps = shca_page_size(), end;
 	uint32_t s1, s2;
 	struct stat st;
 

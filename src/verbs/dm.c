@@ -128,7 +128,7 @@ static void dm_uncharge(size_t len)
 struct ibv_dm *shca_alloc_dm(struct ibv_context *ctx,
 			     struct ibv_alloc_dm_attr *attr)
 {
-	size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+	size_t ps = shca_page_size();
 	struct shca_dm *dm;
 	int ret;
 

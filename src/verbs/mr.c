@@ -83,18 +83,6 @@ static int check_access(unsigned int access)
 	return 0;
 }
 
-static uintptr_t page_size(void)
-{
-	static uintptr_t ps;	/* asked once: a registration asks twice */
-	uintptr_t p = __atomic_load_n(&ps, __ATOMIC_RELAXED);
-
-	if (!p) {
-		p = (uintptr_t)sysconf(_SC_PAGESIZE);
-		__atomic_store_n(&ps, p, __ATOMIC_RELAXED);
-	}
-	return p;
-}
-
 /*
  * What pinning [addr, addr + len) would find, as the kernel's
  * ib_umem_get() does it: -EINVAL when the range wraps or covers no page
@@ -103,7 +91,7 @@ static uintptr_t page_size(void)
  */
 static int check_pages(const void *addr, size_t len, bool write)
 {
-	uintptr_t start = (uintptr_t)addr, ps = page_size();
+	uintptr_t start = (uintptr_t)addr, ps = shca_page_size();
 
 	if (len > UINTPTR_MAX - start ||
 	    ((start + len + ps - 1) & ~(ps - 1)) < start + len)
@@ -430,7 +418,7 @@ static int reg_check(struct ibv_pd *ibpd, void *addr, size_t length,
 	int ret;
 
 	/* address and iova at the same offset within a page */
-	if (((uintptr_t)addr ^ *iova) & (page_size() - 1))
+	if (((uintptr_t)addr ^ *iova) & (shca_page_size() - 1))
 		return -EINVAL;
 	ret = check_access(*access);
 	if (ret)
@@ -882,7 +870,7 @@ static int advise_sge(struct shca_pd *pd, const struct ibv_sge *s,
  */
 static int advise_populate(void *addr, size_t len, bool write)
 {
-	uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t ps = shca_page_size();
 	uintptr_t s = (uintptr_t)addr & ~(ps - 1);
 	uintptr_t e = ((uintptr_t)addr + len + ps - 1) & ~(ps - 1);
 

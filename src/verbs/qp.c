@@ -322,7 +322,7 @@ static int sq_init(struct shca_sq *sq, struct shca_pd *pd, uint32_t max_wr,
 	sq->size = shca_roundup_pow2(sq->max_wr + gen_room);
 	sq->wqe_size = sizeof(struct shca_send_wqe) + area;
 	ret = shca_qbuf_alloc(&sq->mem, pd, (size_t)sq->size * sq->wqe_size,
-			      (size_t)sysconf(_SC_PAGESIZE), SHCA_RES_TYPE_SQ);
+			      shca_page_size(), SHCA_RES_TYPE_SQ);
 	if (ret)
 		return ret;
 	sq->buf = sq->mem.addr;
