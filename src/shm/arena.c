@@ -174,9 +174,7 @@ static int arena_create(void)
 			  PAGE);
 	idx_off = align_up(mr_off + SHCA_ARENA_MR_ENTRIES *
 				    sizeof(struct shca_mr_shm), PAGE);
-	seg_off = align_up(idx_off + (uint64_t)SHCA_MR_INDEX_GROUPS *
-				     SHCA_MR_INDEX_WAYS * sizeof(uint64_t),
-			   PAGE);
+	seg_off = align_up(idx_off + SHCA_MR_INDEX_BYTES, PAGE);
 	lanes_off = align_up(seg_off + (uint64_t)SHCA_ARENA_SEG_ENTRIES *
 					       sizeof(struct shca_seg_shm),
 			     PAGE);
@@ -238,6 +236,7 @@ static int arena_create(void)
 	h->seg_table_off = seg_off;
 	h->lanes_off = lanes_off;
 	life_init(&h->life);
+	shca_mr_index_init(&the_arena.mr_index, base, idx_off);
 
 	the_arena.size = size;
 	the_arena.fd = fd;
@@ -559,7 +558,8 @@ void *shca_arena_map_peer(int fd, pid_t owner, size_t *size)
 	    hdr.qp_table_off < sizeof(hdr) || hdr.qp_table_off % 8 ||
 	    hdr.mr_table_off < sizeof(hdr) || hdr.mr_table_off % 8 ||
 	    qp_end > hdr.size || mr_end > hdr.size || hdr.heap_off > hdr.size ||
-	    hdr.mr_index_off % 8 || hdr.mr_index_off > hdr.size ||
+	    hdr.mr_index_off % 64 || hdr.mr_index_off > hdr.size ||
+	    SHCA_MR_INDEX_BYTES > hdr.size - hdr.mr_index_off ||
 	    hdr.seg_table_off < sizeof(hdr) || hdr.seg_table_off % 8 ||
 	    seg_end > hdr.size || hdr.lanes_off < sizeof(hdr) ||
 	    hdr.lanes_off % 8 || lanes_end > hdr.size)

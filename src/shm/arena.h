@@ -58,7 +58,7 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	13	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	14	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
 					 * receive queue's PD (rq_pd); 5: the
 					 * pool, segments, lanes, MR flags;
@@ -72,7 +72,9 @@
 					 * 12: segments of the program's own
 					 * files (shca_seg_shm file, ino),
 					 * the map_file_bytes counter;
-					 * 13: the app_progress counter */
+					 * 13: the app_progress counter;
+					 * 14: the key index sized to the
+					 * keys (mr_index_shift, regions) */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
@@ -80,7 +82,13 @@
 #define SHCA_ARENA_QP_ENTRIES	(1u << 14)	/* QPN index space */
 #define SHCA_ARENA_MR_ENTRIES	(1u << 20)	/* MR table slots */
 #define SHCA_MR_INDEX_WAYS	8		/* words per key index group */
-#define SHCA_MR_INDEX_GROUPS	(1u << 18)	/* key index groups */
+#define SHCA_MR_INDEX_MIN_SHIFT	6		/* first region: 2^6 groups */
+#define SHCA_MR_INDEX_MAX_SHIFT	18		/* largest region */
+#define SHCA_MR_INDEX_GROUPS	(1u << SHCA_MR_INDEX_MAX_SHIFT)
+/* the key index area: a region of 2^s groups for each s, smaller first */
+#define SHCA_MR_INDEX_BYTES \
+	((((uint64_t)2 << SHCA_MR_INDEX_MAX_SHIFT) - \
+	  ((uint64_t)1 << SHCA_MR_INDEX_MIN_SHIFT)) * SHCA_MR_INDEX_WAYS * 8)
 #define SHCA_ARENA_SEG_ENTRIES	(1u << 16)	/* segment table slots */
 #define SHCA_ARENA_LANES	4096		/* access lanes */
 /* the lanes, then their busy bitmap (a bit per lane) */
@@ -113,10 +121,13 @@ struct shca_arena_hdr {
 	uint64_t qp_table_off;	/* uint64_t[SHCA_ARENA_QP_ENTRIES] */
 	uint64_t mr_table_off;	/* struct shca_mr_shm[SHCA_ARENA_MR_ENTRIES] */
 	uint64_t heap_off;
-	uint64_t mr_index_off;	/* uint64_t[GROUPS][WAYS]: shca_mr_index_* */
+	uint64_t mr_index_off;	/* SHCA_MR_INDEX_BYTES: shca_mr_index_* */
 	uint64_t seg_table_off;	/* struct shca_seg_shm[SEG_ENTRIES] */
 	uint64_t lanes_off;	/* uint64_t[SHCA_ARENA_LANES], then the busy
 				 * bitmap: SHCA_ARENA_LANE_BYTES in all */
+	/* the key index's current region: 2^shift groups (owner, release
+	 * store when it doubles; shm/mrkey.c) */
+	uint32_t mr_index_shift;
 	/* the process's counters (shca_stat_proc): on a cache line of
 	 * their own, away from the read-mostly fields above */
 	struct shca_stat_block stats __attribute__((aligned(64)));
@@ -391,12 +402,22 @@ struct shca_qp_shm {
 };
 
 /* This process's arena. */
+/* The owner's record of its own MR key index (shm/mrkey.c, below), in
+ * its private memory. */
+struct shca_mr_index {
+	void *base;		/* the arena */
+	uint64_t off;		/* the index area */
+	unsigned int shift;	/* the current region: 2^shift groups */
+	uint32_t used;		/* words taken in it */
+};
+
 struct shca_arena {
 	void *base;
 	size_t size;
 	int fd;			/* memfd, passed to peers */
 	int pool_fd;		/* the pool memfd, passed to peers */
 	pid_t pid;
+	struct shca_mr_index mr_index;	/* under the MR table lock */
 };
 
 /* The arena of this process, created on first use (NULL, errno). */
@@ -518,18 +539,26 @@ void shca_seg_shm_write(struct shca_seg_shm *e, const struct shca_seg_shm *v);
  * 0 (free) or key << 32 | slot.  The owner picks keys whose group has
  * room, so a look-up reads one group and nothing else: a peer reading a
  * hostile arena makes a bounded number of loads.  The slot it finds is
- * only a hint: the MR table entry's own key must match.
+ * only a hint: the MR table entry's own key must match.  The index has
+ * 2^shift groups (the header's mr_index_shift), doubled by the owner when
+ * half full, each size in its own region of the area at mr_index_off.
  */
-uint32_t shca_mr_index_group(uint32_t key);
+uint32_t shca_mr_index_group(uint32_t key, unsigned int shift);
+/* The offset of the region of 2^shift groups in the index area. */
+uint64_t shca_mr_index_region(unsigned int shift);
 /* The slot of key in the arena at base (size bytes), 0 if none. */
 uint32_t shca_mr_index_find(const void *base, size_t size, uint32_t key);
-/* Owner: is there room for key in its group?  Add (-ENOSPC), remove. */
-bool shca_mr_index_room(const void *base, size_t size, uint32_t key);
-int shca_mr_index_add(void *base, size_t size, uint32_t key, uint32_t slot);
-void shca_mr_index_del(void *base, size_t size, uint32_t key);
+
+/* Owner, at the arena's creation: the first region, published. */
+void shca_mr_index_init(struct shca_mr_index *x, void *base, uint64_t off);
+/* Owner, under the MR table lock: is there room for key in its group?
+ * Add (-ENOSPC; may double the index first), remove. */
+bool shca_mr_index_room(const struct shca_mr_index *x, uint32_t key);
+int shca_mr_index_add(struct shca_mr_index *x, uint32_t key, uint32_t slot);
+void shca_mr_index_del(struct shca_mr_index *x, uint32_t key);
 /* Owner: key's group on its way into the cache, ahead of a look-up that
- * would miss there (issue 12: the index is 16 MiB, a group a line). */
-void shca_mr_index_prefetch(const void *base, size_t size, uint32_t key);
+ * would miss there. */
+void shca_mr_index_prefetch(const struct shca_mr_index *x, uint32_t key);
 /* The MR table entry of slot in the arena at base, NULL if out of it. */
 struct shca_mr_shm *shca_mr_table_entry(const void *base, size_t size,
 					uint32_t slot);

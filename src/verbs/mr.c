@@ -133,7 +133,7 @@ static bool key_fits(uint32_t key, void *arg)
 {
 	struct shca_arena *a = arg;
 
-	return shca_mr_index_room(a->base, a->size, key);
+	return shca_mr_index_room(&a->mr_index, key);
 }
 
 bool shca_mr_key_fits(uint32_t key, void *arena)
@@ -210,7 +210,7 @@ static void key_warm(uint32_t key, uint32_t slot)
 	pthread_mutex_unlock(&mr_table_lock);
 	if (!a)
 		return;
-	shca_mr_index_prefetch(a->base, a->size, key);
+	shca_mr_index_prefetch(&a->mr_index, key);
 	e = slot ? shca_mr_table_entry(a->base, a->size, slot) : NULL;
 	if (e)
 		__builtin_prefetch(e, 1, 3);
@@ -234,7 +234,7 @@ static int table_insert(struct shca_mr *mr)
 	if (!ret) {
 		/* the index word first: a reader that finds it checks the
 		 * entry's key, which is the MR's only once published */
-		ret = shca_mr_index_add(a->base, a->size, key, idx);
+		ret = shca_mr_index_add(&a->mr_index, key, idx);
 		if (ret)
 			shca_mr_key_retire(key);
 	}
@@ -281,7 +281,7 @@ static void table_remove(struct shca_mr *mr)
 		struct shca_mr_shm *slot =
 			shca_mr_table_entry(a->base, a->size, mr->index);
 
-		shca_mr_index_del(a->base, a->size, mr->ibmr.lkey);
+		shca_mr_index_del(&a->mr_index, mr->ibmr.lkey);
 		if (slot)
 			shca_mr_shm_clear(slot);
 	}

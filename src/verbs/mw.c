@@ -119,7 +119,7 @@ struct ibv_mw *shca_alloc_mw(struct ibv_pd *ibpd, enum ibv_mw_type type)
 			shca_mr_slot_free(mw->index);
 	}
 	if (!ret) {
-		ret = shca_mr_index_add(a->base, a->size, key & ~0xffu,
+		ret = shca_mr_index_add(&a->mr_index, key & ~0xffu,
 					mw->index);
 		if (ret) {
 			shca_mr_key_retire(key & ~0xffu);
@@ -184,7 +184,7 @@ int shca_mw_destroy(struct shca_mw *mw)
 	mw_unpublish(mw);
 	key = mw->key;
 	if (a)
-		shca_mr_index_del(a->base, a->size, mw->prefix);
+		shca_mr_index_del(&a->mr_index, mw->prefix);
 	shca_mr_key_retire(mw->prefix);
 	shca_mr_slot_free(mw->index);
 	for (pp = &mw_list; *pp; pp = &(*pp)->next)

@@ -12,6 +12,8 @@
  * that name the key with slots out of range.
  */
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "harness.h"
@@ -86,15 +88,15 @@ TEST(generator_refuses_reserved_live_and_quarantined)
 	ASSERT_NULL(shca_mr_key_find(UINT32_MAX));
 }
 
-/* A fake arena: header, MR table and key index, sparse. */
-static void *fake_arena(size_t *size)
+/* A fake arena: header, MR table and key index, sparse; its index
+ * initialised by its owner, x. */
+static void *fake_arena(size_t *size, struct shca_mr_index *x)
 {
 	struct shca_arena_hdr *h;
 	size_t mr = (size_t)SHCA_ARENA_MR_ENTRIES * sizeof(struct shca_mr_shm);
-	size_t idx = (size_t)SHCA_MR_INDEX_GROUPS * SHCA_MR_INDEX_WAYS * 8;
 	void *base;
 
-	*size = 4096 + mr + idx;
+	*size = 4096 + mr + SHCA_MR_INDEX_BYTES;
 	base = mmap(NULL, *size, PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	ASSERT(base != MAP_FAILED);
@@ -102,53 +104,127 @@ static void *fake_arena(size_t *size)
 	h->size = *size;
 	h->mr_table_off = 4096;
 	h->mr_index_off = 4096 + mr;
+	shca_mr_index_init(x, base, h->mr_index_off);
 	return base;
+}
+
+/* The group of key in the index's current region. */
+static uint64_t *group_now(void *a, uint32_t key)
+{
+	struct shca_arena_hdr *h = a;
+	unsigned int s = h->mr_index_shift;
+
+	return (uint64_t *)((char *)a + h->mr_index_off +
+			    shca_mr_index_region(s)) +
+	       (size_t)shca_mr_index_group(key, s) * SHCA_MR_INDEX_WAYS;
 }
 
 TEST(index_add_find_del)
 {
+	struct shca_mr_index x;
 	size_t size;
-	void *a = fake_arena(&size);
+	void *a = fake_arena(&size, &x);
 	uint32_t key = 0x8badf00d, other, n;
+	unsigned int s = x.shift;
 
+	ASSERT_EQ(s, (unsigned int)SHCA_MR_INDEX_MIN_SHIFT);
 	ASSERT_EQ(shca_mr_index_find(a, size, key), 0u);
-	ASSERT(shca_mr_index_room(a, size, key));
-	ASSERT_EQ(shca_mr_index_add(a, size, key, 7), 0);
+	ASSERT(shca_mr_index_room(&x, key));
+	ASSERT_EQ(shca_mr_index_add(&x, key, 7), 0);
 	ASSERT_EQ(shca_mr_index_find(a, size, key), 7u);
 	/* keys of the same group fill it: then there is no room */
 	for (other = 1, n = 1; n < SHCA_MR_INDEX_WAYS; other++)
-		if (other != key && shca_mr_index_group(other) ==
-					    shca_mr_index_group(key)) {
-			ASSERT_EQ(shca_mr_index_add(a, size, other, 100 + n),
-				  0);
+		if (other != key && shca_mr_index_group(other, s) ==
+					    shca_mr_index_group(key, s)) {
+			ASSERT_EQ(shca_mr_index_add(&x, other, 100 + n), 0);
 			n++;
 		}
-	ASSERT(!shca_mr_index_room(a, size, key));
-	ASSERT_EQ(shca_mr_index_add(a, size, key ^ 1, 9) == -ENOSPC ||
-		  shca_mr_index_group(key ^ 1) != shca_mr_index_group(key),
+	ASSERT_EQ(x.shift, s);	/* 8 words: far from half of 512 */
+	ASSERT(!shca_mr_index_room(&x, key));
+	ASSERT_EQ(shca_mr_index_add(&x, key ^ 1, 9) == -ENOSPC ||
+		  shca_mr_index_group(key ^ 1, s) !=
+			  shca_mr_index_group(key, s),
 		  1);
 	ASSERT_EQ(shca_mr_index_find(a, size, key), 7u);
-	shca_mr_index_del(a, size, key);
+	shca_mr_index_del(&x, key);
 	ASSERT_EQ(shca_mr_index_find(a, size, key), 0u);
-	ASSERT(shca_mr_index_room(a, size, key));
+	ASSERT(shca_mr_index_room(&x, key));
 	/* key 0 is never found, never added */
 	ASSERT_EQ(shca_mr_index_find(a, size, 0), 0u);
-	ASSERT_EQ(shca_mr_index_add(a, size, 0, 3), -EINVAL);
+	ASSERT_EQ(shca_mr_index_add(&x, 0, 3), -EINVAL);
+	munmap(a, size);
+}
+
+/*
+ * The index doubles when half full and every live key is found in the
+ * new region; a region left behind is never written again (a reader
+ * still inside it reads what was there when it started); removed keys
+ * are gone from the current region.
+ */
+TEST(index_grows_with_the_keys)
+{
+	enum { N = 20000 };
+	static uint32_t keys[N];
+	struct shca_mr_index x;
+	size_t size;
+	char *a = fake_arena(&size, &x);
+	struct shca_arena_hdr *h = (struct shca_arena_hdr *)a;
+	uint64_t first = 64ull << SHCA_MR_INDEX_MIN_SHIFT;
+	char *before = malloc(first);
+	uint32_t i, n = 0, r = 0x12345u;
+	unsigned int grew = 0, s = x.shift;
+
+	ASSERT_NOT_NULL(before);
+	while (n < N) {
+		r = r * 1664525u + 1013904223u;	/* any keys will do */
+		if (!r || shca_mr_index_find(a, size, r) ||
+		    !shca_mr_index_room(&x, r))
+			continue;
+		ASSERT_EQ(shca_mr_index_add(&x, r, n + 1), 0);
+		keys[n++] = r;
+		if (x.shift != s) {
+			/* doubled at half: every key so far is there */
+			ASSERT_EQ(x.shift, s + 1);
+			ASSERT_EQ(n - 1, (uint32_t)SHCA_MR_INDEX_WAYS / 2 << s);
+			ASSERT_EQ(h->mr_index_shift, x.shift);
+			for (i = 0; i < n; i++)
+				ASSERT_EQ(shca_mr_index_find(a, size, keys[i]),
+					  i + 1);
+			if (s == SHCA_MR_INDEX_MIN_SHIFT)
+				memcpy(before, a + h->mr_index_off, first);
+			s = x.shift;
+			grew++;
+		}
+	}
+	/* 20,000 keys: 2^13 groups of 8 words (doubled at 256, 512, ...
+	 * 16,384 words taken) */
+	ASSERT_EQ(x.shift, 13u);
+	ASSERT_EQ(grew, 13u - SHCA_MR_INDEX_MIN_SHIFT);
+	ASSERT_EQ(x.used, (uint32_t)N);
+	for (i = 0; i < N; i += 2)
+		shca_mr_index_del(&x, keys[i]);
+	for (i = 0; i < N; i++)
+		ASSERT_EQ(shca_mr_index_find(a, size, keys[i]),
+			  i % 2 ? i + 1 : 0);
+	ASSERT_EQ(x.used, (uint32_t)N / 2);
+	/* the first region is as it was when the index left it */
+	ASSERT(!memcmp(before, a + h->mr_index_off, first));
+	free(before);
 	munmap(a, size);
 }
 
 TEST(index_reads_hostile_bytes_safely)
 {
 	struct shca_arena_hdr *h;
+	struct shca_mr_index x;
 	size_t size;
-	void *a = fake_arena(&size);
+	void *a = fake_arena(&size, &x);
 	uint64_t *g;
 	uint32_t key = 0x12345678, i;
 
 	h = a;
 	/* every word of the key's group names the key, slots out of range */
-	g = (uint64_t *)((char *)a + h->mr_index_off) +
-	    (size_t)shca_mr_index_group(key) * SHCA_MR_INDEX_WAYS;
+	g = group_now(a, key);
 	for (i = 0; i < SHCA_MR_INDEX_WAYS; i++)
 		g[i] = (uint64_t)key << 32 | (0xfff00000u + i);
 	ASSERT_EQ(shca_mr_index_find(a, size, key) >= SHCA_ARENA_MR_ENTRIES,
@@ -157,12 +233,29 @@ TEST(index_reads_hostile_bytes_safely)
 					shca_mr_index_find(a, size, key)));
 	ASSERT_NULL(shca_mr_table_entry(a, size, 0));
 	ASSERT_NOT_NULL(shca_mr_table_entry(a, size, 1));
+	/* a size out of the regions: nothing read */
+	h->mr_index_shift = SHCA_MR_INDEX_MIN_SHIFT - 1;
+	ASSERT_EQ(shca_mr_index_find(a, size, key), 0u);
+	h->mr_index_shift = SHCA_MR_INDEX_MAX_SHIFT + 1;
+	ASSERT_EQ(shca_mr_index_find(a, size, key), 0u);
+	h->mr_index_shift = UINT32_MAX;
+	ASSERT_EQ(shca_mr_index_find(a, size, key), 0u);
+	h->mr_index_shift = SHCA_MR_INDEX_MAX_SHIFT;
+	ASSERT_EQ(shca_mr_index_find(a, size, key), 0u);	/* empty */
+	h->mr_index_shift = SHCA_MR_INDEX_MIN_SHIFT;
+	ASSERT(shca_mr_index_find(a, size, key) != 0);
 	/* offsets out of the arena, unaligned, wrapping: nothing read */
 	h->mr_index_off = size - 64;
 	ASSERT_EQ(shca_mr_index_find(a, size, key), 0u);
 	h->mr_index_off = UINT64_MAX - 63;
 	ASSERT_EQ(shca_mr_index_find(a, size, key), 0u);
-	h->mr_index_off = 4096 + 8;
+	h->mr_index_off = x.off + 8;
+	ASSERT_EQ(shca_mr_index_find(a, size, key), 0u);
+	/* the owner's writes go where its own record says, whatever the
+	 * header says now */
+	ASSERT(!shca_mr_index_room(&x, key));
+	h->mr_index_off = x.off;
+	shca_mr_index_del(&x, key);
 	ASSERT_EQ(shca_mr_index_find(a, size, key), 0u);
 	h->mr_table_off = size;
 	ASSERT_NULL(shca_mr_table_entry(a, size, 1));

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 
 #include "harness.h"
@@ -577,6 +578,103 @@ TEST(deregistered_key_refused_after_struct_reuse)
 	ASSERT_EQ(st[IBV_WC_REM_ACCESS_ERR], 1);
 	ASSERT_EQ(qp_stat(b, "invalid_rkey"), 1u);
 	ASSERT_EQ(ibv_dereg_mr(r), 0);
+}
+
+/*
+ * The arena's key index doubles as MRs are registered (shm/mrkey.c,
+ * issue 12): a key that lives through every doubling is found on every
+ * access made meanwhile.  Another process WRITEs through one MR's R_Key
+ * without pause (its look-ups in this arena take none of this process's
+ * locks) while this one registers 20,000 more MRs (the index doubles
+ * seven times) and deregisters them; every WRITE succeeds.  An index that
+ * sent readers to a region before it held the words refused some (seen
+ * with the publication moved before the copy and the copy slowed).
+ */
+struct growth_target {
+	uint64_t addr;
+	uint32_t rkey;
+};
+
+static void growth_writer(int fd, void *arg)
+{
+	struct growth_target t;
+	uint64_t n = 0, bad = 0;
+	struct ep_opts o;
+	struct ibv_wc wc;
+	struct ep b;
+
+	(void)arg;
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_open_remote(&b, &o, fd);
+	xread(fd, &t, sizeof(t));
+	b.peer.addr = t.addr;
+	b.peer.rkey = t.rkey;
+	for (;;) {
+		ASSERT_EQ(ep_post(&b, n, IBV_WR_RDMA_WRITE, 0, 64, 0, 0), 0);
+		ep_poll(b.scq, &wc, 1);
+		if (wc.status != IBV_WC_SUCCESS) {
+			bad++;
+			break;
+		}
+		if (!n++)
+			duo_signal(fd, 'u');
+		if (ep_readable(fd, 0))
+			break;
+	}
+	if (!n)
+		duo_signal(fd, 'u');
+	duo_expect(fd, 's');
+	xwrite(fd, &n, sizeof(n));
+	xwrite(fd, &bad, sizeof(bad));
+	duo_expect(fd, 'q');
+	ep_destroy(&b);
+}
+
+TEST(index_growth_never_misses_a_live_key)
+{
+	enum { MRS = 20000 };
+	struct growth_target t;
+	struct ibv_mr **mrs;
+	struct ep_opts o;
+	uint64_t n, bad;
+	struct duo d;
+	struct ep a;
+	char *pages;
+	int i;
+
+	ep_skip_if_netns();
+	duo_fork(&d, growth_writer, NULL);
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_open_remote(&a, &o, d.fd);
+	t.addr = (uintptr_t)a.buf;
+	t.rkey = a.mr->rkey;
+	xwrite(d.fd, &t, sizeof(t));
+	duo_expect(d.fd, 'u');
+	mrs = calloc(MRS, sizeof(*mrs));
+	ASSERT_NOT_NULL(mrs);
+	pages = mmap(NULL, (size_t)MRS * 4096, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	ASSERT(pages != MAP_FAILED);
+	for (i = 0; i < MRS; i++) {
+		mrs[i] = ibv_reg_mr(a.pd, pages + (size_t)i * 4096, 4096,
+				    IBV_ACCESS_LOCAL_WRITE |
+					    IBV_ACCESS_REMOTE_WRITE);
+		ASSERT_NOT_NULL(mrs[i]);
+	}
+	for (i = 0; i < MRS; i++)
+		ASSERT_EQ(ibv_dereg_mr(mrs[i]), 0);
+	duo_signal(d.fd, 's');
+	xread(d.fd, &n, sizeof(n));
+	xread(d.fd, &bad, sizeof(bad));
+	duo_signal(d.fd, 'q');
+	duo_wait(&d);
+	printf("# %llu WRITEs, %llu refused\n", (unsigned long long)n,
+	       (unsigned long long)bad);
+	ASSERT_EQ(bad, 0u);
+	ASSERT_GT(n, 1u);
+	munmap(pages, (size_t)MRS * 4096);
+	free(mrs);
+	ep_destroy(&a);
 }
 
 /* ------------------------------------------------------------------ */
