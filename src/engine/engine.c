@@ -158,6 +158,7 @@ void shca_timer_arm(struct shca_timer *t, uint64_t deadline)
 	pthread_mutex_lock(&engine_lock);
 	if (t->armed)
 		timer_unlink(t);
+	t->gen++;
 	t->deadline = deadline;
 	for (pp = &timers; *pp && (*pp)->deadline <= deadline;
 	     pp = &(*pp)->next)
@@ -181,7 +182,20 @@ void shca_timer_disarm(struct shca_timer *t)
 	pthread_mutex_lock(&engine_lock);
 	if (t->armed)
 		timer_unlink(t);
+	t->gen++;
 	pthread_mutex_unlock(&engine_lock);
+}
+
+/* An expiry acts only on the deadline it came for: a fn that waited for a
+ * lock while its timer was armed anew (or disarmed) lets it be. */
+bool shca_timer_stale(struct shca_timer *t)
+{
+	bool stale;
+
+	pthread_mutex_lock(&engine_lock);
+	stale = t->gen != t->fired;
+	pthread_mutex_unlock(&engine_lock);
+	return stale;
 }
 
 /* After this returns, fn is neither pending nor running (unless called
@@ -190,6 +204,7 @@ void shca_timer_disarm(struct shca_timer *t)
 void shca_timer_cancel(struct shca_timer *t)
 {
 	pthread_mutex_lock(&engine_lock);
+	t->gen++;
 	for (;;) {
 		if (t->armed)
 			timer_unlink(t);
@@ -211,6 +226,7 @@ static void run_timers(void)
 		struct shca_timer *t = timers;
 
 		timer_unlink(t);
+		t->fired = t->gen;
 		running_timer = t;
 		pthread_mutex_unlock(&engine_lock);
 		t->fn(t);

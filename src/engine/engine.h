@@ -55,6 +55,8 @@ struct shca_timer {
 	void (*fn)(struct shca_timer *t);
 	struct shca_timer *next;
 	bool armed;
+	uint64_t gen;		/* arms, disarms and cancels (engine_lock) */
+	uint64_t fired;		/* gen when the expiry that runs fn came */
 };
 
 void shca_timer_arm(struct shca_timer *t, uint64_t deadline);
@@ -67,6 +69,10 @@ void shca_timer_cancel(struct shca_timer *t);
 /* Unlink without waiting for a running fn: for callers holding a lock
  * that fn takes (fn must re-check what it acts on). */
 void shca_timer_disarm(struct shca_timer *t);
+/* From fn, once it holds the lock it waited for: was t armed again,
+ * disarmed or cancelled since the expiry that runs fn?  Then that expiry
+ * is stale (a new deadline stands, or none should), and fn does nothing. */
+bool shca_timer_stale(struct shca_timer *t);
 
 uint64_t shca_now_ns(void);
 

@@ -289,13 +289,20 @@ static void xmit(struct shca_qp *qp, const struct shca_send_wqe *w,
 
 static void execute_locked(struct shca_qp *qp);
 
-/* The QP's RNR or ACK timer: the transport's retry, or the head WQE's. */
+/*
+ * The QP's RNR or ACK timer: the transport's retry, or the head WQE's.
+ * Only for the deadline it was woken for: while it waited for exec_lock,
+ * a post, an ACK or a state change may have armed the timer anew (or
+ * disarmed it), and then no try has timed out (the WQEs in flight have
+ * the new deadline): nothing is sent again, no retry is counted against
+ * retry_cnt.  The new deadline's expiry comes on its own.
+ */
 static void qp_retry_timer(struct shca_timer *t)
 {
 	struct shca_qp *qp = container_of(t, struct shca_qp, retry_timer);
 
 	pthread_mutex_lock(&qp->exec_lock);
-	if (!shca_transports[qp->route]->timer(qp))
+	if (!shca_timer_stale(t) && !shca_transports[qp->route]->timer(qp))
 		execute_locked(qp);
 	pthread_mutex_unlock(&qp->exec_lock);
 }

@@ -34,10 +34,14 @@
 # checked by the receiving process, traffic_test_xrc_traffic), tm (tag
 # matching between the hosts, rendezvous included: the receiving QP's own
 # READ of the sender's data and its FIN cross the veth pair; the net
-# cases of traffic_test_tm).
+# cases of traffic_test_tm), ackmerge (coalesced ACKs between the hosts:
+# bursts of SENDs wait in the stopped receiver's socket, read at once and
+# answered with fewer ACKs than SENDs, every completion in order; also
+# under drop/dup, which the test sets itself; traffic_test_ackmerge).
 #
 # Usage: test_traffic_netns.sh [matrix|errors|matrix6|rcfaults|rcreset|
-# stat|exitflush|xrc|tm [CASE...]] (default: every run, every case).
+# stat|exitflush|xrc|tm|ackmerge [CASE...]] (default: every run, every
+# case).
 # Environment: SOFTHCA_BUILD (default: the source tree's build/), with the
 # test binaries in $SOFTHCA_BUILD/tests.
 # shellcheck source=tests/netns/lib.sh
@@ -59,19 +63,22 @@ unset LD_PRELOAD RDMAV_DRIVERS IBV_DRIVERS SHCA_TEST_NETNS_DEV
 # every case (the matrix moves ~30 MB, the errors ~35 KB)
 declare -A BIN=([matrix]=matrix [errors]=errors [matrix6]=matrix
 		[rcfaults]=matrix [rcreset]=matrix [stat]=stat
-		[exitflush]=exitflush [xrc]=xrc_traffic [tm]=tm)
+		[exitflush]=exitflush [xrc]=xrc_traffic [tm]=tm
+		[ackmerge]=ackmerge)
 declare -A GID=([matrix]=ipv4 [errors]=ipv4 [matrix6]=ipv6 [rcfaults]=ipv4
 		[rcreset]=ipv4 [stat]=ipv4 [exitflush]=ipv4 [xrc]=ipv4
-		[tm]=ipv4)
+		[tm]=ipv4 [ackmerge]=ipv4)
 declare -A SECS=([matrix]=240 [errors]=600 [matrix6]=240 [rcfaults]=240
-		 [rcreset]=240 [stat]=120 [exitflush]=120 [xrc]=120 [tm]=120)
+		 [rcreset]=240 [stat]=120 [exitflush]=120 [xrc]=120 [tm]=120
+		 [ackmerge]=60)
 declare -A CASE_SECS=([matrix]=90 [errors]=25 [matrix6]=90 [rcfaults]=150
-		      [rcreset]=150 [stat]=40 [exitflush]=40 [xrc]=60 [tm]=40)
+		      [rcreset]=150 [stat]=40 [exitflush]=40 [xrc]=60 [tm]=40
+		      [ackmerge]=25)
 declare -A MIN_BYTES=([matrix]=$((8 << 20)) [errors]=$((8 << 10))
 		      [matrix6]=$((8 << 20)) [rcfaults]=$((8 << 20))
 		      [rcreset]=$((8 << 20)) [stat]=$((4 << 20))
 		      [exitflush]=$((4 << 20)) [xrc]=$((8 << 10))
-		      [tm]=$((16 << 10)))
+		      [tm]=$((16 << 10)) [ackmerge]=$((16 << 10)))
 # rcfaults: the RC matrix (every opcode, size to 1 MiB, SGEs, inline, all
 # checked) with faults in both processes: RC must hide them all (go-back-N,
 # READs asked again from a lost response, duplicates answered again).
@@ -91,10 +98,12 @@ RESETS_MIN=10
 export NETNS_WATCHDOG=${NETNS_WATCHDOG:-1150}
 
 case ${1:-} in
-"") RUNS=(matrix errors matrix6 rcfaults rcreset stat exitflush xrc tm) ;;
-matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush|xrc|tm) RUNS=("$1"); shift ;;
+"") RUNS=(matrix errors matrix6 rcfaults rcreset stat exitflush xrc tm
+	  ackmerge) ;;
+matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush|xrc|tm|ackmerge)
+	RUNS=("$1"); shift ;;
 *) echo "usage: $0 [matrix|errors|matrix6|rcfaults|rcreset|stat|exitflush|xrc|tm" \
-	"[CASE...]]" >&2; exit 2 ;;
+	"|ackmerge [CASE...]]" >&2; exit 2 ;;
 esac
 CASES=("$@")
 for r in "${RUNS[@]}"; do

@@ -4,7 +4,8 @@
  * responder of an RC QP answers a batch of SENDs read at once with one
  * ACK, not one per message, and nothing else changes.
  *
- * Two processes, SOFTHCA_NET=1 (or two namespaces).  The receiver (the
+ * Two processes, SOFTHCA_NET=1 (or two namespaces: test_traffic_netns.sh
+ * ackmerge runs it with the receiver in namespace b).  The receiver (the
  * child) posts every receive first.  The sender sends BURSTS bursts of
  * BURST 8-byte SENDs back to back, each while the receiver is stopped
  * (SIGSTOP, seen stopped with waitpid): the burst waits in the
