@@ -1066,6 +1066,26 @@ static void execute_xrc(struct shca_peer *p, struct shca_qp_shm *q,
 			const struct shca_xfer *x,
 			struct shca_xfer_result *res);
 
+/*
+ * Does the request consume a receive WQE, so that the responder's receive
+ * CQ may get a completion (and its channel an event)?  Only then is the
+ * CQ's channel looked up ahead of its lock: a WRITE, READ or atomic reads
+ * nothing of the responder's CQ, whose lines its owner writes as it posts
+ * and polls (each read of them was a cache miss for both sides).
+ */
+static bool completes_here(const struct shca_xfer *x)
+{
+	switch (x->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static void execute(struct shca_peer *p, const struct shca_xfer *x,
 		    struct shca_xfer_result *res)
 {
@@ -1079,9 +1099,12 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 		return;
 	if (x->count_resp)
 		shca_xfer_count(&q->stats, x, false);
-	cq = shca_arena_ptr(p->arena, p->arena_size, q->rcq_off, sizeof(*cq));
-	if (cq)
-		shca_peer_prefetch_channel(p, cq);
+	if (completes_here(x)) {
+		cq = shca_arena_ptr(p->arena, p->arena_size, q->rcq_off,
+				    sizeof(*cq));
+		if (cq)
+			shca_peer_prefetch_channel(p, cq);
+	}
 	state = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
 	if (!shca_qp_state_can_receive(state) || shca_qp_shm_failing(q))
 		return;
@@ -1192,8 +1215,10 @@ static void execute_xrc(struct shca_peer *p, struct shca_qp_shm *q,
 		/* the memory accesses are the SRQ's process's now */
 		shca_mem_end(p);
 		shca_mem_begin(sp);
-		cq = shca_arena_ptr(sp->arena, sp->arena_size, view.rcq_off,
-				    sizeof(*cq));
+		cq = completes_here(x) ?
+			     shca_arena_ptr(sp->arena, sp->arena_size,
+					    view.rcq_off, sizeof(*cq)) :
+			     NULL;
 		if (cq)
 			shca_peer_prefetch_channel(sp, cq);
 	}
