@@ -401,7 +401,6 @@ struct shca_qp_shm {
 	struct shca_stat_block stats;	/* this QP's counters */
 };
 
-/* This process's arena. */
 /* The owner's record of its own MR key index (shm/mrkey.c, below), in
  * its private memory. */
 struct shca_mr_index {
@@ -411,6 +410,7 @@ struct shca_mr_index {
 	uint32_t used;		/* words taken in it */
 };
 
+/* This process's arena. */
 struct shca_arena {
 	void *base;
 	size_t size;
