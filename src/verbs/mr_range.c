@@ -104,16 +104,11 @@ static int check_by_text(uintptr_t start, uintptr_t end, bool write)
 	return ret;
 }
 
-/* 0 or -EFAULT (-EINVAL if the range wraps). */
-int shca_check_range(const void *addr, size_t len, bool write)
+/* PROCMAP_QUERY's answer: 0, -EFAULT, or -ENOTTY (ask the text). */
+static int check_query(uintptr_t start, uintptr_t end, bool write)
 {
-	uintptr_t start = (uintptr_t)addr;
 	int ret = -ENOTTY;
 
-	if (!len)
-		return 0;
-	if (len > UINTPTR_MAX - start)
-		return -EINVAL;
 	pthread_mutex_lock(&maps_lock);
 	if (!query_checked) {
 		/* SOFTHCA_PROCMAP_QUERY=0: the text walk, as on kernels
@@ -124,12 +119,43 @@ int shca_check_range(const void *addr, size_t len, bool write)
 		query_checked = true;
 	}
 	if (!query_missing) {
-		ret = check_by_query(start, start + len, write);
+		ret = check_by_query(start, end, write);
 		if (ret == -ENOTTY)
 			query_missing = true;
 	}
 	pthread_mutex_unlock(&maps_lock);
+	return ret;
+}
+
+/* 0 or -EFAULT (-EINVAL if the range wraps). */
+int shca_check_range(const void *addr, size_t len, bool write)
+{
+	uintptr_t start = (uintptr_t)addr;
+	int ret;
+
+	if (!len)
+		return 0;
+	if (len > UINTPTR_MAX - start)
+		return -EINVAL;
+	ret = check_query(start, start + len, write);
 	if (ret != -ENOTTY)
 		return ret;
 	return check_by_text(start, start + len, write);
+}
+
+/*
+ * The question where it costs one system call (a responder's check on
+ * every request, engine/responder.c): 0, -EFAULT, -EINVAL, or -ENOTTY
+ * where the kernel has no PROCMAP_QUERY (before 6.11, or
+ * SOFTHCA_PROCMAP_QUERY=0), whose text walk reads every mapping.
+ */
+int shca_check_range_query(const void *addr, size_t len, bool write)
+{
+	uintptr_t start = (uintptr_t)addr;
+
+	if (!len)
+		return 0;
+	if (len > UINTPTR_MAX - start)
+		return -EINVAL;
+	return check_query(start, start + len, write);
 }
