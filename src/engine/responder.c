@@ -179,8 +179,8 @@ static int lookup_key(struct shca_peer *p, const struct shca_qp_shm *q,
  * (docs/conformance.md, "A page that faults").  ODP MRs were checked by
  * lookup_key; a WRITE's packets after its first are not asked again (a
  * page unmapped meanwhile is the program's race, as with any buffer in
- * use).  Where the question costs more than one system call (no
- * PROCMAP_QUERY: mr_range.c), it is not asked.  True: the page faults.
+ * use).  Where the question costs more than one system call (Linux
+ * before 5.14: mr_range.c), it is not asked.  True: the page faults.
  */
 static bool net_page_fault(struct shca_peer *p, const struct shca_xfer *x,
 			   uint32_t access, uint64_t len, uint64_t va)

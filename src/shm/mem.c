@@ -177,8 +177,8 @@ bool shca_mem_faults(struct shca_peer *p, uint64_t va, uint64_t len,
 		     bool write)
 {
 	return p->self &&
-	       shca_check_range_query((const void *)(uintptr_t)va,
-				      (size_t)len, write) == -EFAULT;
+	       shca_check_range_fast((const void *)(uintptr_t)va,
+				     (size_t)len, write) == -EFAULT;
 }
 
 void shca_mem_end(struct shca_peer *p)

@@ -88,8 +88,9 @@ bool shca_mem_present(struct shca_peer *p, uint64_t va, uint64_t len,
 /*
  * shca_mem_faults: [va, va + len) of this process (p->self) is known not
  * to be mapped now, or not writable for a write, where asking costs one
- * system call (PROCMAP_QUERY); false where it would cost more (the text
- * of /proc/self/maps) or for another process's memory.
+ * system call (PROCMAP_QUERY, else MADV_POPULATE: verbs/mr_range.c);
+ * false where it would cost more (before Linux 5.14: the text of
+ * /proc/self/maps) or for another process's memory.
  */
 bool shca_mem_faults(struct shca_peer *p, uint64_t va, uint64_t len,
 		     bool write);

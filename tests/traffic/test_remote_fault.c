@@ -4,8 +4,9 @@
  * each path (docs/conformance.md, "A page that faults"):
  *
  * - the responder's page: the owner munmap()s or mprotect(PROT_NONE)s a
- *   page of its MR after registering it (or an ODP MR's page is not
- *   mapped), the peer READs, WRITEs or runs an atomic into it.  Where the
+ *   page of its MR after registering it (PROT_READ for a WRITE or an
+ *   atomic; or an ODP MR's page is not mapped), the peer READs, WRITEs
+ *   or runs an atomic into it.  Where the
  *   access faults (CMA, SOFTHCA_MAP=0; the net path, where the owner
  *   serves it; ODP on every path), the fault is the responder's, as on a
  *   NIC: the requester completes IBV_WC_REM_ACCESS_ERR and the
@@ -29,7 +30,7 @@
 
 #define OFF	64u		/* into the page, and the length of a READ/WRITE */
 
-enum how { H_MUNMAP, H_PROT_NONE, H_ODP, H_NONE };
+enum how { H_MUNMAP, H_PROT_NONE, H_READ_ONLY, H_ODP, H_NONE };
 
 struct kase {
 	enum ibv_wr_opcode op;
@@ -93,6 +94,8 @@ static void responder(int fd, void *arg)
 		ASSERT_EQ(munmap(m + page, page), 0);
 	else if (k->how == H_PROT_NONE)
 		ASSERT_EQ(mprotect(m + page, page, PROT_NONE), 0);
+	else if (k->how == H_READ_ONLY)
+		ASSERT_EQ(mprotect(m + page, page, PROT_READ), 0);
 	t.rkey = mr->rkey;
 	t.addr = (uintptr_t)m;
 	xwrite(fd, &t, sizeof(t));
@@ -106,11 +109,10 @@ static void responder(int fd, void *arg)
 	}
 	check_pattern(m, page, 4, 0);
 	check_pattern(m + 2 * page, page, 4, 2 * page);
-	if (k->how == H_PROT_NONE) {
+	if (k->how == H_PROT_NONE)
 		ASSERT_EQ(mprotect(m + page, page, PROT_READ), 0);
-		if (k->fault)	/* nothing written into the page */
-			check_pattern(m + page, page, 4, page);
-	}
+	if ((k->how == H_PROT_NONE || k->how == H_READ_ONLY) && k->fault)
+		check_pattern(m + page, page, 4, page);	/* not written */
 	ASSERT_EQ(ibv_dereg_mr(mr), 0);
 	duo_signal(fd, 'c');
 	ep_destroy(&b);
@@ -237,6 +239,16 @@ static void run_local(enum ibv_wr_opcode op)
 		run_remote(op, how);					\
 	}
 
+/* The net responder where the kernel has no PROCMAP_QUERY (before 6.11;
+ * SOFTHCA_PROCMAP_QUERY=0 makes it so): MADV_POPULATE tells instead. */
+#define NOQUERY(name, op, how)						\
+	TEST(name##_net_noquery)					\
+	{								\
+		ASSERT_EQ(setenv("SOFTHCA_NET", "1", 1), 0);		\
+		ASSERT_EQ(setenv("SOFTHCA_PROCMAP_QUERY", "0", 1), 0);	\
+		run_remote(op, how);					\
+	}
+
 PATHS(read_munmap, IBV_WR_RDMA_READ, H_MUNMAP)
 PATHS(read_prot_none, IBV_WR_RDMA_READ, H_PROT_NONE)
 PATHS(read_odp, IBV_WR_RDMA_READ, H_ODP)
@@ -247,6 +259,12 @@ PATHS(fadd_munmap, IBV_WR_ATOMIC_FETCH_AND_ADD, H_MUNMAP)
 PATHS(fadd_prot_none, IBV_WR_ATOMIC_FETCH_AND_ADD, H_PROT_NONE)
 PATHS(fadd_odp, IBV_WR_ATOMIC_FETCH_AND_ADD, H_ODP)
 PATHS(cas_prot_none, IBV_WR_ATOMIC_CMP_AND_SWP, H_PROT_NONE)
+PATHS(write_read_only, IBV_WR_RDMA_WRITE, H_READ_ONLY)
+PATHS(fadd_read_only, IBV_WR_ATOMIC_FETCH_AND_ADD, H_READ_ONLY)
+NOQUERY(read_munmap, IBV_WR_RDMA_READ, H_MUNMAP)
+NOQUERY(read_prot_none, IBV_WR_RDMA_READ, H_PROT_NONE)
+NOQUERY(write_read_only, IBV_WR_RDMA_WRITE, H_READ_ONLY)
+NOQUERY(fadd_prot_none, IBV_WR_ATOMIC_FETCH_AND_ADD, H_PROT_NONE)
 
 TEST(local_read_readonly_cma) { run_local(IBV_WR_RDMA_READ); }
 TEST(local_write_unmapped_cma) { run_local(IBV_WR_RDMA_WRITE); }
