@@ -171,6 +171,28 @@ static int lookup_key(struct shca_peer *p, const struct shca_qp_shm *q,
 	return 0;
 }
 
+/*
+ * The net path's responder reaches its own MR by address (the peer is
+ * this process, x->count_resp unset: net/transport.c): a page of it that
+ * the program unmapped or protected since registration would fault in
+ * this process; it is the remote access error a peer's CMA copy reports
+ * (docs/conformance.md, "A page that faults").  ODP MRs were checked by
+ * lookup_key; a WRITE's packets after its first are not asked again (a
+ * page unmapped meanwhile is the program's race, as with any buffer in
+ * use).  Where the question costs more than one system call (Linux
+ * before 5.14: mr_range.c), it is not asked.  True: the page faults.
+ */
+static bool net_page_fault(struct shca_peer *p, const struct shca_xfer *x,
+			   uint32_t access, uint64_t len, uint64_t va)
+{
+	if (!p->self || x->count_resp || shca_mem_odp() ||
+	    (x->partial && x->part_off) || len == LOOKUP_WHOLE_MR)
+		return false;
+	return shca_mem_faults(p, va, len,
+			       access & (IBV_ACCESS_REMOTE_WRITE |
+					 IBV_ACCESS_REMOTE_ATOMIC));
+}
+
 /* An R_Key of a request that came through QP q. */
 static int lookup_mr(struct shca_peer *p, const struct shca_qp_shm *q,
 		     uint32_t key, uint32_t access, uint64_t addr,
@@ -313,6 +335,9 @@ static bool remote_key(struct shca_peer *p, struct shca_qp_shm *q,
 			  lookup_mr(p, q, x->rkey, access, x->remote_addr,
 				    len, va) :
 			  -EACCES;
+
+	if (!ret && net_page_fault(p, x, access, len, *va))
+		ret = -EACCES;
 
 	if (ret == -ENOKEY)
 		bad_key(q, res, SHCA_STAT_INVALID_RKEY);
@@ -790,9 +815,10 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 		res->outcome = rc ? SHCA_XFER_NO_RESPONSE : SHCA_XFER_DONE;
 		return;
 	}
-	if (ret == -EFAULT && !is_send && shca_mem_odp()) {
-		/* the target page of an ODP MR is gone: as the R_Key
-		 * check above fails */
+	if (ret == -EREMOTEIO && !is_send) {
+		/* a target page of the R_Key's MR faulted (unmapped or
+		 * protected by its owner, an ODP page not there): as the
+		 * R_Key check above fails (docs/conformance.md) */
 		fail_wqe(p, q, rq, &t, x, wr_id, IBV_WC_LOC_ACCESS_ERR,
 			 SHCA_QP_PEND_ACCESS_ERR);
 		if (rc)
@@ -858,14 +884,18 @@ static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
 		      shca_mem_read(p, x->local, x->nlocal, &r, 1);
 	if (ret == -ESRCH) {
 		res->outcome = SHCA_XFER_NO_RESPONSE;
-	} else if (ret == -EFAULT && shca_mem_odp()) {
-		/* a page of the responder's ODP MR is not there (our own
-		 * ODP pages were checked by the requester) */
+	} else if (ret == -EREMOTEIO) {
+		/* a page of the responder's MR faulted (unmapped or
+		 * protected by its owner, an ODP page not there): its
+		 * remote access error, as a NIC's responder NAKs a page
+		 * fault (docs/conformance.md); UC: dropped */
 		if (x->qp_type == IBV_QPT_RC)
 			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
 				SHCA_QP_PEND_ACCESS_ERR);
-	} else if (ret == -EFAULT && !write) {
-		/* our own buffer was not writable */
+	} else if (ret == -EFAULT) {
+		/* our own buffer faulted: a READ's scatter not writable, a
+		 * WRITE's gather not readable; the responder knows nothing
+		 * of it */
 		res->status = IBV_WC_LOC_PROT_ERR;
 	} else if (ret) {
 		if (x->qp_type == IBV_QPT_RC)
@@ -877,9 +907,10 @@ static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
  * What shca_mem_atomic's ret (an atomic or an ATOMIC WRITE on the
  * responder's word) means for the request: true when it was carried out.
  * The host's lock stripes out of reach: a general error; the responder
- * gone: no answer; an ODP page not there: a remote access error, as a
- * NIC finds out (docs/dm-odp.md); anything else: a remote operation
- * error.
+ * gone: no answer; the word's page faulted (unmapped or protected by its
+ * owner, an ODP page not there): a remote access error, as a NIC's
+ * responder NAKs a page fault (docs/conformance.md); anything else: a
+ * remote operation error.
  */
 static bool atomic_done(struct shca_peer *p, struct shca_qp_shm *q,
 			struct shca_xfer_result *res, int ret)
@@ -888,7 +919,7 @@ static bool atomic_done(struct shca_peer *p, struct shca_qp_shm *q,
 		res->status = IBV_WC_GENERAL_ERR;
 	else if (ret == -ESRCH)
 		res->outcome = SHCA_XFER_NO_RESPONSE;
-	else if (ret == -EFAULT && shca_mem_odp())
+	else if (ret == -EREMOTEIO)
 		fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR,
 			SHCA_QP_PEND_ACCESS_ERR);
 	else if (ret)

@@ -510,19 +510,23 @@ static void conn_close(struct shca_conn *c);
  * SOFTHCA_NET_IDLE_MS a connection on which no frame went either way
  * since the last look, with nothing queued, is closed: it goes after one
  * to two idle periods of silence, and the next send opens an outgoing one
- * again as after any close.
+ * again as after any close.  The activity is read under c->lock: a
+ * sender that queued a frame while this waited for the lock (it counts
+ * under the lock) keeps the connection; an expiry whose timer was armed
+ * again or disarmed meanwhile does nothing (shca_timer_stale).
  */
 static void life_fire(struct shca_timer *t)
 {
 	struct shca_conn *c = container_of(t, struct shca_conn, life);
-	uint64_t act = __atomic_load_n(&c->activity, __ATOMIC_RELAXED);
 	enum shca_stat why;
+	uint64_t act;
 
 	pthread_mutex_lock(&c->lock);
-	if (c->fd < 0) {
+	if (c->fd < 0 || shca_timer_stale(t)) {
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
+	act = __atomic_load_n(&c->activity, __ATOMIC_RELAXED);
 	if (c->accepted && !c->greeted) {
 		why = SHCA_STAT_NET_HELLO_TIMEOUTS;
 	} else if (idle_ns && c->state == CONN_UP && act == c->seen &&
@@ -849,13 +853,16 @@ static void delayed_fire(struct shca_timer *t)
 	free(d);
 }
 
-/* No packet came to overtake the held one: send it now. */
+/* No packet came to overtake the held one: send it now.  Unless, while
+ * this waited for c->lock, a sender let the held packet go and held
+ * another, arming the timer anew (shca_timer_stale): that one waits its
+ * own 1 ms. */
 static void held_fire(struct shca_timer *t)
 {
 	struct shca_conn *c = container_of(t, struct shca_conn, held_timer);
 
 	pthread_mutex_lock(&c->lock);
-	if (c->held) {
+	if (c->held && !shca_timer_stale(t)) {
 		enqueue_locked(c, c->held);
 		c->held = NULL;
 		flush_locked(c);
@@ -1383,14 +1390,17 @@ static void hs_send_challenge(struct shca_conn *c)
 static void hs_timer_fire(struct shca_timer *t)
 {
 	struct shca_conn *c = container_of(t, struct shca_conn, hs_timer);
-	uint64_t now = shca_now_ns();
 	bool expired = false;
+	uint64_t now;
 
 	pthread_mutex_lock(&c->lock);
-	if (c->fd < 0 || c->hs == HS_DONE) {
+	if (c->fd < 0 || c->hs == HS_DONE || shca_timer_stale(t)) {
+		/* over, or armed again (a new handshake's deadline) or
+		 * disarmed while this waited for the lock */
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
+	now = shca_now_ns();
 	if (now >= c->hs_deadline) {
 		/* an accepted one is closed by its hello timeout (life_fire,
 		 * SOFTHCA_NET_HELLO_MS), counted as net_hello_timeouts */

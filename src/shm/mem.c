@@ -173,6 +173,14 @@ bool shca_mem_present(struct shca_peer *p, uint64_t va, uint64_t len,
 				 write);
 }
 
+bool shca_mem_faults(struct shca_peer *p, uint64_t va, uint64_t len,
+		     bool write)
+{
+	return p->self &&
+	       shca_check_range_fast((const void *)(uintptr_t)va,
+				     (size_t)len, write) == -EFAULT;
+}
+
 void shca_mem_end(struct shca_peer *p)
 {
 	uint64_t word;
@@ -366,6 +374,9 @@ static void mapped_runs(const struct iovec *local, int nl,
 	}
 }
 
+static int cma_xfer(struct shca_peer *p, const struct iovec *local, int nl,
+		    const struct iovec *remote, int nr, bool write);
+
 /*
  * An access partly mapped: the mapped runs copied through our mappings,
  * and every byte no segment holds (an unaligned MR's partial edge pages,
@@ -404,8 +415,7 @@ static int mixed_xfer(struct shca_peer *p, const struct iovec *local, int nl,
 	}
 	mapped_runs(local, nl, ps, -1, write ? last : ps->n, write);
 	if (ncr)
-		ret = write ? shca_peer_write(p, cl, ncl, cr, ncr) :
-			      shca_peer_read(p, cl, ncl, cr, ncr);
+		ret = cma_xfer(p, cl, ncl, cr, ncr, write);
 	if (write && last >= 0)
 		mapped_runs(local, nl, ps, last, ps->n, write);
 	count(SHCA_STAT_CMA_XFERS);
@@ -452,6 +462,34 @@ static int mapped_xfer(struct shca_peer *p, const struct iovec *local, int nl,
 	return owner_died(p) ? -ESRCH : ret;
 }
 
+/*
+ * Whose page faulted, when CMA's copy says EFAULT (it does not say which
+ * side): ours when a range of the local list is not mapped now, or not
+ * writable for a READ's (-EFAULT: the requester's local protection
+ * error); else the responder's (-EREMOTEIO: its page fault, a remote
+ * access error as a NIC reports it).  Both bad: ours.  Asked of our
+ * own mappings only, on the error path only.
+ */
+static int fault_side(const struct iovec *local, int nl, bool write)
+{
+	int i;
+
+	for (i = 0; i < nl; i++)
+		if (shca_check_range(local[i].iov_base, local[i].iov_len,
+				     !write))
+			return -EFAULT;
+	return -EREMOTEIO;
+}
+
+static int cma_xfer(struct shca_peer *p, const struct iovec *local, int nl,
+		    const struct iovec *remote, int nr, bool write)
+{
+	int ret = write ? shca_peer_write(p, local, nl, remote, nr) :
+			  shca_peer_read(p, local, nl, remote, nr);
+
+	return ret == -EFAULT ? fault_side(local, nl, write) : ret;
+}
+
 static int mem_xfer(struct shca_peer *p, const struct iovec *local, int nl,
 		    const struct iovec *remote, int nr, bool write)
 {
@@ -471,8 +509,7 @@ static int mem_xfer(struct shca_peer *p, const struct iovec *local, int nl,
 			return ret;
 	}
 	count(SHCA_STAT_CMA_XFERS);
-	return write ? shca_peer_write(p, local, nl, remote, nr) :
-		       shca_peer_read(p, local, nl, remote, nr);
+	return cma_xfer(p, local, nl, remote, nr, write);
 }
 
 int shca_mem_write(struct shca_peer *p, const struct iovec *local, int nl,
@@ -490,7 +527,8 @@ int shca_mem_read(struct shca_peer *p, const struct iovec *local, int nl,
 /* ------------------------------------------------------------------ */
 /* atomics                                                             */
 
-/* CMA: read, modify, write under the lock stripe. */
+/* CMA: read, modify, write under the lock stripe.  The local side is
+ * this stack: a fault is the responder's word (-EREMOTEIO). */
 static int cma_atomic(struct shca_peer *p, uint64_t va, enum ibv_wr_opcode op,
 		      uint64_t compare_add, uint64_t swap, uint64_t *orig)
 {
@@ -503,7 +541,8 @@ static int cma_atomic(struct shca_peer *p, uint64_t va, enum ibv_wr_opcode op,
 		/* one 8-byte write, under the stripe like the others */
 		l.iov_base = &swap;
 		*orig = 0;
-		return shca_peer_write(p, &l, 1, &r, 1);
+		ret = shca_peer_write(p, &l, 1, &r, 1);
+		return ret == -EFAULT ? -EREMOTEIO : ret;
 	}
 	ret = shca_peer_read(p, &l, 1, &r, 1);
 	if (!ret) {
@@ -515,7 +554,7 @@ static int cma_atomic(struct shca_peer *p, uint64_t va, enum ibv_wr_opcode op,
 		ret = shca_peer_write(p, &l, 1, &r, 1);
 	}
 	*orig = old;
-	return ret;
+	return ret == -EFAULT ? -EREMOTEIO : ret;
 }
 
 /* Our mapping of the responder's word at va, with the map's read lock

@@ -50,8 +50,11 @@ void shca_mem_end(struct shca_peer *p);
 
 /*
  * Copy local iovecs to the responder's remote ones (write) or back
- * (read): 0 or -errno (-ESRCH: the responder is gone, -EFAULT: a bad
- * range).
+ * (read): 0 or -errno (-ESRCH: the responder is gone; a page that
+ * faulted: -EFAULT when it is one of ours, the local list's, and
+ * -EREMOTEIO when it is the responder's, a page of its MR that it
+ * unmapped or protected since registration, or an ODP page that is not
+ * there: docs/conformance.md, "A page that faults").
  */
 int shca_mem_write(struct shca_peer *p, const struct iovec *local, int nl,
 		   const struct iovec *remote, int nr);
@@ -64,7 +67,8 @@ int shca_mem_read(struct shca_peer *p, const struct iovec *local, int nl,
  * atomic lock stripe of (pid, va), so that every path's atomics are
  * atomic with each other; on the mapped and local paths with the CPU's
  * atomic instructions, so also with the owner's own.  0 or -errno
- * (-ENOLCK: the host's lock stripes are out of reach).
+ * (-ENOLCK: the host's lock stripes are out of reach; -EREMOTEIO: the
+ * responder's word faulted).
  */
 int shca_mem_atomic(struct shca_peer *p, uint64_t va, enum ibv_wr_opcode op,
 		    uint64_t compare_add, uint64_t swap, uint64_t *orig);
@@ -72,8 +76,7 @@ int shca_mem_atomic(struct shca_peer *p, uint64_t va, enum ibv_wr_opcode op,
 /*
  * On-demand paging (docs/dm-odp.md): an ODP MR is never mapped by peers
  * (CMA, or local), and its pages are looked at as they are used.
- * shca_mem_odp: an entry noted in the access in progress is ODP, so an
- * -EFAULT of the copy is the responder's page that is not there.
+ * shca_mem_odp: an entry noted in the access in progress is ODP.
  * shca_mem_present: [va, va + len) of the responder is mapped now, and
  * writable for a write: checked against our own mappings when the
  * responder is this process (a local copy would fault); another
@@ -82,5 +85,14 @@ int shca_mem_atomic(struct shca_peer *p, uint64_t va, enum ibv_wr_opcode op,
 bool shca_mem_odp(void);
 bool shca_mem_present(struct shca_peer *p, uint64_t va, uint64_t len,
 		      bool write);
+/*
+ * shca_mem_faults: [va, va + len) of this process (p->self) is known not
+ * to be mapped now, or not writable for a write, where asking costs one
+ * system call (PROCMAP_QUERY, else MADV_POPULATE: verbs/mr_range.c);
+ * false where it would cost more (before Linux 5.14: the text of
+ * /proc/self/maps) or for another process's memory.
+ */
+bool shca_mem_faults(struct shca_peer *p, uint64_t va, uint64_t len,
+		     bool write);
 
 #endif

@@ -104,16 +104,11 @@ static int check_by_text(uintptr_t start, uintptr_t end, bool write)
 	return ret;
 }
 
-/* 0 or -EFAULT (-EINVAL if the range wraps). */
-int shca_check_range(const void *addr, size_t len, bool write)
+/* PROCMAP_QUERY's answer: 0, -EFAULT, or -ENOTTY (ask the text). */
+static int check_query(uintptr_t start, uintptr_t end, bool write)
 {
-	uintptr_t start = (uintptr_t)addr;
 	int ret = -ENOTTY;
 
-	if (!len)
-		return 0;
-	if (len > UINTPTR_MAX - start)
-		return -EINVAL;
 	pthread_mutex_lock(&maps_lock);
 	if (!query_checked) {
 		/* SOFTHCA_PROCMAP_QUERY=0: the text walk, as on kernels
@@ -124,12 +119,82 @@ int shca_check_range(const void *addr, size_t len, bool write)
 		query_checked = true;
 	}
 	if (!query_missing) {
-		ret = check_by_query(start, start + len, write);
+		ret = check_by_query(start, end, write);
 		if (ret == -ENOTTY)
 			query_missing = true;
 	}
 	pthread_mutex_unlock(&maps_lock);
+	return ret;
+}
+
+/* 0 or -EFAULT (-EINVAL if the range wraps). */
+int shca_check_range(const void *addr, size_t len, bool write)
+{
+	uintptr_t start = (uintptr_t)addr;
+	int ret;
+
+	if (!len)
+		return 0;
+	if (len > UINTPTR_MAX - start)
+		return -EINVAL;
+	ret = check_query(start, start + len, write);
 	if (ret != -ENOTTY)
 		return ret;
 	return check_by_text(start, start + len, write);
+}
+
+/*
+ * Populate [start, end) as the access about to be made would fault it in
+ * (MADV_POPULATE_READ or _WRITE, Linux 5.14): 0 when every page could be,
+ * -EFAULT when one is not mapped (ENOMEM) or would fault (EFAULT).  A
+ * page without the permission, or a mapping the advice does not take
+ * (VM_IO, VM_PFNMAP), is EINVAL, as is an advice the kernel does not
+ * know: the text of /proc/self/maps tells (rare: an error path, or such
+ * a mapping); -ENOTTY where the kernel lacks the advice.
+ */
+static int check_by_populate(uintptr_t start, uintptr_t end, bool write)
+{
+	static int known;	/* 1: the kernel has the advice, -1: not */
+	static char probe[1] __attribute__((aligned(4096)));
+	uintptr_t ps = shca_page_size();
+	uintptr_t s = start & ~(ps - 1);
+	uintptr_t e = (end + ps - 1) & ~(ps - 1);
+	int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+
+	if (!k) {
+		k = madvise((void *)((uintptr_t)probe & ~(ps - 1)), ps,
+			    22 /* MADV_POPULATE_READ */) ? -1 : 1;
+		__atomic_store_n(&known, k, __ATOMIC_RELAXED);
+	}
+	if (k < 0)
+		return -ENOTTY;
+	if (!madvise((void *)s, e - s, write ? 23 /* MADV_POPULATE_WRITE */ :
+					       22 /* MADV_POPULATE_READ */))
+		return 0;
+	if (errno == ENOMEM || errno == EFAULT)
+		return -EFAULT;
+	return check_by_text(start, end, write);
+}
+
+/*
+ * The question where it costs one system call (a responder's check on
+ * every request, engine/responder.c): PROCMAP_QUERY; where the kernel has
+ * none (before 6.11, or SOFTHCA_PROCMAP_QUERY=0), MADV_POPULATE, which
+ * faults the pages in as the access that asks is about to.  0, -EFAULT,
+ * -EINVAL, or -ENOTTY where neither is there (before 5.14): the text walk
+ * would read every mapping of the process.
+ */
+int shca_check_range_fast(const void *addr, size_t len, bool write)
+{
+	uintptr_t start = (uintptr_t)addr;
+	int ret;
+
+	if (!len)
+		return 0;
+	if (len > UINTPTR_MAX - start)
+		return -EINVAL;
+	ret = check_query(start, start + len, write);
+	if (ret != -ENOTTY)
+		return ret;
+	return check_by_populate(start, start + len, write);
 }

@@ -834,6 +834,9 @@ enum ibv_wc_status shca_sge_iov(struct shca_pd *pd, const struct ibv_sge *sge,
 				int n, unsigned int access, struct iovec *iov,
 				int *niov);
 int shca_check_range(const void *addr, size_t len, bool write);
+/* The same in one system call (PROCMAP_QUERY, else MADV_POPULATE):
+ * -ENOTTY where the kernel has neither (mr_range.c) */
+int shca_check_range_fast(const void *addr, size_t len, bool write);
 /* A DM MR (dm.c checks the DM, mr.c registers): the MR or NULL, errno */
 struct ibv_mr *shca_reg_mr_dm(struct ibv_pd *pd, struct shca_dm *dm,
 			      uint64_t offset, size_t length,

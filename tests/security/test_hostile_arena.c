@@ -19,9 +19,10 @@
  * MR registered after a deregistration), and the operation ends with
  * the error written beside each case.  A forged entry that names the
  * responder's own unmapped memory is the responder's word about itself:
- * the access faults there and the requester reports the remote
- * operational error (REM_OP_ERR); the requester never turns it into an
- * access of its own memory.  Run on the mapped path and through CMA
+ * the access faults there and the requester reports the responder's
+ * page fault as a NIC does, a remote access error (REM_ACCESS_ERR,
+ * docs/conformance.md "A page that faults"); the requester never turns
+ * it into an access of its own memory.  Run on the mapped path and through CMA
  * (SOFTHCA_MAP=0).
  */
 #include <pthread.h>
@@ -448,18 +449,18 @@ static void requester(struct ep *a, enum kase k, int fd)
 	switch (k) {
 	case K_BEYOND_WRITE:
 		op(a, 1, IBV_WR_RDMA_WRITE, 64, hi.addr, hi.key,
-		   IBV_WC_REM_OP_ERR);
+		   IBV_WC_REM_ACCESS_ERR);
 		break;
 	case K_BEYOND_READ:
-		/* the copy faults as a whole: the requester cannot tell
-		 * whose page it was and reports its own side (do_rdma);
-		 * its buffer stays untouched all the same */
+		/* the copy faults as a whole: our own buffer is mapped and
+		 * writable, so the page was the responder's (shm/mem.c
+		 * fault_side); our buffer stays untouched */
 		op(a, 1, IBV_WR_RDMA_READ, 64, hi.addr, hi.key,
-		   IBV_WC_LOC_PROT_ERR);
+		   IBV_WC_REM_ACCESS_ERR);
 		break;
 	case K_BEYOND_ATOMIC:
 		op(a, 1, IBV_WR_ATOMIC_FETCH_AND_ADD, 8, hi.addr, hi.key,
-		   IBV_WC_REM_OP_ERR);
+		   IBV_WC_REM_ACCESS_ERR);
 		break;
 	case K_KEY_COLLIDE:
 		op(a, 1, IBV_WR_SEND, 16, 0, 0, IBV_WC_REM_OP_ERR);
@@ -486,7 +487,7 @@ static void requester(struct ep *a, enum kase k, int fd)
 	if (k == K_RESURRECT) {
 		xread(fd, &hi, sizeof(hi));
 		op(a, 2, IBV_WR_RDMA_WRITE, 64, hi.addr, hi.key,
-		   IBV_WC_REM_OP_ERR);
+		   IBV_WC_REM_ACCESS_ERR);
 		duo_signal(fd, '2');
 	}
 	duo_signal(fd, '3');
