@@ -652,6 +652,31 @@ int shca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 }
 
 /*
+ * A QP on an import of another process's PD (verbs/import_rem.c): a
+ * receive is scattered by whichever process sends to it, through this
+ * process's MR table, where the owner's MRs are not; a receive that names
+ * a key that is not an MR of ours is refused (docs/import.md).
+ */
+static int imported_recv_check(struct shca_qp *qp,
+			       const struct ibv_recv_wr *wr)
+{
+	int i;
+
+	if (!qp->pd || !__atomic_load_n(&qp->pd->prot->remote,
+					__ATOMIC_ACQUIRE) ||
+	    wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->rq.max_sge)
+		return 0;	/* (too many SGEs: refused as usual) */
+	for (i = 0; i < wr->num_sge && wr->sg_list; i++)
+		if (wr->sg_list[i].length &&
+		    !shca_lookup_mr(qp->pd, wr->sg_list[i].lkey,
+				    IBV_ACCESS_LOCAL_WRITE,
+				    wr->sg_list[i].addr,
+				    wr->sg_list[i].length, false))
+			return -EOPNOTSUPP;
+	return 0;
+}
+
+/*
  * IBA C10-97.2.1: a QP in RESET takes no receive WRs (EINVAL, as rxe); a
  * QP with an SRQ has no receive queue of its own.  In ERR each WR
  * completes flushed.
@@ -683,7 +708,9 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		ret = -EINVAL;
 	}
 	for (; !ret && wr; wr = wr->next) {
-		ret = shca_rq_post_one(rq, wr);
+		ret = imported_recv_check(qp, wr);
+		if (!ret)
+			ret = shca_rq_post_one(rq, wr);
 		if (ret)
 			*bad = wr;
 		else if (state == IBV_QPS_ERR)

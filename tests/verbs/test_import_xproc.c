@@ -1,0 +1,430 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Issue 14: a PD and an MR imported from ANOTHER process
+ * (docs/import.md, "Another process's cmd_fd").
+ *
+ * The owner (the parent) opens the device, allocates a PD, registers an
+ * MR over a buffer and makes an RC QP in that PD; it passes its cmd_fd to
+ * the importer (a forked child) by SCM_RIGHTS over a socketpair, with
+ * the handles, keys and addresses.  The importer:
+ *   - is refused a forged command file (a memfd of the same name holding
+ *     a copy of the real record): EINVAL;
+ *   - imports the device, the PD and the MR by handle (the same handle,
+ *     keys and length), is refused a handle that names nothing: ENOENT;
+ *   - on a QP of the imported PD, SENDs from the imported MR (the owner's
+ *     bytes arrive in a receive of its own) and RDMA-READs into it (the
+ *     owner finds the bytes in its buffer);
+ *   - WRITEs into the owner's buffer through the imported MR's R_Key, to
+ *     the owner's QP;
+ *   - registers an MR of its own in the imported PD and SENDs from it;
+ *   - may not deregister the owner's MR or deallocate its PD
+ *     (EOPNOTSUPP), nor post a receive that names the owner's MR
+ *     (EOPNOTSUPP: docs/import.md);
+ *   - after the owner's ibv_dereg_mr, finds the L_Key failing: a local
+ *     protection error.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include "harness.h"
+#include "common.h"
+#include "ep.h"
+
+#define BUF	32768u
+#define MSG	1024u
+#define SRC	0u		/* the importer SENDs this (owner's) */
+#define RECV	4096u		/* ... READs into this (owner's) */
+#define WDST	8192u		/* ... WRITEs here (owner's) */
+#define RSRC	12288u		/* the importer's own READ source */
+#define LDST	16384u		/* the importer's own receive buffer */
+
+static const int all_access = IBV_ACCESS_LOCAL_WRITE |
+			      IBV_ACCESS_REMOTE_WRITE |
+			      IBV_ACCESS_REMOTE_READ |
+			      IBV_ACCESS_REMOTE_ATOMIC;
+
+/* What the owner tells the importer besides the descriptor. */
+struct offer {
+	uint32_t pd_handle, mr_handle;
+	uint32_t lkey, rkey;
+	uint64_t length;
+	uint64_t addr;
+	struct ep_info qp;	/* the owner's QP */
+	char dev[64];
+};
+
+static void send_fd(int sock, int fd, const void *data, size_t len)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { (void *)data, len };
+	struct msghdr msg;
+	struct cmsghdr *cm;
+
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = u.buf;
+	msg.msg_controllen = sizeof(u.buf);
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	ASSERT_EQ(sendmsg(sock, &msg, 0), (ssize_t)len);
+}
+
+static int recv_fd(int sock, void *data, size_t len)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { data, len };
+	struct msghdr msg;
+	struct cmsghdr *cm;
+	int fd;
+
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = u.buf;
+	msg.msg_controllen = sizeof(u.buf);
+	ASSERT_EQ(recvmsg(sock, &msg, 0), (ssize_t)len);
+	cm = CMSG_FIRSTHDR(&msg);
+	ASSERT_NOT_NULL(cm);
+	ASSERT_EQ(cm->cmsg_type, SCM_RIGHTS);
+	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	return fd;
+}
+
+/* An RC endpoint on ctx/pd with mr over buf (an address of this process,
+ * or of the owner for an imported MR), its QP in INIT. */
+static void ep_make(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd,
+		    struct ibv_mr *mr, uint8_t *buf)
+{
+	struct ibv_qp_init_attr qa;
+	struct ibv_qp_attr a;
+
+	memset(e, 0, sizeof(*e));
+	e->type = IBV_QPT_RC;
+	e->ctx = ctx;
+	e->pd = pd;
+	e->mr = mr;
+	e->buf = buf;
+	e->size = BUF;
+	e->gid_index = 0;
+	e->mtu = IBV_MTU_4096;
+	e->scq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	ASSERT_NOT_NULL(e->scq);
+	e->rcq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	ASSERT_NOT_NULL(e->rcq);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = e->scq;
+	qa.recv_cq = e->rcq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 16;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 2;
+	e->qp = ibv_create_qp(pd, &qa);
+	ASSERT_NOT_NULL(e->qp);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = all_access & ~IBV_ACCESS_LOCAL_WRITE;
+	ASSERT_EQ(ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+	ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &e->self.gid), 0);
+	e->self.qpn = e->qp->qp_num;
+	e->self.psn = (uint32_t)rand() & 0xffffff;
+	e->self.rkey = mr ? mr->rkey : 0;
+	e->self.addr = (uintptr_t)buf;
+}
+
+static void ep_unmake(struct ep *e)
+{
+	ASSERT_EQ(ibv_destroy_qp(e->qp), 0);
+	ASSERT_EQ(ibv_destroy_cq(e->scq), 0);
+	ASSERT_EQ(ibv_destroy_cq(e->rcq), 0);
+}
+
+static void pair(struct ep *a, struct ep *b)
+{
+	struct ep_opts o;
+
+	ep_default_opts(&o, IBV_QPT_RC);
+	a->peer = b->self;
+	b->peer = a->self;
+	ep_connect(a, &o);
+	ep_connect(b, &o);
+}
+
+static int post_recv_key(struct ibv_qp *qp, uint32_t lkey, uint64_t addr)
+{
+	struct ibv_recv_wr wr, *bad;
+	struct ibv_sge sge = { addr, MSG, lkey };
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 99;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+/* A memfd named as a command file, holding a copy of fd's record. */
+static int forge(int fd)
+{
+	char rec[256];
+	ssize_t n = pread(fd, rec, sizeof(rec), 0);
+	int f = memfd_create("softhca-context", MFD_CLOEXEC);
+
+	ASSERT_GT(n, 0);
+	ASSERT_GE(f, 0);
+	ASSERT_EQ(pwrite(f, rec, (size_t)n, 0), n);
+	return f;
+}
+
+/* The importer (the child). */
+static void importer(int sock, void *arg)
+{
+	struct ibv_context *ic;
+	struct ibv_pd *pd, *lpd;
+	struct ibv_mr *mr, *lmr, *smr;
+	struct ep i, j, k;
+	struct offer of;
+	uint8_t *lbuf, *sbuf;
+	int fd, f;
+
+	(void)arg;
+	fd = recv_fd(sock, &of, sizeof(of));
+
+	/* a forged command file proves nothing */
+	f = forge(fd);
+	ASSERT_NULL_ERRNO(ibv_import_device(f), EINVAL);
+	close(f);
+
+	ic = ibv_import_device(fd);
+	ASSERT_NOT_NULL(ic);
+	ASSERT_EQ(ic->cmd_fd, fd);
+	ASSERT_EQ(strcmp(ibv_get_device_name(ic->device), of.dev), 0);
+	ASSERT_NULL_ERRNO(ibv_import_pd(ic, of.pd_handle ^ 0x5a5a0), ENOENT);
+	pd = ibv_import_pd(ic, of.pd_handle);
+	ASSERT_NOT_NULL(pd);
+	ASSERT_EQ(pd->handle, of.pd_handle);
+	ASSERT(pd->context == ic);
+	ASSERT_NULL_ERRNO(ibv_import_mr(pd, of.mr_handle ^ 0x5a5a0), ENOENT);
+	mr = ibv_import_mr(pd, of.mr_handle);
+	ASSERT_NOT_NULL(mr);
+	ASSERT_EQ(mr->handle, of.mr_handle);
+	ASSERT_EQ(mr->lkey, of.lkey);
+	ASSERT_EQ(mr->rkey, of.rkey);
+	ASSERT_EQ(mr->length, of.length);
+	ASSERT_NULL(mr->addr);
+	/* the owner's objects are the owner's to destroy */
+	ASSERT_EQ(ibv_dereg_mr(mr), EOPNOTSUPP);
+	ASSERT_EQ(ibv_dealloc_pd(pd), EOPNOTSUPP);
+
+	/* i: on the imported PD, with the owner's MR; j: a PD of ours */
+	ASSERT_EQ(posix_memalign((void **)&lbuf, 4096, BUF), 0);
+	memset(lbuf, EP_SENTINEL, BUF);
+	ep_fill_pattern(lbuf + RSRC, MSG, 3, 0);
+	ep_fill_pattern(lbuf + WDST, MSG, 2, 0);
+	lpd = ibv_alloc_pd(ic);
+	ASSERT_NOT_NULL(lpd);
+	lmr = ibv_reg_mr(lpd, lbuf, BUF, all_access);
+	ASSERT_NOT_NULL(lmr);
+	ep_make(&i, ic, pd, mr, (uint8_t *)(uintptr_t)of.addr);
+	ep_make(&j, ic, lpd, lmr, lbuf);
+	pair(&i, &j);
+
+	/* SEND from the owner's MR, received into ours */
+	ASSERT_EQ(ep_post_recv(&j, 1, LDST, MSG), 0);
+	ASSERT_EQ(ep_post(&i, 2, IBV_WR_SEND, SRC, MSG, 0, 0), 0);
+	ep_expect(i.scq, i.qp, 2, IBV_WC_SUCCESS);
+	ASSERT_EQ(ep_expect(j.rcq, j.qp, 1, IBV_WC_SUCCESS).byte_len, MSG);
+	ASSERT_EQ(ep_find_pattern_diff(lbuf + LDST, MSG, 1, 0), -1);
+	ASSERT_EQ(ep_find_non_sentinel(lbuf + LDST + MSG, 64), -1);
+
+	/* READ from ours into the owner's MR */
+	ASSERT_EQ(ep_post(&i, 3, IBV_WR_RDMA_READ, RECV, MSG, RSRC, 0), 0);
+	ep_expect(i.scq, i.qp, 3, IBV_WC_SUCCESS);
+	duo_signal(sock, 'r');		/* the owner checks RECV */
+	duo_expect(sock, 'R');
+
+	/* WRITE to the owner's QP through the imported R_Key */
+	ep_make(&k, ic, lpd, lmr, lbuf);
+	k.peer = of.qp;
+	k.peer.rkey = mr->rkey;
+	xwrite(sock, &k.self, sizeof(k.self));
+	{
+		struct ep_opts o;
+
+		ep_default_opts(&o, IBV_QPT_RC);
+		ep_connect(&k, &o);
+	}
+	duo_expect(sock, 'c');
+	ASSERT_EQ(ep_post(&k, 4, IBV_WR_RDMA_WRITE, WDST, MSG, WDST, 0), 0);
+	ep_expect(k.scq, k.qp, 4, IBV_WC_SUCCESS);
+	duo_signal(sock, 'w');		/* the owner checks WDST */
+	duo_expect(sock, 'W');
+
+	/* an MR of ours in the imported PD: the QP of that PD uses it */
+	ASSERT_EQ(posix_memalign((void **)&sbuf, 4096, 4096), 0);
+	ep_fill_pattern(sbuf, MSG, 5, 0);
+	smr = ibv_reg_mr(pd, sbuf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NOT_NULL(smr);
+	ASSERT(smr->pd == pd);
+	memset(lbuf + LDST, EP_SENTINEL, MSG);
+	ASSERT_EQ(ep_post_recv(&j, 5, LDST, MSG), 0);
+	{
+		struct ibv_send_wr wr, *bad;
+		struct ibv_sge sge = { (uintptr_t)sbuf, MSG, smr->lkey };
+
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = 6;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_SEND;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		ASSERT_EQ(ibv_post_send(i.qp, &wr, &bad), 0);
+	}
+	ep_expect(i.scq, i.qp, 6, IBV_WC_SUCCESS);
+	ep_expect(j.rcq, j.qp, 5, IBV_WC_SUCCESS);
+	ASSERT_EQ(ep_find_pattern_diff(lbuf + LDST, MSG, 5, 0), -1);
+
+	/* a receive naming the owner's MR: refused at post */
+	ASSERT_EQ(post_recv_key(i.qp, mr->lkey, of.addr + RECV), EOPNOTSUPP);
+	/* ... one naming ours in the imported PD is taken */
+	ASSERT_EQ(post_recv_key(i.qp, smr->lkey, (uintptr_t)sbuf), 0);
+
+	/* the owner deregisters: its L_Key fails here too */
+	duo_signal(sock, 'd');
+	duo_expect(sock, 'D');
+	ASSERT_EQ(ep_post(&i, 7, IBV_WR_SEND, SRC, MSG, 0, 0), 0);
+	ep_expect(i.scq, i.qp, 7, IBV_WC_LOC_PROT_ERR);
+
+	ep_unmake(&k);
+	ep_unmake(&j);
+	ep_unmake(&i);
+	ASSERT_EQ(ibv_dereg_mr(smr), 0);
+	ASSERT_EQ(ibv_dereg_mr(lmr), 0);
+	ASSERT_EQ(ibv_dealloc_pd(lpd), 0);
+	ibv_unimport_mr(mr);
+	ibv_unimport_pd(pd);
+	ASSERT_EQ(ibv_close_device(ic), 0);
+	free(lbuf);
+	free(sbuf);
+}
+
+TEST(import_from_another_process)
+{
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct offer of;
+	struct ep_info kq;
+	struct ep a;
+	struct duo d;
+	uint8_t *buf;
+
+	ep_skip_if_netns();
+	unsetenv("SOFTHCA_NET");
+	duo_fork(&d, importer, NULL);
+	ctx = open_lo();
+	pd = ibv_alloc_pd(ctx);
+	ASSERT_NOT_NULL(pd);
+	ASSERT_EQ(posix_memalign((void **)&buf, 4096, BUF), 0);
+	memset(buf, EP_SENTINEL, BUF);
+	ep_fill_pattern(buf + SRC, MSG, 1, 0);
+	mr = ibv_reg_mr(pd, buf, BUF, all_access);
+	ASSERT_NOT_NULL(mr);
+	ep_make(&a, ctx, pd, mr, buf);
+
+	memset(&of, 0, sizeof(of));
+	of.pd_handle = pd->handle;
+	of.mr_handle = mr->handle;
+	of.lkey = mr->lkey;
+	of.rkey = mr->rkey;
+	of.length = mr->length;
+	of.addr = (uintptr_t)buf;
+	of.qp = a.self;
+	snprintf(of.dev, sizeof(of.dev), "%s",
+		 ibv_get_device_name(ctx->device));
+	send_fd(d.fd, ctx->cmd_fd, &of, sizeof(of));
+
+	duo_expect(d.fd, 'r');
+	ASSERT_EQ(ep_find_pattern_diff(buf + RECV, MSG, 3, 0), -1);
+	ASSERT_EQ(ep_find_non_sentinel(buf + RECV + MSG, 64), -1);
+	ASSERT_EQ(ep_find_non_sentinel(buf + RECV - 64, 64), -1);
+	duo_signal(d.fd, 'R');
+
+	xread(d.fd, &kq, sizeof(kq));
+	{
+		struct ep_opts o;
+
+		ep_default_opts(&o, IBV_QPT_RC);
+		a.peer = kq;
+		ep_connect(&a, &o);
+	}
+	duo_signal(d.fd, 'c');
+	duo_expect(d.fd, 'w');
+	ASSERT_EQ(ep_find_pattern_diff(buf + WDST, MSG, 2, 0), -1);
+	ASSERT_EQ(ep_find_non_sentinel(buf + WDST + MSG, 64), -1);
+	duo_signal(d.fd, 'W');
+
+	duo_expect(d.fd, 'd');
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	duo_signal(d.fd, 'D');
+	duo_wait(&d);
+
+	ep_unmake(&a);
+	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
+	ASSERT_EQ(ibv_close_device(ctx), 0);
+	free(buf);
+}
+
+/* The owner has closed its context: the file names nothing any more. */
+static void late_importer(int sock, void *arg)
+{
+	struct offer of;
+	int fd;
+
+	(void)arg;
+	fd = recv_fd(sock, &of, sizeof(of));
+	duo_expect(sock, 'x');
+	ASSERT_NULL_ERRNO(ibv_import_device(fd), EINVAL);
+	close(fd);
+}
+
+TEST(import_after_owner_closed)
+{
+	struct ibv_context *ctx;
+	struct ibv_pd *pd, *pd2;
+	struct offer of;
+	struct duo d;
+
+	ep_skip_if_netns();
+	duo_fork(&d, late_importer, NULL);
+	ctx = open_lo();
+	pd = ibv_alloc_pd(ctx);
+	ASSERT_NOT_NULL(pd);
+	memset(&of, 0, sizeof(of));
+	send_fd(d.fd, ctx->cmd_fd, &of, sizeof(of));
+	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
+	ASSERT_EQ(ibv_close_device(ctx), 0);
+	/* the process stays, with another context (its socket answers) */
+	ctx = open_lo();
+	pd2 = ibv_alloc_pd(ctx);
+	ASSERT_NOT_NULL(pd2);
+	duo_signal(d.fd, 'x');
+	duo_wait(&d);
+	ASSERT_EQ(ibv_dealloc_pd(pd2), 0);
+	ASSERT_EQ(ibv_close_device(ctx), 0);
+}
