@@ -23,8 +23,10 @@
  * the owner's objects stay its own, and its destroy ends them for every
  * importer.  The owner serves these requests in its engine thread: each
  * is a table look-up and one answer (sent without waiting: an importer
- * that does not read is cut off), and a process serves at most
- * IMP_MAX_SERVED connections at once.
+ * that does not read is cut off).  A process serves at most
+ * IMP_MAX_SERVED connections at once, IMP_MAX_PER_PEER of one process,
+ * and closes one that has not proven a file IMP_PROVE_WAIT_S after it
+ * began.
  *
  * Everything received is hostile: records of a fixed size and magic, the
  * record of the command file read with its bounds and checked against
@@ -42,6 +44,7 @@
 
 #include "shca.h"
 #include "../common/slot.h"
+#include "../engine/engine.h"
 #include "../shm/peer.h"
 #include "../shm/sock.h"
 
@@ -52,6 +55,11 @@
 #define IMP_ANSWER_TIMEOUT_S	30
 /* importers' connections an owner serves at once: more are closed */
 #define IMP_MAX_SERVED	256
+/* ... of them, one process's (SO_PEERCRED) */
+#define IMP_MAX_PER_PEER	64
+/* a connection proves its file within this time of its start, or is
+ * closed */
+#define IMP_PROVE_WAIT_S	5
 
 /* At the start of every command file. */
 struct cmd_rec {
@@ -92,12 +100,18 @@ struct shca_rfile {
 
 /* The owner's side of one connection (the engine thread's). */
 struct imp_srv {
+	struct shca_timer timer;	/* to prove the file by */
+	int fd;
+	pid_t peer;			/* the process at the other end */
 	bool proven;			/* IMP_FILE answered: dev, ino set */
 	dev_t dev;
 	ino_t ino;
+	struct imp_srv *next;
 };
 
-static unsigned int srv_count;		/* atomic */
+static pthread_mutex_t srv_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct imp_srv *srv_list;	/* under srv_lock */
+static unsigned int srv_count;		/* under srv_lock */
 
 /* ------------------------------------------------------------------ */
 /* The record                                                          */
@@ -175,12 +189,33 @@ static int srv_mr(struct imp_srv *s, uint32_t handle, struct imp_ans *a)
 	return 0;
 }
 
+/* The end of a connection (engine thread). */
 static void srv_end(int fd, struct imp_srv *s)
 {
+	struct imp_srv **pp;
+
+	shca_timer_cancel(&s->timer);
 	shca_engine_unwatch(fd);
 	close(fd);
+	pthread_mutex_lock(&srv_lock);
+	for (pp = &srv_list; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			srv_count--;
+			break;
+		}
+	pthread_mutex_unlock(&srv_lock);
 	free(s);
-	__atomic_sub_fetch(&srv_count, 1, __ATOMIC_RELAXED);
+}
+
+/* A connection that has not proven its file in time is closed: without
+ * that, connections that never send would hold every place. */
+static void srv_idle(struct shca_timer *t)
+{
+	struct imp_srv *s = container_of(t, struct imp_srv, timer);
+
+	if (!s->proven)
+		srv_end(s->fd, s);
 }
 
 /* A request on a connection (engine thread): one record, one answer.  A
@@ -226,23 +261,44 @@ static void srv_event(int fd, uint32_t events, void *arg)
 		srv_end(fd, s);
 }
 
-/* A control connection for this service (engine thread, shm/peer.c). */
+/* A control connection for this service (engine thread, shm/peer.c):
+ * within the limits (all, and one process's), watched until it proves a
+ * file or its time runs out. */
 static void on_control(int fd)
 {
-	struct imp_srv *s;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct imp_srv *s, *o;
+	unsigned int mine = 0;
 
-	if (__atomic_add_fetch(&srv_count, 1, __ATOMIC_RELAXED) >
-	    IMP_MAX_SERVED) {
-		__atomic_sub_fetch(&srv_count, 1, __ATOMIC_RELAXED);
+	s = calloc(1, sizeof(*s));
+	if (!s || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
+		free(s);
 		close(fd);
 		return;
 	}
-	s = calloc(1, sizeof(*s));
-	if (!s || shca_engine_watch(fd, srv_event, s)) {
+	s->fd = fd;
+	s->peer = cred.pid;
+	s->timer.fn = srv_idle;
+	pthread_mutex_lock(&srv_lock);
+	for (o = srv_list; o; o = o->next)
+		mine += o->peer == s->peer;
+	if (srv_count >= IMP_MAX_SERVED || mine >= IMP_MAX_PER_PEER) {
+		pthread_mutex_unlock(&srv_lock);
 		free(s);
 		close(fd);
-		__atomic_sub_fetch(&srv_count, 1, __ATOMIC_RELAXED);
+		return;
 	}
+	s->next = srv_list;
+	srv_list = s;
+	srv_count++;
+	pthread_mutex_unlock(&srv_lock);
+	if (shca_engine_watch(fd, srv_event, s)) {
+		srv_end(fd, s);
+		return;
+	}
+	shca_timer_arm(&s->timer,
+		       shca_now_ns() + IMP_PROVE_WAIT_S * 1000000000ull);
 }
 
 void shca_rimport_serve(void)
