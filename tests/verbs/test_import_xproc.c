@@ -14,8 +14,9 @@
  *   - on a QP of the imported PD, SENDs from the imported MR (the owner's
  *     bytes arrive in a receive of its own) and RDMA-READs into it (the
  *     owner finds the bytes in its buffer);
- *   - WRITEs into the owner's buffer through the imported MR's R_Key, to
- *     the owner's QP;
+ *   - takes an atomic's result into the imported MR;
+ *   - hands the imported MR's R_Key to a third process, which WRITEs
+ *     through it to the owner's QP: the bytes land in the owner's buffer;
  *   - registers an MR of its own in the imported PD and SENDs from it;
  *   - may not deregister the owner's MR or deallocate its PD
  *     (EOPNOTSUPP), nor post a receive that names the owner's MR
@@ -43,6 +44,9 @@
 #define WDST	8192u		/* ... WRITEs here (owner's) */
 #define RSRC	12288u		/* the importer's own READ source */
 #define LDST	16384u		/* the importer's own receive buffer */
+#define ATOM	20480u		/* the importer's own atomic target */
+#define ARES	24576u		/* the atomic's result (owner's) */
+#define ATOM_V	0x1122334455667788ull
 
 static const int all_access = IBV_ACCESS_LOCAL_WRITE |
 			      IBV_ACCESS_REMOTE_WRITE |
@@ -55,7 +59,6 @@ struct offer {
 	uint32_t lkey, rkey;
 	uint64_t length;
 	uint64_t addr;
-	struct ep_info qp;	/* the owner's QP */
 	char dev[64];
 };
 
@@ -197,7 +200,7 @@ static void importer(int sock, void *arg)
 	struct ibv_context *ic;
 	struct ibv_pd *pd, *lpd;
 	struct ibv_mr *mr, *lmr, *smr;
-	struct ep i, j, k;
+	struct ep i, j;
 	struct offer of;
 	uint8_t *lbuf, *sbuf;
 	int fd, f;
@@ -235,7 +238,7 @@ static void importer(int sock, void *arg)
 	ASSERT_EQ(posix_memalign((void **)&lbuf, 4096, BUF), 0);
 	memset(lbuf, EP_SENTINEL, BUF);
 	ep_fill_pattern(lbuf + RSRC, MSG, 3, 0);
-	ep_fill_pattern(lbuf + WDST, MSG, 2, 0);
+	*(uint64_t *)(lbuf + ATOM) = ATOM_V;
 	lpd = ibv_alloc_pd(ic);
 	ASSERT_NOT_NULL(lpd);
 	lmr = ibv_reg_mr(lpd, lbuf, BUF, all_access);
@@ -258,21 +261,16 @@ static void importer(int sock, void *arg)
 	duo_signal(sock, 'r');		/* the owner checks RECV */
 	duo_expect(sock, 'R');
 
-	/* WRITE to the owner's QP through the imported R_Key */
-	ep_make(&k, ic, lpd, lmr, lbuf);
-	k.peer = of.qp;
-	k.peer.rkey = mr->rkey;
-	xwrite(sock, &k.self, sizeof(k.self));
-	{
-		struct ep_opts o;
+	/* an atomic's result into the owner's MR */
+	ASSERT_EQ(*(uint64_t *)(lbuf + ATOM), ATOM_V);
+	ep_post_atomic(&i, 4, IBV_WR_ATOMIC_FETCH_AND_ADD, ARES, ATOM, 5, 0);
+	ep_expect(i.scq, i.qp, 4, IBV_WC_SUCCESS);
+	ASSERT_EQ(*(uint64_t *)(lbuf + ATOM), ATOM_V + 5);
+	duo_signal(sock, 'a');		/* the owner checks ARES */
+	duo_expect(sock, 'A');
 
-		ep_default_opts(&o, IBV_QPT_RC);
-		ep_connect(&k, &o);
-	}
-	duo_expect(sock, 'c');
-	ASSERT_EQ(ep_post(&k, 4, IBV_WR_RDMA_WRITE, WDST, MSG, WDST, 0), 0);
-	ep_expect(k.scq, k.qp, 4, IBV_WC_SUCCESS);
-	duo_signal(sock, 'w');		/* the owner checks WDST */
+	/* the imported MR's R_Key, for a third process to WRITE with */
+	xwrite(sock, &mr->rkey, sizeof(mr->rkey));
 	duo_expect(sock, 'W');
 
 	/* an MR of ours in the imported PD: the QP of that PD uses it */
@@ -310,7 +308,6 @@ static void importer(int sock, void *arg)
 	ASSERT_EQ(ep_post(&i, 7, IBV_WR_SEND, SRC, MSG, 0, 0), 0);
 	ep_expect(i.scq, i.qp, 7, IBV_WC_LOC_PROT_ERR);
 
-	ep_unmake(&k);
 	ep_unmake(&j);
 	ep_unmake(&i);
 	ASSERT_EQ(ibv_dereg_mr(smr), 0);
@@ -323,6 +320,43 @@ static void importer(int sock, void *arg)
 	free(sbuf);
 }
 
+/* The third process: an endpoint of its own, connected to the owner's
+ * QP, WRITEs with the R_Key the importer had from its import. */
+static void third(int sock, void *arg)
+{
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct ep_opts o;
+	uint8_t *buf;
+	struct ep t;
+
+	(void)arg;
+	ctx = open_lo();
+	pd = ibv_alloc_pd(ctx);
+	ASSERT_NOT_NULL(pd);
+	ASSERT_EQ(posix_memalign((void **)&buf, 4096, BUF), 0);
+	memset(buf, 0, BUF);
+	ep_fill_pattern(buf + WDST, MSG, 2, 0);
+	mr = ibv_reg_mr(pd, buf, BUF, all_access);
+	ASSERT_NOT_NULL(mr);
+	ep_make(&t, ctx, pd, mr, buf);
+	xwrite(sock, &t.self, sizeof(t.self));
+	xread(sock, &t.peer, sizeof(t.peer));	/* the importer's R_Key */
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_connect(&t, &o);
+	duo_expect(sock, 'c');
+	ASSERT_EQ(ep_post(&t, 1, IBV_WR_RDMA_WRITE, WDST, MSG, WDST, 0), 0);
+	ep_expect(t.scq, t.qp, 1, IBV_WC_SUCCESS);
+	duo_signal(sock, 'w');
+	duo_expect(sock, 'd');
+	ep_unmake(&t);
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
+	ASSERT_EQ(ibv_close_device(ctx), 0);
+	free(buf);
+}
+
 TEST(import_from_another_process)
 {
 	struct ibv_context *ctx;
@@ -330,13 +364,15 @@ TEST(import_from_another_process)
 	struct ibv_mr *mr;
 	struct offer of;
 	struct ep_info kq;
+	uint32_t rkey;
+	struct duo d, t;
 	struct ep a;
-	struct duo d;
 	uint8_t *buf;
 
 	ep_skip_if_netns();
 	unsetenv("SOFTHCA_NET");
 	duo_fork(&d, importer, NULL);
+	duo_fork(&t, third, NULL);
 	ctx = open_lo();
 	pd = ibv_alloc_pd(ctx);
 	ASSERT_NOT_NULL(pd);
@@ -354,7 +390,6 @@ TEST(import_from_another_process)
 	of.rkey = mr->rkey;
 	of.length = mr->length;
 	of.addr = (uintptr_t)buf;
-	of.qp = a.self;
 	snprintf(of.dev, sizeof(of.dev), "%s",
 		 ibv_get_device_name(ctx->device));
 	send_fd(d.fd, ctx->cmd_fd, &of, sizeof(of));
@@ -365,18 +400,32 @@ TEST(import_from_another_process)
 	ASSERT_EQ(ep_find_non_sentinel(buf + RECV - 64, 64), -1);
 	duo_signal(d.fd, 'R');
 
-	xread(d.fd, &kq, sizeof(kq));
+	duo_expect(d.fd, 'a');
+	ASSERT_U64_EQ(*(uint64_t *)(buf + ARES), ATOM_V);
+	ASSERT_EQ(ep_find_non_sentinel(buf + ARES + 8, 64), -1);
+	duo_signal(d.fd, 'A');
+
+	/* the importer's R_Key, relayed to the third process */
+	xread(d.fd, &rkey, sizeof(rkey));
+	ASSERT_EQ(rkey, mr->rkey);
+	xread(t.fd, &kq, sizeof(kq));
+	a.peer = kq;
 	{
 		struct ep_opts o;
 
 		ep_default_opts(&o, IBV_QPT_RC);
-		a.peer = kq;
 		ep_connect(&a, &o);
 	}
-	duo_signal(d.fd, 'c');
-	duo_expect(d.fd, 'w');
+	kq = a.self;
+	kq.rkey = rkey;
+	xwrite(t.fd, &kq, sizeof(kq));
+	duo_signal(t.fd, 'c');
+	duo_expect(t.fd, 'w');
 	ASSERT_EQ(ep_find_pattern_diff(buf + WDST, MSG, 2, 0), -1);
 	ASSERT_EQ(ep_find_non_sentinel(buf + WDST + MSG, 64), -1);
+	ASSERT_EQ(ep_find_non_sentinel(buf + WDST - 64, 64), -1);
+	duo_signal(t.fd, 'd');
+	duo_wait(&t);
 	duo_signal(d.fd, 'W');
 
 	duo_expect(d.fd, 'd');
