@@ -23,6 +23,8 @@
  *     (EOPNOTSUPP: docs/import.md);
  *   - after the owner's ibv_dereg_mr, finds the L_Key failing: a local
  *     protection error.
+ * On the net path (SOFTHCA_NET=1) a QP of the imported PD is refused the
+ * owner's L_Keys at the post (EOPNOTSUPP), and moves its own MRs'.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -476,4 +478,93 @@ TEST(import_after_owner_closed)
 	duo_wait(&d);
 	ASSERT_EQ(ibv_dealloc_pd(pd2), 0);
 	ASSERT_EQ(ibv_close_device(ctx), 0);
+}
+
+/* The net path: the importer's QP on the imported PD, SOFTHCA_NET=1. */
+static void net_importer(int sock, void *arg)
+{
+	struct ibv_context *ic;
+	struct ibv_pd *pd, *lpd;
+	struct ibv_mr *mr, *lmr, *smr;
+	struct offer of;
+	uint8_t *lbuf;
+	struct ep i, j;
+	int fd;
+
+	(void)arg;
+	fd = recv_fd(sock, &of, sizeof(of));
+	ic = ibv_import_device(fd);
+	ASSERT_NOT_NULL(ic);
+	pd = ibv_import_pd(ic, of.pd_handle);
+	ASSERT_NOT_NULL(pd);
+	mr = ibv_import_mr(pd, of.mr_handle);
+	ASSERT_NOT_NULL(mr);
+	ASSERT_EQ(posix_memalign((void **)&lbuf, 4096, BUF), 0);
+	memset(lbuf, EP_SENTINEL, BUF);
+	ep_fill_pattern(lbuf + RSRC, MSG, 4, 0);
+	lpd = ibv_alloc_pd(ic);
+	ASSERT_NOT_NULL(lpd);
+	lmr = ibv_reg_mr(lpd, lbuf, BUF, all_access);
+	ASSERT_NOT_NULL(lmr);
+	smr = ibv_reg_mr(pd, lbuf, BUF, all_access);
+	ASSERT_NOT_NULL(smr);
+	ep_make(&i, ic, pd, mr, (uint8_t *)(uintptr_t)of.addr);
+	ep_make(&j, ic, lpd, lmr, lbuf);
+	pair(&i, &j);
+
+	/* the owner's L_Key: refused at the post on the net path */
+	ASSERT_EQ(ep_post(&i, 1, IBV_WR_SEND, SRC, MSG, 0, 0), EOPNOTSUPP);
+	ASSERT_EQ(ep_post(&i, 2, IBV_WR_RDMA_READ, RECV, MSG, RSRC, 0),
+		  EOPNOTSUPP);
+	/* an MR of ours in the imported PD goes */
+	i.mr = smr;
+	i.buf = lbuf;
+	ASSERT_EQ(ep_post_recv(&j, 3, LDST, MSG), 0);
+	ASSERT_EQ(ep_post(&i, 4, IBV_WR_SEND, RSRC, MSG, 0, 0), 0);
+	ep_expect(i.scq, i.qp, 4, IBV_WC_SUCCESS);
+	ep_expect(j.rcq, j.qp, 3, IBV_WC_SUCCESS);
+	ASSERT_EQ(ep_find_pattern_diff(lbuf + LDST, MSG, 4, 0), -1);
+	ASSERT_GT(ep_tcp_bytes(), 0);
+	duo_signal(sock, 'n');
+
+	ep_unmake(&j);
+	ep_unmake(&i);
+	ASSERT_EQ(ibv_dereg_mr(smr), 0);
+	ASSERT_EQ(ibv_dereg_mr(lmr), 0);
+	ASSERT_EQ(ibv_dealloc_pd(lpd), 0);
+	ibv_unimport_mr(mr);
+	ibv_unimport_pd(pd);
+	ASSERT_EQ(ibv_close_device(ic), 0);
+	free(lbuf);
+}
+
+TEST(net_path_refused)
+{
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct offer of;
+	struct duo d;
+	uint8_t *buf;
+
+	ep_skip_if_netns();
+	setenv("SOFTHCA_NET", "1", 1);
+	duo_fork(&d, net_importer, NULL);
+	ctx = open_lo();
+	pd = ibv_alloc_pd(ctx);
+	ASSERT_NOT_NULL(pd);
+	ASSERT_EQ(posix_memalign((void **)&buf, 4096, BUF), 0);
+	mr = ibv_reg_mr(pd, buf, BUF, all_access);
+	ASSERT_NOT_NULL(mr);
+	memset(&of, 0, sizeof(of));
+	of.pd_handle = pd->handle;
+	of.mr_handle = mr->handle;
+	of.addr = (uintptr_t)buf;
+	send_fd(d.fd, ctx->cmd_fd, &of, sizeof(of));
+	duo_expect(d.fd, 'n');
+	duo_wait(&d);
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
+	ASSERT_EQ(ibv_close_device(ctx), 0);
+	free(buf);
 }
