@@ -76,10 +76,10 @@ enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
  * The local side with the L_Keys of another process's MRs too: a QP on
  * an import of that process's PD (verbs/import_key.c) reaches them
  * through a bounce buffer in io, copied in now (gather) or out when the
- * response is placed (scatter: shca_imp_put).  The same host's RC and UC
- * only, whose transport is done with the local memory when xmit returns;
- * elsewhere such a key is what it is to this process's table, a Local
- * Protection Error (docs/import.md).
+ * response is placed (scatter: shca_imp_put).  The same host's RC, UC
+ * and XRC only, whose transport is done with the local memory when xmit
+ * returns; the post refuses such keys elsewhere (verbs/import_key.c
+ * shca_imp_qp_keys_ok).
  */
 static enum ibv_wc_status local_iov(struct shca_qp *qp,
 				    const struct shca_send_wqe *w, bool write,
@@ -92,7 +92,8 @@ static enum ibv_wc_status local_iov(struct shca_qp *qp,
 	    __atomic_load_n(&qp->pd->prot->remote, __ATOMIC_ACQUIRE) &&
 	    qp->route == SHCA_ROUTE_HOST &&
 	    (qp->ibqp.qp_type == IBV_QPT_RC ||
-	     qp->ibqp.qp_type == IBV_QPT_UC) &&
+	     qp->ibqp.qp_type == IBV_QPT_UC ||
+	     qp->ibqp.qp_type == IBV_QPT_XRC_SEND) &&
 	    !(w->wr.send_flags & IBV_SEND_INLINE))
 		st = shca_imp_sge_iov(qp->pd->prot, w->sge, w->wr.num_sge,
 				      write ? IBV_ACCESS_LOCAL_WRITE : 0,

@@ -268,9 +268,18 @@ static struct shca_proxy *proxy_take(const void *pub, enum shca_otype t)
  * QP or MR of ours still uses it (the context's close takes it then). */
 static void shadow_free(struct shca_proxy *p)
 {
+	struct shca_proxy *q;
 	struct shca_pd *pd;
 
 	if (!p->shadow)
+		return;
+	/* another import of the same PD in the context shares it */
+	pthread_mutex_lock(&imp_lock);
+	for (q = proxies; q; q = q->next)
+		if (q != p && q->shadow == p->shadow)
+			break;
+	pthread_mutex_unlock(&imp_lock);
+	if (q)
 		return;
 	pd = shca_pd_lookup(p->shadow, NULL);
 	if (pd && shca_pd_destroy(pd))
@@ -339,6 +348,24 @@ void shca_import_close(struct ibv_context *ctx)
 	pthread_mutex_unlock(&imp_lock);
 }
 
+/* The shadow of the owner's PD handle in ctx, if it was imported there
+ * already (its ibv_pd), or NULL. */
+static struct ibv_pd *shadow_find(struct ibv_context *ctx, uint32_t handle)
+{
+	struct ibv_pd *pd = NULL;
+	struct shca_proxy *p;
+
+	pthread_mutex_lock(&imp_lock);
+	for (p = proxies; p; p = p->next)
+		if (p->remote && p->shadow && p->ctx == ctx &&
+		    p->handle == handle) {
+			pd = p->shadow;
+			break;
+		}
+	pthread_mutex_unlock(&imp_lock);
+	return pd;
+}
+
 /* Link a proxy of another process's object (ahandle: its shadow's, or
  * 0: none). */
 static void proxy_link(struct shca_proxy *p)
@@ -373,16 +400,21 @@ static struct ibv_pd *rimport_pd(struct ibv_context *ctx,
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return SHCA_ERR_PTR(ENOMEM);
-	ibpd = shca_pd_create(ctx, NULL);
+	/* the PD imported again in this context: the same shadow, so that
+	 * the objects made on either import share one PD */
+	ibpd = shadow_find(ctx, handle);
 	if (!ibpd) {
-		free(p);
-		return NULL;
+		ibpd = shca_pd_create(ctx, NULL);
+		if (!ibpd) {
+			free(p);
+			return NULL;
+		}
+		spd = container_of(ibpd, struct shca_pd, ibpd);
+		spd->rslot = slot;
+		spd->rpid = pid;
+		spd->rpd = id;
+		__atomic_store_n(&spd->remote, true, __ATOMIC_RELEASE);
 	}
-	spd = container_of(ibpd, struct shca_pd, ibpd);
-	spd->rslot = slot;
-	spd->rpid = pid;
-	spd->rpd = id;
-	__atomic_store_n(&spd->remote, true, __ATOMIC_RELEASE);
 	p->type = SHCA_OT_PD;
 	p->ctx = ctx;
 	p->handle = handle;
@@ -391,14 +423,19 @@ static struct ibv_pd *rimport_pd(struct ibv_context *ctx,
 	p->shadow = ibpd;
 	p->u.pd.context = ctx;
 	p->u.pd.handle = handle;
+	/* linked first: a concurrent unimport of another import of the
+	 * shadow sees this one */
+	proxy_link(p);
 	o = shca_obj_alias(SHCA_OT_PD, ibpd->handle, ctx, p);
 	if (!o) {
-		shca_dealloc_pd(ibpd);
-		free(p);
+		p = proxy_take(&p->u, SHCA_OT_PD);
+		if (p) {
+			shadow_free(p);
+			free(p);
+		}
 		return SHCA_ERR_PTR(ENOENT);
 	}
 	shca_obj_put(o);
-	proxy_link(p);
 	return &p->u.pd;
 }
 

@@ -153,3 +153,56 @@ enum ibv_wc_status shca_imp_put(struct shca_imp_io *io)
 			return IBV_WC_LOC_PROT_ERR;
 	return IBV_WC_SUCCESS;
 }
+
+/* Is pd an import of another process's PD? */
+static bool is_shadow(const struct shca_pd *pd)
+{
+	return pd && __atomic_load_n(&pd->prot->remote, __ATOMIC_ACQUIRE);
+}
+
+/* Are the keys of these SGEs all MRs of ours (in pd, for access)? */
+static bool all_ours(struct shca_pd *pd, const struct ibv_sge *sge, int n,
+		     unsigned int access)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (sge[i].length &&
+		    !shca_lookup_mr(pd, sge[i].lkey, access, sge[i].addr,
+				    sge[i].length, false))
+			return false;
+	return true;
+}
+
+/*
+ * A receive is scattered by whichever process sends to it, through this
+ * process's MR table (engine/responder.c), where the owner's MRs are
+ * not: refused at the post.
+ */
+bool shca_imp_recv_ok(struct shca_pd *pd, uint32_t max_sge,
+		      const struct ibv_recv_wr *wr)
+{
+	if (!is_shadow(pd) || wr->num_sge < 0 ||
+	    (uint32_t)wr->num_sge > max_sge || (wr->num_sge && !wr->sg_list))
+		return true;	/* (a bad list: refused as usual) */
+	return all_ours(pd, wr->sg_list, wr->num_sge, IBV_ACCESS_LOCAL_WRITE);
+}
+
+/*
+ * The requester uses the owner's L_Keys on the same host's RC, UC and
+ * XRC only (engine/requester.c local_iov); the net path and UD would
+ * meet them as unknown keys, so they are refused at the post.  The route
+ * is the QP's at RTR; sq_check_wr runs in RTS.
+ */
+bool shca_imp_qp_keys_ok(struct shca_pd *pd, enum ibv_qp_type type,
+			 enum shca_route route, const struct ibv_sge *sge,
+			 int n)
+{
+	if (!is_shadow(pd) || !n)
+		return true;
+	if (route == SHCA_ROUTE_HOST &&
+	    (type == IBV_QPT_RC || type == IBV_QPT_UC ||
+	     type == IBV_QPT_XRC_SEND))
+		return true;
+	return all_ours(pd, sge, n, 0);
+}

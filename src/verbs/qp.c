@@ -528,6 +528,12 @@ static int sq_check_wr(const struct shca_qp *qp, const struct ibv_send_wr *wr,
 	if (qp->ibqp.qp_type == IBV_QPT_UD &&
 	    (op->qp_types & QPT(IBV_QPT_UD)) && !ah_ok(qp, wr->wr.ud.ah))
 		return -EINVAL;
+	/* a QP on an import of another process's PD whose transport cannot
+	 * use that process's L_Keys (docs/import.md) */
+	if (!wr_is_inline(wr, op) &&
+	    !shca_imp_qp_keys_ok(qp->pd, qp->ibqp.qp_type, qp->route,
+				 wr->sg_list, wr->num_sge))
+		return -EOPNOTSUPP;
 	return 0;
 }
 
@@ -652,31 +658,6 @@ int shca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 }
 
 /*
- * A QP on an import of another process's PD (verbs/import_rem.c): a
- * receive is scattered by whichever process sends to it, through this
- * process's MR table, where the owner's MRs are not; a receive that names
- * a key that is not an MR of ours is refused (docs/import.md).
- */
-static int imported_recv_check(struct shca_qp *qp,
-			       const struct ibv_recv_wr *wr)
-{
-	int i;
-
-	if (!qp->pd || !__atomic_load_n(&qp->pd->prot->remote,
-					__ATOMIC_ACQUIRE) ||
-	    wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->rq.max_sge)
-		return 0;	/* (too many SGEs: refused as usual) */
-	for (i = 0; i < wr->num_sge && wr->sg_list; i++)
-		if (wr->sg_list[i].length &&
-		    !shca_lookup_mr(qp->pd, wr->sg_list[i].lkey,
-				    IBV_ACCESS_LOCAL_WRITE,
-				    wr->sg_list[i].addr,
-				    wr->sg_list[i].length, false))
-			return -EOPNOTSUPP;
-	return 0;
-}
-
-/*
  * IBA C10-97.2.1: a QP in RESET takes no receive WRs (EINVAL, as rxe); a
  * QP with an SRQ has no receive queue of its own.  In ERR each WR
  * completes flushed.
@@ -708,7 +689,10 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		ret = -EINVAL;
 	}
 	for (; !ret && wr; wr = wr->next) {
-		ret = imported_recv_check(qp, wr);
+		/* the owner's L_Keys on an import of its PD: not for a
+		 * receive (docs/import.md) */
+		ret = shca_imp_recv_ok(qp->pd, qp->rq.max_sge, wr) ? 0 :
+								   -EOPNOTSUPP;
 		if (!ret)
 			ret = shca_rq_post_one(rq, wr);
 		if (ret)

@@ -851,6 +851,18 @@ enum ibv_wc_status shca_imp_sge_iov(struct shca_pd *pd,
 /* scatter: buf to the owner's memory, its keys checked again */
 enum ibv_wc_status shca_imp_put(struct shca_imp_io *io);
 void shca_imp_done(struct shca_imp_io *io);
+/* May a receive on pd (of a QP or an SRQ whose SGEs are at most max_sge)
+ * name these keys: false when pd is an import of another process's PD
+ * and an SGE is not an MR of ours. */
+bool shca_imp_recv_ok(struct shca_pd *pd, uint32_t max_sge,
+		      const struct ibv_recv_wr *wr);
+/* May a send WR of a QP on pd (of type and route) name these keys: false
+ * when pd is such an import, an SGE is not an MR of ours, and the QP's
+ * transport does not use the owner's (not the same host's RC, UC or
+ * XRC). */
+bool shca_imp_qp_keys_ok(struct shca_pd *pd, enum ibv_qp_type type,
+			 enum shca_route route, const struct ibv_sge *sge,
+			 int n);
 
 /* event.c: async events, completion channels */
 int shca_event_queue_init(struct shca_event_queue *q);

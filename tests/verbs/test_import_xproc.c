@@ -17,7 +17,10 @@
  *   - takes an atomic's result into the imported MR;
  *   - hands the imported MR's R_Key to a third process, which WRITEs
  *     through it to the owner's QP: the bytes land in the owner's buffer;
- *   - registers an MR of its own in the imported PD and SENDs from it;
+ *   - registers an MR of its own in a second import of the PD and SENDs
+ *     from it on the first one's QP (one PD);
+ *   - on a QP of another PD of the owner's, imported, the MR's L_Key is
+ *     a local protection error;
  *   - may not deregister the owner's MR or deallocate its PD
  *     (EOPNOTSUPP), nor post a receive that names the owner's MR
  *     (EOPNOTSUPP: docs/import.md);
@@ -58,6 +61,7 @@ static const int all_access = IBV_ACCESS_LOCAL_WRITE |
 /* What the owner tells the importer besides the descriptor. */
 struct offer {
 	uint32_t pd_handle, mr_handle;
+	uint32_t pd2_handle;		/* another PD of the owner's */
 	uint32_t lkey, rkey;
 	uint64_t length;
 	uint64_t addr;
@@ -200,9 +204,9 @@ static int forge(int fd)
 static void importer(int sock, void *arg)
 {
 	struct ibv_context *ic;
-	struct ibv_pd *pd, *lpd;
+	struct ibv_pd *pd, *pd_b, *pd2, *lpd;
 	struct ibv_mr *mr, *lmr, *smr;
-	struct ep i, j;
+	struct ep i, j, i2, j2;
 	struct offer of;
 	uint8_t *lbuf, *sbuf;
 	int fd, f;
@@ -275,12 +279,18 @@ static void importer(int sock, void *arg)
 	xwrite(sock, &mr->rkey, sizeof(mr->rkey));
 	duo_expect(sock, 'W');
 
-	/* an MR of ours in the imported PD: the QP of that PD uses it */
+	/* an MR of ours in the imported PD, imported a second time: the QP
+	 * on the first import uses it (one PD) */
+	pd_b = ibv_import_pd(ic, of.pd_handle);
+	ASSERT_NOT_NULL(pd_b);
+	ASSERT(pd_b != pd);
+	ASSERT_EQ(pd_b->handle, of.pd_handle);
 	ASSERT_EQ(posix_memalign((void **)&sbuf, 4096, 4096), 0);
 	ep_fill_pattern(sbuf, MSG, 5, 0);
-	smr = ibv_reg_mr(pd, sbuf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	smr = ibv_reg_mr(pd_b, sbuf, 4096, IBV_ACCESS_LOCAL_WRITE);
 	ASSERT_NOT_NULL(smr);
-	ASSERT(smr->pd == pd);
+	ASSERT(smr->pd == pd_b);
+	ibv_unimport_pd(pd_b);
 	memset(lbuf + LDST, EP_SENTINEL, MSG);
 	ASSERT_EQ(ep_post_recv(&j, 5, LDST, MSG), 0);
 	{
@@ -298,6 +308,20 @@ static void importer(int sock, void *arg)
 	ep_expect(i.scq, i.qp, 6, IBV_WC_SUCCESS);
 	ep_expect(j.rcq, j.qp, 5, IBV_WC_SUCCESS);
 	ASSERT_EQ(ep_find_pattern_diff(lbuf + LDST, MSG, 5, 0), -1);
+
+	/* another PD of the owner's, imported: the owner's MR is not in it
+	 * (a local protection error, as for the owner's own QPs) */
+	pd2 = ibv_import_pd(ic, of.pd2_handle);
+	ASSERT_NOT_NULL(pd2);
+	ep_make(&i2, ic, pd2, mr, (uint8_t *)(uintptr_t)of.addr);
+	ep_make(&j2, ic, lpd, lmr, lbuf);
+	pair(&i2, &j2);
+	ASSERT_EQ(ep_post_recv(&j2, 8, LDST, MSG), 0);
+	ASSERT_EQ(ep_post(&i2, 9, IBV_WR_SEND, SRC, MSG, 0, 0), 0);
+	ep_expect(i2.scq, i2.qp, 9, IBV_WC_LOC_PROT_ERR);
+	ep_unmake(&j2);
+	ep_unmake(&i2);
+	ibv_unimport_pd(pd2);
 
 	/* a receive naming the owner's MR: refused at post */
 	ASSERT_EQ(post_recv_key(i.qp, mr->lkey, of.addr + RECV), EOPNOTSUPP);
@@ -362,7 +386,7 @@ static void third(int sock, void *arg)
 TEST(import_from_another_process)
 {
 	struct ibv_context *ctx;
-	struct ibv_pd *pd;
+	struct ibv_pd *pd, *pd2;
 	struct ibv_mr *mr;
 	struct offer of;
 	struct ep_info kq;
@@ -385,8 +409,11 @@ TEST(import_from_another_process)
 	ASSERT_NOT_NULL(mr);
 	ep_make(&a, ctx, pd, mr, buf);
 
+	pd2 = ibv_alloc_pd(ctx);
+	ASSERT_NOT_NULL(pd2);
 	memset(&of, 0, sizeof(of));
 	of.pd_handle = pd->handle;
+	of.pd2_handle = pd2->handle;
 	of.mr_handle = mr->handle;
 	of.lkey = mr->lkey;
 	of.rkey = mr->rkey;
@@ -436,6 +463,7 @@ TEST(import_from_another_process)
 	duo_wait(&d);
 
 	ep_unmake(&a);
+	ASSERT_EQ(ibv_dealloc_pd(pd2), 0);
 	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
 	ASSERT_EQ(ibv_close_device(ctx), 0);
 	free(buf);
