@@ -439,6 +439,33 @@ static struct ibv_pd *rimport_pd(struct ibv_context *ctx,
 	return &p->u.pd;
 }
 
+int shca_rimport_destroy(const void *pub, enum shca_otype t)
+{
+	struct ibv_context *ctx = NULL;
+	struct shca_rfile *rf;
+	struct shca_proxy *p;
+	uint32_t handle = 0;
+	int ret;
+
+	pthread_mutex_lock(&imp_lock);
+	for (p = proxies; p; p = p->next)
+		if (&p->u == pub && p->type == t && p->remote) {
+			ctx = p->ctx;
+			handle = p->handle;
+			break;
+		}
+	pthread_mutex_unlock(&imp_lock);
+	if (!ctx)
+		return -ENOENT;
+	if (!shca_ctx_live(ctx))
+		return -EBADF;
+	rf = shca_ufile_rfile(to_sctx(ctx)->ufile);
+	ret = rf ? shca_rimport_destroy_call(rf, t, handle) : -ENOENT;
+	if (!ret)
+		shca_import_destroyed(pub);
+	return ret;
+}
+
 /* An MR of another process: its owner's description; no object here
  * (its L_Key is the owner's, used through a shadow PD: import_key.c). */
 static struct ibv_mr *rimport_mr(struct ibv_pd *pd, struct shca_rfile *rf,

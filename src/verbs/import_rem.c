@@ -18,6 +18,9 @@
  *   IMP_PD    a PD of the file: its identity in the owner's arena (the
  *             handle of the PD MRs and QPs are compared by)
  *   IMP_MR    an MR of the file: keys, length, access, iova, PD identity
+ *   IMP_DEALLOC_PD, IMP_DEREG_MR
+ *             destroy a PD or an MR of the file through an import (the
+ *             owner's own verb: EBUSY for a PD in use; the lanes drained)
  *
  * Imports take no reference (the kernel's import is a query by handle):
  * the owner's objects stay its own, and its destroy ends them for every
@@ -74,6 +77,8 @@ enum imp_op {
 	IMP_FILE = 1,
 	IMP_PD,
 	IMP_MR,
+	IMP_DEALLOC_PD,
+	IMP_DEREG_MR,
 };
 
 struct imp_req {
@@ -190,6 +195,19 @@ static int srv_mr(struct imp_srv *s, uint32_t handle, struct imp_ans *a)
 }
 
 /* The end of a connection (engine thread). */
+/* IMP_DEALLOC_PD, IMP_DEREG_MR: the owner's destroy, as if through its
+ * own name (docs/import.md: a destroy through any name destroys). */
+static int srv_destroy(struct imp_srv *s, enum shca_otype t, uint32_t handle)
+{
+	struct shca_obj *o = shca_obj_find_file(t, handle, s->dev, s->ino);
+
+	if (!o)
+		return -ENOENT;
+	if (t == SHCA_OT_PD)
+		return shca_pd_destroy(container_of(o, struct shca_pd, obj));
+	return shca_mr_destroy(container_of(o, struct shca_mr, obj));
+}
+
 static void srv_end(int fd, struct imp_srv *s)
 {
 	struct imp_srv **pp;
@@ -251,6 +269,12 @@ static void srv_event(int fd, uint32_t events, void *arg)
 		break;
 	case IMP_MR:
 		a.ret = srv_mr(s, r.handle, &a);
+		break;
+	case IMP_DEALLOC_PD:
+		a.ret = srv_destroy(s, SHCA_OT_PD, r.handle);
+		break;
+	case IMP_DEREG_MR:
+		a.ret = srv_destroy(s, SHCA_OT_MR, r.handle);
 		break;
 	default:
 		a.ret = -EINVAL;
@@ -450,4 +474,14 @@ int shca_rimport_mr(struct shca_rfile *rf, uint32_t handle,
 	m->length = a.length;
 	m->iova = a.iova;
 	return 0;
+}
+
+int shca_rimport_destroy_call(struct shca_rfile *rf, enum shca_otype t,
+			      uint32_t handle)
+{
+	struct imp_ans a;
+	int ret = rf_call(rf, t == SHCA_OT_PD ? IMP_DEALLOC_PD : IMP_DEREG_MR,
+			  handle, -1, &a);
+
+	return ret == -EIO ? -ENOENT : ret;
 }

@@ -612,11 +612,11 @@ int shca_dereg_mr(struct ibv_mr *ibmr)
 	uint32_t h;
 	int ret;
 
-	/* the MR of another process is its owner's to deregister
-	 * (docs/import.md): ibv_unimport_mr ends the import */
+	/* the MR of another process: its owner deregisters it
+	 * (docs/import.md) */
 	if (!mr)
 		return shca_import_ahandle(ibmr, SHCA_OT_MR, &h) ?
-			       -EOPNOTSUPP : -ENOENT;
+			       shca_rimport_destroy(ibmr, SHCA_OT_MR) : -ENOENT;
 	ret = shca_mr_destroy(mr);
 	if (!ret)
 		shca_import_destroyed(ibmr);

@@ -119,10 +119,9 @@ int shca_dealloc_pd(struct ibv_pd *ibpd)
 	uint32_t h;
 	int ret;
 
-	/* the PD of another process is its owner's to destroy
-	 * (docs/import.md): ibv_unimport_pd ends the import */
+	/* the PD of another process: its owner destroys it (docs/import.md) */
 	if (shca_import_ahandle(ibpd, SHCA_OT_PD, &h))
-		return -EOPNOTSUPP;
+		return shca_rimport_destroy(ibpd, SHCA_OT_PD);
 	pd = shca_pd_lookup(ibpd, NULL);
 	if (!pd)
 		return -ENOENT;

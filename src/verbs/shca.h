@@ -828,6 +828,13 @@ int shca_rimport_pd(struct shca_rfile *rf, uint32_t handle, int *slot,
 		    pid_t *pid, uint32_t *pd_id);
 int shca_rimport_mr(struct shca_rfile *rf, uint32_t handle,
 		    struct shca_rmr *m);
+/* Destroy the owner's PD or MR (t) by handle: 0 or -errno. */
+int shca_rimport_destroy_call(struct shca_rfile *rf, enum shca_otype t,
+			      uint32_t handle);
+/* A destroy through pub: if it is an import of another process's PD or
+ * MR (t), the owner destroys the object and the import goes: 0 or
+ * -errno; -ENOENT if pub is none. */
+int shca_rimport_destroy(const void *pub, enum shca_otype t);
 /* The owner's server for importers (started with the listener). */
 void shca_rimport_serve(void);
 

@@ -21,9 +21,10 @@
  *     from it on the first one's QP (one PD);
  *   - on a QP of another PD of the owner's, imported, the MR's L_Key is
  *     a local protection error;
- *   - may not deregister the owner's MR or deallocate its PD
- *     (EOPNOTSUPP), nor post a receive that names the owner's MR
- *     (EOPNOTSUPP: docs/import.md);
+ *   - destroys through its imports: the owner's PD in use is EBUSY, a
+ *     second MR and an unused PD go, for the owner too (ENOENT there);
+ *   - may not post a receive that names the owner's MR (EOPNOTSUPP:
+ *     docs/import.md);
  *   - after the owner's ibv_dereg_mr, finds the L_Key failing: a local
  *     protection error.
  * On the net path (SOFTHCA_NET=1) a QP of the imported PD is refused the
@@ -62,6 +63,7 @@ static const int all_access = IBV_ACCESS_LOCAL_WRITE |
 struct offer {
 	uint32_t pd_handle, mr_handle;
 	uint32_t pd2_handle;		/* another PD of the owner's */
+	uint32_t mr2_handle;		/* another MR in the first */
 	uint32_t lkey, rkey;
 	uint64_t length;
 	uint64_t addr;
@@ -205,7 +207,7 @@ static void importer(int sock, void *arg)
 {
 	struct ibv_context *ic;
 	struct ibv_pd *pd, *pd_b, *pd2, *lpd;
-	struct ibv_mr *mr, *lmr, *smr;
+	struct ibv_mr *mr, *mr2, *lmr, *smr;
 	struct ep i, j, i2, j2;
 	struct offer of;
 	uint8_t *lbuf, *sbuf;
@@ -236,9 +238,13 @@ static void importer(int sock, void *arg)
 	ASSERT_EQ(mr->rkey, of.rkey);
 	ASSERT_EQ(mr->length, of.length);
 	ASSERT_NULL(mr->addr);
-	/* the owner's objects are the owner's to destroy */
-	ASSERT_EQ(ibv_dereg_mr(mr), EOPNOTSUPP);
-	ASSERT_EQ(ibv_dealloc_pd(pd), EOPNOTSUPP);
+	/* a destroy through the import is the owner's: its PD is in use */
+	ASSERT_EQ(ibv_dealloc_pd(pd), EBUSY);
+	/* ... its second MR goes, for the owner too */
+	mr2 = ibv_import_mr(pd, of.mr2_handle);
+	ASSERT_NOT_NULL(mr2);
+	ASSERT_EQ(ibv_dereg_mr(mr2), 0);
+	ASSERT_NULL_ERRNO(ibv_import_mr(pd, of.mr2_handle), ENOENT);
 
 	/* i: on the imported PD, with the owner's MR; j: a PD of ours */
 	ASSERT_EQ(posix_memalign((void **)&lbuf, 4096, BUF), 0);
@@ -321,7 +327,9 @@ static void importer(int sock, void *arg)
 	ep_expect(i2.scq, i2.qp, 9, IBV_WC_LOC_PROT_ERR);
 	ep_unmake(&j2);
 	ep_unmake(&i2);
-	ibv_unimport_pd(pd2);
+	/* unused now: destroyed through the import, for the owner too */
+	ASSERT_EQ(ibv_dealloc_pd(pd2), 0);
+	ASSERT_NULL_ERRNO(ibv_import_pd(ic, of.pd2_handle), ENOENT);
 
 	/* a receive naming the owner's MR: refused at post */
 	ASSERT_EQ(post_recv_key(i.qp, mr->lkey, of.addr + RECV), EOPNOTSUPP);
@@ -387,7 +395,7 @@ TEST(import_from_another_process)
 {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd, *pd2;
-	struct ibv_mr *mr;
+	struct ibv_mr *mr, *mr2;
 	struct offer of;
 	struct ep_info kq;
 	uint32_t rkey;
@@ -411,9 +419,12 @@ TEST(import_from_another_process)
 
 	pd2 = ibv_alloc_pd(ctx);
 	ASSERT_NOT_NULL(pd2);
+	mr2 = ibv_reg_mr(pd, buf + BUF - 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NOT_NULL(mr2);
 	memset(&of, 0, sizeof(of));
 	of.pd_handle = pd->handle;
 	of.pd2_handle = pd2->handle;
+	of.mr2_handle = mr2->handle;
 	of.mr_handle = mr->handle;
 	of.lkey = mr->lkey;
 	of.rkey = mr->rkey;
@@ -463,7 +474,9 @@ TEST(import_from_another_process)
 	duo_wait(&d);
 
 	ep_unmake(&a);
-	ASSERT_EQ(ibv_dealloc_pd(pd2), 0);
+	/* destroyed through the importer's names */
+	ASSERT_EQ(ibv_dereg_mr(mr2), ENOENT);
+	ASSERT_EQ(ibv_dealloc_pd(pd2), ENOENT);
 	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
 	ASSERT_EQ(ibv_close_device(ctx), 0);
 	free(buf);
