@@ -16,7 +16,8 @@
  *   proven     the real cmd_fd: the device's name; a PD and an MR of
  *              that file by handle (the owner's identity and keys); a
  *              handle of nothing, of the other type, of the other file's
- *              objects: ENOENT; an unknown op EINVAL; a second file
+ *              objects: ENOENT (to import or to destroy); a destroy of a
+ *              PD in use EBUSY; an unknown op EINVAL; a second file
  *              request closes the connection
  *   idle       a connection that proves nothing is closed (the owner's
  *              5 s; a bounded wait of 30 s here)
@@ -46,7 +47,7 @@
 #define IMP_MAGIC	0x504d494143434853ull
 #define MAX_PER_PEER	64
 
-enum { OP_FILE = 1, OP_PD, OP_MR, OP_BOGUS = 77 };
+enum { OP_FILE = 1, OP_PD, OP_MR, OP_DEALLOC_PD, OP_DEREG_MR, OP_BOGUS = 77 };
 
 struct ctrl_req {
 	uint64_t magic;
@@ -299,6 +300,14 @@ TEST(proven)
 	ASSERT_EQ(a.ret, -ENOENT);
 	ASSERT(request(fd, OP_MR, w.mr2->handle, -1, &a));
 	ASSERT_EQ(a.ret, -ENOENT);
+	/* destroys: the other file's objects are not there, a PD in use
+	 * stays */
+	ASSERT(request(fd, OP_DEALLOC_PD, w.pd2->handle, -1, &a));
+	ASSERT_EQ(a.ret, -ENOENT);
+	ASSERT(request(fd, OP_DEREG_MR, w.mr2->handle, -1, &a));
+	ASSERT_EQ(a.ret, -ENOENT);
+	ASSERT(request(fd, OP_DEALLOC_PD, w.pd->handle, -1, &a));
+	ASSERT_EQ(a.ret, -EBUSY);
 	ASSERT(request(fd, OP_BOGUS, 0, -1, &a));
 	ASSERT_EQ(a.ret, -EINVAL);
 	/* one file a connection */
