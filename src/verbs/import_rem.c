@@ -37,6 +37,7 @@
  * range before use.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -404,10 +405,15 @@ struct ibv_context *shca_rimport_device(int cmd_fd)
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
 	fd = shca_peer_control_connect(rec.slot, SHCA_CTRL_IMPORT);
-	if (fd < 0)
-		return SHCA_ERR_PTR(fd == -ENOMEM ? ENOMEM :
-				    fd == -ECONNREFUSED ? ECONNREFUSED :
-							  EINVAL);
+	if (fd < 0) {
+		/* nobody answers in the slot: the owner has not started
+		 * serving (alive), or is gone (or never was) */
+		if (fd == -ENOMEM)
+			return SHCA_ERR_PTR(ENOMEM);
+		return SHCA_ERR_PTR((fd == -ENOENT || fd == -ECONNREFUSED) &&
+				    !kill(rec.pid, 0) ? ECONNREFUSED :
+							EINVAL);
+	}
 	/* the process in the slot is the one the record names */
 	if (shca_sock_peer_cred(fd, &pid) || pid != rec.pid) {
 		close(fd);

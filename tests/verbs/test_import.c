@@ -124,6 +124,16 @@ TEST(import_device_other_process)
 	pid_t pid;
 
 	ASSERT_GE(fd, 0);
+	/* before its first PD the owner serves no imports */
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (!pid) {
+		errno = 0;
+		_exit(!ibv_import_device(fd) && errno == ECONNREFUSED ? 0 : 1);
+	}
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	ASSERT(WIFEXITED(st));
+	ASSERT_EQ(WEXITSTATUS(st), 0);
 	pd = ibv_alloc_pd(ctx);
 	ASSERT_NOT_NULL(pd);
 	pid = fork();
