@@ -27,7 +27,8 @@
  *     docs/import.md);
  *   - after the owner's ibv_dereg_mr, finds the L_Key failing: a local
  *     protection error.
- * On the net path (SOFTHCA_NET=1) a QP of the imported PD is refused the
+ * The same with the owner's MRs on CMA (SOFTHCA_MAP=0) instead of its
+ * mapped segments.  On the net path (SOFTHCA_NET=1) a QP of the imported PD is refused the
  * owner's L_Keys at the post (EOPNOTSUPP), and moves its own MRs'.
  */
 #include <errno.h>
@@ -391,7 +392,22 @@ static void third(int sock, void *arg)
 	free(buf);
 }
 
+static void from_another_process(void);
+
 TEST(import_from_another_process)
+{
+	from_another_process();
+}
+
+/* The owner's MRs on CMA (not re-backed in shared memory): the importer
+ * copies with process_vm_readv/writev. */
+TEST(import_from_another_process_cma)
+{
+	setenv("SOFTHCA_MAP", "0", 1);
+	from_another_process();
+}
+
+static void from_another_process(void)
 {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd, *pd2;
