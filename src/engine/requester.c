@@ -76,10 +76,10 @@ enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
  * The local side with the L_Keys of another process's MRs too: a QP on
  * an import of that process's PD (verbs/import_key.c) reaches them
  * through a bounce buffer in io, copied in now (gather) or out when the
- * response is placed (scatter: shca_imp_put).  The same host's RC, UC
- * and XRC only, whose transport is done with the local memory when xmit
- * returns; the post refuses such keys elsewhere (verbs/import_key.c
- * shca_imp_qp_keys_ok).
+ * response is placed (scatter: shca_imp_put).  Where the transport is
+ * done with the local memory when xmit returns (shca_imp_route_ok: not
+ * the net path's RC window); the post refuses such keys elsewhere
+ * (verbs/import_key.c shca_imp_qp_keys_ok).
  */
 static enum ibv_wc_status local_iov(struct shca_qp *qp,
 				    const struct shca_send_wqe *w, bool write,
@@ -90,10 +90,7 @@ static enum ibv_wc_status local_iov(struct shca_qp *qp,
 
 	if (st == IBV_WC_LOC_PROT_ERR && qp->pd &&
 	    __atomic_load_n(&qp->pd->prot->remote, __ATOMIC_ACQUIRE) &&
-	    qp->route == SHCA_ROUTE_HOST &&
-	    (qp->ibqp.qp_type == IBV_QPT_RC ||
-	     qp->ibqp.qp_type == IBV_QPT_UC ||
-	     qp->ibqp.qp_type == IBV_QPT_XRC_SEND) &&
+	    shca_imp_route_ok(qp->ibqp.qp_type, qp->route) &&
 	    !(w->wr.send_flags & IBV_SEND_INLINE))
 		st = shca_imp_sge_iov(qp->pd->prot, w->sge, w->wr.num_sge,
 				      write ? IBV_ACCESS_LOCAL_WRITE : 0,

@@ -189,20 +189,36 @@ bool shca_imp_recv_ok(struct shca_pd *pd, uint32_t max_sge,
 }
 
 /*
- * The requester uses the owner's L_Keys on the same host's RC, UC and
- * XRC only (engine/requester.c local_iov); the net path and UD would
- * meet them as unknown keys, so they are refused at the post.  The route
- * is the QP's at RTR; sq_check_wr runs in RTS.
+ * The requester (engine/requester.c local_iov) hands the transport a
+ * bounce buffer that lives until xmit returns: every transport of UC and
+ * UD (the same host's responder runs within xmit; the net path copies a
+ * UC message into its frames and sends a UD datagram at once) and the
+ * same host's RC and XRC are done with it then.  The net path's RC and
+ * XRC run their own window (sq_run): they read the local memory when
+ * they send or resend a packet and place a READ's response when it
+ * arrives, long after.
  */
+bool shca_imp_route_ok(enum ibv_qp_type type, enum shca_route route)
+{
+	switch (type) {
+	case IBV_QPT_UC:
+	case IBV_QPT_UD:
+		return true;
+	case IBV_QPT_RC:
+	case IBV_QPT_XRC_SEND:
+		return route == SHCA_ROUTE_HOST;
+	default:
+		return false;
+	}
+}
+
+/* Where the requester does not use the owner's L_Keys they are refused
+ * at the post.  The route is the QP's at RTR; sq_check_wr runs in RTS. */
 bool shca_imp_qp_keys_ok(struct shca_pd *pd, enum ibv_qp_type type,
 			 enum shca_route route, const struct ibv_sge *sge,
 			 int n)
 {
-	if (!is_shadow(pd) || !n)
-		return true;
-	if (route == SHCA_ROUTE_HOST &&
-	    (type == IBV_QPT_RC || type == IBV_QPT_UC ||
-	     type == IBV_QPT_XRC_SEND))
+	if (!is_shadow(pd) || !n || shca_imp_route_ok(type, route))
 		return true;
 	return all_ours(pd, sge, n, 0);
 }

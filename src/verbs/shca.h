@@ -863,10 +863,12 @@ void shca_imp_done(struct shca_imp_io *io);
  * and an SGE is not an MR of ours. */
 bool shca_imp_recv_ok(struct shca_pd *pd, uint32_t max_sge,
 		      const struct ibv_recv_wr *wr);
+/* Does the requester use the owner's L_Keys on a QP of this type and
+ * route (RC and XRC: the same host's only)? */
+bool shca_imp_route_ok(enum ibv_qp_type type, enum shca_route route);
 /* May a send WR of a QP on pd (of type and route) name these keys: false
  * when pd is such an import, an SGE is not an MR of ours, and the QP's
- * transport does not use the owner's (not the same host's RC, UC or
- * XRC). */
+ * transport does not use the owner's (shca_imp_route_ok). */
 bool shca_imp_qp_keys_ok(struct shca_pd *pd, enum ibv_qp_type type,
 			 enum shca_route route, const struct ibv_sge *sge,
 			 int n);

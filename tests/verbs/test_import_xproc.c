@@ -118,16 +118,17 @@ static int recv_fd(int sock, void *data, size_t len)
 	return fd;
 }
 
-/* An RC endpoint on ctx/pd with mr over buf (an address of this process,
- * or of the owner for an imported MR), its QP in INIT. */
-static void ep_make(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd,
-		    struct ibv_mr *mr, uint8_t *buf)
+/* An endpoint of type on ctx/pd with mr over buf (an address of this
+ * process, or of the owner for an imported MR), its QP in INIT. */
+static void ep_make_type(struct ep *e, enum ibv_qp_type type,
+			 struct ibv_context *ctx, struct ibv_pd *pd,
+			 struct ibv_mr *mr, uint8_t *buf)
 {
 	struct ibv_qp_init_attr qa;
 	struct ibv_qp_attr a;
 
 	memset(e, 0, sizeof(*e));
-	e->type = IBV_QPT_RC;
+	e->type = type;
 	e->ctx = ctx;
 	e->pd = pd;
 	e->mr = mr;
@@ -142,7 +143,7 @@ static void ep_make(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd,
 	memset(&qa, 0, sizeof(qa));
 	qa.send_cq = e->scq;
 	qa.recv_cq = e->rcq;
-	qa.qp_type = IBV_QPT_RC;
+	qa.qp_type = type;
 	qa.cap.max_send_wr = qa.cap.max_recv_wr = 16;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 2;
 	e->qp = ibv_create_qp(pd, &qa);
@@ -150,7 +151,8 @@ static void ep_make(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd,
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
-	a.qp_access_flags = all_access & ~IBV_ACCESS_LOCAL_WRITE;
+	a.qp_access_flags = type == IBV_QPT_UC ? IBV_ACCESS_REMOTE_WRITE :
+			    all_access & ~IBV_ACCESS_LOCAL_WRITE;
 	ASSERT_EQ(ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 				IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
 	ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &e->self.gid), 0);
@@ -158,6 +160,12 @@ static void ep_make(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd,
 	e->self.psn = (uint32_t)rand() & 0xffffff;
 	e->self.rkey = mr ? mr->rkey : 0;
 	e->self.addr = (uintptr_t)buf;
+}
+
+static void ep_make(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd,
+		    struct ibv_mr *mr, uint8_t *buf)
+{
+	ep_make_type(e, IBV_QPT_RC, ctx, pd, mr, buf);
 }
 
 static void ep_unmake(struct ep *e)
@@ -171,7 +179,7 @@ static void pair(struct ep *a, struct ep *b)
 {
 	struct ep_opts o;
 
-	ep_default_opts(&o, IBV_QPT_RC);
+	ep_default_opts(&o, a->type);
 	a->peer = b->self;
 	b->peer = a->self;
 	ep_connect(a, &o);
@@ -545,7 +553,7 @@ static void net_importer(int sock, void *arg)
 	struct ibv_mr *mr, *lmr, *smr;
 	struct offer of;
 	uint8_t *lbuf;
-	struct ep i, j;
+	struct ep i, j, ui, uj;
 	int fd;
 
 	(void)arg;
@@ -569,7 +577,21 @@ static void net_importer(int sock, void *arg)
 	ep_make(&j, ic, lpd, lmr, lbuf);
 	pair(&i, &j);
 
-	/* the owner's L_Key: refused at the post on the net path */
+	/* UC: the net path copies the message into its frames at the
+	 * post, so the owner's L_Key goes */
+	ep_make_type(&ui, IBV_QPT_UC, ic, pd, mr, (uint8_t *)(uintptr_t)of.addr);
+	ep_make_type(&uj, IBV_QPT_UC, ic, lpd, lmr, lbuf);
+	pair(&ui, &uj);
+	ASSERT_EQ(ep_post_recv(&uj, 5, LDST, MSG), 0);
+	ASSERT_EQ(ep_post(&ui, 6, IBV_WR_SEND, SRC, MSG, 0, 0), 0);
+	ep_expect(ui.scq, ui.qp, 6, IBV_WC_SUCCESS);
+	ep_expect(uj.rcq, uj.qp, 5, IBV_WC_SUCCESS);
+	ASSERT_EQ(ep_find_pattern_diff(lbuf + LDST, MSG, 1, 0), -1);
+	memset(lbuf + LDST, EP_SENTINEL, MSG);
+	ep_unmake(&uj);
+	ep_unmake(&ui);
+
+	/* RC: the owner's L_Key is refused at the post on the net path */
 	ASSERT_EQ(ep_post(&i, 1, IBV_WR_SEND, SRC, MSG, 0, 0), EOPNOTSUPP);
 	ASSERT_EQ(ep_post(&i, 2, IBV_WR_RDMA_READ, RECV, MSG, RSRC, 0),
 		  EOPNOTSUPP);
@@ -611,6 +633,7 @@ TEST(net_path_refused)
 	pd = ibv_alloc_pd(ctx);
 	ASSERT_NOT_NULL(pd);
 	ASSERT_EQ(posix_memalign((void **)&buf, 4096, BUF), 0);
+	ep_fill_pattern(buf + SRC, MSG, 1, 0);
 	mr = ibv_reg_mr(pd, buf, BUF, all_access);
 	ASSERT_NOT_NULL(mr);
 	memset(&of, 0, sizeof(of));
