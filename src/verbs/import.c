@@ -28,14 +28,14 @@
  *     object lookup; a cmd_fd that is no command file at all: EINVAL, as
  *     rdma-core's fstat test.
  *
- * What differs (docs/import.md): the file is this process's.  A cmd_fd
- * of softhca received from another process names a context softhca
- * cannot reach (its objects are in that process's memory; a proxy here
- * would need that process's protection checks on every access, and an
- * L_Key used here names memory this process does not own): EOPNOTSUPP.
- * The same for a dup of a context that is closed: closing the context
- * that opened the file destroys its objects, where the kernel would keep
- * them while a dup of the file is open.
+ * A cmd_fd received from another process names that process's file: its
+ * owner is asked (import_rem.c), the PD is a shadow here that stands for
+ * the owner's (an alias of it carries the owner's handle), the MR a
+ * description whose L_Key the shadow's QPs use through the owner's arena
+ * (import_key.c).  A dup of a context of ours that is closed is
+ * EOPNOTSUPP: closing the context that opened the file destroys its
+ * objects, where the kernel would keep them while a dup of the file is
+ * open.
  */
 #include <errno.h>
 #include <stdio.h>
