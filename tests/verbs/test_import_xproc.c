@@ -27,7 +27,8 @@
  *     docs/import.md);
  *   - after the owner's ibv_dereg_mr, finds the L_Key failing: a local
  *     protection error.
- * The same with the owner's MRs on CMA (SOFTHCA_MAP=0) instead of its
+ * An owner that exits: the importer's key is a local protection error,
+ * its imports ENOENT.  The same with the owner's MRs on CMA (SOFTHCA_MAP=0) instead of its
  * mapped segments.  On the net path (SOFTHCA_NET=1) a QP of the imported PD is refused the
  * owner's L_Keys at the post (EOPNOTSUPP), and moves its own MRs'.
  */
@@ -647,4 +648,85 @@ TEST(net_path_refused)
 	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
 	ASSERT_EQ(ibv_close_device(ctx), 0);
 	free(buf);
+}
+
+/* An owner that goes away: what the importer holds names nothing. */
+static void short_owner(int sock, void *arg)
+{
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct offer of;
+	uint8_t *buf;
+
+	(void)arg;
+	ctx = open_lo();
+	pd = ibv_alloc_pd(ctx);
+	ASSERT_NOT_NULL(pd);
+	ASSERT_EQ(posix_memalign((void **)&buf, 4096, BUF), 0);
+	ep_fill_pattern(buf + SRC, MSG, 1, 0);
+	mr = ibv_reg_mr(pd, buf, BUF, all_access);
+	ASSERT_NOT_NULL(mr);
+	memset(&of, 0, sizeof(of));
+	of.pd_handle = pd->handle;
+	of.mr_handle = mr->handle;
+	of.addr = (uintptr_t)buf;
+	send_fd(sock, ctx->cmd_fd, &of, sizeof(of));
+	duo_expect(sock, 'x');
+	/* exits with everything open */
+}
+
+TEST(owner_gone)
+{
+	struct ibv_context *ic;
+	struct ibv_pd *pd, *lpd;
+	struct ibv_mr *mr, *lmr;
+	struct offer of;
+	uint8_t *lbuf;
+	struct ep i, j;
+	struct duo d;
+	int fd;
+
+	ep_skip_if_netns();
+	unsetenv("SOFTHCA_NET");
+	duo_fork(&d, short_owner, NULL);
+	fd = recv_fd(d.fd, &of, sizeof(of));
+	ic = ibv_import_device(fd);
+	ASSERT_NOT_NULL(ic);
+	pd = ibv_import_pd(ic, of.pd_handle);
+	ASSERT_NOT_NULL(pd);
+	mr = ibv_import_mr(pd, of.mr_handle);
+	ASSERT_NOT_NULL(mr);
+	ASSERT_EQ(posix_memalign((void **)&lbuf, 4096, BUF), 0);
+	memset(lbuf, EP_SENTINEL, BUF);
+	lpd = ibv_alloc_pd(ic);
+	ASSERT_NOT_NULL(lpd);
+	lmr = ibv_reg_mr(lpd, lbuf, BUF, all_access);
+	ASSERT_NOT_NULL(lmr);
+	ep_make(&i, ic, pd, mr, (uint8_t *)(uintptr_t)of.addr);
+	ep_make(&j, ic, lpd, lmr, lbuf);
+	pair(&i, &j);
+	/* while it lives, the key goes */
+	ASSERT_EQ(ep_post_recv(&j, 1, LDST, MSG), 0);
+	ASSERT_EQ(ep_post(&i, 2, IBV_WR_SEND, SRC, MSG, 0, 0), 0);
+	ep_expect(i.scq, i.qp, 2, IBV_WC_SUCCESS);
+	ep_expect(j.rcq, j.qp, 1, IBV_WC_SUCCESS);
+	ASSERT_EQ(ep_find_pattern_diff(lbuf + LDST, MSG, 1, 0), -1);
+
+	duo_signal(d.fd, 'x');
+	duo_wait(&d);
+	/* gone: a local protection error, and nothing to import */
+	ASSERT_EQ(ep_post(&i, 3, IBV_WR_SEND, SRC, MSG, 0, 0), 0);
+	ep_expect(i.scq, i.qp, 3, IBV_WC_LOC_PROT_ERR);
+	ASSERT_NULL_ERRNO(ibv_import_pd(ic, of.pd_handle), ENOENT);
+	ASSERT_NULL_ERRNO(ibv_import_mr(pd, of.mr_handle), ENOENT);
+
+	ep_unmake(&j);
+	ep_unmake(&i);
+	ASSERT_EQ(ibv_dereg_mr(lmr), 0);
+	ASSERT_EQ(ibv_dealloc_pd(lpd), 0);
+	ibv_unimport_mr(mr);
+	ibv_unimport_pd(pd);
+	ASSERT_EQ(ibv_close_device(ic), 0);
+	free(lbuf);
 }
