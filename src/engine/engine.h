@@ -192,5 +192,10 @@ void shca_respond(struct shca_peer *p, const struct shca_xfer *x,
  * the packets it would be on a wire (shca_stages.count). */
 void shca_xfer_count(struct shca_stat_block *b, const struct shca_xfer *x,
 		     bool requester);
+/* An L_Key of p's MR in its PD pd, for an importer of that PD (verbs/
+ * import_key.c), under the caller's access (shm/mem.h): 0 with *va, its
+ * address in p, or -ENOKEY, -EACCES, -EBUSY. */
+int shca_owner_lkey(struct shca_peer *p, uint32_t pd, uint32_t key,
+		    uint32_t access, uint64_t addr, uint64_t len, uint64_t *va);
 
 #endif

@@ -72,6 +72,32 @@ enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
 			    write ? IBV_ACCESS_LOCAL_WRITE : 0, iov, niov);
 }
 
+/*
+ * The local side with the L_Keys of another process's MRs too: a QP on
+ * an import of that process's PD (verbs/import_key.c) reaches them
+ * through a bounce buffer in io, copied in now (gather) or out when the
+ * response is placed (scatter: shca_imp_put).  Where the transport is
+ * done with the local memory when xmit returns (shca_imp_route_ok: not
+ * the net path's RC window); the post refuses such keys elsewhere
+ * (verbs/import_key.c shca_imp_qp_keys_ok).
+ */
+static enum ibv_wc_status local_iov(struct shca_qp *qp,
+				    const struct shca_send_wqe *w, bool write,
+				    struct iovec *iov, int *niov,
+				    struct shca_imp_io *io)
+{
+	enum ibv_wc_status st = shca_wqe_local_iov(qp, w, write, iov, niov);
+
+	if (st == IBV_WC_LOC_PROT_ERR && qp->pd &&
+	    __atomic_load_n(&qp->pd->prot->remote, __ATOMIC_ACQUIRE) &&
+	    shca_imp_route_ok(qp->ibqp.qp_type, qp->route) &&
+	    !(w->wr.send_flags & IBV_SEND_INLINE))
+		st = shca_imp_sge_iov(qp->pd->prot, w->sge, w->wr.num_sge,
+				      write ? IBV_ACCESS_LOCAL_WRITE : 0,
+				      iov, niov, io);
+	return st;
+}
+
 static uint16_t ip_csum(const void *data, size_t len)
 {
 	const uint16_t *p = data;
@@ -149,7 +175,8 @@ static bool is_atomic(enum ibv_wr_opcode op)
 static enum ibv_wc_status prepare(struct shca_qp *qp,
 				  const struct shca_send_wqe *w,
 				  struct shca_xfer *x, struct iovec *iov,
-				  uint8_t *grh, enum ibv_wc_status *late)
+				  uint8_t *grh, enum ibv_wc_status *late,
+				  struct shca_imp_io *io)
 {
 	enum ibv_wr_opcode op = w->wr.opcode;
 	enum ibv_wc_status st;
@@ -183,12 +210,12 @@ static enum ibv_wc_status prepare(struct shca_qp *qp,
 	if (x->length > SHCA_MAX_MSG_SZ)
 		return IBV_WC_LOC_LEN_ERR;
 	if (op == IBV_WR_RDMA_READ) {
-		*late = shca_wqe_local_iov(qp, w, true, iov, &niov);
+		*late = local_iov(qp, w, true, iov, &niov, io);
 		if (*late != IBV_WC_SUCCESS)
 			niov = 0;
 	} else if (!is_atomic(op)) {
 		/* the gather list: read before anything is sent */
-		st = shca_wqe_local_iov(qp, w, false, iov, &niov);
+		st = local_iov(qp, w, false, iov, &niov, io);
 		if (st != IBV_WC_SUCCESS)
 			return st;
 	}
@@ -349,6 +376,7 @@ static void execute_locked(struct shca_qp *qp)
 		struct shca_send_wqe *w = shca_sq_head(qp);
 		struct shca_xfer_result res;
 		enum ibv_wc_status st, late;
+		struct shca_imp_io io = { 0 };
 		struct shca_xfer x;
 
 		if (!w)
@@ -384,14 +412,22 @@ static void execute_locked(struct shca_qp *qp)
 			complete_local(qp, w);
 			continue;
 		}
-		st = prepare(qp, w, &x, iov, grh, &late);
+		st = prepare(qp, w, &x, iov, grh, &late, &io);
 		if (st != IBV_WC_SUCCESS) {
+			shca_imp_done(&io);
 			fail_head(qp, w, st);
 			return;
 		}
 		res.rndv_bad = false;
 		res.rndv_fin = false;
 		xmit(qp, w, &x, &res);
+		/* a READ's bounce buffer (another process's MR) goes out
+		 * now, under that MR's rules as they are now */
+		if (res.outcome == SHCA_XFER_DONE && io.nsge &&
+		    res.status == IBV_WC_SUCCESS && late == IBV_WC_SUCCESS)
+			res.status = shca_imp_put(&io);
+		if (res.outcome != SHCA_XFER_DONE || !is_atomic(x.opcode))
+			shca_imp_done(&io);
 
 		switch (res.outcome) {
 		case SHCA_XFER_RNR:
@@ -437,12 +473,14 @@ static void execute_locked(struct shca_qp *qp)
 		if (res.status == IBV_WC_SUCCESS && is_atomic(x.opcode)) {
 			int niov;
 
-			res.status = shca_wqe_local_iov(qp, w, true, iov,
-							&niov);
+			res.status = local_iov(qp, w, true, iov, &niov, &io);
 			if (res.status == IBV_WC_SUCCESS)
 				shca_atomic_result(iov, niov,
 						   res.atomic_orig);
+			if (res.status == IBV_WC_SUCCESS && io.nsge)
+				res.status = shca_imp_put(&io);
 		}
+		shca_imp_done(&io);
 		if (res.status != IBV_WC_SUCCESS) {
 			fail_head(qp, w, res.status);
 			return;

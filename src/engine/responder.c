@@ -193,6 +193,18 @@ static bool net_page_fault(struct shca_peer *p, const struct shca_xfer *x,
 					 IBV_ACCESS_REMOTE_ATOMIC));
 }
 
+/*
+ * An L_Key of the owner p's MR in its PD pd (its identity in p's arena),
+ * used by a process that imported that PD (verbs/import_key.c): an MR
+ * only, with its local rights and bounds, under the caller's access
+ * (mem.h: begun, and ended after the copy).
+ */
+int shca_owner_lkey(struct shca_peer *p, uint32_t pd, uint32_t key,
+		    uint32_t access, uint64_t addr, uint64_t len, uint64_t *va)
+{
+	return lookup_key(p, NULL, pd, key, access, addr, len, false, va);
+}
+
 /* An R_Key of a request that came through QP q. */
 static int lookup_mr(struct shca_peer *p, const struct shca_qp_shm *q,
 		     uint32_t key, uint32_t access, uint64_t addr,

@@ -47,7 +47,8 @@ static struct shca_peer *peers[SHCA_NUM_SLOTS];
 static int listen_fd = -1;
 static pid_t listen_pid;
 static int (*channel_fd_fn)(uint32_t idx, uint32_t gen);
-static void (*ctrl_fn)(int fd);
+/* the control services' servers, by service (peer.h) */
+static void (*ctrl_fn[SHCA_CTRL_NUM])(int fd);
 
 static uint16_t listen_port;
 
@@ -89,9 +90,9 @@ void shca_peer_on_channel_request(int (*fn)(uint32_t idx, uint32_t gen))
 	__atomic_store_n(&channel_fd_fn, fn, __ATOMIC_RELEASE);
 }
 
-void shca_peer_on_control(void (*fn)(int fd))
+void shca_peer_on_control(enum shca_ctrl_svc svc, void (*fn)(int fd))
 {
-	__atomic_store_n(&ctrl_fn, fn, __ATOMIC_RELEASE);
+	__atomic_store_n(&ctrl_fn[svc], fn, __ATOMIC_RELEASE);
 }
 
 /* The answer to a channel request: the descriptor, or none (fd < 0). */
@@ -116,14 +117,17 @@ static void on_conn_event(int fd, uint32_t events, void *arg)
 {
 	int (*fn)(uint32_t, uint32_t) =
 		__atomic_load_n(&channel_fd_fn, __ATOMIC_ACQUIRE);
-	void (*cfn)(int) = __atomic_load_n(&ctrl_fn, __ATOMIC_ACQUIRE);
+	void (*cfn)(int) = NULL;
 	struct chan_req req;
 	ssize_t n;
 
 	(void)arg;
 	n = (events & EPOLLIN) ? read(fd, &req, sizeof(req)) : 0;
+	/* a control request names its service in idx (peer.h) */
 	if (n == (ssize_t)sizeof(req) && req.magic == CTRL_REQ_MAGIC &&
-	    cfn && !(events & (EPOLLHUP | EPOLLERR))) {
+	    req.idx < SHCA_CTRL_NUM)
+		cfn = __atomic_load_n(&ctrl_fn[req.idx], __ATOMIC_ACQUIRE);
+	if (cfn && !(events & (EPOLLHUP | EPOLLERR))) {
 		/* the server reads it from now on, with its own checks */
 		shca_engine_unwatch(fd);
 		cfn(fd);
@@ -511,9 +515,9 @@ out:
  * the first connection: the pid its listener and hello name): a blocking
  * descriptor, or -errno.
  */
-int shca_peer_control_connect(int slot)
+int shca_peer_control_connect(int slot, enum shca_ctrl_svc svc)
 {
-	struct chan_req req = { CTRL_REQ_MAGIC, 0, 0 };
+	struct chan_req req = { CTRL_REQ_MAGIC, (uint32_t)svc, 0 };
 	struct shca_hello h;
 	int fd, fds[3], ret;
 	pid_t owner = 0;

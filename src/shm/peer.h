@@ -95,14 +95,21 @@ void shca_peer_prefetch_channel(struct shca_peer *p, struct shca_cq_shm *cq);
 void shca_peer_on_channel_request(int (*fn)(uint32_t idx, uint32_t gen));
 
 /*
- * Control connections (verbs/xrc_qp.c: ibv_open_qp's requests to a QP's
- * owner).  The owner's engine hands a connection whose first message is
- * a control request to fn (which owns the descriptor from then on);
+ * Control connections, one service each: ibv_open_qp's requests to a
+ * QP's owner (verbs/xrc_qp.c), an importer's to the owner of a command
+ * file (verbs/import_rem.c).  The owner's engine hands a connection whose
+ * first message is a control request for svc to that service's fn (which
+ * owns the descriptor from then on; a service with no server: closed);
  * shca_peer_control_connect opens one to the process in slot: a blocking
  * descriptor, or -errno.
  */
-void shca_peer_on_control(void (*fn)(int fd));
-int shca_peer_control_connect(int slot);
+enum shca_ctrl_svc {
+	SHCA_CTRL_XQP,
+	SHCA_CTRL_IMPORT,
+	SHCA_CTRL_NUM
+};
+void shca_peer_on_control(enum shca_ctrl_svc svc, void (*fn)(int fd));
+int shca_peer_control_connect(int slot, enum shca_ctrl_svc svc);
 
 /*
  * Copy between this process and the peer's memory: local iovecs to remote

@@ -191,7 +191,9 @@ int shca_sock_recv_fds(int sock, void *data, size_t len, int *fds,
 			n = SHCA_SOCK_MAX_FDS;
 		memcpy(got, CMSG_DATA(cm), (size_t)n * sizeof(int));
 	}
-	if (r != (ssize_t)len || n > maxfds || (msg.msg_flags & MSG_CTRUNC)) {
+	/* one record a message: a longer one (MSG_TRUNC) is no record */
+	if (r != (ssize_t)len || n > maxfds ||
+	    (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
 		for (i = 0; i < n; i++)
 			close(got[i]);
 		return -EPROTO;

@@ -121,5 +121,6 @@ void shca_qp_cq_overrun(struct shca_cq *cq)
 int shca_transport_init(void)
 {
 	shca_engine_on_doorbell(shca_doorbell);
+	shca_rimport_serve();
 	return shca_peer_listen();
 }

@@ -187,8 +187,11 @@ struct shca_obj *shca_obj_get(enum shca_otype t, const void *pub,
 	struct shca_obj *o = NULL;
 	struct hent *e;
 
+	bool again = true;
+
 	if (!pub || (want && ctx != want))
 		return NULL;
+retry:
 	pthread_mutex_lock(&h->lock);
 	e = ht_find(h, handle);
 	/* the very struct handed out (or imported), in its context, not
@@ -198,6 +201,13 @@ struct shca_obj *shca_obj_get(enum shca_otype t, const void *pub,
 		__atomic_add_fetch(&o->users, 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&h->lock);
+	/* an import of another process's object names its shadow here by
+	 * another handle (import_rem.c): looked for on a miss only, outside
+	 * the table lock (the imports' lock comes first) */
+	if (!o && again && shca_import_ahandle(pub, t, &handle) && handle) {
+		again = false;
+		goto retry;
+	}
 	return o;
 }
 
@@ -226,6 +236,24 @@ struct shca_obj *shca_obj_alias(enum shca_otype t, uint32_t handle,
 	return o;
 }
 
+struct shca_obj *shca_obj_find_file(enum shca_otype t, uint32_t handle,
+				    dev_t dev, ino_t ino)
+{
+	struct htab *h = &htabs[t];
+	struct shca_obj *o = NULL;
+	struct hent *e;
+
+	pthread_mutex_lock(&h->lock);
+	e = ht_find(h, handle);
+	if (e && !e->obj->dying && shca_ctx_live(e->obj->ctx) &&
+	    shca_ufile_is(to_sctx(e->obj->ctx)->ufile, dev, ino)) {
+		o = e->obj;
+		__atomic_add_fetch(&o->users, 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return o;
+}
+
 void shca_obj_unalias(struct shca_proxy *p)
 {
 	struct htab *h = &htabs[p->type];
@@ -233,7 +261,7 @@ void shca_obj_unalias(struct shca_proxy *p)
 	struct hent *e;
 
 	pthread_mutex_lock(&h->lock);
-	e = ht_find(h, p->handle);
+	e = ht_find(h, p->ahandle);
 	if (e)
 		for (pp = &e->obj->aliases; *pp; pp = &(*pp)->alias_next)
 			if (*pp == p) {

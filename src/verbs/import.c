@@ -28,14 +28,14 @@
  *     object lookup; a cmd_fd that is no command file at all: EINVAL, as
  *     rdma-core's fstat test.
  *
- * What differs (docs/import.md): the file is this process's.  A cmd_fd
- * of softhca received from another process names a context softhca
- * cannot reach (its objects are in that process's memory; a proxy here
- * would need that process's protection checks on every access, and an
- * L_Key used here names memory this process does not own): EOPNOTSUPP.
- * The same for a dup of a context that is closed: closing the context
- * that opened the file destroys its objects, where the kernel would keep
- * them while a dup of the file is open.
+ * A cmd_fd received from another process names that process's file: its
+ * owner is asked (import_rem.c), the PD is a shadow here that stands for
+ * the owner's (an alias of it carries the owner's handle), the MR a
+ * description whose L_Key the shadow's QPs use through the owner's arena
+ * (import_key.c).  A dup of a context of ours that is closed is
+ * EOPNOTSUPP: closing the context that opened the file destroys its
+ * objects, where the kernel would keep them while a dup of the file is
+ * open.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -52,6 +52,8 @@ struct shca_ufile {
 	ino_t st_ino;
 	pid_t pid;			/* the process that opened it */
 	int refs;			/* contexts on it, under imp_lock */
+	struct shca_rfile *rf;		/* another process's file: how its
+					 * owner is reached (import_rem.c) */
 	struct shca_ufile *next;
 };
 
@@ -62,7 +64,9 @@ static struct shca_proxy *proxies;	/* under imp_lock */
 /* ------------------------------------------------------------------ */
 /* Command files                                                       */
 
-struct shca_ufile *shca_ufile_new(struct shca_device *dev, int fd)
+/* The file behind fd for this process; rf: it stands for another's. */
+static struct shca_ufile *ufile_add(struct shca_device *dev, int fd,
+				    struct shca_rfile *rf)
 {
 	struct shca_ufile *uf;
 	struct stat st;
@@ -72,6 +76,7 @@ struct shca_ufile *shca_ufile_new(struct shca_device *dev, int fd)
 	uf = calloc(1, sizeof(*uf));
 	if (!uf)
 		return NULL;
+	uf->rf = rf;
 	uf->dev = dev;
 	uf->st_dev = st.st_dev;
 	uf->st_ino = st.st_ino;
@@ -82,6 +87,46 @@ struct shca_ufile *shca_ufile_new(struct shca_device *dev, int fd)
 	ufiles = uf;
 	pthread_mutex_unlock(&imp_lock);
 	return uf;
+}
+
+/* A file this process opens: the record says who owns it, for an
+ * importer in another process (import_rem.c). */
+struct shca_ufile *shca_ufile_new(struct shca_device *dev, int fd)
+{
+	shca_rimport_record(fd);
+	return ufile_add(dev, fd, NULL);
+}
+
+struct shca_ufile *shca_ufile_new_remote(struct shca_device *dev, int fd,
+					 struct shca_rfile *rf)
+{
+	return ufile_add(dev, fd, rf);
+}
+
+struct shca_rfile *shca_ufile_rfile(struct shca_ufile *uf)
+{
+	return uf->rf;
+}
+
+bool shca_ufile_is(const struct shca_ufile *uf, dev_t dev, ino_t ino)
+{
+	return uf && !uf->rf && uf->st_dev == dev && uf->st_ino == ino &&
+	       uf->pid == shca_getpid();
+}
+
+struct shca_device *shca_ufile_owner_dev(dev_t dev, ino_t ino)
+{
+	struct shca_device *d = NULL;
+	struct shca_ufile *uf;
+
+	pthread_mutex_lock(&imp_lock);
+	for (uf = ufiles; uf; uf = uf->next)
+		if (uf->refs > 0 && shca_ufile_is(uf, dev, ino)) {
+			d = uf->dev;
+			break;
+		}
+	pthread_mutex_unlock(&imp_lock);
+	return d;
 }
 
 void shca_ufile_put(struct shca_ufile *uf)
@@ -99,6 +144,8 @@ void shca_ufile_put(struct shca_ufile *uf)
 			break;
 		}
 	pthread_mutex_unlock(&imp_lock);
+	if (uf->rf)
+		shca_rfile_free(uf->rf);
 	free(uf);
 }
 
@@ -150,8 +197,13 @@ struct ibv_context *ibv_import_device(int cmd_fd)
 	if (cmd_fd < 0 || fstat(cmd_fd, &st) || !S_ISREG(st.st_mode))
 		return SHCA_ERR_PTR(EINVAL);
 	uf = ufile_find(&st);
-	if (!uf)
-		return SHCA_ERR_PTR(is_cmd_file(cmd_fd) ? EOPNOTSUPP : EINVAL);
+	if (!uf) {
+		if (!is_cmd_file(cmd_fd))
+			return SHCA_ERR_PTR(EINVAL);
+		/* another process's, or a context of ours that is closed
+		 * (its owner, asked, says it is not its file) */
+		return shca_rimport_device(cmd_fd);
+	}
 	ctx = shca_context_import(uf, cmd_fd);
 	if (!ctx) {
 		int err = errno;
@@ -181,6 +233,7 @@ static struct shca_proxy *proxy_new(enum shca_otype t,
 	p->type = t;
 	p->ctx = ctx;
 	p->handle = handle;
+	p->ahandle = handle;
 	*o = shca_obj_alias(t, handle, ctx, p);
 	if (!*o) {
 		free(p);
@@ -211,11 +264,36 @@ static struct shca_proxy *proxy_take(const void *pub, enum shca_otype t)
 	return p;
 }
 
+/* An import of another process's PD is gone: its shadow too, unless a
+ * QP or MR of ours still uses it (the context's close takes it then). */
+static void shadow_free(struct shca_proxy *p)
+{
+	struct shca_proxy *q;
+	struct shca_pd *pd;
+
+	if (!p->shadow)
+		return;
+	/* another import of the same PD in the context shares it */
+	pthread_mutex_lock(&imp_lock);
+	for (q = proxies; q; q = q->next)
+		if (q != p && q->shadow == p->shadow)
+			break;
+	pthread_mutex_unlock(&imp_lock);
+	if (q)
+		return;
+	pd = shca_pd_lookup(p->shadow, NULL);
+	if (pd && shca_pd_destroy(pd))
+		shca_warn("ibv_unimport_pd: the import is still in use here; "
+			  "it goes with its context");
+}
+
 /* Forget a proxy: its object (if still there) loses the alias, and the
  * struct waits in the quarantine, so that a late use finds nothing. */
 static void proxy_free(struct shca_proxy *p)
 {
-	shca_obj_unalias(p);
+	if (p->ahandle)
+		shca_obj_unalias(p);
+	shadow_free(p);
 	shca_quarantine(p, sizeof(*p));
 }
 
@@ -235,6 +313,22 @@ static void unimport(const void *pub, enum shca_otype t, const char *what)
 	proxy_free(p);
 }
 
+bool shca_import_ahandle(const void *pub, enum shca_otype t, uint32_t *h)
+{
+	struct shca_proxy *p;
+	bool found = false;
+
+	pthread_mutex_lock(&imp_lock);
+	for (p = proxies; p; p = p->next)
+		if (&p->u == pub && p->type == t && p->remote) {
+			*h = p->ahandle;
+			found = true;
+			break;
+		}
+	pthread_mutex_unlock(&imp_lock);
+	return found;
+}
+
 void shca_import_destroyed(const void *pub)
 {
 	struct shca_proxy *p = proxy_take(pub, SHCA_OT_NUM);
@@ -249,9 +343,157 @@ void shca_import_close(struct ibv_context *ctx)
 
 	pthread_mutex_lock(&imp_lock);
 	for (p = proxies; p; p = p->next)
-		if (p->ctx == ctx)
+		if (p->ctx == ctx && p->ahandle)
 			shca_obj_unalias(p);
 	pthread_mutex_unlock(&imp_lock);
+}
+
+/* The shadow of the owner's PD handle in ctx, if it was imported there
+ * already (its ibv_pd), or NULL. */
+static struct ibv_pd *shadow_find(struct ibv_context *ctx, uint32_t handle)
+{
+	struct ibv_pd *pd = NULL;
+	struct shca_proxy *p;
+
+	pthread_mutex_lock(&imp_lock);
+	for (p = proxies; p; p = p->next)
+		if (p->remote && p->shadow && p->ctx == ctx &&
+		    p->handle == handle) {
+			pd = p->shadow;
+			break;
+		}
+	pthread_mutex_unlock(&imp_lock);
+	return pd;
+}
+
+/* Link a proxy of another process's object (ahandle: its shadow's, or
+ * 0: none). */
+static void proxy_link(struct shca_proxy *p)
+{
+	pthread_mutex_lock(&imp_lock);
+	p->next = proxies;
+	proxies = p;
+	pthread_mutex_unlock(&imp_lock);
+}
+
+/*
+ * A PD of another process (import_rem.c): its owner says the handle
+ * names a PD of the file; a shadow PD here stands for it (the QPs and
+ * MRs of this process on the import are the shadow's, and the shadow
+ * carries the owner's identity of the PD for the L_Keys of the owner's
+ * MRs: import_key.c), and the proxy handed out has the owner's handle.
+ */
+static struct ibv_pd *rimport_pd(struct ibv_context *ctx,
+				 struct shca_rfile *rf, uint32_t handle)
+{
+	struct shca_proxy *p;
+	struct ibv_pd *ibpd;
+	struct shca_pd *spd;
+	struct shca_obj *o;
+	int ret, slot;
+	uint32_t id;
+	pid_t pid;
+
+	ret = shca_rimport_pd(rf, handle, &slot, &pid, &id);
+	if (ret)
+		return SHCA_ERR_PTR(-ret);
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return SHCA_ERR_PTR(ENOMEM);
+	/* the PD imported again in this context: the same shadow, so that
+	 * the objects made on either import share one PD */
+	ibpd = shadow_find(ctx, handle);
+	if (!ibpd) {
+		ibpd = shca_pd_create(ctx, NULL);
+		if (!ibpd) {
+			free(p);
+			return NULL;
+		}
+		spd = container_of(ibpd, struct shca_pd, ibpd);
+		spd->rslot = slot;
+		spd->rpid = pid;
+		spd->rpd = id;
+		__atomic_store_n(&spd->remote, true, __ATOMIC_RELEASE);
+	}
+	p->type = SHCA_OT_PD;
+	p->ctx = ctx;
+	p->handle = handle;
+	p->ahandle = ibpd->handle;
+	p->remote = true;
+	p->shadow = ibpd;
+	p->u.pd.context = ctx;
+	p->u.pd.handle = handle;
+	/* linked first: a concurrent unimport of another import of the
+	 * shadow sees this one */
+	proxy_link(p);
+	o = shca_obj_alias(SHCA_OT_PD, ibpd->handle, ctx, p);
+	if (!o) {
+		p = proxy_take(&p->u, SHCA_OT_PD);
+		if (p) {
+			shadow_free(p);
+			free(p);
+		}
+		return SHCA_ERR_PTR(ENOENT);
+	}
+	shca_obj_put(o);
+	return &p->u.pd;
+}
+
+int shca_rimport_destroy(const void *pub, enum shca_otype t)
+{
+	struct ibv_context *ctx = NULL;
+	struct shca_rfile *rf;
+	struct shca_proxy *p;
+	uint32_t handle = 0;
+	int ret;
+
+	pthread_mutex_lock(&imp_lock);
+	for (p = proxies; p; p = p->next)
+		if (&p->u == pub && p->type == t && p->remote) {
+			ctx = p->ctx;
+			handle = p->handle;
+			break;
+		}
+	pthread_mutex_unlock(&imp_lock);
+	if (!ctx)
+		return -ENOENT;
+	if (!shca_ctx_live(ctx))
+		return -EBADF;
+	rf = shca_ufile_rfile(to_sctx(ctx)->ufile);
+	ret = rf ? shca_rimport_destroy_call(rf, t, handle) : -ENOENT;
+	if (!ret)
+		shca_import_destroyed(pub);
+	return ret;
+}
+
+/* An MR of another process: its owner's description; no object here
+ * (its L_Key is the owner's, used through a shadow PD: import_key.c). */
+static struct ibv_mr *rimport_mr(struct ibv_pd *pd, struct shca_rfile *rf,
+				 uint32_t handle)
+{
+	struct shca_proxy *p;
+	struct shca_rmr m;
+	int ret;
+
+	ret = shca_rimport_mr(rf, handle, &m);
+	if (ret)
+		return SHCA_ERR_PTR(-ret);
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return SHCA_ERR_PTR(ENOMEM);
+	p->type = SHCA_OT_MR;
+	p->ctx = pd->context;
+	p->handle = handle;
+	p->remote = true;
+	p->u.mr.context = pd->context;
+	p->u.mr.pd = pd;
+	p->u.mr.handle = handle;
+	p->u.mr.lkey = m.lkey;
+	p->u.mr.rkey = m.rkey;
+	p->u.mr.length = m.length;
+	p->u.mr.addr = NULL;
+	proxy_link(p);
+	return &p->u.mr;
 }
 
 struct ibv_pd *ibv_import_pd(struct ibv_context *context, uint32_t pd_handle)
@@ -259,6 +501,12 @@ struct ibv_pd *ibv_import_pd(struct ibv_context *context, uint32_t pd_handle)
 	struct shca_proxy *p;
 	struct shca_obj *o;
 
+	if (!shca_ctx_live(context))
+		return SHCA_ERR_PTR(EBADF);
+	if (shca_ufile_rfile(to_sctx(context)->ufile))
+		return rimport_pd(context,
+				  shca_ufile_rfile(to_sctx(context)->ufile),
+				  pd_handle);
 	p = proxy_new(SHCA_OT_PD, context, pd_handle, &o);
 	if (!p)
 		return NULL;
@@ -286,6 +534,10 @@ struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
 	if (!spd)
 		return SHCA_ERR_PTR(EINVAL);
 	shca_obj_put(&spd->obj);
+	if (shca_ufile_rfile(to_sctx(pd->context)->ufile))
+		return rimport_mr(pd,
+				  shca_ufile_rfile(to_sctx(pd->context)->ufile),
+				  mr_handle);
 	p = proxy_new(SHCA_OT_MR, pd->context, mr_handle, &o);
 	if (!p)
 		return NULL;
@@ -311,6 +563,10 @@ struct ibv_dm *ibv_import_dm(struct ibv_context *context, uint32_t dm_handle)
 	struct shca_proxy *p;
 	struct shca_obj *o;
 
+	/* device memory of another process: not offered (docs/import.md) */
+	if (shca_ctx_live(context) &&
+	    shca_ufile_rfile(to_sctx(context)->ufile))
+		return SHCA_ERR_PTR(EOPNOTSUPP);
 	p = proxy_new(SHCA_OT_DM, context, dm_handle, &o);
 	if (!p)
 		return NULL;

@@ -609,10 +609,14 @@ int shca_mr_destroy(struct shca_mr *mr)
 int shca_dereg_mr(struct ibv_mr *ibmr)
 {
 	struct shca_mr *mr = shca_mr_lookup(ibmr, NULL);
+	uint32_t h;
 	int ret;
 
+	/* the MR of another process: its owner deregisters it
+	 * (docs/import.md) */
 	if (!mr)
-		return -ENOENT;
+		return shca_import_ahandle(ibmr, SHCA_OT_MR, &h) ?
+			       shca_rimport_destroy(ibmr, SHCA_OT_MR) : -ENOENT;
 	ret = shca_mr_destroy(mr);
 	if (!ret)
 		shca_import_destroyed(ibmr);

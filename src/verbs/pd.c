@@ -84,6 +84,10 @@ struct ibv_pd *shca_alloc_pd(struct ibv_context *ctx)
 {
 	if (!shca_ctx_live(ctx))
 		return SHCA_ERR_PTR(EBADF);
+	/* from its first PD on, a process answers importers of its
+	 * command files (import_rem.c; docs/import.md) */
+	if (shca_transport_init())
+		shca_dbg("no peer socket: imports by other processes fail");
 	return shca_pd_create(ctx, NULL);
 }
 
@@ -111,9 +115,14 @@ int shca_pd_destroy(struct shca_pd *pd)
 /* A handle that names no PD: ENOENT, as the kernel's object lookup. */
 int shca_dealloc_pd(struct ibv_pd *ibpd)
 {
-	struct shca_pd *pd = shca_pd_lookup(ibpd, NULL);
+	struct shca_pd *pd;
+	uint32_t h;
 	int ret;
 
+	/* the PD of another process: its owner destroys it (docs/import.md) */
+	if (shca_import_ahandle(ibpd, SHCA_OT_PD, &h))
+		return shca_rimport_destroy(ibpd, SHCA_OT_PD);
+	pd = shca_pd_lookup(ibpd, NULL);
 	if (!pd)
 		return -ENOENT;
 	ret = shca_pd_destroy(pd);

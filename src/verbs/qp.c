@@ -528,6 +528,12 @@ static int sq_check_wr(const struct shca_qp *qp, const struct ibv_send_wr *wr,
 	if (qp->ibqp.qp_type == IBV_QPT_UD &&
 	    (op->qp_types & QPT(IBV_QPT_UD)) && !ah_ok(qp, wr->wr.ud.ah))
 		return -EINVAL;
+	/* a QP on an import of another process's PD whose transport cannot
+	 * use that process's L_Keys (docs/import.md) */
+	if (!wr_is_inline(wr, op) &&
+	    !shca_imp_qp_keys_ok(qp->pd, qp->ibqp.qp_type, qp->route,
+				 wr->sg_list, wr->num_sge))
+		return -EOPNOTSUPP;
 	return 0;
 }
 
@@ -683,7 +689,12 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		ret = -EINVAL;
 	}
 	for (; !ret && wr; wr = wr->next) {
-		ret = shca_rq_post_one(rq, wr);
+		/* the owner's L_Keys on an import of its PD: not for a
+		 * receive (docs/import.md) */
+		ret = shca_imp_recv_ok(qp->pd, qp->rq.max_sge, wr) ? 0 :
+								   -EOPNOTSUPP;
+		if (!ret)
+			ret = shca_rq_post_one(rq, wr);
 		if (ret)
 			*bad = wr;
 		else if (state == IBV_QPS_ERR)

@@ -20,6 +20,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <net/if.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 #include <infiniband/verbs.h>
 
 #include "../common/log.h"
@@ -116,6 +118,12 @@ struct shca_proxy {
 	enum shca_otype type;
 	struct ibv_context *ctx;	/* the importing context */
 	uint32_t handle;		/* the object's, as imported */
+	/* the handle of the object it is an alias of here: handle, or for
+	 * a PD of another process its shadow's (import_rem.c); 0: none (an
+	 * MR of another process) */
+	uint32_t ahandle;
+	bool remote;			/* of another process (import_rem.c) */
+	void *shadow;			/* ... a PD: its shadow's ibv_pd */
 	struct shca_proxy *alias_next;	/* the object's aliases */
 	struct shca_proxy *next;	/* the process's proxies */
 };
@@ -141,6 +149,13 @@ struct shca_obj *shca_obj_alias(enum shca_otype t, uint32_t handle,
 				struct ibv_context *ctx, struct shca_proxy *p);
 /* Unlink p from its object's aliases, if the object is still there. */
 void shca_obj_unalias(struct shca_proxy *p);
+/*
+ * The owner's side of an import from another process (import_rem.c):
+ * the live object of type t that handle names, if its context is open
+ * on the command file (dev, ino) of this process; with a use taken.
+ */
+struct shca_obj *shca_obj_find_file(enum shca_otype t, uint32_t handle,
+				    dev_t dev, ino_t ino);
 /* A destroy holding the only use, with *refs (if given) 0, makes the
  * object unfindable: 0, or -EBUSY. */
 int shca_obj_claim(struct shca_obj *o, const int *refs);
@@ -263,6 +278,13 @@ struct shca_pd {
 	void (*free)(struct ibv_pd *pd, void *pd_context, void *ptr,
 		     uint64_t resource_type);
 	void *pd_context;
+	/* an import of another process's PD (import_rem.c): this shadow
+	 * stands for it here; the owner's slot and pid and the PD's
+	 * identity in the owner's arena */
+	bool remote;
+	int rslot;
+	pid_t rpid;
+	uint32_t rpd;
 };
 
 static inline bool shca_pd_is_parent(const struct shca_pd *pd)
@@ -776,6 +798,80 @@ struct shca_device *shca_ufile_device(struct shca_ufile *uf);
 void shca_import_close(struct ibv_context *ctx);
 /* A destroy through pub succeeded: if pub is an import, it goes too. */
 void shca_import_destroyed(const void *pub);
+/* The local handle pub stands for if it is an import of another
+ * process's object of type t (its shadow's, import_rem.c): true with *h;
+ * *h 0 when it has none here (an MR). */
+bool shca_import_ahandle(const void *pub, enum shca_otype t, uint32_t *h);
+/* Is uf's identity (dev, ino), a file of this process? */
+bool shca_ufile_is(const struct shca_ufile *uf, dev_t dev, ino_t ino);
+/* The device of this process's open file (dev, ino), or NULL. */
+struct shca_device *shca_ufile_owner_dev(dev_t dev, ino_t ino);
+
+/* import_rem.c: imports from another process (docs/import.md) */
+struct shca_rfile;
+/* The record at the start of a command file: who owns it. */
+void shca_rimport_record(int fd);
+/* ibv_import_device of another process's cmd_fd: the context (cmd_fd
+ * taken) or NULL with errno. */
+struct ibv_context *shca_rimport_device(int cmd_fd);
+struct shca_rfile *shca_ufile_rfile(struct shca_ufile *uf);
+/* A new file of this process that stands for rf's (rf taken). */
+struct shca_ufile *shca_ufile_new_remote(struct shca_device *dev, int fd,
+					 struct shca_rfile *rf);
+void shca_rfile_free(struct shca_rfile *rf);
+/* import_pd / import_mr against the owner: 0 or -errno */
+struct shca_rmr {
+	uint32_t lkey, rkey, access, pd;
+	uint64_t length, iova;
+};
+int shca_rimport_pd(struct shca_rfile *rf, uint32_t handle, int *slot,
+		    pid_t *pid, uint32_t *pd_id);
+int shca_rimport_mr(struct shca_rfile *rf, uint32_t handle,
+		    struct shca_rmr *m);
+/* Destroy the owner's PD or MR (t) by handle: 0 or -errno. */
+int shca_rimport_destroy_call(struct shca_rfile *rf, enum shca_otype t,
+			      uint32_t handle);
+/* A destroy through pub: if it is an import of another process's PD or
+ * MR (t), the owner destroys the object and the import goes: 0 or
+ * -errno; -ENOENT if pub is none. */
+int shca_rimport_destroy(const void *pub, enum shca_otype t);
+/* The owner's server for importers (started with the listener). */
+void shca_rimport_serve(void);
+
+/* import_key.c: an imported PD's L_Keys used here, through a bounce
+ * buffer (docs/import.md, "Keys of another process") */
+struct shca_imp_io {
+	void *buf;			/* the bounce memory, or NULL: none */
+	size_t len;
+	struct shca_pd *pd;
+	int nsge;			/* SGEs of the owner's to write back */
+	struct ibv_sge *sge;		/* ... and where in buf: off[] */
+	size_t *off;
+};
+/* shca_sge_iov for a shadow PD: the SGEs of the owner's MRs copied in
+ * (gather) or to be copied out (scatter, shca_imp_put); io zeroed by the
+ * caller, released with shca_imp_done. */
+enum ibv_wc_status shca_imp_sge_iov(struct shca_pd *pd,
+				    const struct ibv_sge *sge, int n,
+				    unsigned int access, struct iovec *iov,
+				    int *niov, struct shca_imp_io *io);
+/* scatter: buf to the owner's memory, its keys checked again */
+enum ibv_wc_status shca_imp_put(struct shca_imp_io *io);
+void shca_imp_done(struct shca_imp_io *io);
+/* May a receive on pd (of a QP or an SRQ whose SGEs are at most max_sge)
+ * name these keys: false when pd is an import of another process's PD
+ * and an SGE is not an MR of ours. */
+bool shca_imp_recv_ok(struct shca_pd *pd, uint32_t max_sge,
+		      const struct ibv_recv_wr *wr);
+/* Does the requester use the owner's L_Keys on a QP of this type and
+ * route (RC and XRC: the same host's only)? */
+bool shca_imp_route_ok(enum ibv_qp_type type, enum shca_route route);
+/* May a send WR of a QP on pd (of type and route) name these keys: false
+ * when pd is such an import, an SGE is not an MR of ours, and the QP's
+ * transport does not use the owner's (shca_imp_route_ok). */
+bool shca_imp_qp_keys_ok(struct shca_pd *pd, enum ibv_qp_type type,
+			 enum shca_route route, const struct ibv_sge *sge,
+			 int n);
 
 /* event.c: async events, completion channels */
 int shca_event_queue_init(struct shca_event_queue *q);

@@ -566,7 +566,10 @@ int shca_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	}
 	pthread_mutex_lock(&rq->lock);
 	for (; wr; wr = wr->next) {
-		ret = shca_rq_post_one(rq, wr);
+		/* the owner's L_Keys on an import of its PD: not for a
+		 * receive (docs/import.md) */
+		ret = shca_imp_recv_ok(srq->pd, rq->max_sge, wr) ?
+			      shca_rq_post_one(rq, wr) : -EOPNOTSUPP;
 		if (ret) {
 			*bad = wr;
 			break;

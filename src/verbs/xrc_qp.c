@@ -326,7 +326,7 @@ static void on_control(int fd)
 
 void shca_xqp_serve(void)
 {
-	shca_peer_on_control(on_control);
+	shca_peer_on_control(SHCA_CTRL_XQP, on_control);
 }
 
 /*
@@ -452,7 +452,8 @@ struct ibv_qp *shca_open_qp(struct ibv_context *ctx,
 	if (ret)
 		return SHCA_ERR_PTR(-ret);
 	/* no process in the number's slot: no such QP */
-	fd = shca_peer_control_connect(shca_qpn_slot(a->qp_num));
+	fd = shca_peer_control_connect(shca_qpn_slot(a->qp_num),
+				       SHCA_CTRL_XQP);
 	if (fd < 0)
 		return SHCA_ERR_PTR(fd == -ENOMEM ? ENOMEM : EINVAL);
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));

@@ -10,8 +10,8 @@
  * unimport"; an imported MR's addr is NULL), rdma-core's
  * ibv_import_device (an fd that is no command file: EINVAL), the
  * kernel's object lookup (a handle that names nothing: ENOENT) and its
- * use counts (a PD in use is EBUSY, through any context).  softhca's
- * limit: a cmd_fd from another process is EOPNOTSUPP.
+ * use counts (a PD in use is EBUSY, through any context).  A cmd_fd
+ * from another process: test_import_xproc.c.
  *
  * Traffic: a QP created in the imported context on the imported PD
  * sends, reads and is written through the imported MR's keys, to and
@@ -113,24 +113,45 @@ TEST(import_device_errors)
 }
 
 /* Another process holds a dup of the command file (fork, or SCM_RIGHTS
- * alike): softhca cannot reach that context, and says so. */
+ * alike): it imports the context from its owner (test_import_xproc.c
+ * for the objects and traffic), once the owner serves imports (from its
+ * first PD on: docs/import.md). */
 TEST(import_device_other_process)
 {
 	struct ibv_context *ctx = open_lo();
 	int fd = dup(ctx->cmd_fd), st;
+	struct ibv_pd *pd;
 	pid_t pid;
 
 	ASSERT_GE(fd, 0);
+	/* before its first PD the owner serves no imports */
 	pid = fork();
 	ASSERT_GE(pid, 0);
 	if (!pid) {
 		errno = 0;
-		_exit(!ibv_import_device(fd) && errno == EOPNOTSUPP ? 0 : 1);
+		_exit(!ibv_import_device(fd) && errno == ECONNREFUSED ? 0 : 1);
+	}
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	ASSERT(WIFEXITED(st));
+	ASSERT_EQ(WEXITSTATUS(st), 0);
+	pd = ibv_alloc_pd(ctx);
+	ASSERT_NOT_NULL(pd);
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (!pid) {
+		struct ibv_context *ic = ibv_import_device(fd);
+		struct ibv_pd *ipd = ic ? ibv_import_pd(ic, pd->handle) :
+					  NULL;
+
+		_exit(ipd && ipd->handle == pd->handle &&
+		      ic->device->name[0] &&
+		      !strcmp(ic->device->name, ctx->device->name) ? 0 : 1);
 	}
 	ASSERT_EQ(waitpid(pid, &st, 0), pid);
 	ASSERT(WIFEXITED(st));
 	ASSERT_EQ(WEXITSTATUS(st), 0);
 	close(fd);
+	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
 	ASSERT_EQ(ibv_close_device(ctx), 0);
 }
 

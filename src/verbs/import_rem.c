@@ -1,0 +1,493 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Imports from another process (docs/import.md, "Another process's
+ * cmd_fd"): ibv_import_device of a cmd_fd received by SCM_RIGHTS or
+ * pidfd_getfd, then ibv_import_pd and ibv_import_mr by handle.
+ *
+ * Possession of the cmd_fd is the capability, as with the kernel's uverbs
+ * file.  The command file (a memfd, context.c) starts with a record that
+ * says who owns it (its slot and pid); the importer connects to that
+ * process's peer socket (a control connection, shm/peer.c, service
+ * SHCA_CTRL_IMPORT) and sends the descriptor itself with its first
+ * request.  The owner compares the received file's identity (device and
+ * inode, fstat) with its own open command files: a memfd written to look
+ * like one proves nothing, as its inode is another.  From then on the
+ * connection may ask for that file's objects by handle, and nothing else:
+ *
+ *   IMP_FILE  the descriptor (SCM_RIGHTS): the device's name, or ENOENT
+ *   IMP_PD    a PD of the file: its identity in the owner's arena (the
+ *             handle of the PD MRs and QPs are compared by)
+ *   IMP_MR    an MR of the file: keys, length, access, iova, PD identity
+ *   IMP_DEALLOC_PD, IMP_DEREG_MR
+ *             destroy a PD or an MR of the file through an import (the
+ *             owner's own verb: EBUSY for a PD in use; the lanes drained)
+ *
+ * Imports take no reference (the kernel's import is a query by handle):
+ * the owner's objects stay its own, and its destroy ends them for every
+ * importer.  The owner serves these requests in its engine thread: each
+ * is a table look-up and one answer (sent without waiting: an importer
+ * that does not read is cut off).  A process serves at most
+ * IMP_MAX_SERVED connections at once, IMP_MAX_PER_PEER of one process,
+ * and closes one that has not proven a file IMP_PROVE_WAIT_S after it
+ * began.
+ *
+ * Everything received is hostile: records of a fixed size and magic, the
+ * record of the command file read with its bounds and checked against
+ * the kernel's word (SO_PEERCRED) for who answers, answers checked for
+ * range before use.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+
+#include "shca.h"
+#include "../common/slot.h"
+#include "../engine/engine.h"
+#include "../shm/peer.h"
+#include "../shm/sock.h"
+
+#define REC_MAGIC	0x454c494641434853ull	/* "SHCAFILE" */
+#define REC_VERSION	1
+#define IMP_MAGIC	0x504d494143434853ull	/* "SHCCAIMP" */
+/* an importer waits this long for an answer */
+#define IMP_ANSWER_TIMEOUT_S	30
+/* importers' connections an owner serves at once: more are closed */
+#define IMP_MAX_SERVED	256
+/* ... of them, one process's (SO_PEERCRED) */
+#define IMP_MAX_PER_PEER	64
+/* a connection proves its file within this time of its start, or is
+ * closed */
+#define IMP_PROVE_WAIT_S	5
+
+/* At the start of every command file. */
+struct cmd_rec {
+	uint64_t magic;
+	uint32_t version;
+	int32_t slot;
+	int32_t pid;
+	uint32_t pad;
+};
+
+enum imp_op {
+	IMP_FILE = 1,
+	IMP_PD,
+	IMP_MR,
+	IMP_DEALLOC_PD,
+	IMP_DEREG_MR,
+};
+
+struct imp_req {
+	uint64_t magic;
+	uint32_t op;
+	uint32_t handle;
+};
+
+struct imp_ans {
+	int32_t ret;
+	uint32_t pd;			/* the PD's identity */
+	uint32_t lkey, rkey, access, pad;
+	uint64_t length, iova;
+	char dev[IBV_SYSFS_NAME_MAX];	/* IMP_FILE: the device's name */
+};
+
+/* The importer's way to the owner of a file. */
+struct shca_rfile {
+	int fd;				/* the control connection */
+	int slot;
+	pid_t pid;
+	pthread_mutex_t lock;		/* one request at a time */
+};
+
+/* The owner's side of one connection (the engine thread's). */
+struct imp_srv {
+	struct shca_timer timer;	/* to prove the file by */
+	int fd;
+	pid_t peer;			/* the process at the other end */
+	bool proven;			/* IMP_FILE answered: dev, ino set */
+	dev_t dev;
+	ino_t ino;
+	struct imp_srv *next;
+};
+
+static pthread_mutex_t srv_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct imp_srv *srv_list;	/* under srv_lock */
+static unsigned int srv_count;		/* under srv_lock */
+
+/* ------------------------------------------------------------------ */
+/* The record                                                          */
+
+/* Who owns the file fd (just made by this process): its slot and pid. */
+void shca_rimport_record(int fd)
+{
+	const struct shca_slot *s = shca_slot_get();
+	struct cmd_rec r;
+
+	if (!s)
+		return;
+	memset(&r, 0, sizeof(r));
+	r.magic = REC_MAGIC;
+	r.version = REC_VERSION;
+	r.slot = s->slot;
+	r.pid = shca_getpid();
+	if (pwrite(fd, &r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		shca_dbg("command file record: %s", strerror(errno));
+}
+
+/* ------------------------------------------------------------------ */
+/* The owner's side                                                    */
+
+/* IMP_FILE: is fd the file of one of our open contexts?  Its device. */
+static int srv_file(struct imp_srv *s, int fd, struct imp_ans *a)
+{
+	struct shca_device *dev;
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return -EINVAL;
+	dev = shca_ufile_owner_dev(st.st_dev, st.st_ino);
+	if (!dev)
+		return -ENOENT;
+	s->dev = st.st_dev;
+	s->ino = st.st_ino;
+	s->proven = true;
+	snprintf(a->dev, sizeof(a->dev), "%s", dev->ibdev.name);
+	return 0;
+}
+
+/* IMP_PD: a PD of the file, by handle. */
+static int srv_pd(struct imp_srv *s, uint32_t handle, struct imp_ans *a)
+{
+	struct shca_obj *o = shca_obj_find_file(SHCA_OT_PD, handle, s->dev,
+						s->ino);
+	struct shca_pd *pd;
+
+	if (!o)
+		return -ENOENT;
+	pd = container_of(o, struct shca_pd, obj);
+	a->pd = pd->prot->obj.handle;
+	shca_obj_put(o);
+	return 0;
+}
+
+/* IMP_MR: an MR of the file, by handle. */
+static int srv_mr(struct imp_srv *s, uint32_t handle, struct imp_ans *a)
+{
+	struct shca_obj *o = shca_obj_find_file(SHCA_OT_MR, handle, s->dev,
+						s->ino);
+	struct shca_mr *mr;
+
+	if (!o)
+		return -ENOENT;
+	mr = container_of(o, struct shca_mr, obj);
+	a->pd = mr->pd->prot->obj.handle;
+	a->lkey = mr->ibmr.lkey;
+	a->rkey = mr->ibmr.rkey;
+	a->access = mr->access;
+	a->length = mr->ibmr.length;
+	a->iova = mr->iova;
+	shca_obj_put(o);
+	return 0;
+}
+
+/* The end of a connection (engine thread). */
+/* IMP_DEALLOC_PD, IMP_DEREG_MR: the owner's destroy, as if through its
+ * own name (docs/import.md: a destroy through any name destroys). */
+static int srv_destroy(struct imp_srv *s, enum shca_otype t, uint32_t handle)
+{
+	struct shca_obj *o = shca_obj_find_file(t, handle, s->dev, s->ino);
+
+	if (!o)
+		return -ENOENT;
+	if (t == SHCA_OT_PD)
+		return shca_pd_destroy(container_of(o, struct shca_pd, obj));
+	return shca_mr_destroy(container_of(o, struct shca_mr, obj));
+}
+
+static void srv_end(int fd, struct imp_srv *s)
+{
+	struct imp_srv **pp;
+
+	shca_timer_cancel(&s->timer);
+	shca_engine_unwatch(fd);
+	close(fd);
+	pthread_mutex_lock(&srv_lock);
+	for (pp = &srv_list; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			srv_count--;
+			break;
+		}
+	pthread_mutex_unlock(&srv_lock);
+	free(s);
+}
+
+/* A connection that has not proven its file in time is closed: without
+ * that, connections that never send would hold every place. */
+static void srv_idle(struct shca_timer *t)
+{
+	struct imp_srv *s = container_of(t, struct imp_srv, timer);
+
+	if (!s->proven)
+		srv_end(s->fd, s);
+}
+
+/* A request on a connection (engine thread): one record, one answer.  A
+ * descriptor comes with IMP_FILE only, once. */
+static void srv_event(int fd, uint32_t events, void *arg)
+{
+	struct imp_srv *s = arg;
+	struct imp_req r;
+	struct imp_ans a;
+	int got = -1, n;
+
+	(void)events;
+	n = shca_sock_recv_fds(fd, &r, sizeof(r), &got, 1);
+	if (n == -EAGAIN || n == -EINTR)
+		return;
+	if (n < 0 || r.magic != IMP_MAGIC ||
+	    (n == 1) != (r.op == IMP_FILE) ||
+	    (r.op != IMP_FILE && !s->proven) ||
+	    (r.op == IMP_FILE && s->proven)) {
+		if (n == 1)
+			close(got);
+		srv_end(fd, s);
+		return;
+	}
+	memset(&a, 0, sizeof(a));
+	switch (r.op) {
+	case IMP_FILE:
+		a.ret = srv_file(s, got, &a);
+		close(got);
+		break;
+	case IMP_PD:
+		a.ret = srv_pd(s, r.handle, &a);
+		break;
+	case IMP_MR:
+		a.ret = srv_mr(s, r.handle, &a);
+		break;
+	case IMP_DEALLOC_PD:
+		a.ret = srv_destroy(s, SHCA_OT_PD, r.handle);
+		break;
+	case IMP_DEREG_MR:
+		a.ret = srv_destroy(s, SHCA_OT_MR, r.handle);
+		break;
+	default:
+		a.ret = -EINVAL;
+		break;
+	}
+	if (send(fd, &a, sizeof(a), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+	    (ssize_t)sizeof(a))
+		srv_end(fd, s);
+}
+
+/* A control connection for this service (engine thread, shm/peer.c):
+ * within the limits (all, and one process's), watched until it proves a
+ * file or its time runs out. */
+static void on_control(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct imp_srv *s, *o;
+	unsigned int mine = 0;
+
+	s = calloc(1, sizeof(*s));
+	if (!s || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
+		free(s);
+		close(fd);
+		return;
+	}
+	s->fd = fd;
+	s->peer = cred.pid;
+	s->timer.fn = srv_idle;
+	pthread_mutex_lock(&srv_lock);
+	for (o = srv_list; o; o = o->next)
+		mine += o->peer == s->peer;
+	if (srv_count >= IMP_MAX_SERVED || mine >= IMP_MAX_PER_PEER) {
+		pthread_mutex_unlock(&srv_lock);
+		free(s);
+		close(fd);
+		return;
+	}
+	s->next = srv_list;
+	srv_list = s;
+	srv_count++;
+	pthread_mutex_unlock(&srv_lock);
+	if (shca_engine_watch(fd, srv_event, s)) {
+		srv_end(fd, s);
+		return;
+	}
+	shca_timer_arm(&s->timer,
+		       shca_now_ns() + IMP_PROVE_WAIT_S * 1000000000ull);
+}
+
+void shca_rimport_serve(void)
+{
+	shca_peer_on_control(SHCA_CTRL_IMPORT, on_control);
+}
+
+/* ------------------------------------------------------------------ */
+/* The importer's side                                                 */
+
+/* One request (with fd if >= 0) and its answer: 0 or the answer's
+ * -errno, -EIO when the owner is gone or answers nonsense. */
+static int rf_call(struct shca_rfile *rf, uint32_t op, uint32_t handle,
+		   int fd, struct imp_ans *a)
+{
+	struct imp_req r = { IMP_MAGIC, op, handle };
+	int ret = -EIO;
+	ssize_t n;
+
+	pthread_mutex_lock(&rf->lock);
+	if (rf->fd >= 0 &&
+	    !shca_sock_send_fds(rf->fd, &r, sizeof(r), &fd, fd >= 0)) {
+		n = recv(rf->fd, a, sizeof(*a), 0);
+		if (n == (ssize_t)sizeof(*a))
+			ret = a->ret > 0 || a->ret < -4095 ? -EIO : a->ret;
+	}
+	pthread_mutex_unlock(&rf->lock);
+	return ret;
+}
+
+void shca_rfile_free(struct shca_rfile *rf)
+{
+	close(rf->fd);
+	pthread_mutex_destroy(&rf->lock);
+	free(rf);
+}
+
+/* The device of this process named name (the owner's answer), or NULL. */
+static struct shca_device *device_named(const char *name)
+{
+	struct shca_device **arr, *dev = NULL;
+	int i, n;
+
+	arr = shca_devices_snapshot(&n);
+	for (i = 0; arr && i < n; i++)
+		if (!strcmp(arr[i]->ibdev.name, name))
+			dev = arr[i];
+	free(arr);
+	return dev;
+}
+
+/*
+ * rdma-core's errors: a file no process owns (forged, or its owner has
+ * closed it) EINVAL, as a descriptor that is no uverbs file; a context of
+ * ours that is closed EOPNOTSUPP (import.c); an owner that serves no
+ * imports (it has not allocated a PD yet: docs/import.md) ECONNREFUSED.
+ */
+struct ibv_context *shca_rimport_device(int cmd_fd)
+{
+	struct timeval tv = { IMP_ANSWER_TIMEOUT_S, 0 };
+	struct shca_ufile *uf;
+	struct shca_rfile *rf;
+	struct shca_device *dev;
+	struct ibv_context *ctx;
+	struct cmd_rec rec;
+	struct imp_ans a;
+	pid_t pid = 0;
+	int fd, ret;
+
+	if (pread(cmd_fd, &rec, sizeof(rec), 0) != (ssize_t)sizeof(rec) ||
+	    rec.magic != REC_MAGIC || rec.version != REC_VERSION ||
+	    rec.slot < 0 || rec.slot >= (int)SHCA_NUM_SLOTS || rec.pid <= 0)
+		return SHCA_ERR_PTR(EINVAL);
+	if (rec.pid == shca_getpid())
+		return SHCA_ERR_PTR(EOPNOTSUPP);
+	if (!shca_slot_get())
+		return NULL;
+	ret = shca_transport_init();
+	if (ret)
+		return SHCA_ERR_PTR(-ret);
+	fd = shca_peer_control_connect(rec.slot, SHCA_CTRL_IMPORT);
+	if (fd < 0) {
+		/* nobody answers in the slot: the owner has not started
+		 * serving (alive), or is gone (or never was) */
+		if (fd == -ENOMEM)
+			return SHCA_ERR_PTR(ENOMEM);
+		return SHCA_ERR_PTR((fd == -ENOENT || fd == -ECONNREFUSED) &&
+				    !kill(rec.pid, 0) ? ECONNREFUSED :
+							EINVAL);
+	}
+	/* the process in the slot is the one the record names */
+	if (shca_sock_peer_cred(fd, &pid) || pid != rec.pid) {
+		close(fd);
+		return SHCA_ERR_PTR(EINVAL);
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	rf = calloc(1, sizeof(*rf));
+	if (!rf) {
+		close(fd);
+		return SHCA_ERR_PTR(ENOMEM);
+	}
+	rf->fd = fd;
+	rf->slot = rec.slot;
+	rf->pid = pid;
+	pthread_mutex_init(&rf->lock, NULL);
+	ret = rf_call(rf, IMP_FILE, 0, cmd_fd, &a);
+	a.dev[sizeof(a.dev) - 1] = '\0';
+	dev = ret ? NULL : device_named(a.dev);
+	if (!dev) {
+		shca_rfile_free(rf);
+		return SHCA_ERR_PTR(ret == -ENOMEM ? ENOMEM :
+				    ret ? EINVAL : ENODEV);
+	}
+	uf = shca_ufile_new_remote(dev, cmd_fd, rf);
+	if (!uf) {
+		shca_rfile_free(rf);
+		return SHCA_ERR_PTR(ENOMEM);
+	}
+	ctx = shca_context_import(uf, cmd_fd);
+	if (!ctx) {
+		ret = errno;
+		shca_ufile_put(uf);
+		errno = ret;
+	}
+	return ctx;
+}
+
+int shca_rimport_pd(struct shca_rfile *rf, uint32_t handle, int *slot,
+		    pid_t *pid, uint32_t *pd_id)
+{
+	struct imp_ans a;
+	int ret = rf_call(rf, IMP_PD, handle, -1, &a);
+
+	if (ret)
+		return ret == -EIO ? -ENOENT : ret;
+	*slot = rf->slot;
+	*pid = rf->pid;
+	*pd_id = a.pd;
+	return 0;
+}
+
+int shca_rimport_mr(struct shca_rfile *rf, uint32_t handle,
+		    struct shca_rmr *m)
+{
+	struct imp_ans a;
+	int ret = rf_call(rf, IMP_MR, handle, -1, &a);
+
+	if (ret)
+		return ret == -EIO ? -ENOENT : ret;
+	m->lkey = a.lkey;
+	m->rkey = a.rkey;
+	m->access = a.access;
+	m->pd = a.pd;
+	m->length = a.length;
+	m->iova = a.iova;
+	return 0;
+}
+
+int shca_rimport_destroy_call(struct shca_rfile *rf, enum shca_otype t,
+			      uint32_t handle)
+{
+	struct imp_ans a;
+	int ret = rf_call(rf, t == SHCA_OT_PD ? IMP_DEALLOC_PD : IMP_DEREG_MR,
+			  handle, -1, &a);
+
+	return ret == -EIO ? -ENOENT : ret;
+}

@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The import service attacked (docs/import.md, "Another process's
+ * cmd_fd"; src/verbs/import_rem.c).  This process owns a context with a
+ * PD and an MR, and a second context (another command file) with its
+ * own; as an attacker it connects to its own peer socket the way
+ * shca_peer_control_connect does (service SHCA_CTRL_IMPORT) and writes
+ * records of its own making (a copy of import_rem.c's wire):
+ *
+ *   records    before a file is proven: a request for a PD, a file
+ *              request without a descriptor or with two, a PD request
+ *              with one, a wrong magic, a short record, a long one, an
+ *              unknown op (each closes the connection); a forged command
+ *              file (a memfd of the name with a copy of the record) and
+ *              a pipe: ENOENT, and the connection proves nothing
+ *   proven     the real cmd_fd: the device's name; a PD and an MR of
+ *              that file by handle (the owner's identity and keys); a
+ *              handle of nothing, of the other type, of the other file's
+ *              objects: ENOENT (to import or to destroy); a destroy of a
+ *              PD in use EBUSY; an unknown op EINVAL; a second file
+ *              request closes the connection
+ *   idle       a connection that proves nothing is closed (the owner's
+ *              5 s; a bounded wait of 30 s here)
+ *   per_peer   one process holds at most 64 connections: the next is
+ *              closed at once, and served once one is given back
+ *
+ * After each, a forked child imports the context and the PD as a
+ * legitimate importer does.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "common.h"
+#include "shm/sock.h"
+
+/* The wire of src/shm/peer.c and src/verbs/import_rem.c, as an attacker
+ * writes it. */
+#define CTRL_REQ_MAGIC	0x6c72744348434853ull
+#define SVC_IMPORT	1
+#define IMP_MAGIC	0x504d494143434853ull
+#define MAX_PER_PEER	64
+
+enum { OP_FILE = 1, OP_PD, OP_MR, OP_DEALLOC_PD, OP_DEREG_MR, OP_BOGUS = 77 };
+
+struct ctrl_req {
+	uint64_t magic;
+	uint32_t idx;
+	uint32_t gen;
+};
+
+struct req {
+	uint64_t magic;
+	uint32_t op;
+	uint32_t handle;
+};
+
+struct ans {
+	int32_t ret;
+	uint32_t pd;
+	uint32_t lkey, rkey, access, pad;
+	uint64_t length, iova;
+	char dev[64];
+};
+
+/* The command file's record (import_rem.c): the owner's slot. */
+struct rec {
+	uint64_t magic;
+	uint32_t version;
+	int32_t slot;
+	int32_t pid;
+	uint32_t pad;
+};
+
+static int owner_slot;
+
+struct owner {
+	struct ibv_context *ctx, *ctx2;
+	struct ibv_pd *pd, *pd2;
+	struct ibv_mr *mr, *mr2;
+	void *buf, *buf2;
+};
+
+static void owner_open(struct owner *w)
+{
+	w->ctx = open_lo();
+	w->ctx2 = open_lo();
+	w->pd = ibv_alloc_pd(w->ctx);
+	w->pd2 = ibv_alloc_pd(w->ctx2);
+	ASSERT_NOT_NULL(w->pd);
+	ASSERT_NOT_NULL(w->pd2);
+	ASSERT_EQ(posix_memalign(&w->buf, 4096, 4096), 0);
+	ASSERT_EQ(posix_memalign(&w->buf2, 4096, 4096), 0);
+	w->mr = ibv_reg_mr(w->pd, w->buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	w->mr2 = ibv_reg_mr(w->pd2, w->buf2, 4096, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NOT_NULL(w->mr);
+	ASSERT_NOT_NULL(w->mr2);
+	{
+		struct rec r;
+
+		ASSERT_EQ(pread(w->ctx->cmd_fd, &r, sizeof(r), 0),
+			  (ssize_t)sizeof(r));
+		ASSERT_EQ(r.pid, getpid());
+		owner_slot = r.slot;
+	}
+}
+
+static void owner_close(struct owner *w)
+{
+	ASSERT_EQ(ibv_dereg_mr(w->mr), 0);
+	ASSERT_EQ(ibv_dereg_mr(w->mr2), 0);
+	ASSERT_EQ(ibv_dealloc_pd(w->pd), 0);
+	ASSERT_EQ(ibv_dealloc_pd(w->pd2), 0);
+	ASSERT_EQ(ibv_close_device(w->ctx), 0);
+	ASSERT_EQ(ibv_close_device(w->ctx2), 0);
+	free(w->buf);
+	free(w->buf2);
+}
+
+/* A control connection for the import service to our own socket (the
+ * library's slot, as the record says: this program's own copy of the
+ * slot code has none). */
+static int ctl_connect(void)
+{
+	struct ctrl_req req = { CTRL_REQ_MAGIC, SVC_IMPORT, 0 };
+	struct timeval tv = { 30, 0 };
+	struct shca_hello h;
+	int fd, fds[3];
+	pid_t owner;
+
+	fd = shca_sock_connect(owner_slot, 10, &owner);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(shca_sock_recv_hello(fd, &h, fds), 0);
+	close(fds[0]);
+	close(fds[1]);
+	close(fds[2]);
+	ASSERT_EQ(h.pid, getpid());
+	ASSERT_EQ(send(fd, &req, sizeof(req), MSG_NOSIGNAL),
+		  (ssize_t)sizeof(req));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* Send len bytes (with nfds descriptors) as one message; the answer in
+ * *a: true, or false when the owner closed the connection instead. */
+static bool xchg(int fd, const void *p, size_t len, const int *fds, int nfds,
+		 struct ans *a)
+{
+	ssize_t n;
+
+	if (shca_sock_send_fds(fd, p, len, fds, nfds))
+		return false;
+	n = recv(fd, a, sizeof(*a), 0);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		harness_fail(__FILE__, __LINE__, "no answer in 30 s");
+	if (n <= 0)
+		return false;
+	ASSERT_EQ(n, (ssize_t)sizeof(*a));
+	return true;
+}
+
+static bool request(int fd, uint32_t op, uint32_t handle, int file,
+		    struct ans *a)
+{
+	struct req r = { IMP_MAGIC, op, handle };
+
+	return xchg(fd, &r, sizeof(r), &file, file >= 0, a);
+}
+
+/* One connection, one record: closed by the owner. */
+static void refused(const void *p, size_t len, const int *fds, int nfds)
+{
+	struct ans a;
+	int fd = ctl_connect();
+
+	ASSERT(!xchg(fd, p, len, fds, nfds, &a));
+	close(fd);
+}
+
+/* A memfd named as a command file, holding a copy of fd's record. */
+static int forge(int fd)
+{
+	char rec[256];
+	ssize_t n = pread(fd, rec, sizeof(rec), 0);
+	int f = memfd_create("softhca-context", MFD_CLOEXEC);
+
+	ASSERT_GT(n, 0);
+	ASSERT_GE(f, 0);
+	ASSERT_EQ(pwrite(f, rec, (size_t)n, 0), n);
+	return f;
+}
+
+/* A legitimate importer, from another process: the owner still serves. */
+static void legit(const struct owner *w)
+{
+	pid_t pid = fork();
+	int st;
+
+	ASSERT_GE(pid, 0);
+	if (!pid) {
+		struct ibv_context *ic = ibv_import_device(dup(w->ctx->cmd_fd));
+		struct ibv_pd *pd = ic ? ibv_import_pd(ic, w->pd->handle) :
+					 NULL;
+
+		_exit(pd && pd->handle == w->pd->handle ? 0 : 1);
+	}
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	ASSERT(WIFEXITED(st));
+	ASSERT_EQ(WEXITSTATUS(st), 0);
+}
+
+TEST(records)
+{
+	struct req r = { IMP_MAGIC, OP_PD, 0 };
+	char longer[sizeof(r) + 8];
+	struct owner w;
+	struct ans a;
+	int fds[2], fd, f;
+
+	owner_open(&w);
+	r.handle = w.pd->handle;
+	/* a PD before a file is proven */
+	refused(&r, sizeof(r), NULL, 0);
+	/* a file request without a descriptor, and with two */
+	r.op = OP_FILE;
+	refused(&r, sizeof(r), NULL, 0);
+	fds[0] = w.ctx->cmd_fd;
+	fds[1] = w.ctx->cmd_fd;
+	refused(&r, sizeof(r), fds, 2);
+	/* a PD request with a descriptor */
+	r.op = OP_PD;
+	refused(&r, sizeof(r), fds, 1);
+	/* wrong magic, short, long, unknown op */
+	r.op = OP_FILE;
+	r.magic = ~IMP_MAGIC;
+	refused(&r, sizeof(r), fds, 1);
+	r.magic = IMP_MAGIC;
+	refused(&r, sizeof(r) - 4, fds, 1);
+	memset(longer, 0, sizeof(longer));
+	memcpy(longer, &r, sizeof(r));
+	refused(longer, sizeof(longer), fds, 1);
+	r.op = OP_BOGUS;
+	refused(&r, sizeof(r), NULL, 0);
+
+	/* a forged file, a pipe: not the owner's, nothing proven */
+	fd = ctl_connect();
+	f = forge(w.ctx->cmd_fd);
+	ASSERT(request(fd, OP_FILE, 0, f, &a));
+	ASSERT_EQ(a.ret, -ENOENT);
+	close(f);
+	ASSERT(!request(fd, OP_PD, w.pd->handle, -1, &a));
+	close(fd);
+	ASSERT_EQ(pipe(fds), 0);
+	fd = ctl_connect();
+	ASSERT(request(fd, OP_FILE, 0, fds[0], &a));
+	ASSERT_EQ(a.ret, -ENOENT);
+	ASSERT(!request(fd, OP_PD, w.pd->handle, -1, &a));
+	close(fd);
+	close(fds[0]);
+	close(fds[1]);
+
+	legit(&w);
+	owner_close(&w);
+}
+
+TEST(proven)
+{
+	struct owner w;
+	struct ans a;
+	int fd;
+
+	owner_open(&w);
+	fd = ctl_connect();
+	ASSERT(request(fd, OP_FILE, 0, w.ctx->cmd_fd, &a));
+	ASSERT_EQ(a.ret, 0);
+	ASSERT_STR_EQ(a.dev, ibv_get_device_name(w.ctx->device));
+	ASSERT(request(fd, OP_PD, w.pd->handle, -1, &a));
+	ASSERT_EQ(a.ret, 0);
+	ASSERT_EQ(a.pd, w.pd->handle);
+	ASSERT(request(fd, OP_MR, w.mr->handle, -1, &a));
+	ASSERT_EQ(a.ret, 0);
+	ASSERT_EQ(a.pd, w.pd->handle);
+	ASSERT_EQ(a.lkey, w.mr->lkey);
+	ASSERT_EQ(a.rkey, w.mr->rkey);
+	ASSERT_EQ(a.length, 4096);
+	ASSERT_EQ(a.iova, (uintptr_t)w.buf);
+	/* nothing, the other type, the other file's */
+	ASSERT(request(fd, OP_PD, w.pd->handle ^ 0x5a5a0, -1, &a));
+	ASSERT_EQ(a.ret, -ENOENT);
+	ASSERT(request(fd, OP_PD, w.mr->handle, -1, &a));
+	ASSERT(a.ret == -ENOENT || (a.ret == 0 && w.mr->handle ==
+						   w.pd->handle));
+	ASSERT(request(fd, OP_PD, w.pd2->handle, -1, &a));
+	ASSERT_EQ(a.ret, -ENOENT);
+	ASSERT(request(fd, OP_MR, w.mr2->handle, -1, &a));
+	ASSERT_EQ(a.ret, -ENOENT);
+	/* destroys: the other file's objects are not there, a PD in use
+	 * stays */
+	ASSERT(request(fd, OP_DEALLOC_PD, w.pd2->handle, -1, &a));
+	ASSERT_EQ(a.ret, -ENOENT);
+	ASSERT(request(fd, OP_DEREG_MR, w.mr2->handle, -1, &a));
+	ASSERT_EQ(a.ret, -ENOENT);
+	ASSERT(request(fd, OP_DEALLOC_PD, w.pd->handle, -1, &a));
+	ASSERT_EQ(a.ret, -EBUSY);
+	ASSERT(request(fd, OP_BOGUS, 0, -1, &a));
+	ASSERT_EQ(a.ret, -EINVAL);
+	/* one file a connection */
+	ASSERT(!request(fd, OP_FILE, 0, w.ctx2->cmd_fd, &a));
+	close(fd);
+	legit(&w);
+	owner_close(&w);
+}
+
+TEST(idle)
+{
+	struct owner w;
+	char b[8];
+	int fd;
+
+	owner_open(&w);
+	fd = ctl_connect();
+	/* the owner closes it (SO_RCVTIMEO: 30 s at most) */
+	errno = 0;
+	ASSERT_EQ(recv(fd, b, sizeof(b), 0), 0);
+	close(fd);
+	legit(&w);
+	owner_close(&w);
+}
+
+TEST(per_peer)
+{
+	int fds[MAX_PER_PEER], i, fd;
+	struct owner w;
+	struct ans a;
+
+	owner_open(&w);
+	for (i = 0; i < MAX_PER_PEER; i++) {
+		fds[i] = ctl_connect();
+		ASSERT(request(fds[i], OP_FILE, 0, w.ctx->cmd_fd, &a));
+		ASSERT_EQ(a.ret, 0);
+	}
+	fd = ctl_connect();
+	ASSERT(!request(fd, OP_FILE, 0, w.ctx->cmd_fd, &a));
+	close(fd);
+	close(fds[0]);
+	/* the owner sees the hang-up, then serves a new one */
+	for (i = 0; i < 100; i++) {
+		fd = ctl_connect();
+		if (request(fd, OP_FILE, 0, w.ctx->cmd_fd, &a))
+			break;
+		close(fd);
+		usleep(100000);
+	}
+	ASSERT_LT(i, 100);
+	ASSERT_EQ(a.ret, 0);
+	close(fd);
+	for (i = 1; i < MAX_PER_PEER; i++)
+		close(fds[i]);
+	owner_close(&w);
+}
