@@ -127,8 +127,12 @@ static int check_query(uintptr_t start, uintptr_t end, bool write)
 	return ret;
 }
 
-/* 0 or -EFAULT (-EINVAL if the range wraps). */
-int shca_check_range(const void *addr, size_t len, bool write)
+static int check_by_populate(uintptr_t start, uintptr_t end, bool write);
+
+/* PROCMAP_QUERY where the kernel has it, else fallback's answer; 0,
+ * -EFAULT, -EINVAL if the range wraps (or fallback's -ENOTTY). */
+static int check_range(const void *addr, size_t len, bool write,
+		       int (*fallback)(uintptr_t, uintptr_t, bool))
 {
 	uintptr_t start = (uintptr_t)addr;
 	int ret;
@@ -140,7 +144,13 @@ int shca_check_range(const void *addr, size_t len, bool write)
 	ret = check_query(start, start + len, write);
 	if (ret != -ENOTTY)
 		return ret;
-	return check_by_text(start, start + len, write);
+	return fallback(start, start + len, write);
+}
+
+/* 0 or -EFAULT (-EINVAL if the range wraps). */
+int shca_check_range(const void *addr, size_t len, bool write)
+{
+	return check_range(addr, len, write, check_by_text);
 }
 
 /*
@@ -186,15 +196,5 @@ static int check_by_populate(uintptr_t start, uintptr_t end, bool write)
  */
 int shca_check_range_fast(const void *addr, size_t len, bool write)
 {
-	uintptr_t start = (uintptr_t)addr;
-	int ret;
-
-	if (!len)
-		return 0;
-	if (len > UINTPTR_MAX - start)
-		return -EINVAL;
-	ret = check_query(start, start + len, write);
-	if (ret != -ENOTTY)
-		return ret;
-	return check_by_populate(start, start + len, write);
+	return check_range(addr, len, write, check_by_populate);
 }
