@@ -109,19 +109,17 @@ static struct shca_mr_shm *entry_of(uint32_t key)
 	return NULL;
 }
 
-/* The key index's group of key in its current region (as shm/mrkey.c
- * hashes it). */
+/* The key index's group of key in its current region (shm/mrkey.c's
+ * own hash and layout). */
 static uint64_t *group_of(uint32_t key)
 {
 	char *a = arena_base();
 	const struct shca_arena_hdr *h = shca_arena_hdr(a);
 	unsigned int s = h->mr_index_shift;
-	uint32_t g = (key * 0x9e3779b1u) >> (32 - s);
-	uint64_t region = ((1ull << s) - (1ull << SHCA_MR_INDEX_MIN_SHIFT)) *
-			  SHCA_MR_INDEX_WAYS * 8;
 
-	return (uint64_t *)(a + h->mr_index_off + region) +
-	       (size_t)g * SHCA_MR_INDEX_WAYS;
+	return (uint64_t *)(a + h->mr_index_off +
+			    shca_mr_index_region(s)) +
+	       (size_t)shca_mr_index_group(key, s) * SHCA_MR_INDEX_WAYS;
 }
 
 static uint64_t *index_word(uint32_t key)
