@@ -205,6 +205,35 @@ count_cases() {
 	done < <(scan_log "$log")
 }
 
+# --- 0. 2 MiB huge pages -------------------------------------------------
+# A C case (traffic_test_mapped_file's hugetlb memfd) and three gated
+# pyverbs tests (test_odp's huge-page traffic, test_parent_domain's
+# huge-page allocator) need 2 MiB huge pages, which a host has none of by
+# default: as root, 16 are reserved for the run (32 MiB, given back on
+# exit) and those tests must pass like any other; otherwise they skip
+# (the gate file accepts the pyverbs skip for that reason only).
+huge_pages() {
+	local now
+	now=$(cat "$huge" 2>/dev/null) || {
+		echo "huge pages: none on this kernel: their tests skip"
+		return 0
+	}
+	[ "$now" -gt 0 ] && return 0
+	if [ "$(id -u)" != 0 ]; then
+		echo "huge pages: not root: no 2 MiB huge pages reserved, their tests skip"
+		return 0
+	fi
+	huge_before=$now
+	echo 16 >"$huge" 2>/dev/null
+	now=$(cat "$huge")
+	echo "huge pages: reserved $now of 2 MiB for the tests (vm.nr_hugepages was $huge_before)"
+	if [ "$now" -eq 0 ] && [ "${CI:-}" = true ]; then
+		failed=$((failed + 1))
+		failed_names+=("2 MiB huge pages for the tests (none could be reserved)")
+	fi
+}
+huge_pages
+
 # --- 1. ctest -----------------------------------------------------------
 echo "=== ctest ($build, $jobs at a time)"
 rm -f "$build/Testing/Temporary/LastTest.log"
@@ -287,35 +316,9 @@ if [ "$fuzz_time" != 0 ]; then
 fi
 
 # --- 2. pyverbs suite ---------------------------------------------------
-# Three gated tests (test_odp's huge-page traffic, test_parent_domain's
-# huge-page allocator) need 2 MiB huge pages, which a host has none of by
-# default: as root, 16 are reserved for the suite (32 MiB, given back on
-# exit) and the tests must pass like any gated test; otherwise they skip
-# for the reason the gate file accepts.
-huge_pages() {
-	local now
-	now=$(cat "$huge" 2>/dev/null) || {
-		echo "pyverbs: no 2 MiB huge pages on this kernel: their tests skip"
-		return 0
-	}
-	[ "$now" -gt 0 ] && return 0
-	if [ "$(id -u)" != 0 ]; then
-		echo "pyverbs: not root: no 2 MiB huge pages reserved, their tests skip"
-		return 0
-	fi
-	huge_before=$now
-	echo 16 >"$huge" 2>/dev/null
-	now=$(cat "$huge")
-	echo "pyverbs: reserved $now huge pages of 2 MiB for the suite (vm.nr_hugepages was $huge_before)"
-	if [ "$now" -eq 0 ] && [ "${CI:-}" = true ]; then
-		failed=$((failed + 1))
-		failed_names+=("2 MiB huge pages for the pyverbs suite (none could be reserved)")
-	fi
-}
 if [ "${SOFTHCA_CHECK_PYVERBS:-1}" != 0 ]; then
 	echo
 	echo "=== pyverbs suite (rdma-core tests, /usr/bin/python3)"
-	huge_pages
 	"$src/scripts/pyverbs.sh" "$build" --gate --skip-reasons \
 		--summary "$tmp/pyverbs.sum"
 	py_status=$?
