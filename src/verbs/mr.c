@@ -315,12 +315,11 @@ static bool mr_map(struct shca_mr *mr)
 
 /*
  * An ODP MR's pages are looked at when they are used, as a NIC faults
- * them in: [addr, addr + len) of its iova space must be mapped now, and
+ * them in: [p, p + len) (in this process) must be mapped now, and
  * writable for a write.  What hardware answers for a page that cannot
  * be faulted in is the caller's (LOC_PROT_ERR, REM_ACCESS_ERR).
  */
-static bool odp_present(const struct shca_mr *mr, uint64_t addr,
-			uint64_t len, unsigned int access)
+static bool odp_present(const void *p, uint64_t len, unsigned int access)
 {
 	bool write = access & (IBV_ACCESS_LOCAL_WRITE |
 			       IBV_ACCESS_REMOTE_WRITE |
@@ -328,37 +327,79 @@ static bool odp_present(const struct shca_mr *mr, uint64_t addr,
 
 	if (!len)
 		return true;
-	return !shca_check_range((char *)mr->base + (addr - mr->iova),
-				 (size_t)len, write);
+	return !shca_check_range(p, (size_t)len, write);
+}
+
+/* shca_lookup_mr()'s checks; mr_table_lock held. */
+static struct shca_mr *lookup_locked(struct shca_pd *pd, uint32_t key,
+				     unsigned int access, uint64_t addr,
+				     uint64_t len, bool remote)
+{
+	struct shca_mr *mr = shca_mr_key_find(key);
+
+	if (mr && (remote ? mr->ibmr.rkey : mr->ibmr.lkey) != key)
+		return NULL;
+	if (mr && mr->pd->prot != pd->prot)
+		return NULL;
+	if (mr && (mr->access & access) != access)
+		return NULL;
+	if (mr && len &&
+	    !shca_range_ok(addr, len, mr->iova, mr->iova + mr->ibmr.length))
+		return NULL;
+	return mr;
 }
 
 /*
  * The MR that key names, if it belongs to pd, allows access (IBV_ACCESS_*
  * bits; 0 for a local read) and covers [addr, addr + len) in its iova
- * space.  remote selects rkey semantics.  NULL otherwise.
+ * space, and in *p the address of that range in this process, read while
+ * the MR is in the table.  remote selects rkey semantics.  NULL
+ * otherwise.
+ */
+static struct shca_mr *lookup(struct shca_pd *pd, uint32_t key,
+			      unsigned int access, uint64_t addr, uint64_t len,
+			      bool remote, char **p)
+{
+	struct shca_mr *mr;
+	bool odp = false;
+
+	*p = NULL;
+	pthread_mutex_lock(&mr_table_lock);
+	mr = lookup_locked(pd, key, access, addr, len, remote);
+	if (mr) {
+		*p = (char *)mr->base + (addr - mr->iova);
+		odp = mr->access & IBV_ACCESS_ON_DEMAND;
+	}
+	pthread_mutex_unlock(&mr_table_lock);
+	if (mr && odp && !odp_present(*p, len, access)) {
+		*p = NULL;
+		mr = NULL;
+	}
+	return mr;
+}
+
+/*
+ * The MR may be deregistered (and freed) by another thread as soon as
+ * this returns: a caller that needs more than "there was one" takes
+ * shca_lookup_addr's answer.
  */
 struct shca_mr *shca_lookup_mr(struct shca_pd *pd, uint32_t key,
 			       unsigned int access, uint64_t addr,
 			       uint64_t len, bool remote)
 {
-	struct shca_mr *mr;
+	char *p;
 
-	pthread_mutex_lock(&mr_table_lock);
-	mr = shca_mr_key_find(key);
-	if (mr && (remote ? mr->ibmr.rkey : mr->ibmr.lkey) != key)
-		mr = NULL;
-	if (mr && mr->pd->prot != pd->prot)
-		mr = NULL;
-	if (mr && (mr->access & access) != access)
-		mr = NULL;
-	if (mr && len &&
-	    !shca_range_ok(addr, len, mr->iova, mr->iova + mr->ibmr.length))
-		mr = NULL;
-	pthread_mutex_unlock(&mr_table_lock);
-	if (mr && (mr->access & IBV_ACCESS_ON_DEMAND) &&
-	    !odp_present(mr, addr, len, access))
-		mr = NULL;
-	return mr;
+	return lookup(pd, key, access, addr, len, remote, &p);
+}
+
+/* The address of [addr, addr + len) in this process, or NULL. */
+void *shca_lookup_addr(struct shca_pd *pd, uint32_t key, unsigned int access,
+		       uint64_t addr, uint64_t len, bool remote)
+{
+	char *p;
+
+	lookup(pd, key, access, addr, len, remote, &p);
+	return p;
 }
 
 /*
@@ -375,15 +416,15 @@ enum ibv_wc_status shca_sge_iov(struct shca_pd *pd, const struct ibv_sge *sge,
 
 	for (i = 0; i < n; i++) {
 		const struct ibv_sge *s = &sge[i];
-		struct shca_mr *mr;
+		void *p;
 
 		if (!s->length)
 			continue;
-		mr = shca_lookup_mr(pd, s->lkey, access, s->addr, s->length,
-				    false);
-		if (!mr)
+		p = shca_lookup_addr(pd, s->lkey, access, s->addr, s->length,
+				     false);
+		if (!p)
 			return IBV_WC_LOC_PROT_ERR;
-		iov[k].iov_base = (char *)mr->base + (s->addr - mr->iova);
+		iov[k].iov_base = p;
 		iov[k].iov_len = s->length;
 		k++;
 	}

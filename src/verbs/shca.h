@@ -923,6 +923,8 @@ void shca_qbuf_free(struct shca_qbuf *b);
 struct shca_mr *shca_lookup_mr(struct shca_pd *pd, uint32_t key,
 			       unsigned int access, uint64_t addr,
 			       uint64_t len, bool remote);
+void *shca_lookup_addr(struct shca_pd *pd, uint32_t key, unsigned int access,
+		       uint64_t addr, uint64_t len, bool remote);
 /* n local SGEs through their L_Keys in pd (access: 0 or
  * IBV_ACCESS_LOCAL_WRITE) as iovecs, empty ones skipped: IBV_WC_SUCCESS or
  * IBV_WC_LOC_PROT_ERR (mr.c) */
