@@ -699,7 +699,7 @@ static void complete_head(struct shca_qp *qp, struct shca_send_wqe *w,
 		gen_done(qp, g, (int)done.gen - 1,
 			 done.wr.opcode == IBV_WR_SEND, st);
 	else
-		shca_stages.complete_send(qp, &done, st, byte_len);
+		st = shca_stages.complete_send(qp, &done, st, byte_len);
 	qp->head_retries = 0;
 	qp->head_rnr_retries = 0;
 	if (st != IBV_WC_SUCCESS)

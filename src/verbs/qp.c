@@ -330,9 +330,13 @@ static int sq_init(struct shca_sq *sq, struct shca_pd *pd, uint32_t max_wr,
 	return 0;
 }
 
-/* Before the QP lets go of its PD: the ring may be the PD's. */
+/* Before the QP lets go of its PD: the ring may be the PD's.  The
+ * bounces of WQEs never completed (import_key.c) go. */
 static void sq_destroy(struct shca_sq *sq)
 {
+	for (; sq->head != sq->tail; sq->head++)
+		if (sq_entry(sq, sq->head)->imp)
+			shca_imp_drop(sq_entry(sq, sq->head)->imp);
 	pthread_mutex_destroy(&sq->lock);
 	shca_qbuf_free(&sq->mem);
 	sq->buf = NULL;
@@ -413,6 +417,7 @@ int shca_sq_push_gen(struct shca_qp *qp, const struct ibv_send_wr *wr,
 		w->wr.num_sge = 0;
 		w->inline_len = 0;
 		w->gen = gen;
+		w->imp = 0;
 		sq->ngen++;
 		__atomic_store_n(&sq->tail, sq->tail + 1, __ATOMIC_RELEASE);
 	}
@@ -451,6 +456,8 @@ void shca_sq_flush(struct shca_qp *qp)
 			shca_net_gen_flushed(qp, w);
 		else
 			complete_flushed(qp, w->wr.wr_id, w->wr.opcode);
+		if (w->imp)
+			shca_imp_drop(w->imp);
 		sq->head++;
 	}
 	sq->ngen = 0;
@@ -548,6 +555,7 @@ static void sq_store(struct shca_qp *qp, const struct ibv_send_wr *wr)
 	w->wr.next = NULL;
 	w->inline_len = 0;
 	w->gen = 0;
+	w->imp = 0;
 	if (wr_is_inline(wr, wr_info(wr->opcode))) {
 		unsigned char *p = (unsigned char *)w->sge;
 
@@ -568,6 +576,11 @@ static void sq_store(struct shca_qp *qp, const struct ibv_send_wr *wr)
 			       (size_t)wr->num_sge * sizeof(struct ibv_sge));
 		w->wr.sg_list = w->sge;
 		w->wr.send_flags &= ~(unsigned int)IBV_SEND_INLINE;
+		/* the owner's L_Keys on the net path's RC: a bounce of
+		 * the WQE's own (import_key.c) */
+		if (qp->pd &&
+		    __atomic_load_n(&qp->pd->prot->remote, __ATOMIC_ACQUIRE))
+			shca_imp_send_store(qp, w);
 	}
 	__atomic_store_n(&sq->tail, sq->tail + 1, __ATOMIC_RELEASE);
 }
@@ -689,12 +702,9 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		ret = -EINVAL;
 	}
 	for (; !ret && wr; wr = wr->next) {
-		/* the owner's L_Keys on an import of its PD: not for a
-		 * receive (docs/import.md) */
-		ret = shca_imp_recv_ok(qp->pd, qp->rq.max_sge, wr) ? 0 :
-								   -EOPNOTSUPP;
-		if (!ret)
-			ret = shca_rq_post_one(rq, wr);
+		/* the owner's L_Keys on an import of its PD: through a
+		 * bounce buffer (docs/import.md) */
+		ret = shca_imp_post_recv(rq, qp->pd, wr, false);
 		if (ret)
 			*bad = wr;
 		else if (state == IBV_QPS_ERR)
