@@ -14,9 +14,10 @@
  *   recv       i's receive names the owner's MR (and, second SGE, an MR
  *              of the importer's own in the imported PD); the owner
  *              SENDs: the bytes land in the owner's buffer (the owner
- *              looks), the second part in the importer's; a receive
- *              completion with an immediate and one through the
- *              extended CQ (ibv_cq_ex) do the same
+ *              looks), the second part in the importer's, once the
+ *              completion channel fired and the CQ was polled (the QP
+ *              case) or through the extended CQ (ibv_cq_ex, the SRQ
+ *              case); three more, one with immediate data, the same
  *   len        a receive shorter than the message: LOC_LEN_ERR at the
  *              importer, REM_INV_REQ_ERR at the owner, nothing placed
  *   bounds     a receive past the end of the owner's MR: LOC_PROT_ERR,
@@ -24,7 +25,7 @@
  *   dereg      a receive posted, then the owner deregisters the MR,
  *              then SENDs: LOC_PROT_ERR at the importer's poll, nothing
  *              placed; a receive posted after: LOC_PROT_ERR as well
- *   sends      i2 on the imported PD, connected to j (the importer's own
+ *   sends      i on the imported PD, connected to j (the importer's own
  *              PD): SEND and WRITE gather from the owner's MR, READ and
  *              an atomic land in it (the owner looks), a READ of several
  *              packets too; past the MR's end: LOC_PROT_ERR; after the
@@ -50,9 +51,9 @@
 #define MSG	1024u
 #define HALF	512u
 #define RECV	4096u		/* receives land here (owner's) */
-#define WDST	8192u		/* i2 WRITEs from here (owner's) */
-#define RDST	12288u		/* i2 READs into here (owner's) */
-#define ARES	16384u		/* i2's atomic result (owner's) */
+#define WDST	8192u		/* i WRITEs from here (owner's) */
+#define RDST	12288u		/* i READs into here (owner's) */
+#define ARES	16384u		/* i's atomic result (owner's) */
 #define BIG	32768u		/* a READ of several packets (owner's) */
 #define BIGLEN	20000u
 #define LDST	0u		/* j's receive buffer (importer's own) */
@@ -138,7 +139,7 @@ static int recv_fd(int sock, void *data, size_t len)
  * QP in INIT. */
 static void ep_make(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd,
 		    struct ibv_srq *srq, struct ibv_mr *mr, uint8_t *buf,
-		    bool cq_ex)
+		    bool cq_ex, bool chan)
 {
 	struct ibv_qp_init_attr qa;
 	struct ibv_qp_attr a;
@@ -164,7 +165,11 @@ static void ep_make(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd,
 		ASSERT_NOT_NULL(e->rcqx);
 		e->rcq = ibv_cq_ex_to_cq(e->rcqx);
 	} else {
-		e->rcq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+		if (chan) {
+			e->ch = ibv_create_comp_channel(ctx);
+			ASSERT_NOT_NULL(e->ch);
+		}
+		e->rcq = ibv_create_cq(ctx, 16, NULL, e->ch, 0);
 		ASSERT_NOT_NULL(e->rcq);
 	}
 	memset(&qa, 0, sizeof(qa));
@@ -194,6 +199,8 @@ static void ep_unmake(struct ep *e)
 	ASSERT_EQ(ibv_destroy_qp(e->qp), 0);
 	ASSERT_EQ(ibv_destroy_cq(e->scq), 0);
 	ASSERT_EQ(ibv_destroy_cq(e->rcq), 0);
+	if (e->ch)
+		ASSERT_EQ(ibv_destroy_comp_channel(e->ch), 0);
 }
 
 static void connect_to(struct ep *e, const struct ep_info *peer)
@@ -299,7 +306,7 @@ static void recv_cases(int sock, const struct arg *ar, struct ibv_context *ic,
 		ASSERT_NOT_NULL(srq);
 	}
 	ep_make(&i, ic, pd, srq, mr, (uint8_t *)(uintptr_t)of->addr,
-		ar->s == S_RECV && ar->srq);
+		ar->s == S_RECV && ar->srq, ar->s == S_RECV && !ar->srq);
 	xwrite(sock, &i.self, sizeof(i.self));
 	connect_to(&i, &of->a);
 	duo_expect(sock, 'c');
@@ -311,7 +318,18 @@ static void recv_cases(int sock, const struct arg *ar, struct ibv_context *ic,
 		sge[1] = (struct ibv_sge){ (uintptr_t)lbuf + LOWN, HALF,
 					   smr->lkey };
 		ASSERT_EQ(post_recv(&i, 1, sge, 2), 0);
+		if (i.ch)
+			ASSERT_EQ(ibv_req_notify_cq(i.rcq, 0), 0);
 		cmd(sock, 'S', 0, MSG, 1, IBV_WC_SUCCESS);
+		if (i.ch) {
+			struct ibv_cq *ecq;
+			void *ectx;
+
+			/* the sender fired the channel; the poll copies */
+			ASSERT_EQ(ibv_get_cq_event(i.ch, &ecq, &ectx), 0);
+			ASSERT(ecq == i.rcq);
+			ibv_ack_cq_events(i.rcq, 1);
+		}
 		wc = expect_recv(&i, 1, IBV_WC_SUCCESS);
 		ASSERT_EQ(wc.byte_len, MSG);
 		ASSERT_EQ(wc.vendor_err, 0);
@@ -379,7 +397,7 @@ static void recv_cases(int sock, const struct arg *ar, struct ibv_context *ic,
 	free(lbuf);
 }
 
-/* The send cases: i2 on the imported PD, j on a PD of ours. */
+/* The send cases: i on the imported PD, j on a PD of ours. */
 static void send_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 		       struct ibv_mr *mr, const struct offer *of)
 {
@@ -397,8 +415,8 @@ static void send_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 	ASSERT_NOT_NULL(lpd);
 	lmr = ibv_reg_mr(lpd, lbuf, BUF, all_access);
 	ASSERT_NOT_NULL(lmr);
-	ep_make(&i, ic, pd, NULL, mr, obuf, false);
-	ep_make(&j, ic, lpd, NULL, lmr, lbuf, false);
+	ep_make(&i, ic, pd, NULL, mr, obuf, false, false);
+	ep_make(&j, ic, lpd, NULL, lmr, lbuf, false, false);
 	connect_to(&i, &j.self);
 	connect_to(&j, &i.self);
 
@@ -438,8 +456,8 @@ static void send_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 	ep_unmake(&j);
 
 	/* after the owner's dereg: the same, for a SEND and a READ */
-	ep_make(&i, ic, pd, NULL, mr, obuf, false);
-	ep_make(&j, ic, lpd, NULL, lmr, lbuf, false);
+	ep_make(&i, ic, pd, NULL, mr, obuf, false, false);
+	ep_make(&j, ic, lpd, NULL, lmr, lbuf, false, false);
 	connect_to(&i, &j.self);
 	connect_to(&j, &i.self);
 	ASSERT_EQ(ep_post(&i, 8, IBV_WR_RDMA_READ, RDST, MSG, LSRC, 0), 0);
@@ -448,9 +466,9 @@ static void send_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 	ASSERT_EQ(ep_post(&i, 9, IBV_WR_RDMA_READ, RDST, MSG, LSRC, 0), 0);
 	ep_expect(i.scq, i.qp, 9, IBV_WC_LOC_PROT_ERR);
 	ep_unmake(&i);
-	ep_make(&i, ic, pd, NULL, mr, obuf, false);
+	ep_make(&i, ic, pd, NULL, mr, obuf, false, false);
 	ep_unmake(&j);
-	ep_make(&j, ic, lpd, NULL, lmr, lbuf, false);
+	ep_make(&j, ic, lpd, NULL, lmr, lbuf, false, false);
 	connect_to(&i, &j.self);
 	connect_to(&j, &i.self);
 	ASSERT_EQ(ep_post(&i, 10, IBV_WR_SEND, 0, MSG, 0, 0), 0);
@@ -523,7 +541,7 @@ static void owner(const struct arg *ar, bool net)
 	ASSERT_NOT_NULL(mr);
 	smr = ibv_reg_mr(pd, sbuf, BUF, all_access);
 	ASSERT_NOT_NULL(smr);
-	ep_make(&a, ctx, pd, NULL, smr, sbuf, false);
+	ep_make(&a, ctx, pd, NULL, smr, sbuf, false, false);
 	memset(&of, 0, sizeof(of));
 	of.pd_handle = pd->handle;
 	of.mr_handle = mr->handle;
