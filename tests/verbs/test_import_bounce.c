@@ -278,6 +278,37 @@ static struct ibv_wc expect_recv(struct ep *e, uint64_t wr_id,
 	return wc;
 }
 
+/* A tag-matching SRQ of the imported PD takes no receive naming the
+ * owner's MR (docs/import.md): EOPNOTSUPP, one naming ours goes. */
+static void tm_refused(struct ep *i, struct ibv_mr *mr,
+		       const struct offer *of)
+{
+	struct ibv_srq_init_attr_ex sa;
+	struct ibv_recv_wr wr, *bad;
+	struct ibv_sge sge = { of->addr + RECV, MSG, mr->lkey };
+	struct ibv_srq *srq;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 4;
+	sa.attr.max_sge = 1;
+	sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+		       IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+	sa.srq_type = IBV_SRQT_TM;
+	sa.pd = i->pd;
+	sa.cq = i->rcq;
+	sa.tm_cap.max_num_tags = 4;
+	sa.tm_cap.max_ops = 4;
+	srq = ibv_create_srq_ex(i->ctx, &sa);
+	ASSERT_NOT_NULL(srq);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 20;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), EOPNOTSUPP);
+	ASSERT(bad == &wr);
+	ASSERT_EQ(ibv_destroy_srq(srq), 0);
+}
+
 /* The receive cases: i receives from the owner's a. */
 static void recv_cases(int sock, const struct arg *ar, struct ibv_context *ic,
 		       struct ibv_pd *pd, struct ibv_mr *mr,
@@ -352,6 +383,8 @@ static void recv_cases(int sock, const struct arg *ar, struct ibv_context *ic,
 		}
 		for (k = 0; k < 3; k++)
 			owner_check(sock, RECV + k * 2 * MSG, MSG, 2 + k);
+		if (!ar->srq)
+			tm_refused(&i, mr, of);
 		break;
 	case S_LEN:
 		/* IBA 10.7.2.1: the receive is too short */
