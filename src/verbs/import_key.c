@@ -403,24 +403,23 @@ static bool bounce_move(struct imp_bounce *b, uint64_t len, bool put)
 {
 	unsigned int access = put ? IBV_ACCESS_LOCAL_WRITE : 0;
 	char *p = b->buf;
-	struct shca_mr *mr;
-	int i;
+	struct iovec m;
+	int i, nm;
 
 	for (i = 0; i < b->nsge && len; i++) {
 		struct ibv_sge s = sge_part(b, i, len);
-		char *m;
 
 		if (!s.length)
 			continue;
-		mr = shca_lookup_mr(b->pd, s.lkey, access, s.addr, s.length,
-				    false);
-		if (mr) {
-			m = (char *)mr->base + (s.addr - mr->iova);
+		/* an MR of ours (mr.c's look-up, which reads its address
+		 * while the MR is in the table), else the owner's */
+		if (shca_sge_iov(b->pd, &s, 1, access, &m, &nm) ==
+		    IBV_WC_SUCCESS) {
 			SHCA_DMA_BEGIN();
 			if (put)
-				memcpy(m, p, s.length);
+				memcpy(m.iov_base, p, s.length);
 			else
-				memcpy(p, m, s.length);
+				memcpy(p, m.iov_base, s.length);
 			SHCA_DMA_END();
 		} else if (owner_copy(b->pd, &s, access, p, put)) {
 			return false;
