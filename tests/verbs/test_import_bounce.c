@@ -385,6 +385,24 @@ static void recv_cases(int sock, const struct arg *ar, struct ibv_context *ic,
 			owner_check(sock, RECV + k * 2 * MSG, MSG, 2 + k);
 		if (!ar->srq)
 			tm_refused(&i, mr, of);
+		/* flushed: the completions say so, nothing of the bounce
+		 * shows (vendor_err 0), nothing is placed */
+		for (k = 0; k < 2; k++) {
+			sge[0] = (struct ibv_sge){ of->addr + BIG + k * 2 * MSG,
+						   MSG, mr->lkey };
+			ASSERT_EQ(post_recv(&i, 30 + k, sge, 1), 0);
+		}
+		if (!ar->srq) {
+			struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
+
+			ASSERT_EQ(ibv_modify_qp(i.qp, &qa, IBV_QP_STATE), 0);
+			for (k = 0; k < 2; k++) {
+				wc = expect_recv(&i, 30 + k,
+						 IBV_WC_WR_FLUSH_ERR);
+				ASSERT_EQ(wc.vendor_err, 0);
+			}
+			owner_check(sock, BIG, 4 * MSG, 0);
+		}
 		break;
 	case S_LEN:
 		/* IBA 10.7.2.1: the receive is too short */
