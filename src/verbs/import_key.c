@@ -281,7 +281,6 @@ static uint32_t bt_cap, bt_next = 1;
 static bool bt_add(struct imp_bounce *b)
 {
 	uint32_t i, n;
-	bool ok = false;
 
 	pthread_mutex_lock(&bt_lock);
 	for (n = 0; n < bt_cap; n++) {
@@ -316,9 +315,8 @@ found:
 	bt[i] = b;
 	b->tag = (uint32_t)(bt_gen[i] & 0xfff) << TAG_IDX_BITS | i;
 	bt_next = i + 1;
-	ok = true;
 	pthread_mutex_unlock(&bt_lock);
-	return ok;
+	return true;
 }
 
 /* The record of tag, out of the table (one completion per WQE), or
