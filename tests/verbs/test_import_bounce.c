@@ -22,6 +22,8 @@
  *              importer, REM_INV_REQ_ERR at the owner, nothing placed
  *   bounds     a receive past the end of the owner's MR: LOC_PROT_ERR,
  *              REM_OP_ERR at the owner, nothing placed
+ *   ud         a UD receive names the owner's MR: the GRH and the payload
+ *              land there
  *   dereg      a receive posted, then the owner deregisters the MR,
  *              then SENDs: LOC_PROT_ERR at the importer's poll, nothing
  *              placed; a receive posted after: LOC_PROT_ERR as well
@@ -62,7 +64,7 @@
 #define LATOM	40960u		/* the atomic's target (importer's own) */
 #define ATOM_V	0x1122334455667788ull
 
-enum scen { S_RECV, S_LEN, S_BOUNDS, S_DEREG, S_SENDS };
+enum scen { S_RECV, S_LEN, S_BOUNDS, S_DEREG, S_SENDS, S_UD };
 
 struct arg {
 	enum scen s;
@@ -137,15 +139,16 @@ static int recv_fd(int sock, void *data, size_t len)
 
 /* An RC endpoint on ctx/pd (on srq if not NULL) with mr over buf, its
  * QP in INIT. */
-static void ep_make(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd,
-		    struct ibv_srq *srq, struct ibv_mr *mr, uint8_t *buf,
-		    bool cq_ex, bool chan)
+static void ep_make_t(struct ep *e, enum ibv_qp_type type,
+		      struct ibv_context *ctx, struct ibv_pd *pd,
+		      struct ibv_srq *srq, struct ibv_mr *mr, uint8_t *buf,
+		      bool cq_ex, bool chan)
 {
 	struct ibv_qp_init_attr qa;
 	struct ibv_qp_attr a;
 
 	memset(e, 0, sizeof(*e));
-	e->type = IBV_QPT_RC;
+	e->type = type;
 	e->ctx = ctx;
 	e->pd = pd;
 	e->mr = mr;
@@ -176,7 +179,7 @@ static void ep_make(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd,
 	qa.send_cq = e->scq;
 	qa.recv_cq = e->rcq;
 	qa.srq = srq;
-	qa.qp_type = IBV_QPT_RC;
+	qa.qp_type = type;
 	qa.cap.max_send_wr = qa.cap.max_recv_wr = 16;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 2;
 	e->qp = ibv_create_qp(pd, &qa);
@@ -185,8 +188,12 @@ static void ep_make(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd,
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	a.qp_access_flags = all_access & ~IBV_ACCESS_LOCAL_WRITE;
+	a.qkey = 0x11111111;	/* ep_post's */
 	ASSERT_EQ(ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+				IBV_QP_PORT |
+				(type == IBV_QPT_UD ? IBV_QP_QKEY :
+						      IBV_QP_ACCESS_FLAGS)),
+		  0);
 	ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &e->self.gid), 0);
 	e->self.qpn = e->qp->qp_num;
 	e->self.psn = (uint32_t)rand() & 0xffffff;
@@ -194,8 +201,17 @@ static void ep_make(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd,
 	e->self.addr = (uintptr_t)buf;
 }
 
+static void ep_make(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd,
+		    struct ibv_srq *srq, struct ibv_mr *mr, uint8_t *buf,
+		    bool cq_ex, bool chan)
+{
+	ep_make_t(e, IBV_QPT_RC, ctx, pd, srq, mr, buf, cq_ex, chan);
+}
+
 static void ep_unmake(struct ep *e)
 {
+	if (e->ah)
+		ASSERT_EQ(ibv_destroy_ah(e->ah), 0);
 	ASSERT_EQ(ibv_destroy_qp(e->qp), 0);
 	ASSERT_EQ(ibv_destroy_cq(e->scq), 0);
 	ASSERT_EQ(ibv_destroy_cq(e->rcq), 0);
@@ -207,7 +223,7 @@ static void connect_to(struct ep *e, const struct ep_info *peer)
 {
 	struct ep_opts o;
 
-	ep_default_opts(&o, IBV_QPT_RC);
+	ep_default_opts(&o, e->type);
 	o.rnr_retry = 7;
 	e->peer = *peer;
 	ep_connect(e, &o);
@@ -336,8 +352,9 @@ static void recv_cases(int sock, const struct arg *ar, struct ibv_context *ic,
 		srq = ibv_create_srq(pd, &sa);
 		ASSERT_NOT_NULL(srq);
 	}
-	ep_make(&i, ic, pd, srq, mr, (uint8_t *)(uintptr_t)of->addr,
-		ar->s == S_RECV && ar->srq, ar->s == S_RECV && !ar->srq);
+	ep_make_t(&i, ar->s == S_UD ? IBV_QPT_UD : IBV_QPT_RC, ic, pd, srq,
+		  mr, (uint8_t *)(uintptr_t)of->addr,
+		  ar->s == S_RECV && ar->srq, ar->s == S_RECV && !ar->srq);
 	xwrite(sock, &i.self, sizeof(i.self));
 	connect_to(&i, &of->a);
 	duo_expect(sock, 'c');
@@ -404,6 +421,17 @@ static void recv_cases(int sock, const struct arg *ar, struct ibv_context *ic,
 			owner_check(sock, BIG, 4 * MSG, 0);
 		}
 		break;
+	case S_UD:
+		/* a datagram: the GRH's 40 bytes, then the payload, both
+		 * in the owner's MR */
+		sge[0] = (struct ibv_sge){ of->addr + RECV, 40 + MSG,
+					   mr->lkey };
+		ASSERT_EQ(post_recv(&i, 6, sge, 1), 0);
+		cmd(sock, 'S', 0, MSG, 6, IBV_WC_SUCCESS);
+		wc = expect_recv(&i, 6, IBV_WC_SUCCESS);
+		ASSERT_EQ(wc.byte_len, 40 + MSG);
+		cmd(sock, 'G', RECV, MSG, 6, IBV_WC_SUCCESS);
+		break;
 	case S_LEN:
 		/* IBA 10.7.2.1: the receive is too short */
 		sge[0] = (struct ibv_sge){ of->addr + RECV, HALF, mr->lkey };
@@ -438,7 +466,8 @@ static void recv_cases(int sock, const struct arg *ar, struct ibv_context *ic,
 	default:
 		break;
 	}
-	if (getenv("SOFTHCA_NET"))
+	/* (UD's datagrams: the owner's trace says) */
+	if (getenv("SOFTHCA_NET") && ar->s != S_UD)
 		ASSERT_GT(ep_tcp_bytes(), 0);
 	cmd(sock, 'Q', 0, 0, 0, IBV_WC_SUCCESS);
 	ep_unmake(&i);
@@ -578,6 +607,12 @@ static void owner(const struct arg *ar, bool net)
 		setenv("SOFTHCA_NET", "1", 1);
 	else
 		unsetenv("SOFTHCA_NET");
+	/* UD on the net path: its datagrams in each process's trace */
+	if (net && ar->s == S_UD)
+		setenv("SOFTHCA_PCAP", "/tmp/softhca-test-import-ud-%p.pcap",
+		       1);
+	else
+		unsetenv("SOFTHCA_PCAP");
 	duo_fork(&d, importer, (void *)ar);
 	ctx = open_lo();
 	pd = ibv_alloc_pd(ctx);
@@ -592,7 +627,8 @@ static void owner(const struct arg *ar, bool net)
 	ASSERT_NOT_NULL(mr);
 	smr = ibv_reg_mr(pd, sbuf, BUF, all_access);
 	ASSERT_NOT_NULL(smr);
-	ep_make(&a, ctx, pd, NULL, smr, sbuf, false, false);
+	ep_make_t(&a, ar->s == S_UD ? IBV_QPT_UD : IBV_QPT_RC, ctx, pd, NULL,
+		  smr, sbuf, false, false);
 	memset(&of, 0, sizeof(of));
 	of.pd_handle = pd->handle;
 	of.mr_handle = mr->handle;
@@ -635,6 +671,18 @@ static void owner(const struct arg *ar, bool net)
 			ASSERT_EQ(ep_find_non_sentinel(buf + c.off - 64, 64),
 				  -1);
 			break;
+		case 'G':
+			/* a GRH (IPv4: its header in the last 20 bytes;
+			 * IPv6: version 6 first), then the payload */
+			ASSERT(buf[c.off + 20] == 0x45 ||
+			       buf[c.off] >> 4 == 6);
+			ASSERT_EQ(ep_find_pattern_diff(buf + c.off + 40, c.len,
+						       c.seed, 0), -1);
+			ASSERT_EQ(ep_find_non_sentinel(buf + c.off + 40 + c.len,
+						       64), -1);
+			ASSERT_EQ(ep_find_non_sentinel(buf + c.off - 64, 64),
+				  -1);
+			break;
 		case 'A':
 			ASSERT_U64_EQ(*(uint64_t *)(buf + c.off), ATOM_V);
 			ASSERT_EQ(ep_find_non_sentinel(buf + c.off + 8, 64),
@@ -651,6 +699,17 @@ static void owner(const struct arg *ar, bool net)
 	}
 	duo_signal(d.fd, 'k');
 	duo_wait(&d);
+	if (net && ar->s == S_UD) {
+		char path[128];
+
+		snprintf(path, sizeof(path),
+			 "/tmp/softhca-test-import-ud-%d.pcap", (int)getpid());
+		ASSERT_GT(ep_pcap_records(path), 0);
+		unlink(path);
+		snprintf(path, sizeof(path),
+			 "/tmp/softhca-test-import-ud-%d.pcap", (int)d.pid);
+		unlink(path);
+	}
 	ep_unmake(&a);
 	if (!dereg)
 		ASSERT_EQ(ibv_dereg_mr(mr), 0);
@@ -681,3 +740,5 @@ CASE(recv_len_err_net, S_LEN, false, true)
 CASE(recv_bounds_net, S_BOUNDS, false, true)
 CASE(recv_dereg_net, S_DEREG, false, true)
 CASE(sends_net, S_SENDS, false, true)
+CASE(recv_ud, S_UD, false, false)
+CASE(recv_ud_net, S_UD, false, true)
