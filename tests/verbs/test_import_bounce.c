@@ -34,7 +34,9 @@
  *              owner's dereg: LOC_PROT_ERR
  *
  * Each on the same-host path and on the net path (SOFTHCA_NET=1 in both
- * processes; the importer's TCP sockets must have carried bytes).
+ * processes; the importer's TCP sockets must have carried bytes, or, UD,
+ * the owner's SOFTHCA_PCAP trace its datagrams), and some with the MRs on
+ * CMA (SOFTHCA_MAP=0: process_vm_writev/readv, no mapped segments).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -69,6 +71,7 @@ enum scen { S_RECV, S_LEN, S_BOUNDS, S_DEREG, S_SENDS, S_UD };
 struct arg {
 	enum scen s;
 	bool srq;
+	bool cma;			/* SOFTHCA_MAP=0 in both processes */
 };
 
 static const int all_access = IBV_ACCESS_LOCAL_WRITE |
@@ -607,6 +610,11 @@ static void owner(const struct arg *ar, bool net)
 		setenv("SOFTHCA_NET", "1", 1);
 	else
 		unsetenv("SOFTHCA_NET");
+	/* the owner's MRs and the bounces on CMA, not mapped segments */
+	if (ar->cma)
+		setenv("SOFTHCA_MAP", "0", 1);
+	else
+		unsetenv("SOFTHCA_MAP");
 	/* UD on the net path: its datagrams in each process's trace */
 	if (net && ar->s == S_UD)
 		setenv("SOFTHCA_PCAP", "/tmp/softhca-test-import-ud-%p.pcap",
@@ -723,8 +731,14 @@ static void owner(const struct arg *ar, bool net)
 #define CASE(name, scen, use_srq, net)                                    \
 	TEST(name)                                                         \
 	{                                                                  \
-		static const struct arg ar = { scen, use_srq };            \
+		static const struct arg ar = { scen, use_srq, false };     \
 		owner(&ar, net);                                           \
+	}
+#define CASE_CMA(name, scen, use_srq)                                     \
+	TEST(name)                                                         \
+	{                                                                  \
+		static const struct arg ar = { scen, use_srq, true };      \
+		owner(&ar, false);                                         \
 	}
 
 CASE(recv_qp, S_RECV, false, false)
@@ -742,3 +756,6 @@ CASE(recv_dereg_net, S_DEREG, false, true)
 CASE(sends_net, S_SENDS, false, true)
 CASE(recv_ud, S_UD, false, false)
 CASE(recv_ud_net, S_UD, false, true)
+CASE_CMA(recv_srq_cma, S_RECV, true)
+CASE_CMA(recv_dereg_cma, S_DEREG, false)
+CASE_CMA(sends_cma, S_SENDS, false)
