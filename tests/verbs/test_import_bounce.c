@@ -31,7 +31,9 @@
  *              PD): SEND and WRITE gather from the owner's MR, READ and
  *              an atomic land in it (the owner looks), a READ of several
  *              packets too; past the MR's end: LOC_PROT_ERR; after the
- *              owner's dereg: LOC_PROT_ERR
+ *              owner's dereg: LOC_PROT_ERR; an XRC_SEND QP on the
+ *              imported PD SENDs from the owner's MR to an XRC SRQ of
+ *              the importer's and READs into the owner's MR
  *
  * Each on the same-host path and on the net path (SOFTHCA_NET=1 in both
  * processes; the importer's TCP sockets must have carried bytes, or, UD,
@@ -50,6 +52,7 @@
 #include "harness.h"
 #include "common.h"
 #include "ep.h"
+#include "xrc_ep.h"
 
 #define BUF	65536u
 #define MSG	1024u
@@ -58,6 +61,7 @@
 #define WDST	8192u		/* i WRITEs from here (owner's) */
 #define RDST	12288u		/* i READs into here (owner's) */
 #define ARES	16384u		/* i's atomic result (owner's) */
+#define XRDST	24576u		/* the XRC READ lands here (owner's) */
 #define BIG	32768u		/* a READ of several packets (owner's) */
 #define BIGLEN	20000u
 #define LDST	0u		/* j's receive buffer (importer's own) */
@@ -480,6 +484,55 @@ static void recv_cases(int sock, const struct arg *ar, struct ibv_context *ic,
 	free(lbuf);
 }
 
+/* XRC: an XRC_SEND QP on the imported PD (i's), toward an XRC SRQ of
+ * ours (j's PD): a SEND from the owner's MR, a READ into it. */
+static void xrc_case(int sock, struct ep *i, struct ep *j, struct ibv_mr *mr,
+		     uint8_t *obuf)
+{
+	struct ibv_xrcd *x = xrc_domain_private(j->ctx);
+	struct ibv_qp *sq = xrc_qp_init(i, IBV_QPT_XRC_SEND, NULL);
+	struct ibv_srq *srq = xrc_srq(j, x, j->rcq, 4);
+	struct ibv_qp *rq = xrc_qp_init(j, IBV_QPT_XRC_RECV, x);
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	uint32_t srqn;
+
+	ASSERT_EQ(ibv_get_srq_num(srq, &srqn), 0);
+	xrc_connect(i, sq, rq->qp_num, &j->self.gid, NULL);
+	xrc_connect(j, rq, sq->qp_num, &i->self.gid, NULL);
+	memset(j->buf + LDST + 2 * MSG, EP_SENTINEL, MSG + 64);
+	xrc_srq_post(j, srq, 11, LDST + 2 * MSG, MSG);
+
+	memset(&wr, 0, sizeof(wr));
+	sge = (struct ibv_sge){ (uintptr_t)obuf, MSG, mr->lkey };
+	wr.wr_id = 12;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.qp_type.xrc.remote_srqn = srqn;
+	ASSERT_EQ(ibv_post_send(sq, &wr, &bad), 0);
+	ep_expect(i->scq, sq, 12, IBV_WC_SUCCESS);
+	ep_expect(j->rcq, NULL, 11, IBV_WC_SUCCESS);
+	ASSERT_EQ(ep_find_pattern_diff(j->buf + LDST + 2 * MSG, MSG, 9, 0),
+		  -1);
+	ASSERT_EQ(ep_find_non_sentinel(j->buf + LDST + 3 * MSG, 64), -1);
+
+	sge = (struct ibv_sge){ (uintptr_t)obuf + XRDST, MSG, mr->lkey };
+	wr.wr_id = 13;
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.wr.rdma.remote_addr = (uintptr_t)j->buf + LSRC;
+	wr.wr.rdma.rkey = j->mr->rkey;
+	ASSERT_EQ(ibv_post_send(sq, &wr, &bad), 0);
+	ep_expect(i->scq, sq, 13, IBV_WC_SUCCESS);
+	owner_check(sock, XRDST, MSG, 7);
+
+	ASSERT_EQ(ibv_destroy_qp(sq), 0);
+	ASSERT_EQ(ibv_destroy_qp(rq), 0);
+	ASSERT_EQ(ibv_destroy_srq(srq), 0);
+	ASSERT_EQ(ibv_close_xrcd(x), 0);
+}
+
 /* The send cases: i on the imported PD, j on a PD of ours. */
 static void send_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 		       struct ibv_mr *mr, const struct offer *of)
@@ -530,6 +583,8 @@ static void send_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 	ep_expect(i.scq, i.qp, 6, IBV_WC_SUCCESS);
 	ASSERT_U64_EQ(*(uint64_t *)(lbuf + LATOM), ATOM_V + 5);
 	cmd(sock, 'A', ARES, 8, 0, IBV_WC_SUCCESS);
+
+	xrc_case(sock, &i, &j, mr, obuf);
 
 	/* past the end of the owner's MR: a local protection error */
 	ASSERT_EQ(ep_post(&i, 7, IBV_WR_SEND, of->length - HALF, MSG, 0, 0),
