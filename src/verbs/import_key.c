@@ -496,8 +496,9 @@ int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
  * A receive completion that carries a tag (wc->vendor_err, cq.c): the
  * bounce's bytes go where the receive said, before the application sees
  * it; the tag is cleared.  A key that fails now (the owner deregistered
- * its MR since the post, or is gone): IBV_WC_LOC_PROT_ERR.  The sender
- * was answered when the bytes reached the bounce.
+ * its MR since the post, or is gone): IBV_WC_LOC_PROT_ERR, and the QP to
+ * the error state (as the responder's bad key).  The sender was
+ * answered when the bytes reached the bounce.
  */
 void shca_imp_recv_wc(struct ibv_wc *wc)
 {
@@ -512,8 +513,10 @@ void shca_imp_recv_wc(struct ibv_wc *wc)
 		return;
 	}
 	if (wc->status == IBV_WC_SUCCESS && wc->opcode == IBV_WC_RECV &&
-	    !bounce_move(b, wc->byte_len, true))
+	    !bounce_move(b, wc->byte_len, true)) {
 		wc->status = IBV_WC_LOC_PROT_ERR;
+		shca_qp_mark_error(wc->qp_num);
+	}
 	bounce_free(b);
 }
 

@@ -273,6 +273,32 @@ void shca_qp_foreach(void (*fn)(struct shca_qp *qp, void *arg), void *arg)
 	pthread_mutex_unlock(&qp_table_lock);
 }
 
+/*
+ * A receive of QP qpn met a bad key after its data arrived (import_key.c:
+ * the owner's MR, when the completion was polled): the QP goes to the
+ * error state as when the responder meets one, marked for the engine
+ * (doorbell.c), under the table's lock so that a QP being destroyed is
+ * not touched.
+ */
+void shca_qp_mark_error(uint32_t qpn)
+{
+	struct shca_qp *qp;
+	bool marked = false;
+
+	if (qpn > 0xffffff)
+		return;
+	pthread_mutex_lock(&qp_table_lock);
+	qp = qp_table[shca_qpn_index(qpn)];
+	if (qp && qp->ibqp.qp_num == qpn && qp->shm) {
+		__atomic_or_fetch(&qp->shm->pending, SHCA_QP_PEND_ERR,
+				  __ATOMIC_ACQ_REL);
+		marked = true;
+	}
+	pthread_mutex_unlock(&qp_table_lock);
+	if (marked)
+		shca_doorbell_ring();
+}
+
 struct shca_qp *shca_qp_lookup(uint32_t qpn)
 {
 	struct shca_qp *qp;

@@ -1077,6 +1077,8 @@ int shca_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 		   struct ibv_recv_wr **bad);
 /* The QP with this number in this process, or NULL. */
 struct shca_qp *shca_qp_lookup(uint32_t qpn);
+/* QP qpn of this process to the error state, by the engine (a mark). */
+void shca_qp_mark_error(uint32_t qpn);
 /* Every QP of this process (under the QP table's lock). */
 void shca_qp_foreach(void (*fn)(struct shca_qp *qp, void *arg), void *arg);
 

@@ -26,7 +26,8 @@
  *              land there
  *   dereg      a receive posted, then the owner deregisters the MR,
  *              then SENDs: LOC_PROT_ERR at the importer's poll, nothing
- *              placed; a receive posted after: LOC_PROT_ERR as well
+ *              placed, the QP to error; a receive posted after (on a QP
+ *              made again): LOC_PROT_ERR as well
  *   sends      i on the imported PD, connected to j (the importer's own
  *              PD): SEND and WRITE gather from the owner's MR, READ and
  *              an atomic land in it (the owner looks), a READ of several
@@ -464,7 +465,21 @@ static void recv_cases(int sock, const struct arg *ar, struct ibv_context *ic,
 		cmd(sock, 'S', 0, MSG, 1, IBV_WC_SUCCESS);
 		expect_recv(&i, 4, IBV_WC_LOC_PROT_ERR);
 		owner_check(sock, RECV, MSG, 0);
-		/* posted after it: the key fails at once */
+		/* the QP goes to error, as for a bad key of ours */
+		ep_wait_qp_state(i.qp, IBV_QPS_ERR);
+		/* posted after it, on a QP made again: the key fails at
+		 * once */
+		ep_unmake(&i);
+		ep_make(&i, ic, pd, srq, mr, (uint8_t *)(uintptr_t)of->addr,
+			false, false);
+		{
+			struct cmd c = { .op = 'R' };
+
+			xwrite(sock, &c, sizeof(c));
+			xwrite(sock, &i.self, sizeof(i.self));
+			duo_expect(sock, 'k');
+		}
+		connect_to(&i, &of->a);
 		ASSERT_EQ(post_recv(&i, 5, sge, 1), 0);
 		cmd(sock, 'S', 0, MSG, 1, IBV_WC_REM_OP_ERR);
 		expect_recv(&i, 5, IBV_WC_LOC_PROT_ERR);
@@ -755,6 +770,27 @@ static void owner(const struct arg *ar, bool net)
 			ASSERT_EQ(ibv_dereg_mr(mr), 0);
 			dereg = true;
 			break;
+		case 'R': {
+			/* a connected again, to the importer's new QP */
+			struct ibv_qp_attr qa;
+			struct ep_info info;
+
+			xread(d.fd, &info, sizeof(info));
+			memset(&qa, 0, sizeof(qa));
+			qa.qp_state = IBV_QPS_RESET;
+			ASSERT_EQ(ibv_modify_qp(a.qp, &qa, IBV_QP_STATE), 0);
+			qa.qp_state = IBV_QPS_INIT;
+			qa.port_num = 1;
+			qa.qp_access_flags = all_access &
+					     ~IBV_ACCESS_LOCAL_WRITE;
+			ASSERT_EQ(ibv_modify_qp(a.qp, &qa,
+						IBV_QP_STATE |
+						IBV_QP_PKEY_INDEX |
+						IBV_QP_PORT |
+						IBV_QP_ACCESS_FLAGS), 0);
+			connect_to(&a, &info);
+			break;
+		}
 		default:
 			ASSERT(0);
 		}
