@@ -32,15 +32,21 @@ void shca_atomic_result(const struct iovec *iov, int niov, uint64_t orig)
 }
 
 /* IBA 10.8.3: a send WQE's completion goes to the send CQ when it is
- * signaled (or the QP signals all) and always when it ends in error. */
-void shca_complete_send(struct shca_qp *qp, const struct shca_send_wqe *w,
-			enum ibv_wc_status status, uint32_t byte_len)
+ * signaled (or the QP signals all) and always when it ends in error.  A
+ * WQE with a bounce buffer (verbs/import_key.c: the net path's RC on an
+ * import) places a READ's or an atomic's bytes first. */
+enum ibv_wc_status shca_complete_send(struct shca_qp *qp,
+				      const struct shca_send_wqe *w,
+				      enum ibv_wc_status status,
+				      uint32_t byte_len)
 {
 	struct ibv_wc wc;
 
+	if (w->imp)
+		status = shca_imp_send_done(w, status);
 	if (status == IBV_WC_SUCCESS && !qp->sq_sig_all &&
 	    !(w->wr.send_flags & IBV_SEND_SIGNALED))
-		return;
+		return status;
 	memset(&wc, 0, sizeof(wc));
 	wc.wr_id = w->wr.wr_id;
 	wc.status = status;
@@ -54,6 +60,7 @@ void shca_complete_send(struct shca_qp *qp, const struct shca_send_wqe *w,
 	     w->wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM))
 		wc.wc_flags = IBV_WC_WITH_IMM;
 	shca_cq_push(qp->scq, &wc, false);
+	return status;
 }
 
 /*

@@ -172,9 +172,12 @@ void shca_build_grh(uint8_t *grh, const union ibv_gid *sgid,
  * SGEs in order (their lengths add up to 8: checked at the try). */
 void shca_atomic_result(const struct iovec *iov, int niov, uint64_t orig);
 
-/* Complete a send WQE (if signaled or in error). */
-void shca_complete_send(struct shca_qp *qp, const struct shca_send_wqe *w,
-			enum ibv_wc_status status, uint32_t byte_len);
+/* Complete a send WQE (if signaled or in error); the status it took (a
+ * bounce's copy-out may fail: verbs/import_key.c). */
+enum ibv_wc_status shca_complete_send(struct shca_qp *qp,
+				      const struct shca_send_wqe *w,
+				      enum ibv_wc_status status,
+				      uint32_t byte_len);
 
 /* After a send WQE completed in error: RC to ERR, UC and UD to SQE. */
 void shca_sq_failed(struct shca_qp *qp);

@@ -413,6 +413,17 @@ static void place_range(const struct shca_xfer *x, uint64_t va,
 	*n = r->iov_len ? 1 : 0;
 }
 
+/*
+ * A receive WQE's bounce tag (verbs/import_key.c): the receiver's own
+ * note, carried into its completion's vendor_err, which no receive
+ * completion uses otherwise; the receiver checks it against its own
+ * table when it polls.  Read once.
+ */
+static uint32_t receive_tag(const struct shca_recv_wqe_shm *w)
+{
+	return __atomic_load_n(&w->imp, __ATOMIC_RELAXED);
+}
+
 /* nsge: the count shca_rqshm_peek checked, never w->num_sge again */
 static uint64_t wqe_capacity(const struct shca_recv_wqe_shm *w, uint32_t nsge)
 {
@@ -458,12 +469,12 @@ static void take_wqe(struct shca_peer *p, const struct shca_qp_shm *q,
  * with pend (SHCA_QP_PEND_*, 0: none) *before* its completion can be
  * seen, so that an application that polls the completion and then asks
  * the QP's state finds it in error (ibv_query_qp takes the marks,
- * doorbell.c).  The lock is dropped after the completion: the owner's
+ * doorbell.c).  imp: the WQE's bounce tag, passed on (receive_tag).  The lock is dropped after the completion: the owner's
  * flush of the receive queue, under the same lock, comes after it.
  */
 static void fail_wqe(struct shca_peer *p, struct shca_qp_shm *q,
 		     struct shca_rq_shm *rq, struct shca_tm_rx *t,
-		     const struct shca_xfer *x, uint64_t wr_id,
+		     const struct shca_xfer *x, uint64_t wr_id, uint32_t imp,
 		     enum ibv_wc_status status, uint32_t pend)
 {
 	struct ibv_wc wc;
@@ -472,6 +483,7 @@ static void fail_wqe(struct shca_peer *p, struct shca_qp_shm *q,
 	if (pend)
 		__atomic_or_fetch(&q->pending, pend, __ATOMIC_ACQ_REL);
 	resp_wc(&wc, x, q, wr_id, status, 0);
+	wc.vendor_err = imp;
 	shca_tm_rx_wc(t, &wc);
 	resp_complete_tm(p, q, &wc, true, t);
 	shca_plock_unlock(&rq->lock);
@@ -595,7 +607,7 @@ static void do_rndv(struct shca_peer *p, struct shca_qp_shm *q,
 	res->status = IBV_WC_SUCCESS;
 	if (need > cap) {
 		/* not even the headers fit: as an eager message */
-		fail_wqe(p, q, rq, t, x, wr_id, IBV_WC_LOC_LEN_ERR,
+		fail_wqe(p, q, rq, t, x, wr_id, 0, IBV_WC_LOC_LEN_ERR,
 			 SHCA_QP_PEND_ERR);
 		fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, 0);
 		return;
@@ -695,7 +707,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	struct shca_recv_wqe_shm *w;
 	struct iovec iov[MAX_IOV + 1];
 	uint64_t wr_id, need, va = 0;
-	uint32_t nsge = 0;
+	uint32_t nsge = 0, imp;
 	struct ibv_wc wc;
 	struct shca_tm_rndv rv;
 	struct shca_tm_rx t;
@@ -745,6 +757,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 		return;
 	}
 	wr_id = w->wr_id;
+	imp = t.cls == SHCA_TM_MATCHED ? 0 : receive_tag(w);
 
 	if (!is_send) {
 		/* RDMA WRITE with immediate: the data goes where the rkey
@@ -762,7 +775,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 			return;
 		}
 		if (ret) {
-			fail_wqe(p, q, rq, &t, x, wr_id, IBV_WC_LOC_ACCESS_ERR,
+			fail_wqe(p, q, rq, &t, x, wr_id, imp, IBV_WC_LOC_ACCESS_ERR,
 				 SHCA_QP_PEND_ACCESS_ERR);
 			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR, 0);
 			return;
@@ -781,7 +794,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 		}
 		if (need > wqe_capacity(w, nsge)) {
 			/* IBA 10.7.2.1: receive buffer too small */
-			fail_wqe(p, q, rq, &t, x, wr_id, IBV_WC_LOC_LEN_ERR,
+			fail_wqe(p, q, rq, &t, x, wr_id, imp, IBV_WC_LOC_LEN_ERR,
 				 SHCA_QP_PEND_ERR);
 			if (rc)
 				fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, 0);
@@ -794,7 +807,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 			return;
 		}
 		if (ret) {
-			fail_wqe(p, q, rq, &t, x, wr_id, IBV_WC_LOC_PROT_ERR,
+			fail_wqe(p, q, rq, &t, x, wr_id, imp, IBV_WC_LOC_PROT_ERR,
 				 SHCA_QP_PEND_ERR);
 			if (rc)
 				fail_rc(res, p, q, IBV_WC_REM_OP_ERR, 0);
@@ -831,14 +844,14 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 		/* a target page of the R_Key's MR faulted (unmapped or
 		 * protected by its owner, an ODP page not there): as the
 		 * R_Key check above fails (docs/conformance.md) */
-		fail_wqe(p, q, rq, &t, x, wr_id, IBV_WC_LOC_ACCESS_ERR,
+		fail_wqe(p, q, rq, &t, x, wr_id, imp, IBV_WC_LOC_ACCESS_ERR,
 			 SHCA_QP_PEND_ACCESS_ERR);
 		if (rc)
 			fail_rc(res, p, q, IBV_WC_REM_ACCESS_ERR, 0);
 		return;
 	}
 	if (ret) {
-		fail_wqe(p, q, rq, &t, x, wr_id, IBV_WC_LOC_PROT_ERR,
+		fail_wqe(p, q, rq, &t, x, wr_id, imp, IBV_WC_LOC_PROT_ERR,
 			 SHCA_QP_PEND_ERR);
 		if (rc)
 			fail_rc(res, p, q, IBV_WC_REM_OP_ERR, 0);
@@ -848,7 +861,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	    remote_invalidate(p, q, x->inv_rkey)) {
 		/* rxe's class J: the WQE completes in error, the QP goes to
 		 * error, the requester sees an invalid request */
-		fail_wqe(p, q, rq, &t, x, wr_id, IBV_WC_REM_INV_REQ_ERR,
+		fail_wqe(p, q, rq, &t, x, wr_id, imp, IBV_WC_REM_INV_REQ_ERR,
 			 SHCA_QP_PEND_ERR);
 		if (rc)
 			fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, 0);
@@ -858,6 +871,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	resp_wc(&wc, x, q, wr_id, IBV_WC_SUCCESS,
 		(uint32_t)(is_send ? x->length + (x->grh ? SHCA_GRH_LEN : 0) :
 				     x->length));
+	wc.vendor_err = imp;
 	shca_tm_rx_wc(&t, &wc);
 	if (!resp_complete_tm(p, q, &wc, x->solicited, &t)) {
 		/* IBA o11-5.2.2, rxe's class G: the CQ overran, the QP goes

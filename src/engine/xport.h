@@ -229,9 +229,10 @@ struct shca_stages {
 			  uint64_t payload);
 	/* completer.c: a send WQE's completion, an atomic's result, and
 	 * the QP's fate after an error */
-	void (*complete_send)(struct shca_qp *qp,
-			      const struct shca_send_wqe *w,
-			      enum ibv_wc_status status, uint32_t byte_len);
+	enum ibv_wc_status (*complete_send)(struct shca_qp *qp,
+					    const struct shca_send_wqe *w,
+					    enum ibv_wc_status status,
+					    uint32_t byte_len);
 	void (*atomic_result)(const struct iovec *iov, int niov,
 			      uint64_t orig);
 	void (*sq_failed)(struct shca_qp *qp);

@@ -621,8 +621,11 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 			return -EINVAL;
 		m.payload_len = (uint32_t)take;
 		m.payload = take ? pl[0].iov_base : NULL;
+		/* a bounce buffer (verbs/import_key.c) goes with its WQE's
+		 * completion, when a resend of it may still be queued:
+		 * such a packet holds its own copy */
 		copy = copy || take < COPY_BELOW ||
-		       (w->wr.send_flags & IBV_SEND_INLINE);
+		       (w->wr.send_flags & IBV_SEND_INLINE) || w->imp;
 		break;
 	}
 	}
@@ -699,7 +702,7 @@ static void complete_head(struct shca_qp *qp, struct shca_send_wqe *w,
 		gen_done(qp, g, (int)done.gen - 1,
 			 done.wr.opcode == IBV_WR_SEND, st);
 	else
-		shca_stages.complete_send(qp, &done, st, byte_len);
+		st = shca_stages.complete_send(qp, &done, st, byte_len);
 	qp->head_retries = 0;
 	qp->head_rnr_retries = 0;
 	if (st != IBV_WC_SUCCESS)

@@ -230,7 +230,9 @@ struct shca_seg_shm {
 struct shca_recv_wqe_shm {
 	uint64_t wr_id;
 	uint32_t num_sge;
-	uint32_t pad;
+	uint32_t imp;		/* 0, or a bounce's tag (verbs/import_key.c):
+				 * the responder puts it in the completion's
+				 * vendor_err; a peer's word, checked there */
 	struct ibv_sge sge[];	/* max_sge entries */
 };
 

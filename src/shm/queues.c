@@ -171,7 +171,8 @@ uint32_t shca_cqshm_count(struct shca_cq_shm *cq)
  * cq_clean), so that a reused QP never meets its old completions.  The
  * owner calls it, with its consumer lock held.
  */
-void shca_cqshm_clean(struct shca_cq_shm *cq, uint32_t qpn, bool flushed_only)
+void shca_cqshm_clean(struct shca_cq_shm *cq, uint32_t qpn, bool flushed_only,
+		      void (*drop)(const struct ibv_wc *wc))
 {
 	struct shca_arena *a = shca_arena_self();
 	uint32_t i, keep, head, tail, slots;
@@ -194,8 +195,11 @@ void shca_cqshm_clean(struct shca_cq_shm *cq, uint32_t qpn, bool flushed_only)
 		struct shca_cqe *e = &ring[(i - 1) & (slots - 1)];
 
 		if (e->wc.qp_num == qpn &&
-		    (!flushed_only || e->wc.status == IBV_WC_WR_FLUSH_ERR))
+		    (!flushed_only || e->wc.status == IBV_WC_WR_FLUSH_ERR)) {
+			if (drop)
+				drop(&e->wc);
 			continue;
+		}
 		keep--;
 		if (keep != i - 1)
 			ring[keep & (slots - 1)] = *e;
@@ -324,7 +328,8 @@ uint32_t shca_rqshm_count(struct shca_rq_shm *rq)
 	       __atomic_load_n(&rq->head, __ATOMIC_ACQUIRE);
 }
 
-int shca_rqshm_post(struct shca_rq_shm *rq, const struct ibv_recv_wr *wr)
+int shca_rqshm_post(struct shca_rq_shm *rq, const struct ibv_recv_wr *wr,
+		    uint32_t imp)
 {
 	struct shca_arena *a = shca_arena_self();
 	struct shca_recv_wqe_shm *w;
@@ -338,6 +343,7 @@ int shca_rqshm_post(struct shca_rq_shm *rq, const struct ibv_recv_wr *wr)
 		return -EIO;	/* another process broke the ring */
 	w->wr_id = wr->wr_id;
 	w->num_sge = (uint32_t)wr->num_sge;
+	w->imp = imp;
 	for (i = 0; i < wr->num_sge; i++)
 		w->sge[i] = wr->sg_list[i];
 	__atomic_store_n(&rq->tail, tail + 1, __ATOMIC_RELEASE);

@@ -40,7 +40,9 @@ uint32_t shca_cqshm_count(struct shca_cq_shm *cq);
 void shca_cqshm_arm(struct shca_cq_shm *cq, bool solicited_only);
 /* Owner: take qpn's entries out (flushed_only: its IBV_WC_WR_FLUSH_ERR
  * ones only), the others keep their order. */
-void shca_cqshm_clean(struct shca_cq_shm *cq, uint32_t qpn, bool flushed_only);
+/* drop: called with each entry taken out (NULL: none) */
+void shca_cqshm_clean(struct shca_cq_shm *cq, uint32_t qpn, bool flushed_only,
+		      void (*drop)(const struct ibv_wc *wc));
 
 static inline uint32_t shca_cq_size_for(uint32_t cqe)
 {
@@ -58,7 +60,8 @@ void shca_rqshm_fini(struct shca_rq_shm *rq, void **ring);
 int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr, void **ring);
 uint32_t shca_rqshm_count(struct shca_rq_shm *rq);
 /* Owner: append one WR (the caller checked num_sge); -ENOMEM if full. */
-int shca_rqshm_post(struct shca_rq_shm *rq, const struct ibv_recv_wr *wr);
+int shca_rqshm_post(struct shca_rq_shm *rq, const struct ibv_recv_wr *wr,
+		    uint32_t imp);
 
 /*
  * Consumer, with rq->lock held: the oldest WQE, or NULL if empty; pop

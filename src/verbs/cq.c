@@ -141,6 +141,8 @@ int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 		wc[n] = e->wc;
 		if (shca_cqe_has_tm(&wc[n]))	/* ibv_wc has no room */
 			shca_cqe_tm_unpack(&wc[n], &tag, &priv);
+		else if (shca_imp_wc_tagged(&wc[n]))	/* import_key.c */
+			shca_imp_recv_wc(&wc[n]);
 		n++;
 		shca_cqshm_pop(cq->shm);
 	}
@@ -150,12 +152,19 @@ int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	return n;
 }
 
+/* A receive completion taken out unseen: its bounce goes too. */
+static void drop_tagged(const struct ibv_wc *wc)
+{
+	if (shca_imp_wc_tagged(wc) && !shca_cqe_has_tm(wc))
+		shca_imp_drop(wc->vendor_err);
+}
+
 /* A QP is reset: its completions leave the CQ (mlx5); destroyed: its
  * flushed ones (flushed_only, qp.c). */
 void shca_cq_clean(struct shca_cq *cq, uint32_t qpn, bool flushed_only)
 {
 	pthread_mutex_lock(&cq->lock);
-	shca_cqshm_clean(cq->shm, qpn, flushed_only);
+	shca_cqshm_clean(cq->shm, qpn, flushed_only, drop_tagged);
 	pthread_mutex_unlock(&cq->lock);
 }
 
@@ -182,6 +191,8 @@ static void cqx_load(struct shca_cq *cq, struct shca_cqe *e)
 	if (shca_cqe_has_tm(&cq->cur_cqe.wc))
 		shca_cqe_tm_unpack(&cq->cur_cqe.wc, &cq->cur_tm_tag,
 				   &cq->cur_tm_priv);
+	else if (shca_imp_wc_tagged(&cq->cur_cqe.wc))	/* import_key.c */
+		shca_imp_recv_wc(&cq->cur_cqe.wc);
 	shca_cqshm_pop(cq->shm);
 	cq->cqx.status = cq->cur_cqe.wc.status;
 	cq->cqx.wr_id = cq->cur_cqe.wc.wr_id;
@@ -593,6 +604,15 @@ int shca_cq_destroy(struct shca_cq *cq, bool wait_acks)
 	sctx->ncq--;
 	pthread_mutex_unlock(&sctx->lock);
 	pthread_mutex_destroy(&cq->lock);
+	/* completions never polled: their bounces (import_key.c) */
+	{
+		struct shca_cqe *e;
+
+		while ((e = shca_cqshm_peek(cq->shm))) {
+			drop_tagged(&e->wc);
+			shca_cqshm_pop(cq->shm);
+		}
+	}
 	shca_cqshm_fini(cq->shm, &cq->ring);
 	shca_arena_free(cq->shm);
 	if (cq->pdom)

@@ -25,8 +25,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "shca.h"
+#include "../common/dma.h"
 #include "../engine/engine.h"
 #include "../shm/mem.h"
 #include "../shm/peer.h"
@@ -42,8 +44,8 @@ static struct shca_peer *owner_hold(const struct shca_pd *pd)
 	return p;
 }
 
-/* One SGE of the owner's MR: its bytes to buf (put false) or from buf.
- * 0 or -errno. */
+/* One SGE of the owner's MR: its bytes to buf (put false) or from buf;
+ * buf NULL: the key checked only.  0 or -errno. */
 static int owner_copy(const struct shca_pd *pd, const struct ibv_sge *s,
 		      unsigned int access, void *buf, bool put)
 {
@@ -57,7 +59,7 @@ static int owner_copy(const struct shca_pd *pd, const struct ibv_sge *s,
 	shca_mem_begin(p);
 	ret = shca_owner_lkey(p, pd->rpd, s->lkey, access, s->addr,
 			      s->length, &va);
-	if (!ret) {
+	if (!ret && buf) {
 		l.iov_base = buf;
 		l.iov_len = s->length;
 		r.iov_base = (void *)(uintptr_t)va;
@@ -175,20 +177,6 @@ static bool all_ours(struct shca_pd *pd, const struct ibv_sge *sge, int n,
 }
 
 /*
- * A receive is scattered by whichever process sends to it, through this
- * process's MR table (engine/responder.c), where the owner's MRs are
- * not: refused at the post.
- */
-bool shca_imp_recv_ok(struct shca_pd *pd, uint32_t max_sge,
-		      const struct ibv_recv_wr *wr)
-{
-	if (!is_shadow(pd) || wr->num_sge < 0 ||
-	    (uint32_t)wr->num_sge > max_sge || (wr->num_sge && !wr->sg_list))
-		return true;	/* (a bad list: refused as usual) */
-	return all_ours(pd, wr->sg_list, wr->num_sge, IBV_ACCESS_LOCAL_WRITE);
-}
-
-/*
  * The requester (engine/requester.c local_iov) hands the transport a
  * bounce buffer that lives until xmit returns: every transport of UC and
  * UD (the same host's responder runs within xmit; the net path copies a
@@ -213,12 +201,393 @@ bool shca_imp_route_ok(enum ibv_qp_type type, enum shca_route route)
 }
 
 /* Where the requester does not use the owner's L_Keys they are refused
- * at the post.  The route is the QP's at RTR; sq_check_wr runs in RTS. */
+ * at the post: every QP type with a send queue uses them now (the net
+ * path's RC and XRC through a bounce buffer of the WQE's, below). */
 bool shca_imp_qp_keys_ok(struct shca_pd *pd, enum ibv_qp_type type,
 			 enum shca_route route, const struct ibv_sge *sge,
 			 int n)
 {
-	if (!is_shadow(pd) || !n || shca_imp_route_ok(type, route))
+	(void)route;
+	if (!is_shadow(pd) || !n)
 		return true;
-	return all_ours(pd, sge, n, 0);
+	switch (type) {
+	case IBV_QPT_RC:
+	case IBV_QPT_XRC_SEND:
+	case IBV_QPT_UC:
+	case IBV_QPT_UD:
+		return true;
+	default:
+		return all_ours(pd, sge, n, 0);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Bounce buffers that live with a WQE                                 */
+
+/*
+ * A receive WQE, or a send WQE of the net path's RC/XRC window, that
+ * names the owner's L_Keys is posted naming one SGE of a bounce buffer
+ * instead: memory of this process, registered in the shadow PD as an MR
+ * the application never sees (mr.c shca_mr_internal, local write
+ * only), so that whoever carries the WQE out -- a same-host sender
+ * running the responder's rules against our arena, our net responder,
+ * our net requester at each (re)send -- finds an MR of the queue's PD
+ * and needs nothing else.  The WQE's original SGEs stay here, in a
+ * record named by a tag:
+ *
+ *   receive   the tag rides in the ring WQE (shca_recv_wqe_shm.imp) and
+ *             the responder copies it into the completion (vendor_err,
+ *             which a receive completion does not use otherwise); the
+ *             consumer of the CQ (cq.c: ibv_poll_cq, the ibv_cq_ex
+ *             poll) copies the bounce's byte_len bytes to the original
+ *             SGEs, each key checked then (the owner's under its access
+ *             lane), before the application sees the completion, and
+ *             clears vendor_err.  A flushed receive carries its tag too
+ *             and only frees the record.
+ *   send      the tag is in the private WQE (shca_send_wqe.imp): a SEND's
+ *             or a WRITE's gather list is copied into the bounce at the
+ *             post; a READ's or an atomic's bounce is copied out when
+ *             the WQE completes with success (engine/completer.c).
+ *
+ * A tag is an index into the table below and a generation: a tag a peer
+ * wrote into our CQ (it can write anything there) finds a live record
+ * of ours or nothing; at worst it moves bytes of a receive the
+ * application posted to where that receive said.  The keys are checked
+ * at the post as well: a WQE naming a key that fails then is posted
+ * as it was, so the transport meets the bad key as for a key of ours
+ * (the responder's local protection error, the requester's).
+ */
+#define TAG_IDX_BITS	20
+#define TAG_IDX_MASK	((1u << TAG_IDX_BITS) - 1)
+
+struct imp_bounce {
+	uint32_t tag;
+	struct shca_pd *pd;		/* the shadow */
+	struct shca_mr *mr;		/* internal, over buf (holds a use
+					 * of pd) */
+	void *buf;
+	size_t map_len;
+	uint64_t len;
+	int nsge;
+	struct ibv_sge sge[];		/* the WQE's own */
+};
+
+static pthread_mutex_t bt_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct imp_bounce **bt;		/* by index; 0 unused */
+static uint16_t *bt_gen;
+static uint32_t bt_cap, bt_next = 1;
+
+/* A slot for b, its tag set; false when the table is full. */
+static bool bt_add(struct imp_bounce *b)
+{
+	uint32_t i, n;
+
+	pthread_mutex_lock(&bt_lock);
+	for (n = 0; n < bt_cap; n++) {
+		i = bt_next + n < bt_cap ? bt_next + n : bt_next + n - bt_cap;
+		if (i && !bt[i])
+			goto found;
+	}
+	if (bt_cap <= TAG_IDX_MASK) {
+		uint32_t cap = bt_cap ? bt_cap * 2 : 64;
+		struct imp_bounce **nb;
+		uint16_t *ng;
+
+		if (cap > TAG_IDX_MASK + 1)
+			cap = TAG_IDX_MASK + 1;
+		nb = realloc(bt, cap * sizeof(*nb));
+		if (nb)
+			bt = nb;
+		ng = nb ? realloc(bt_gen, cap * sizeof(*ng)) : NULL;
+		if (ng) {
+			bt_gen = ng;
+			memset(bt + bt_cap, 0, (cap - bt_cap) * sizeof(*bt));
+			memset(bt_gen + bt_cap, 0,
+			       (cap - bt_cap) * sizeof(*bt_gen));
+			i = bt_cap ? bt_cap : 1;
+			bt_cap = cap;
+			goto found;
+		}
+	}
+	pthread_mutex_unlock(&bt_lock);
+	return false;
+found:
+	bt[i] = b;
+	b->tag = (uint32_t)(bt_gen[i] & 0xfff) << TAG_IDX_BITS | i;
+	bt_next = i + 1;
+	pthread_mutex_unlock(&bt_lock);
+	return true;
+}
+
+/* The record of tag, out of the table (one completion per WQE), or
+ * NULL. */
+static struct imp_bounce *bt_take(uint32_t tag)
+{
+	uint32_t i = tag & TAG_IDX_MASK;
+	struct imp_bounce *b = NULL;
+
+	pthread_mutex_lock(&bt_lock);
+	if (i && i < bt_cap && bt[i] && bt[i]->tag == tag) {
+		b = bt[i];
+		bt[i] = NULL;
+		bt_gen[i]++;
+	}
+	pthread_mutex_unlock(&bt_lock);
+	return b;
+}
+
+/* Peers out of the bounce first (its MR's drain), then the memory. */
+static void bounce_free(struct imp_bounce *b)
+{
+	shca_mr_internal_free(b->mr);
+	munmap(b->buf, b->map_len);
+	free(b);
+}
+
+/* A bounce of total bytes for the n SGEs, in pd (a shadow); NULL: no
+ * memory. */
+static struct imp_bounce *bounce_new(struct shca_pd *pd,
+				     const struct ibv_sge *sge, int n,
+				     uint64_t total)
+{
+	size_t ps = shca_page_size();
+	struct imp_bounce *b;
+
+	b = calloc(1, sizeof(*b) + (size_t)n * sizeof(*sge));
+	if (!b)
+		return NULL;
+	b->pd = pd;
+	b->len = total;
+	b->nsge = n;
+	memcpy(b->sge, sge, (size_t)n * sizeof(*sge));
+	b->map_len = total ? (total + ps - 1) & ~(ps - 1) : ps;
+	b->buf = mmap(NULL, b->map_len, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (b->buf == MAP_FAILED) {
+		free(b);
+		return NULL;
+	}
+	b->mr = shca_mr_internal(pd, b->buf, b->map_len);
+	if (!b->mr) {
+		munmap(b->buf, b->map_len);
+		free(b);
+		return NULL;
+	}
+	if (!bt_add(b)) {
+		bounce_free(b);
+		return NULL;
+	}
+	return b;
+}
+
+/* The SGE i of b for up to max bytes. */
+static struct ibv_sge sge_part(const struct imp_bounce *b, int i,
+			       uint64_t max)
+{
+	struct ibv_sge s = b->sge[i];
+
+	if (s.length > max)
+		s.length = (uint32_t)max;
+	return s;
+}
+
+/*
+ * len bytes of the bounce to the original SGEs in order (put), or the
+ * SGEs' bytes into the bounce (!put), each key under its rules now: an
+ * MR of ours in the shadow PD, or the owner's (its lane held for the
+ * copy).  false: a key failed (a Local Protection Error).
+ */
+static bool bounce_move(struct imp_bounce *b, uint64_t len, bool put)
+{
+	unsigned int access = put ? IBV_ACCESS_LOCAL_WRITE : 0;
+	char *p = b->buf;
+	struct iovec m;
+	int i, nm;
+
+	for (i = 0; i < b->nsge && len; i++) {
+		struct ibv_sge s = sge_part(b, i, len);
+
+		if (!s.length)
+			continue;
+		/* an MR of ours (mr.c's look-up, which reads its address
+		 * while the MR is in the table), else the owner's */
+		if (shca_sge_iov(b->pd, &s, 1, access, &m, &nm) ==
+		    IBV_WC_SUCCESS) {
+			SHCA_DMA_BEGIN();
+			if (put)
+				memcpy(m.iov_base, p, s.length);
+			else
+				memcpy(p, m.iov_base, s.length);
+			SHCA_DMA_END();
+		} else if (owner_copy(b->pd, &s, access, p, put)) {
+			return false;
+		}
+		p += s.length;
+		len -= s.length;
+	}
+	return true;
+}
+
+/* Every SGE's key usable now for access (nothing copied). */
+static bool keys_usable(struct shca_pd *pd, const struct ibv_sge *sge, int n,
+			unsigned int access, uint64_t *total)
+{
+	uint64_t t = 0;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (!sge[i].length)
+			continue;
+		t += sge[i].length;
+		if (!shca_lookup_mr(pd, sge[i].lkey, access, sge[i].addr,
+				    sge[i].length, false) &&
+		    owner_copy(pd, &sge[i], access, NULL, false))
+			return false;
+	}
+	*total = t;
+	return t <= UINT32_MAX;
+}
+
+/*
+ * A receive WR for rq, whose PD is pd (a QP's or an SRQ's; tm: a
+ * tag-matching SRQ): an ordinary one is posted as it is; one that names
+ * the owner's L_Keys on an import of its PD gets a bounce (above).  A
+ * tag-matching SRQ's receives go without: EOPNOTSUPP (docs/import.md).
+ */
+int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
+		       const struct ibv_recv_wr *wr, bool tm)
+{
+	struct ibv_recv_wr w;
+	struct imp_bounce *b;
+	struct ibv_sge s;
+	uint64_t total;
+	int ret;
+
+	if (!is_shadow(pd) || wr->num_sge <= 0 ||
+	    (uint32_t)wr->num_sge > rq->max_sge || !wr->sg_list ||
+	    all_ours(pd, wr->sg_list, wr->num_sge, IBV_ACCESS_LOCAL_WRITE))
+		return shca_rq_post_one(rq, wr);	/* (a bad list too) */
+	if (tm)
+		return -EOPNOTSUPP;
+	if (shca_rq_count(rq) >= rq->max_wr)
+		return -ENOMEM;
+	pd = pd->prot;
+	/* a key that fails now: as a bad key of ours, at the responder */
+	if (!keys_usable(pd, wr->sg_list, wr->num_sge,
+			 IBV_ACCESS_LOCAL_WRITE, &total))
+		return shca_rq_post_one(rq, wr);
+	b = bounce_new(pd, wr->sg_list, wr->num_sge, total);
+	if (!b)
+		return -ENOMEM;
+	s.addr = (uintptr_t)b->buf;
+	s.length = (uint32_t)total;
+	s.lkey = b->mr->ibmr.lkey;
+	w = *wr;
+	w.next = NULL;
+	w.sg_list = &s;
+	w.num_sge = 1;
+	ret = shca_rq_post_imp(rq, &w, b->tag);
+	if (ret && bt_take(b->tag))
+		bounce_free(b);
+	return ret;
+}
+
+/*
+ * A receive completion that carries a tag (wc->vendor_err, cq.c): the
+ * bounce's bytes go where the receive said, before the application sees
+ * it; the tag is cleared.  A key that fails now (the owner deregistered
+ * its MR since the post, or is gone): IBV_WC_LOC_PROT_ERR, and the QP to
+ * the error state (as the responder's bad key).  The sender was
+ * answered when the bytes reached the bounce.
+ */
+void shca_imp_recv_wc(struct ibv_wc *wc)
+{
+	struct imp_bounce *b = bt_take(wc->vendor_err);
+
+	wc->vendor_err = 0;
+	if (!b) {
+		/* no record of ours: nothing was placed where it asked */
+		if (wc->status == IBV_WC_SUCCESS &&
+		    wc->opcode == IBV_WC_RECV)
+			wc->status = IBV_WC_LOC_PROT_ERR;
+		return;
+	}
+	if (wc->status == IBV_WC_SUCCESS && wc->opcode == IBV_WC_RECV &&
+	    !bounce_move(b, wc->byte_len, true)) {
+		wc->status = IBV_WC_LOC_PROT_ERR;
+		shca_qp_mark_error(wc->qp_num);
+	}
+	bounce_free(b);
+}
+
+/* A tagged WQE or completion that will never be seen: its record goes. */
+void shca_imp_drop(uint32_t tag)
+{
+	struct imp_bounce *b = tag ? bt_take(tag) : NULL;
+
+	if (b)
+		bounce_free(b);
+}
+
+static bool wr_lands(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/*
+ * A send WQE just stored (qp.c sq_store): on the net path's RC and XRC,
+ * a WQE of a QP on an import whose SGEs name the owner's L_Keys gets a
+ * bounce that lives with it until its completion: a SEND's or a WRITE's
+ * bytes gathered now (the window reads the bounce at every (re)send), a
+ * READ's or an atomic's target copied out at the completion.  A key that
+ * fails now, or no memory for the bounce: the WQE stays as it is and
+ * completes with the Local Protection Error of a bad key.
+ */
+void shca_imp_send_store(struct shca_qp *qp, struct shca_send_wqe *w)
+{
+	bool lands = wr_lands(w->wr.opcode);
+	struct imp_bounce *b;
+	struct shca_pd *pd;
+	uint64_t total;
+
+	if (!w->wr.num_sge || !qp->pd || !is_shadow(qp->pd) ||
+	    shca_imp_route_ok(qp->ibqp.qp_type, qp->route))
+		return;
+	pd = qp->pd->prot;
+	if (all_ours(pd, w->sge, w->wr.num_sge,
+		     lands ? IBV_ACCESS_LOCAL_WRITE : 0) ||
+	    !keys_usable(pd, w->sge, w->wr.num_sge,
+			 lands ? IBV_ACCESS_LOCAL_WRITE : 0, &total))
+		return;
+	b = bounce_new(pd, w->sge, w->wr.num_sge, total);
+	if (!b)
+		return;
+	if (!lands && !bounce_move(b, total, false)) {
+		if (bt_take(b->tag))
+			bounce_free(b);
+		return;
+	}
+	w->sge[0].addr = (uintptr_t)b->buf;
+	w->sge[0].length = (uint32_t)total;
+	w->sge[0].lkey = b->mr->ibmr.lkey;
+	w->wr.num_sge = 1;
+	w->imp = b->tag;
+}
+
+/* The completion of a WQE with a bounce (engine/completer.c): a READ's
+ * or an atomic's bytes out, under the keys' rules now; the status the
+ * completion takes. */
+enum ibv_wc_status shca_imp_send_done(const struct shca_send_wqe *w,
+				      enum ibv_wc_status status)
+{
+	struct imp_bounce *b = bt_take(w->imp);
+
+	if (!b)
+		return status;
+	if (status == IBV_WC_SUCCESS && wr_lands(w->wr.opcode) &&
+	    !bounce_move(b, b->len, true))
+		status = IBV_WC_LOC_PROT_ERR;
+	bounce_free(b);
+	return status;
 }

@@ -646,6 +646,50 @@ int shca_mr_destroy(struct shca_mr *mr)
 	return 0;
 }
 
+/*
+ * An MR the library makes for itself (import_key.c: a bounce buffer in
+ * an imported PD): in the MR table and the arena's, where peers and the
+ * net responder check the L_Keys of receive WQEs, but no object of the
+ * handle table, so the application never names it.  Local write only:
+ * its key is no R_Key.  pd gets a use, which shca_mr_internal_free
+ * returns; the memory stays the caller's.
+ */
+struct shca_mr *shca_mr_internal(struct shca_pd *pd, void *base,
+				 size_t length)
+{
+	struct shca_mr *mr = calloc(1, sizeof(*mr));
+
+	if (!mr)
+		return NULL;
+	mr->pd = pd;
+	mr->iova = (uintptr_t)base;
+	mr->access = IBV_ACCESS_LOCAL_WRITE;
+	mr->base = base;
+	mr->ibmr.context = pd->ibpd.context;
+	mr->ibmr.pd = &pd->ibpd;
+	mr->ibmr.addr = base;
+	mr->ibmr.length = length;
+	mr_map(mr);
+	if (table_insert(mr)) {
+		mr_unmap(mr);
+		free(mr);
+		return NULL;
+	}
+	shca_pd_get(pd);
+	return mr;
+}
+
+/* Peers drained (table_remove), the pages private again, the use gone. */
+void shca_mr_internal_free(struct shca_mr *mr)
+{
+	if (!mr)
+		return;
+	table_remove(mr);
+	mr_unmap(mr);
+	shca_pd_put(mr->pd);
+	free(mr);
+}
+
 /* A handle that names no MR: ENOENT, as the kernel's object lookup. */
 int shca_dereg_mr(struct ibv_mr *ibmr)
 {

@@ -273,6 +273,32 @@ void shca_qp_foreach(void (*fn)(struct shca_qp *qp, void *arg), void *arg)
 	pthread_mutex_unlock(&qp_table_lock);
 }
 
+/*
+ * A receive of QP qpn met a bad key after its data arrived (import_key.c:
+ * the owner's MR, when the completion was polled): the QP goes to the
+ * error state as when the responder meets one, marked for the engine
+ * (doorbell.c), under the table's lock so that a QP being destroyed is
+ * not touched.
+ */
+void shca_qp_mark_error(uint32_t qpn)
+{
+	struct shca_qp *qp;
+	bool marked = false;
+
+	if (qpn > 0xffffff)
+		return;
+	pthread_mutex_lock(&qp_table_lock);
+	qp = qp_table[shca_qpn_index(qpn)];
+	if (qp && qp->ibqp.qp_num == qpn && qp->shm) {
+		__atomic_or_fetch(&qp->shm->pending, SHCA_QP_PEND_ERR,
+				  __ATOMIC_ACQ_REL);
+		marked = true;
+	}
+	pthread_mutex_unlock(&qp_table_lock);
+	if (marked)
+		shca_doorbell_ring();
+}
+
 struct shca_qp *shca_qp_lookup(uint32_t qpn)
 {
 	struct shca_qp *qp;
@@ -330,9 +356,13 @@ static int sq_init(struct shca_sq *sq, struct shca_pd *pd, uint32_t max_wr,
 	return 0;
 }
 
-/* Before the QP lets go of its PD: the ring may be the PD's. */
+/* Before the QP lets go of its PD: the ring may be the PD's.  The
+ * bounces of WQEs never completed (import_key.c) go. */
 static void sq_destroy(struct shca_sq *sq)
 {
+	for (; sq->head != sq->tail; sq->head++)
+		if (sq_entry(sq, sq->head)->imp)
+			shca_imp_drop(sq_entry(sq, sq->head)->imp);
 	pthread_mutex_destroy(&sq->lock);
 	shca_qbuf_free(&sq->mem);
 	sq->buf = NULL;
@@ -413,6 +443,7 @@ int shca_sq_push_gen(struct shca_qp *qp, const struct ibv_send_wr *wr,
 		w->wr.num_sge = 0;
 		w->inline_len = 0;
 		w->gen = gen;
+		w->imp = 0;
 		sq->ngen++;
 		__atomic_store_n(&sq->tail, sq->tail + 1, __ATOMIC_RELEASE);
 	}
@@ -451,6 +482,8 @@ void shca_sq_flush(struct shca_qp *qp)
 			shca_net_gen_flushed(qp, w);
 		else
 			complete_flushed(qp, w->wr.wr_id, w->wr.opcode);
+		if (w->imp)
+			shca_imp_drop(w->imp);
 		sq->head++;
 	}
 	sq->ngen = 0;
@@ -548,6 +581,7 @@ static void sq_store(struct shca_qp *qp, const struct ibv_send_wr *wr)
 	w->wr.next = NULL;
 	w->inline_len = 0;
 	w->gen = 0;
+	w->imp = 0;
 	if (wr_is_inline(wr, wr_info(wr->opcode))) {
 		unsigned char *p = (unsigned char *)w->sge;
 
@@ -568,6 +602,11 @@ static void sq_store(struct shca_qp *qp, const struct ibv_send_wr *wr)
 			       (size_t)wr->num_sge * sizeof(struct ibv_sge));
 		w->wr.sg_list = w->sge;
 		w->wr.send_flags &= ~(unsigned int)IBV_SEND_INLINE;
+		/* the owner's L_Keys on the net path's RC: a bounce of
+		 * the WQE's own (import_key.c) */
+		if (qp->pd &&
+		    __atomic_load_n(&qp->pd->prot->remote, __ATOMIC_ACQUIRE))
+			shca_imp_send_store(qp, w);
 	}
 	__atomic_store_n(&sq->tail, sq->tail + 1, __ATOMIC_RELEASE);
 }
@@ -689,12 +728,9 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		ret = -EINVAL;
 	}
 	for (; !ret && wr; wr = wr->next) {
-		/* the owner's L_Keys on an import of its PD: not for a
-		 * receive (docs/import.md) */
-		ret = shca_imp_recv_ok(qp->pd, qp->rq.max_sge, wr) ? 0 :
-								   -EOPNOTSUPP;
-		if (!ret)
-			ret = shca_rq_post_one(rq, wr);
+		/* the owner's L_Keys on an import of its PD: through a
+		 * bounce buffer (docs/import.md) */
+		ret = shca_imp_post_recv(rq, qp->pd, wr, false);
 		if (ret)
 			*bad = wr;
 		else if (state == IBV_QPS_ERR)

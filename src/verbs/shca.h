@@ -452,6 +452,9 @@ struct shca_send_wqe {
 	/* 0: the application's; else a WQE the QP made itself for a
 	 * rendezvous (net path): 1 + its slot in net.gen (transport.c) */
 	uint32_t gen;
+	/* 0, or the tag of the bounce buffer that sge[0] names in place of
+	 * the owner's L_Keys (import_key.c, net RC/XRC) */
+	uint32_t imp;
 	struct ibv_sge sge[];		/* max_send_sge entries, or inline */
 };
 
@@ -858,11 +861,27 @@ enum ibv_wc_status shca_imp_sge_iov(struct shca_pd *pd,
 /* scatter: buf to the owner's memory, its keys checked again */
 enum ibv_wc_status shca_imp_put(struct shca_imp_io *io);
 void shca_imp_done(struct shca_imp_io *io);
-/* May a receive on pd (of a QP or an SRQ whose SGEs are at most max_sge)
- * name these keys: false when pd is an import of another process's PD
- * and an SGE is not an MR of ours. */
-bool shca_imp_recv_ok(struct shca_pd *pd, uint32_t max_sge,
-		      const struct ibv_recv_wr *wr);
+/* Post one receive WR on rq of pd (tm: a tag-matching SRQ): the owner's
+ * L_Keys on an import of its PD through a bounce buffer; 0 or -errno. */
+int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
+		       const struct ibv_recv_wr *wr, bool tm);
+/* A receive completion carrying a bounce's tag (vendor_err): the bytes
+ * to the receive's own SGEs, the tag cleared, the status updated. */
+void shca_imp_recv_wc(struct ibv_wc *wc);
+/* The record of a tag that no completion will carry. */
+void shca_imp_drop(uint32_t tag);
+/* A send WQE just stored: a bounce for the net path's RC/XRC window. */
+void shca_imp_send_store(struct shca_qp *qp, struct shca_send_wqe *w);
+/* Its completion (w->imp set): the status it takes. */
+enum ibv_wc_status shca_imp_send_done(const struct shca_send_wqe *w,
+				      enum ibv_wc_status status);
+/* Does a receive completion carry a bounce's tag (cq.c)? */
+static inline bool shca_imp_wc_tagged(const struct ibv_wc *wc)
+{
+	return wc->vendor_err &&
+	       (wc->opcode == IBV_WC_RECV ||
+		wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM);
+}
 /* Does the requester use the owner's L_Keys on a QP of this type and
  * route (RC and XRC: the same host's only)? */
 bool shca_imp_route_ok(enum ibv_qp_type type, enum shca_route route);
@@ -895,6 +914,10 @@ int shca_dealloc_pd(struct ibv_pd *pd);
  * the events handed out (not at close). */
 int shca_pd_destroy(struct shca_pd *pd);
 int shca_mr_destroy(struct shca_mr *mr);
+/* An MR of the library's own in pd: no handle, local write only. */
+struct shca_mr *shca_mr_internal(struct shca_pd *pd, void *base,
+				 size_t length);
+void shca_mr_internal_free(struct shca_mr *mr);
 int shca_cq_destroy(struct shca_cq *cq, bool wait_acks);
 int shca_srq_destroy(struct shca_srq *srq, bool wait_acks);
 int shca_qp_destroy(struct shca_qp *qp, bool wait_acks);
@@ -1023,6 +1046,9 @@ int shca_rq_init(struct shca_rq *rq, uint32_t max_wr, uint32_t max_sge);
 void shca_rq_destroy(struct shca_rq *rq);
 /* post_one with rq->lock held: 0, -ENOMEM (full), -EINVAL. */
 int shca_rq_post_one(struct shca_rq *rq, const struct ibv_recv_wr *wr);
+/* ... with a bounce's tag in the WQE (import_key.c) */
+int shca_rq_post_imp(struct shca_rq *rq, const struct ibv_recv_wr *wr,
+		     uint32_t tag);
 /* Complete every WQE with IBV_WC_WR_FLUSH_ERR on cq (NULL: discard). */
 void shca_rq_flush(struct shca_rq *rq, struct shca_cq *cq, uint32_t qp_num);
 uint32_t shca_rq_count(const struct shca_rq *rq);
@@ -1053,6 +1079,8 @@ int shca_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 		   struct ibv_recv_wr **bad);
 /* The QP with this number in this process, or NULL. */
 struct shca_qp *shca_qp_lookup(uint32_t qpn);
+/* QP qpn of this process to the error state, by the engine (a mark). */
+void shca_qp_mark_error(uint32_t qpn);
 /* Every QP of this process (under the QP table's lock). */
 void shca_qp_foreach(void (*fn)(struct shca_qp *qp, void *arg), void *arg);
 

@@ -88,6 +88,8 @@ void shca_rq_destroy(struct shca_rq *rq)
 {
 	if (!rq->shm)
 		return;
+	/* the bounces of WQEs no one took (import_key.c) */
+	shca_rq_flush(rq, NULL, 0);
 	pthread_mutex_destroy(&rq->lock);
 	shca_rqshm_fini(rq->shm, &rq->ring);
 	shca_arena_free(rq->shm);
@@ -95,14 +97,20 @@ void shca_rq_destroy(struct shca_rq *rq)
 }
 
 /* As rxe checks a receive WR: a full queue first, then its SGE count. */
-int shca_rq_post_one(struct shca_rq *rq, const struct ibv_recv_wr *wr)
+int shca_rq_post_imp(struct shca_rq *rq, const struct ibv_recv_wr *wr,
+		     uint32_t tag)
 {
 	if (shca_rq_count(rq) >= rq->max_wr)
 		return -ENOMEM;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge ||
 	    (wr->num_sge && !wr->sg_list))
 		return -EINVAL;
-	return shca_rqshm_post(rq->shm, wr);
+	return shca_rqshm_post(rq->shm, wr, tag);
+}
+
+int shca_rq_post_one(struct shca_rq *rq, const struct ibv_recv_wr *wr)
+{
+	return shca_rq_post_imp(rq, wr, 0);
 }
 
 uint32_t shca_rq_count(const struct shca_rq *rq)
@@ -113,7 +121,9 @@ uint32_t shca_rq_count(const struct shca_rq *rq)
 /*
  * In the Error state every outstanding receive WQE completes with
  * IBV_WC_WR_FLUSH_ERR.  Only wr_id, status, opcode and qp_num are defined
- * for such a completion; the opcode of a receive is IBV_WC_RECV.
+ * for such a completion; the opcode of a receive is IBV_WC_RECV.  A WQE
+ * with a bounce (import_key.c) passes its tag on, or, with no CQ (the
+ * ring dropped), its record goes now.
  */
 void shca_rq_flush(struct shca_rq *rq, struct shca_cq *cq, uint32_t qp_num)
 {
@@ -134,7 +144,11 @@ void shca_rq_flush(struct shca_rq *rq, struct shca_cq *cq, uint32_t qp_num)
 			wc.status = IBV_WC_WR_FLUSH_ERR;
 			wc.opcode = IBV_WC_RECV;
 			wc.qp_num = qp_num;
-			shca_cq_push(cq, &wc, false);
+			wc.vendor_err = w->imp;
+			if (shca_cq_push(cq, &wc, false))
+				shca_imp_drop(w->imp);
+		} else if (w->imp) {
+			shca_imp_drop(w->imp);
 		}
 		shca_rqshm_pop(rq->shm);
 	}
@@ -566,10 +580,9 @@ int shca_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	}
 	pthread_mutex_lock(&rq->lock);
 	for (; wr; wr = wr->next) {
-		/* the owner's L_Keys on an import of its PD: not for a
-		 * receive (docs/import.md) */
-		ret = shca_imp_recv_ok(srq->pd, rq->max_sge, wr) ?
-			      shca_rq_post_one(rq, wr) : -EOPNOTSUPP;
+		/* the owner's L_Keys on an import of its PD: through a
+		 * bounce buffer (docs/import.md) */
+		ret = shca_imp_post_recv(rq, srq->pd, wr, srq->tm != NULL);
 		if (ret) {
 			*bad = wr;
 			break;
