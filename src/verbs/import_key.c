@@ -90,7 +90,7 @@ enum ibv_wc_status shca_imp_sge_iov(struct shca_pd *pd,
 	bool write = access & IBV_ACCESS_LOCAL_WRITE;
 	size_t total = 0, off = 0;
 	int i, k = 0, nown = 0;
-	struct shca_mr *mr;
+	void *ours;
 
 	if (!pd->remote)
 		return IBV_WC_LOC_PROT_ERR;
@@ -113,11 +113,10 @@ enum ibv_wc_status shca_imp_sge_iov(struct shca_pd *pd,
 
 		if (!s->length)
 			continue;
-		mr = shca_lookup_mr(pd, s->lkey, access, s->addr, s->length,
-				    false);
-		if (mr) {
-			iov[k].iov_base = (char *)mr->base +
-					  (s->addr - mr->iova);
+		ours = shca_lookup_addr(pd, s->lkey, access, s->addr,
+					s->length, false);
+		if (ours) {
+			iov[k].iov_base = ours;
 		} else {
 			/* an MR of ours that went meanwhile: none of the
 			 * owner's either if it does not fit */

@@ -418,13 +418,12 @@ enum ibv_wc_status shca_local_inv_exec(struct shca_qp *qp, uint32_t rkey)
 void *shca_rkey_addr(struct shca_pd *pd, uint32_t qpn, uint32_t rkey,
 		     unsigned int access, uint64_t va, uint64_t len)
 {
-	struct shca_mr *mr = shca_lookup_mr(pd, rkey, access, va, len, true);
+	void *addr = shca_lookup_addr(pd, rkey, access, va, len, true);
 	struct shca_mw *mw;
-	void *addr = NULL;
 	uint64_t wiova;
 
-	if (mr)
-		return (char *)mr->base + (va - mr->iova);
+	if (addr)
+		return addr;
 	shca_mr_table_lock();
 	mw = shca_mw_key_find(rkey);
 	if (mw && mw->key == rkey && mw_valid(mw) && mw->pd->prot == pd->prot &&
