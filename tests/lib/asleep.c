@@ -119,6 +119,28 @@ static bool call_for_good(const struct call *c, const void *want)
 	}
 }
 
+/* epoll_wait(epfd, events, max, timeout) and epoll_pwait (the same and a
+ * sigmask): a negative timeout is forever; epoll_pwait2 takes a
+ * timespec pointer, NULL forever. */
+static bool call_in_epoll(const struct call *c, const void *want)
+{
+	(void)want;
+	switch (c->nr) {
+#ifdef SYS_epoll_wait
+	case SYS_epoll_wait:
+		return (int)c->arg[3] < 0;
+#endif
+	case SYS_epoll_pwait:
+		return (int)c->arg[3] < 0;
+#ifdef SYS_epoll_pwait2
+	case SYS_epoll_pwait2:
+		return c->arg[3] == 0;
+#endif
+	default:
+		return false;
+	}
+}
+
 /*
  * glibc's pthread_cond_wait sleeps with FUTEX_WAIT_BITSET on a word of
  * the pthread_cond_t; a contended mutex sleeps with FUTEX_WAIT on the
@@ -190,4 +212,11 @@ void asleep_for_good(const char *file, int line, const pid_t *tid,
 	wait_for(file, line, tid, done,
 		 "poll on no fd without timeout (for good)", call_for_good,
 		 NULL);
+}
+
+void asleep_in_epoll(const char *file, int line, const pid_t *tid,
+		     const int *done)
+{
+	wait_for(file, line, tid, done,
+		 "epoll_wait without timeout", call_in_epoll, NULL);
 }
