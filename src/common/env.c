@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,4 +50,28 @@ uint16_t shca_port_base(void)
 		return SHCA_DEFAULT_PORT_BASE;
 	}
 	return (uint16_t)v;
+}
+
+int shca_net_spin_parse(const char *s, unsigned int *us)
+{
+	unsigned long long v;
+	char *end;
+
+	*us = 0;
+	if (!s || !*s)
+		return 0;
+	/* digits only: strtoull would take "-1" as a huge number, and
+	 * " 5" or "0x10" are not what the table documents */
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end)
+		return -EINVAL;
+	if (errno == ERANGE || v > SHCA_NET_SPIN_US_MAX) {
+		*us = SHCA_NET_SPIN_US_MAX;
+		return -ERANGE;
+	}
+	*us = (unsigned int)v;
+	return 0;
 }

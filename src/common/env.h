@@ -15,4 +15,15 @@
 
 bool shca_net_forced(void);
 
+/*
+ * SOFTHCA_NET_SPIN_US (engine/engine.c): how long the engine thread keeps
+ * looking for work without sleeping after it ran some, in microseconds.
+ * Parsed from s (NULL or "": 0, off): a decimal number 0 ..
+ * SHCA_NET_SPIN_US_MAX.  *us is what to use: the number, the maximum for
+ * one above it (-ERANGE), 0 for anything that is not a number (-EINVAL).
+ * 0 when it was taken as written.
+ */
+#define SHCA_NET_SPIN_US_MAX 1000u
+int shca_net_spin_parse(const char *s, unsigned int *us);
+
 #endif

@@ -38,7 +38,8 @@ enum shca_stat {
 	SHCA_STAT_CONN_RESETS,		/* TCP connections lost */
 	SHCA_STAT_FAULTS_INJECTED,	/* SOFTHCA_FAULTS actions taken */
 	/* flooding and exhaustion (docs/security.md) */
-	SHCA_STAT_ENGINE_WAKEUPS,	/* engine thread: epoll_wait returns */
+	SHCA_STAT_ENGINE_WAKEUPS,	/* engine thread: epoll_wait returns
+					 * (from a sleep, or with a batch) */
 	SHCA_STAT_NET_ACCEPT_BACKOFFS,	/* net listener paused: out of fds */
 	SHCA_STAT_SHM_ACCEPT_BACKOFFS,	/* same-host listener paused */
 	SHCA_STAT_NET_CONNS_REFUSED,	/* over SOFTHCA_NET_MAX_CONNS */
@@ -84,6 +85,10 @@ enum shca_stat {
 	SHCA_STAT_APP_PROGRESS,		/* batches of the engine's work an
 					 * application thread's empty poll
 					 * carried out itself */
+	SHCA_STAT_ENGINE_SPIN_BATCHES,	/* of engine_wakeups, the batches
+					 * found while it spun
+					 * (SOFTHCA_NET_SPIN_US): no sleep,
+					 * no wake-up paid */
 	SHCA_STAT_MAX
 };
 

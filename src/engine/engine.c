@@ -18,6 +18,7 @@
 #include <sys/timerfd.h>
 
 #include "../common/backoff.h"
+#include "../common/env.h"
 #include "../common/log.h"
 #include "../common/nocancel.h"
 #include "../common/stat.h"
@@ -325,10 +326,76 @@ static void engine_take_run_lock(void)
 	pthread_mutex_lock(&run_lock);
 }
 
+/*
+ * SOFTHCA_NET_SPIN_US (issue 15): after a batch, the engine thread looks
+ * again without sleeping for up to this long (ns here; 0: never), so
+ * that what comes soon after, the next message of a ping-pong above all,
+ * finds it awake instead of paying a wake-up.  Read once per engine.
+ */
+static uint64_t spin_ns;
+
+static void spin_read(void)
+{
+	const char *s = getenv("SOFTHCA_NET_SPIN_US");
+	unsigned int us;
+	int ret = shca_net_spin_parse(s, &us);
+
+	if (ret == -EINVAL)
+		shca_warn("SOFTHCA_NET_SPIN_US=%s: expected a number of "
+			  "microseconds (0 .. %u), spin off", s,
+			  SHCA_NET_SPIN_US_MAX);
+	else if (ret == -ERANGE)
+		shca_warn("SOFTHCA_NET_SPIN_US=%s: at most %u, using %u", s,
+			  SHCA_NET_SPIN_US_MAX, SHCA_NET_SPIN_US_MAX);
+	spin_ns = (uint64_t)us * 1000u;
+}
+
+/*
+ * Spin only where it takes no CPU from the application: a thread that
+ * may run on one CPU only (taskset) shares it with the application's
+ * threads, and a spin there delays the very thread it waits for
+ * (README: pinned ib_write_lat 13x slower on average with the spin
+ * forced there).  Asked again at most every 100 ms (taskset -p may
+ * change it), not for every batch.  Engine thread only.
+ */
+static bool spin_here(uint64_t now)
+{
+	static uint64_t asked_at;
+	static bool many;
+	cpu_set_t set;
+
+	if (!asked_at || now - asked_at >= 100000000ull) {
+		many = !sched_getaffinity(0, sizeof(set), &set) &&
+		       CPU_COUNT(&set) > 1;
+		asked_at = now;
+	}
+	return many;
+}
+
+/*
+ * Look for a batch without sleeping until the clock reaches until: its
+ * size, 0 when the time ran out with nothing, or < 0 (epoll_wait's
+ * error).  Bounded by until whatever comes: the caller sleeps next.
+ * Between looks the CPU goes to whoever else wants it (sched_yield).
+ */
+static int engine_spin(struct epoll_event *evs, uint64_t until)
+{
+	int n;
+
+	for (;;) {
+		n = epoll_wait(epfd, evs, 16, 0);
+		if (n)
+			return n;
+		if (shca_now_ns() >= until)
+			return 0;
+		sched_yield();
+	}
+}
+
 static void *engine_main(void *arg)
 {
 	struct epoll_event evs[16];
-
+	uint64_t spin_until = 0;
 	sigset_t all;
 
 	(void)arg;
@@ -336,21 +403,34 @@ static void *engine_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	in_engine = true;
+	spin_read();
 	/* held until the process ends: how peers know it did (arena.h) */
 	shca_arena_hold_life();
 	for (;;) {
 		uint64_t gen = __atomic_load_n(&app_runs, __ATOMIC_ACQUIRE);
-		int n = epoll_wait(epfd, evs, 16, -1);
+		int n = 0;
 
+		if (spin_until) {
+			n = engine_spin(evs, spin_until);
+			spin_until = 0;
+			if (n > 0)
+				shca_stat_add(shca_stat_proc(),
+					      SHCA_STAT_ENGINE_SPIN_BATCHES, 1);
+		}
+		if (!n)
+			n = epoll_wait(epfd, evs, 16, -1);
+		/* counted, a batch found by the spin too (not its empty
+		 * looks): an idle engine's count stands still, a runaway
+		 * one's runs away (tests/security/flood.c) */
+		if (n >= 0)
+			shca_stat_add(shca_stat_proc(),
+				      SHCA_STAT_ENGINE_WAKEUPS, 1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			shca_err("engine: epoll_wait: %s", strerror(errno));
 			return NULL;
 		}
-		/* counted: an idle engine's count stands still, a spinning
-		 * one's runs away (tests/security/flood.c) */
-		shca_stat_add(shca_stat_proc(), SHCA_STAT_ENGINE_WAKEUPS, 1);
 		engine_take_run_lock();
 		/* an application thread was the engine meanwhile: what woke
 		 * us may be done, and a callback must not read a socket on
@@ -360,6 +440,14 @@ static void *engine_main(void *arg)
 		if (n > 0)
 			run_batch(evs, n);
 		pthread_mutex_unlock(&run_lock);
+		/* bounded: a spin starts only after a batch, and ends
+		 * spin_ns after it, in a sleep unless another came */
+		if (n > 0 && spin_ns) {
+			uint64_t now = shca_now_ns();
+
+			if (spin_here(now))
+				spin_until = now + spin_ns;
+		}
 	}
 	return NULL;
 }

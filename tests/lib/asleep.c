@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* A thread asleep in an expected system call: see asleep.h. */
+#include <dirent.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
@@ -119,6 +120,28 @@ static bool call_for_good(const struct call *c, const void *want)
 	}
 }
 
+/* epoll_wait(epfd, events, max, timeout) and epoll_pwait (the same and a
+ * sigmask): a negative timeout is forever; epoll_pwait2 takes a
+ * timespec pointer, NULL forever. */
+static bool call_in_epoll(const struct call *c, const void *want)
+{
+	(void)want;
+	switch (c->nr) {
+#ifdef SYS_epoll_wait
+	case SYS_epoll_wait:
+		return (int)c->arg[3] < 0;
+#endif
+	case SYS_epoll_pwait:
+		return (int)c->arg[3] < 0;
+#ifdef SYS_epoll_pwait2
+	case SYS_epoll_pwait2:
+		return c->arg[3] == 0;
+#endif
+	default:
+		return false;
+	}
+}
+
 /*
  * glibc's pthread_cond_wait sleeps with FUTEX_WAIT_BITSET on a word of
  * the pthread_cond_t; a contended mutex sleeps with FUTEX_WAIT on the
@@ -190,4 +213,52 @@ void asleep_for_good(const char *file, int line, const pid_t *tid,
 	wait_for(file, line, tid, done,
 		 "poll on no fd without timeout (for good)", call_for_good,
 		 NULL);
+}
+
+/* One look at every thread but the caller: the id of one asleep in
+ * epoll_wait without timeout, or 0; what each was doing in seen. */
+static pid_t some_in_epoll(char *seen, size_t size)
+{
+	pid_t self = (pid_t)syscall(SYS_gettid), found = 0;
+	struct dirent *de;
+	struct call c;
+	size_t off = 0;
+	DIR *d = opendir("/proc/self/task");
+
+	seen[0] = '\0';
+	if (!d)
+		return 0;
+	while (!found && (de = readdir(d))) {
+		pid_t tid = (pid_t)atoi(de->d_name);
+		bool asleep;
+
+		if (tid <= 0 || tid == self)
+			continue;
+		asleep = read_call(tid, &c);
+		if (asleep && call_in_epoll(&c, NULL))
+			found = tid;
+		else if (off < size)
+			off += (size_t)snprintf(seen + off, size - off,
+						"%s%d: \"%s\"", off ? ", " : "",
+						(int)tid, c.line);
+	}
+	closedir(d);
+	return found;
+}
+
+pid_t asleep_some_in_epoll(const char *file, int line)
+{
+	const char *t = getenv("TEST_TIMEOUT");
+	long rounds = (t ? atol(t) : 60) * 1000 / 2;	/* of 1 ms */
+	char seen[512] = "no other thread";
+	pid_t tid;
+
+	for (; rounds > 0; rounds--) {
+		tid = some_in_epoll(seen, sizeof(seen));
+		if (tid)
+			return tid;
+		usleep(1000);
+	}
+	harness_fail(file, line, "no thread slept in epoll_wait without "
+		     "timeout; last seen in /proc: %s", seen);
 }

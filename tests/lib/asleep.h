@@ -19,6 +19,14 @@
  *   ASSERT_ASLEEP_FOR_GOOD(&tid, done)
  *	tid sleeps in poll/ppoll on no fd without timeout, or in pause():
  *	where a reader of a destroyed channel is left to sleep.
+ *   ASSERT_SOME_THREAD_IN_EPOLL()
+ *	a thread of this process other than the caller sleeps in
+ *	epoll_wait/epoll_pwait without timeout (or epoll_pwait2 with
+ *	none): where an idle engine thread must be, not in a look with
+ *	timeout 0 nor between looks.  Any thread, since a sanitizer adds
+ *	threads of its own; in a process whose only epoll user is
+ *	softhca's engine (no librdmacm), that is the engine.  Returns
+ *	its id.
  *
  * tid is read with acquire until non-zero (the thread stores its own,
  * asleep_self(), before it calls the verb).  done, if not NULL, is the
@@ -44,11 +52,15 @@ void asleep_in_cond(const char *file, int line, const pid_t *tid,
 void asleep_for_good(const char *file, int line, const pid_t *tid,
 		     const int *done);
 
+pid_t asleep_some_in_epoll(const char *file, int line);
+
 #define ASSERT_ASLEEP_ON_FD(tid, done, fd) \
 	asleep_on_fd(__FILE__, __LINE__, tid, done, fd)
 #define ASSERT_ASLEEP_IN_COND(tid, done, cond) \
 	asleep_in_cond(__FILE__, __LINE__, tid, done, cond)
 #define ASSERT_ASLEEP_FOR_GOOD(tid, done) \
 	asleep_for_good(__FILE__, __LINE__, tid, done)
+#define ASSERT_SOME_THREAD_IN_EPOLL() \
+	asleep_some_in_epoll(__FILE__, __LINE__)
 
 #endif
