@@ -51,6 +51,7 @@
 #include <sys/socket.h>
 
 #include "harness.h"
+#include "fdpass.h"
 #include "common.h"
 #include "ep.h"
 #include "xrc_ep.h"
@@ -97,53 +98,6 @@ struct cmd {
 	uint32_t off, len, seed;
 	int32_t status;			/* S: the completion's */
 };
-
-static void send_fd(int sock, int fd, const void *data, size_t len)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { (void *)data, len };
-	struct msghdr msg;
-	struct cmsghdr *cm;
-
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = u.buf;
-	msg.msg_controllen = sizeof(u.buf);
-	cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	ASSERT_EQ(sendmsg(sock, &msg, 0), (ssize_t)len);
-}
-
-static int recv_fd(int sock, void *data, size_t len)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { data, len };
-	struct msghdr msg;
-	struct cmsghdr *cm;
-	int fd;
-
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = u.buf;
-	msg.msg_controllen = sizeof(u.buf);
-	ASSERT_EQ(recvmsg(sock, &msg, 0), (ssize_t)len);
-	cm = CMSG_FIRSTHDR(&msg);
-	ASSERT_NOT_NULL(cm);
-	ASSERT_EQ(cm->cmsg_type, SCM_RIGHTS);
-	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-	return fd;
-}
 
 /* An RC endpoint on ctx/pd (on srq if not NULL) with mr over buf, its
  * QP in INIT. */
@@ -646,7 +600,7 @@ static void importer(int sock, void *arg)
 	struct offer of;
 	int fd;
 
-	fd = recv_fd(sock, &of, sizeof(of));
+	fd = fdpass_recv(sock, &of, sizeof(of));
 	ic = ibv_import_device(fd);
 	ASSERT_NOT_NULL(ic);
 	pd = ibv_import_pd(ic, of.pd_handle);
@@ -713,7 +667,7 @@ static void owner(const struct arg *ar, bool net)
 	of.addr = (uintptr_t)buf;
 	of.length = mr->length;
 	of.a = a.self;
-	send_fd(d.fd, ctx->cmd_fd, &of, sizeof(of));
+	fdpass_send(d.fd, ctx->cmd_fd, &of, sizeof(of));
 	if (ar->s != S_SENDS) {
 		struct ep_info iinfo;
 

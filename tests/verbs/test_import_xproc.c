@@ -43,6 +43,7 @@
 #include <sys/socket.h>
 
 #include "harness.h"
+#include "fdpass.h"
 #include "common.h"
 #include "ep.h"
 
@@ -72,53 +73,6 @@ struct offer {
 	uint64_t addr;
 	char dev[64];
 };
-
-static void send_fd(int sock, int fd, const void *data, size_t len)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { (void *)data, len };
-	struct msghdr msg;
-	struct cmsghdr *cm;
-
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = u.buf;
-	msg.msg_controllen = sizeof(u.buf);
-	cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	ASSERT_EQ(sendmsg(sock, &msg, 0), (ssize_t)len);
-}
-
-static int recv_fd(int sock, void *data, size_t len)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { data, len };
-	struct msghdr msg;
-	struct cmsghdr *cm;
-	int fd;
-
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = u.buf;
-	msg.msg_controllen = sizeof(u.buf);
-	ASSERT_EQ(recvmsg(sock, &msg, 0), (ssize_t)len);
-	cm = CMSG_FIRSTHDR(&msg);
-	ASSERT_NOT_NULL(cm);
-	ASSERT_EQ(cm->cmsg_type, SCM_RIGHTS);
-	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-	return fd;
-}
 
 /* An endpoint of type on ctx/pd with mr over buf (an address of this
  * process, or of the owner for an imported MR), its QP in INIT. */
@@ -225,7 +179,7 @@ static void importer(int sock, void *arg)
 	int fd, f;
 
 	(void)arg;
-	fd = recv_fd(sock, &of, sizeof(of));
+	fd = fdpass_recv(sock, &of, sizeof(of));
 
 	/* a forged command file proves nothing */
 	f = forge(fd);
@@ -458,7 +412,7 @@ static void from_another_process(void)
 	of.addr = (uintptr_t)buf;
 	snprintf(of.dev, sizeof(of.dev), "%s",
 		 ibv_get_device_name(ctx->device));
-	send_fd(d.fd, ctx->cmd_fd, &of, sizeof(of));
+	fdpass_send(d.fd, ctx->cmd_fd, &of, sizeof(of));
 
 	duo_expect(d.fd, 'r');
 	ASSERT_EQ(ep_find_pattern_diff(buf + RECV, MSG, 3, 0), -1);
@@ -515,7 +469,7 @@ static void late_importer(int sock, void *arg)
 	int fd;
 
 	(void)arg;
-	fd = recv_fd(sock, &of, sizeof(of));
+	fd = fdpass_recv(sock, &of, sizeof(of));
 	duo_expect(sock, 'x');
 	ASSERT_NULL_ERRNO(ibv_import_device(fd), EINVAL);
 	close(fd);
@@ -534,7 +488,7 @@ TEST(import_after_owner_closed)
 	pd = ibv_alloc_pd(ctx);
 	ASSERT_NOT_NULL(pd);
 	memset(&of, 0, sizeof(of));
-	send_fd(d.fd, ctx->cmd_fd, &of, sizeof(of));
+	fdpass_send(d.fd, ctx->cmd_fd, &of, sizeof(of));
 	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
 	ASSERT_EQ(ibv_close_device(ctx), 0);
 	/* the process stays, with another context (its socket answers) */
@@ -559,7 +513,7 @@ static void net_importer(int sock, void *arg)
 	int fd;
 
 	(void)arg;
-	fd = recv_fd(sock, &of, sizeof(of));
+	fd = fdpass_recv(sock, &of, sizeof(of));
 	ic = ibv_import_device(fd);
 	ASSERT_NOT_NULL(ic);
 	pd = ibv_import_pd(ic, of.pd_handle);
@@ -646,7 +600,7 @@ TEST(net_path)
 	of.pd_handle = pd->handle;
 	of.mr_handle = mr->handle;
 	of.addr = (uintptr_t)buf;
-	send_fd(d.fd, ctx->cmd_fd, &of, sizeof(of));
+	fdpass_send(d.fd, ctx->cmd_fd, &of, sizeof(of));
 	duo_expect(d.fd, 'n');
 	duo_wait(&d);
 	ASSERT_EQ(ibv_dereg_mr(mr), 0);
@@ -676,7 +630,7 @@ static void short_owner(int sock, void *arg)
 	of.pd_handle = pd->handle;
 	of.mr_handle = mr->handle;
 	of.addr = (uintptr_t)buf;
-	send_fd(sock, ctx->cmd_fd, &of, sizeof(of));
+	fdpass_send(sock, ctx->cmd_fd, &of, sizeof(of));
 	duo_expect(sock, 'x');
 	/* exits with everything open */
 }
@@ -695,7 +649,7 @@ TEST(owner_gone)
 	ep_skip_if_netns();
 	unsetenv("SOFTHCA_NET");
 	duo_fork(&d, short_owner, NULL);
-	fd = recv_fd(d.fd, &of, sizeof(of));
+	fd = fdpass_recv(d.fd, &of, sizeof(of));
 	ic = ibv_import_device(fd);
 	ASSERT_NOT_NULL(ic);
 	pd = ibv_import_pd(ic, of.pd_handle);
