@@ -480,6 +480,30 @@ void ep_poll(struct ibv_cq *cq, struct ibv_wc *wc, int n)
 	}
 }
 
+struct ibv_wc ep_spin_one(struct ibv_cq *cq)
+{
+	struct timespec t0, t;
+	struct ibv_wc wc;
+	unsigned long n = 0;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!(r = ibv_poll_cq(cq, 1, &wc))) {
+		if (++n % 4096)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 10)
+			harness_fail(__FILE__, __LINE__,
+				     "no completion after 10 s");
+	}
+	ASSERT_EQ(r, 1);
+	if (wc.status != IBV_WC_SUCCESS)
+		harness_fail(__FILE__, __LINE__, "wr_id %llu: %s",
+			     (unsigned long long)wc.wr_id,
+			     ibv_wc_status_str(wc.status));
+	return wc;
+}
+
 /* ------------------------------------------------------------------ */
 /* Helpers of the error and event tests                                */
 

@@ -96,6 +96,10 @@ uint32_t ep_mtu_bytes(const struct ep *e);
 
 /* Wait for n completions on cq (fails the test after ~10 s). */
 void ep_poll(struct ibv_cq *cq, struct ibv_wc *wc, int n);
+/* One successful completion, spinning on ibv_poll_cq without a pause
+ * (the thread that makes the net path's progress: issue 15); fails the
+ * test after ~10 s or on an error status. */
+struct ibv_wc ep_spin_one(struct ibv_cq *cq);
 
 /* Exchange ep_info over fd (both sides call it). */
 void ep_exchange(int fd, const struct ep_info *mine, struct ep_info *theirs);

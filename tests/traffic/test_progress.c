@@ -45,32 +45,6 @@ static void net_on(void)
 	setenv("SOFTHCA_NET", "1", 1);
 }
 
-/* One completion, spinning on ibv_poll_cq (no sleep: the poller is
- * what is under test); fails after 10 s. */
-static struct ibv_wc spin_one(struct ibv_cq *cq)
-{
-	struct timespec t0, t;
-	struct ibv_wc wc;
-	unsigned long n = 0;
-	int r;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (!(r = ibv_poll_cq(cq, 1, &wc))) {
-		if (++n % 4096)
-			continue;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if (t.tv_sec - t0.tv_sec > 10)
-			harness_fail(__FILE__, __LINE__,
-				     "no completion after 10 s");
-	}
-	ASSERT_EQ(r, 1);
-	if (wc.status != IBV_WC_SUCCESS)
-		harness_fail(__FILE__, __LINE__, "wr_id %llu: %s",
-			     (unsigned long long)wc.wr_id,
-			     ibv_wc_status_str(wc.status));
-	return wc;
-}
-
 /* ------------------------------------------------------------------ */
 /* Ping-pong: i-th message carries ep_pattern(i) both ways             */
 
@@ -82,7 +56,7 @@ static void pp_send(struct ep *e, uint32_t i)
 
 static void pp_recv(struct ep *e, uint32_t i)
 {
-	struct ibv_wc wc = spin_one(e->rcq);
+	struct ibv_wc wc = ep_spin_one(e->rcq);
 	int64_t d;
 
 	ASSERT_U64_EQ(wc.wr_id, i);
@@ -103,12 +77,12 @@ static void pingpong(struct ep *e, bool first, uint32_t base)
 		ASSERT_EQ(ep_post_recv(e, i, 4096, MSG), 0);
 		if (first) {
 			pp_send(e, i);
-			spin_one(e->scq);
+			ep_spin_one(e->scq);
 			pp_recv(e, i);
 		} else {
 			pp_recv(e, i);
 			pp_send(e, i);
-			spin_one(e->scq);
+			ep_spin_one(e->scq);
 		}
 	}
 }
@@ -389,10 +363,10 @@ TEST(two_threads_poll_one_cq)
 					  0, 0), 0);
 			/* a window of 32 in flight */
 			if (i >= 32)
-				spin_one(a.scq);
+				ep_spin_one(a.scq);
 		}
 		for (i = 0; i < 32; i++)
-			spin_one(a.scq);
+			ep_spin_one(a.scq);
 	}
 	duo_expect(d.fd, 'd');
 	ep_net_check();
@@ -462,7 +436,7 @@ TEST(channel_waiter_does_the_work)
 		/* let the peer fall asleep in get_cq_event first */
 		usleep(200);
 		pp_send(&a, i);
-		spin_one(a.scq);
+		ep_spin_one(a.scq);
 		if ((i + 1) % PINGS)
 			continue;
 		xread(d.fd, &theirs, sizeof(theirs));

@@ -37,31 +37,6 @@ static long long spin_batches(void)
 	return ep_stat_counter(SOFTHCA_TOOL, getpid(), "engine_spin_batches");
 }
 
-/* One completion, spinning on ibv_poll_cq; fails after 10 s. */
-static void spin_one(struct ibv_cq *cq, uint64_t wr_id)
-{
-	struct timespec t0, t;
-	struct ibv_wc wc;
-	unsigned long n = 0;
-	int r;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (!(r = ibv_poll_cq(cq, 1, &wc))) {
-		if (++n % 4096)
-			continue;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if (t.tv_sec - t0.tv_sec > 10)
-			harness_fail(__FILE__, __LINE__,
-				     "no completion after 10 s");
-	}
-	ASSERT_EQ(r, 1);
-	if (wc.status != IBV_WC_SUCCESS)
-		harness_fail(__FILE__, __LINE__, "wr_id %llu: %s",
-			     (unsigned long long)wc.wr_id,
-			     ibv_wc_status_str(wc.status));
-	ASSERT_U64_EQ(wc.wr_id, wr_id);
-}
-
 /* i goes a to b, then b to a, each checked byte by byte. */
 static void one_way(struct ep *from, struct ep *to, uint32_t i)
 {
@@ -71,8 +46,8 @@ static void one_way(struct ep *from, struct ep *to, uint32_t i)
 	ASSERT_EQ(ep_post_recv(to, i, RECV_OFF, MSG), 0);
 	ep_fill_pattern(from->buf, MSG, i, 0);
 	ASSERT_EQ(ep_post(from, i, IBV_WR_SEND, 0, MSG, 0, 0), 0);
-	spin_one(from->scq, i);
-	spin_one(to->rcq, i);
+	ASSERT_U64_EQ(ep_spin_one(from->scq).wr_id, i);
+	ASSERT_U64_EQ(ep_spin_one(to->rcq).wr_id, i);
 	d = ep_find_pattern_diff(to->buf + RECV_OFF, MSG, i, 0);
 	if (d >= 0)
 		harness_fail(__FILE__, __LINE__, "message %u: byte %lld", i,
