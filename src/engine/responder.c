@@ -119,22 +119,13 @@ static struct shca_mr_shm *key_slot(struct shca_peer *p, uint32_t key)
 	return shca_mr_table_entry(p->arena, p->arena_size, slot);
 }
 
-/*
- * The responder's MR or memory window for key, reached through QP q: PD,
- * access and [addr, addr + len) in its iova space.  A window is an R_Key
- * only (remote), with its own rights and bounds (its binding lies within
- * its MR, checked at the bind: verbs/mw.c), and a type 2 window is
- * reached only through the QP it is bound to.  On success *va is the
- * responder's virtual address of addr.  -ENOKEY when nothing of the PD
- * has the key for this use (unknown, deregistered, invalidated, another
- * PD's or QP's: what guessing produces), -EACCES when the access or the
- * range is wrong, -EBUSY when no access lane came free (the lane is
- * claimed before the entry is read: mem.h).  The key index and the table
- * are the responder's bytes: both look-ups are bounded (shm/mrkey.c).
- */
-static int key_entry(struct shca_peer *p, uint32_t qpn, uint32_t pd,
-		     uint32_t key, uint32_t access, uint64_t addr,
-		     uint64_t len, bool remote, bool note, uint64_t *va)
+/* lookup_key's reading of key's entry, under the lane the caller holds:
+ * through QP q (its qpn read only for a type 2 window: q's record may be
+ * changing), or, q NULL, through the QP numbered qpn. */
+static int key_entry(struct shca_peer *p, const struct shca_qp_shm *q,
+		     uint32_t qpn, uint32_t pd, uint32_t key, uint32_t access,
+		     uint64_t addr, uint64_t len, bool remote, bool note,
+		     uint64_t *va)
 {
 	struct shca_mr_shm e, *slot;
 
@@ -143,7 +134,8 @@ static int key_entry(struct shca_peer *p, uint32_t qpn, uint32_t pd,
 	    e.pd != pd)
 		return -ENOKEY;
 	if ((e.flags & SHCA_MR_SHM_MW) &&
-	    (!remote || ((e.flags & SHCA_MR_SHM_MW_QP) && e.qpn != qpn)))
+	    (!remote || ((e.flags & SHCA_MR_SHM_MW_QP) &&
+			 e.qpn != (q ? q->qpn : qpn))))
 		return -ENOKEY;
 	if (note)
 		shca_mem_note(p, &e);
@@ -168,6 +160,19 @@ static int key_entry(struct shca_peer *p, uint32_t qpn, uint32_t pd,
 	return 0;
 }
 
+/*
+ * The responder's MR or memory window for key, reached through QP q: PD,
+ * access and [addr, addr + len) in its iova space.  A window is an R_Key
+ * only (remote), with its own rights and bounds (its binding lies within
+ * its MR, checked at the bind: verbs/mw.c), and a type 2 window is
+ * reached only through the QP it is bound to.  On success *va is the
+ * responder's virtual address of addr.  -ENOKEY when nothing of the PD
+ * has the key for this use (unknown, deregistered, invalidated, another
+ * PD's or QP's: what guessing produces), -EACCES when the access or the
+ * range is wrong, -EBUSY when no access lane came free (the lane is
+ * claimed before the entry is read: mem.h).  The key index and the table
+ * are the responder's bytes: both look-ups are bounded (shm/mrkey.c).
+ */
 static int lookup_key(struct shca_peer *p, const struct shca_qp_shm *q,
 		      uint32_t pd, uint32_t key, uint32_t access,
 		      uint64_t addr, uint64_t len, bool remote, uint64_t *va)
@@ -176,8 +181,8 @@ static int lookup_key(struct shca_peer *p, const struct shca_qp_shm *q,
 		return -ENOKEY;
 	if (shca_mem_claim(p, key))
 		return -EBUSY;
-	return key_entry(p, q ? q->qpn : 0, pd, key, access, addr, len,
-			 remote, true, va);
+	return key_entry(p, q, 0, pd, key, access, addr, len, remote, true,
+			 va);
 }
 
 /*
@@ -207,7 +212,8 @@ int shca_respond_hold(struct shca_peer *p, uint32_t qpn, uint32_t pd,
 		return -ENOKEY;
 	if (shca_mem_lane_take(p, key, lane))
 		return -EBUSY;
-	ret = key_entry(p, qpn, pd, key, access, addr, len, true, false, &a);
+	ret = key_entry(p, NULL, qpn, pd, key, access, addr, len, true, false,
+			&a);
 	if (ret) {
 		shca_mem_lane_put(lane);
 		return ret;
