@@ -20,6 +20,7 @@
 struct shca_qp;
 struct shca_send_wqe;
 struct shca_peer;
+struct shca_lane;
 struct shca_xfer;
 struct shca_xfer_result;
 struct shca_stat_block;
@@ -200,5 +201,12 @@ void shca_xfer_count(struct shca_stat_block *b, const struct shca_xfer *x,
  * address in p, or -ENOKEY, -EACCES, -EBUSY. */
 int shca_owner_lkey(struct shca_peer *p, uint32_t pd, uint32_t key,
 		    uint32_t access, uint64_t addr, uint64_t len, uint64_t *va);
+/* The net path's own reads and writes of this process's (p's) memory
+ * through an R_Key, under an access lane held in *lane until unhold
+ * (shca_stages.hold, .unhold): 0 with *va, or -ENOKEY, -EACCES, -EBUSY. */
+int shca_respond_hold(struct shca_peer *p, uint32_t qpn, uint32_t pd,
+		      uint32_t key, uint32_t access, uint64_t addr,
+		      uint64_t len, struct shca_lane *lane, void **va);
+void shca_respond_unhold(struct shca_lane *lane);
 
 #endif

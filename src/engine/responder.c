@@ -119,37 +119,26 @@ static struct shca_mr_shm *key_slot(struct shca_peer *p, uint32_t key)
 	return shca_mr_table_entry(p->arena, p->arena_size, slot);
 }
 
-/*
- * The responder's MR or memory window for key, reached through QP q: PD,
- * access and [addr, addr + len) in its iova space.  A window is an R_Key
- * only (remote), with its own rights and bounds (its binding lies within
- * its MR, checked at the bind: verbs/mw.c), and a type 2 window is
- * reached only through the QP it is bound to.  On success *va is the
- * responder's virtual address of addr.  -ENOKEY when nothing of the PD
- * has the key for this use (unknown, deregistered, invalidated, another
- * PD's or QP's: what guessing produces), -EACCES when the access or the
- * range is wrong, -EBUSY when no access lane came free (the lane is
- * claimed before the entry is read: mem.h).  The key index and the table
- * are the responder's bytes: both look-ups are bounded (shm/mrkey.c).
- */
-static int lookup_key(struct shca_peer *p, const struct shca_qp_shm *q,
-		      uint32_t pd, uint32_t key, uint32_t access,
-		      uint64_t addr, uint64_t len, bool remote, uint64_t *va)
+/* lookup_key's reading of key's entry, under the lane the caller holds:
+ * through QP q (its qpn read only for a type 2 window: q's record may be
+ * changing), or, q NULL, through the QP numbered qpn. */
+static int key_entry(struct shca_peer *p, const struct shca_qp_shm *q,
+		     uint32_t qpn, uint32_t pd, uint32_t key, uint32_t access,
+		     uint64_t addr, uint64_t len, bool remote, bool note,
+		     uint64_t *va)
 {
 	struct shca_mr_shm e, *slot;
 
-	if (!key || key == UINT32_MAX)
-		return -ENOKEY;
-	if (shca_mem_claim(p, key))
-		return -EBUSY;
 	slot = key_slot(p, key);
 	if (!slot || !shca_mr_shm_read(slot, &e) || e.key != key ||
 	    e.pd != pd)
 		return -ENOKEY;
 	if ((e.flags & SHCA_MR_SHM_MW) &&
-	    (!remote || ((e.flags & SHCA_MR_SHM_MW_QP) && e.qpn != q->qpn)))
+	    (!remote || ((e.flags & SHCA_MR_SHM_MW_QP) &&
+			 e.qpn != (q ? q->qpn : qpn))))
 		return -ENOKEY;
-	shca_mem_note(p, &e);
+	if (note)
+		shca_mem_note(p, &e);
 	if ((e.access & access) != access)
 		return -EACCES;
 	if (len == LOOKUP_WHOLE_MR) {
@@ -169,6 +158,73 @@ static int lookup_key(struct shca_peer *p, const struct shca_qp_shm *q,
 					IBV_ACCESS_REMOTE_ATOMIC)))
 		return -EACCES;
 	return 0;
+}
+
+/*
+ * The responder's MR or memory window for key, reached through QP q: PD,
+ * access and [addr, addr + len) in its iova space.  A window is an R_Key
+ * only (remote), with its own rights and bounds (its binding lies within
+ * its MR, checked at the bind: verbs/mw.c), and a type 2 window is
+ * reached only through the QP it is bound to.  On success *va is the
+ * responder's virtual address of addr.  -ENOKEY when nothing of the PD
+ * has the key for this use (unknown, deregistered, invalidated, another
+ * PD's or QP's: what guessing produces), -EACCES when the access or the
+ * range is wrong, -EBUSY when no access lane came free (the lane is
+ * claimed before the entry is read: mem.h).  The key index and the table
+ * are the responder's bytes: both look-ups are bounded (shm/mrkey.c).
+ */
+static int lookup_key(struct shca_peer *p, const struct shca_qp_shm *q,
+		      uint32_t pd, uint32_t key, uint32_t access,
+		      uint64_t addr, uint64_t len, bool remote, uint64_t *va)
+{
+	if (!key || key == UINT32_MAX)
+		return -ENOKEY;
+	if (shca_mem_claim(p, key))
+		return -EBUSY;
+	return key_entry(p, q, 0, pd, key, access, addr, len, remote, true,
+			 va);
+}
+
+/*
+ * The net path's own accesses of this process's registered memory that
+ * outlast a request's checks (net/transport.c: the READ responses, read
+ * packet by packet; a WRITE's middle packets received straight into
+ * place): R_Key key, through QP qpn of PD pd (its identity in the
+ * arena), with access over [addr, addr + len), as lookup_mr checks it,
+ * under a lane of p (this process's arena) claimed before the entry is
+ * read and held in *lane until the caller puts it back after its last
+ * byte (shca_respond_unhold): ibv_dereg_mr, a rereg, a window's
+ * invalidation or deallocation clear the entry and then wait for it
+ * (shm/seg.c), so once they return the net path neither reads nor
+ * writes the old range.  Apart from the thread's access in progress
+ * (shm/mem.h): a caller inside one loses nothing.  0 with *va, the
+ * address here; or -ENOKEY, -EACCES, -EBUSY, and no lane held.
+ */
+int shca_respond_hold(struct shca_peer *p, uint32_t qpn, uint32_t pd,
+		      uint32_t key, uint32_t access, uint64_t addr,
+		      uint64_t len, struct shca_lane *lane, void **va)
+{
+	uint64_t a;
+	int ret;
+
+	lane->lane = NULL;
+	if (!p || !p->self || !key || key == UINT32_MAX)
+		return -ENOKEY;
+	if (shca_mem_lane_take(p, key, lane))
+		return -EBUSY;
+	ret = key_entry(p, NULL, qpn, pd, key, access, addr, len, true, false,
+			&a);
+	if (ret) {
+		shca_mem_lane_put(lane);
+		return ret;
+	}
+	*va = (void *)(uintptr_t)a;
+	return 0;
+}
+
+void shca_respond_unhold(struct shca_lane *lane)
+{
+	shca_mem_lane_put(lane);
 }
 
 /*

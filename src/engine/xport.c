@@ -9,6 +9,8 @@
 
 const struct shca_stages shca_stages = {
 	.respond = shca_respond,
+	.hold = shca_respond_hold,
+	.unhold = shca_respond_unhold,
 	.count = shca_xfer_count,
 	.wqe_length = shca_wqe_length,
 	.wqe_local_iov = shca_wqe_local_iov,

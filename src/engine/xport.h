@@ -217,6 +217,19 @@ struct shca_stages {
 	 */
 	void (*count)(struct shca_stat_block *b, const struct shca_xfer *x,
 		      bool requester);
+	/*
+	 * responder.c: what the net path reads or writes of this process's
+	 * registered memory after a request's checks (the READ responses,
+	 * a WRITE's direct placement): R_Key key through QP qpn of PD pd
+	 * (its identity in the arena), checked as respond checks it, under
+	 * an access lane of p (this process) that *lane holds until
+	 * unhold, after the last byte (ibv_dereg_mr and its kin wait for
+	 * it: shm/seg.c).  0 with *va, or -errno and nothing held.
+	 */
+	int (*hold)(struct shca_peer *p, uint32_t qpn, uint32_t pd,
+		    uint32_t key, uint32_t access, uint64_t addr,
+		    uint64_t len, struct shca_lane *lane, void **va);
+	void (*unhold)(struct shca_lane *lane);
 	/* requester.c: a send WQE's length, its local buffers checked
 	 * against this process's MR table, a UD message's GRH */
 	uint64_t (*wqe_length)(const struct shca_send_wqe *w);

@@ -1683,6 +1683,8 @@ static bool place_match(const unsigned char *h, const struct shca_net_place *p,
  * (net.h).  The bytes already buffered are the start of the first frame.
  * 1: something was received, 0: not now (nothing expected, the buffered
  * bytes are something else, nothing to read), -1: the connection is gone.
+ * Whatever place_fn said, placed_fn hears once, after the last byte of
+ * p.dst touched here (the transport holds the memory in between).
  */
 static int read_placed(struct shca_conn *c)
 {
@@ -1694,7 +1696,7 @@ static int read_placed(struct shca_conn *c)
 	size_t pre = c->rlen, fsz, total, pos;
 	uint32_t k, j, good = 0;
 	ssize_t n;
-	int first;
+	int first, ret = 1;
 
 	c->expect = false;
 	memset(&p, 0, sizeof(p));
@@ -1703,14 +1705,9 @@ static int read_placed(struct shca_conn *c)
 	fsz = FL + (size_t)p.mtu;
 	c->placing = false;
 	if (k < 2 || k * fsz > RBUF_SIZE || pre >= fsz ||
-	    (pre >= FL && !place_match(c->rbuf, &p, 0)))
-		return 0;
-	/* what is buffered goes where it belongs in the first frame */
-	memcpy(hb[0], c->rbuf, MIN(pre, (size_t)FL));
-	if (pre > FL) {
-		SHCA_DMA_BEGIN();
-		memcpy(p.dst, c->rbuf + FL, pre - FL);
-		SHCA_DMA_END();
+	    (pre >= FL && !place_match(c->rbuf, &p, 0))) {
+		ret = 0;
+		goto done;
 	}
 	for (j = 0; j < k; j++) {
 		v[2 * j].iov_base = hb[j];
@@ -1718,6 +1715,9 @@ static int read_placed(struct shca_conn *c)
 		v[2 * j + 1].iov_base = p.dst + (size_t)j * p.mtu;
 		v[2 * j + 1].iov_len = p.mtu;
 	}
+	/* what is buffered is the start of the first frame: it is not
+	 * taken out of the buffer before the rest has come (EAGAIN leaves
+	 * it there, and p.dst untouched) */
 	first = pre >= FL;
 	v[first].iov_base = (char *)v[first].iov_base + (pre - first * FL);
 	v[first].iov_len -= pre - first * FL;
@@ -1728,10 +1728,20 @@ static int read_placed(struct shca_conn *c)
 		n = recvmsg(c->fd, &mh, MSG_DONTWAIT);
 	} while (n < 0 && errno == EINTR);
 	SHCA_DMA_END();
-	if (n < 0 && errno == EAGAIN)
-		return 0;		/* the buffered bytes are still there */
-	if (n <= 0)
-		return -1;
+	if (n < 0 && errno == EAGAIN) {
+		ret = 0;		/* the buffered bytes are still there */
+		goto done;
+	}
+	if (n <= 0) {
+		ret = -1;
+		goto done;
+	}
+	memcpy(hb[0], c->rbuf, MIN(pre, (size_t)FL));
+	if (pre > FL) {
+		SHCA_DMA_BEGIN();
+		memcpy(p.dst, c->rbuf + FL, pre - FL);
+		SHCA_DMA_END();
+	}
 	total = pre + (size_t)n;
 	c->rlen = 0;
 	while (good < k && total >= (good + 1) * fsz &&
@@ -1742,8 +1752,6 @@ static int read_placed(struct shca_conn *c)
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_RCVD_PKTS, good);
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_RCVD_BYTES,
 			      (uint64_t)good * (SHCA_BTH_LEN + p.mtu));
-		__atomic_load_n(&placed_fn, __ATOMIC_RELAXED)(
-			c, c->expect_qpn, shca_bth_psn(&p.bth), good);
 	}
 	/* the rest of the stream, whatever it is, as if read the usual way */
 	SHCA_DMA_BEGIN();
@@ -1759,7 +1767,10 @@ static int read_placed(struct shca_conn *c)
 		pos += d;
 	}
 	SHCA_DMA_END();
-	return 1;
+done:
+	__atomic_load_n(&placed_fn, __ATOMIC_RELAXED)(
+		c, c->expect_qpn, shca_bth_psn(&p.bth), good);
+	return ret;
 }
 
 static void conn_read(struct shca_conn *c)

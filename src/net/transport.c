@@ -1427,6 +1427,7 @@ static bool rd_sibling(const struct shca_qp *qp, const struct shca_net_read *e)
 static bool rd_pump(struct shca_qp *qp)
 {
 	struct shca_conn *c = qp->net.rd_conn;
+	struct shca_peer *self = self_peer();
 	uint32_t mtu = path_mtu(qp);
 
 	/* the connection the READs came on closed since: its object may
@@ -1443,7 +1444,9 @@ static bool rd_pump(struct shca_qp *qp)
 		unsigned char hdr[HDR_MAX];
 		struct shca_wire_msg r;
 		struct iovec pl = { NULL, 0 };
+		struct shca_lane lane = { NULL, 0 };
 		ssize_t hlen;
+		int sent;
 
 		if (shca_net_queued(c) >= RD_QUEUED) {
 			shca_net_flush(c);
@@ -1453,17 +1456,19 @@ static bool rd_pump(struct shca_qp *qp)
 		pl.iov_len = MIN((uint64_t)mtu, e->len - MIN((uint64_t)e->len, off));
 		/* the memory again: a region deregistered since then ends
 		 * the responses (the requester times out, asks again, and
-		 * is refused) */
+		 * is refused); held (an access lane) until the packet has
+		 * its copy, so that a deregistration waits for it */
 		if (pl.iov_len && rd_sibling(qp, e)) {
 			pl.iov_base = rd_sibling_read(qp, e, off, pl.iov_len);
 		} else if (pl.iov_len) {
 			struct shca_pd *pd = rd_pd(qp, e);
 
-			if (pd)
-				pl.iov_base = shca_rkey_addr(
-					pd, qp->ibqp.qp_num, e->rkey,
-					IBV_ACCESS_REMOTE_READ, e->va + off,
-					pl.iov_len);
+			if (pd && shca_stages.hold(
+					  self, qp->ibqp.qp_num,
+					  pd->prot->obj.handle, e->rkey,
+					  IBV_ACCESS_REMOTE_READ, e->va + off,
+					  pl.iov_len, &lane, &pl.iov_base))
+				pl.iov_base = NULL;
 		}
 		if (pl.iov_len && !pl.iov_base) {
 			rd_clear(qp);
@@ -1483,9 +1488,12 @@ static bool rd_pump(struct shca_qp *qp)
 		r.payload_len = (uint32_t)pl.iov_len;
 		r.payload = pl.iov_base;
 		hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &r);
-		if (hlen < 0 ||
-		    qp_send(qp, c, hdr, (size_t)hlen, &pl, pl.iov_len ? 1 : 0,
-			    SHCA_NET_COPY | SHCA_NET_MORE, NULL)) {
+		sent = hlen < 0 ? -1 :
+		       qp_send(qp, c, hdr, (size_t)hlen, &pl,
+			       pl.iov_len ? 1 : 0,
+			       SHCA_NET_COPY | SHCA_NET_MORE, NULL);
+		shca_stages.unhold(&lane);	/* copied (or dropped) */
+		if (sent) {
 			/* the connection is gone: so are the responses */
 			rd_clear(qp);
 			break;
@@ -1787,9 +1795,19 @@ static bool admitted(struct shca_conn *c, struct shca_qp *qp)
 }
 
 /*
+ * The access lane a placement holds, from place_where to place_done: the
+ * engine's (the thread that reads a connection), which calls one and
+ * then the other with nothing in between but the receive (conn.c
+ * read_placed), and holds no lane across reads: a peer that stops
+ * sending mid-WRITE keeps no deregistration waiting.
+ */
+static __thread struct shca_lane place_lane;
+
+/*
  * Where the next middle packets of qpn's WRITE in progress go, for conn.c
  * to receive them there (net.h).  Everything a packet would be checked for
- * is checked again here: state, PSN, R_Key, access and bounds.
+ * is checked again here: state, PSN, R_Key, access and bounds; the range
+ * is held (place_lane) until place_done.
  */
 static void place_where(struct shca_conn *c, uint32_t qpn,
 			struct shca_net_place *p)
@@ -1797,11 +1815,13 @@ static void place_where(struct shca_conn *c, uint32_t qpn,
 	struct shca_qp *qp = shca_qp_lookup(qpn);
 	unsigned char hdr[HDR_MAX];
 	struct shca_wire_msg m;
-	unsigned char *dst;
+	struct shca_peer *self = self_peer();
+	void *dst = NULL;
 	uint32_t mtu, n;
 	uint64_t va;
 
-	if (!qp)
+	place_lane.lane = NULL;
+	if (!qp || !self)
 		return;
 	pthread_mutex_lock(&qp->exec_lock);
 	mtu = path_mtu(qp);
@@ -1815,11 +1835,6 @@ static void place_where(struct shca_conn *c, uint32_t qpn,
 	    !(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE))
 		goto out;
 	va = qp->net.rx_va + qp->net.rx_len;
-	/* an MR's or a memory window's (verbs/mw.c) */
-	dst = shca_rkey_addr(qp->pd, qp->ibqp.qp_num, qp->net.rx_rkey,
-			     IBV_ACCESS_REMOTE_WRITE, va, (uint64_t)n * mtu);
-	if (!dst)
-		goto out;
 	/* the BTH of the next packet as a softhca requester builds it */
 	memset(&m, 0, sizeof(m));
 	m.opcode = data_opcode(qp, IBV_WR_RDMA_WRITE, 1, 3);
@@ -1827,6 +1842,12 @@ static void place_where(struct shca_conn *c, uint32_t qpn,
 	m.dqpn = qp->ibqp.qp_num;
 	m.psn = qp->net.epsn;
 	if (shca_wire_build_hdr(hdr, sizeof(hdr), &m) != SHCA_BTH_LEN)
+		goto out;
+	/* an MR's or a memory window's, held (an access lane) until
+	 * place_done: a deregistration waits until the bytes are in */
+	if (shca_stages.hold(self, qp->ibqp.qp_num, qp->pd->prot->obj.handle,
+			     qp->net.rx_rkey, IBV_ACCESS_REMOTE_WRITE, va,
+			     (uint64_t)n * mtu, &place_lane, &dst))
 		goto out;
 	memcpy(&p->bth, hdr, SHCA_BTH_LEN);
 	p->dst = dst;
@@ -1836,13 +1857,21 @@ out:
 	pthread_mutex_unlock(&qp->exec_lock);
 }
 
-/* conn.c placed n middle packets of qpn's WRITE from psn on. */
+/* conn.c placed n middle packets of qpn's WRITE from psn on (n 0: none,
+ * and place_where's answer is let go all the same). */
 static void place_done(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 		       uint32_t n)
 {
-	struct shca_qp *qp = shca_qp_lookup(qpn);
+	struct shca_qp *qp;
 	uint32_t mtu;
 
+	/* conn.c is done with the memory: a deregistration may go on (the
+	 * lane let go before exec_lock: a LOCAL_INV that holds it may be
+	 * waiting for this very lane) */
+	shca_stages.unhold(&place_lane);
+	if (!n)
+		return;
+	qp = shca_qp_lookup(qpn);
 	if (!qp) {
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_DROPPED_PKTS, n);
 		return;

@@ -226,6 +226,13 @@ struct shca_seg_shm {
 #define SHCA_LANE_PID(w)	((pid_t)(uint32_t)((w) >> 32))
 #define SHCA_LANE_KEY(w)	((uint32_t)(w))
 
+/* A lane held by its claimer (shm/mem.c shca_mem_lane_take): where, and
+ * the word it holds (lane NULL: none). */
+struct shca_lane {
+	uint64_t *lane;
+	uint64_t word;
+};
+
 /* Work-request-independent receive WQE, as stored in RQ/SRQ rings. */
 struct shca_recv_wqe_shm {
 	uint64_t wr_id;

@@ -148,6 +148,41 @@ int shca_mem_claim(struct shca_peer *p, uint32_t key)
 	return 0;
 }
 
+int shca_mem_lane_take(struct shca_peer *p, uint32_t key, struct shca_lane *l)
+{
+	uint32_t idx;
+	int ret;
+
+	l->lane = NULL;
+	l->word = SHCA_LANE_WORD(shca_getpid(), key);
+	if (!p->lanes)
+		return 0;
+	ret = lane_claim(p->lanes, l->word, &idx);
+	if (ret) {
+		shca_warn_once("no free access lane in the arena of pid %d",
+			       (int)p->pid);
+		return ret;
+	}
+	l->lane = &p->lanes[idx];
+#if !defined(__x86_64__) && !defined(__i386__)
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);	/* as shca_mem_claim */
+#endif
+	return 0;
+}
+
+void shca_mem_lane_put(struct shca_lane *l)
+{
+	uint64_t word = l->word;
+
+	if (!l->lane)
+		return;
+	/* after the last load or store of the memory (release); ours only,
+	 * as shca_mem_end */
+	__atomic_compare_exchange_n(l->lane, &word, 0, false,
+				    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+	l->lane = NULL;
+}
+
 void shca_mem_note(struct shca_peer *p, const struct shca_mr_shm *e)
 {
 	if (cur.p != p)

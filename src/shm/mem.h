@@ -49,6 +49,19 @@ void shca_mem_note(struct shca_peer *p, const struct shca_mr_shm *e);
 void shca_mem_end(struct shca_peer *p);
 
 /*
+ * One lane of p for key, held apart from the thread's access in progress
+ * (which it neither needs nor touches): for this process's net path, whose
+ * reads and writes of its own registered memory outlast a request's
+ * checks (READ responses, a WRITE's direct placement: engine/responder.c
+ * shca_respond_hold).  Claimed as shca_mem_claim claims one (before the
+ * MR entry is read), released by shca_mem_lane_put after the last byte;
+ * ibv_dereg_mr's drain waits for it.  0 (l->lane NULL when p has no
+ * lanes), or -EBUSY.  Put is idempotent.
+ */
+int shca_mem_lane_take(struct shca_peer *p, uint32_t key, struct shca_lane *l);
+void shca_mem_lane_put(struct shca_lane *l);
+
+/*
  * Copy local iovecs to the responder's remote ones (write) or back
  * (read): 0 or -errno (-ESRCH: the responder is gone; a page that
  * faulted: -EFAULT when it is one of ours, the local list's, and
