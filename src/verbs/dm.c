@@ -2,12 +2,15 @@
 /*
  * Device memory (ibv_alloc_dm(3)).  On a NIC it is memory on the card
  * that the host maps; softhca's "device" is this process, so a DM is
- * memory softhca owns: a private anonymous mapping the application never
- * sees, reached only through ibv_memcpy_to_dm / ibv_memcpy_from_dm and
- * through the DM MRs registered on it.  A DM MR is an ordinary MR over
- * that memory (mr.c), so it is re-backed by the pool and mapped by peers
- * on this host like any other (shm/seg.c), and reached by the net path's
- * responder like any other.
+ * memory softhca owns: a memfd of its own, sealed against shrinking and
+ * growing, mapped shared where the application never sees it, reached
+ * only through ibv_memcpy_to_dm / ibv_memcpy_from_dm and through the DM
+ * MRs registered on it.  A DM MR is an ordinary MR over that memory
+ * (mr.c): a shared mapping of a sealed memfd is handed to peers on this
+ * host as it is (shm/seg_file.c), and the net path's responder reaches
+ * it like any other.  The memfd is what an importer in another process
+ * maps (docs/import.md: import_rem.c hands it over by SCM_RIGHTS), so
+ * that both name the same memory.
  *
  * The rules are mlx5's and the kernel's (docs/dm-odp.md):
  *   - comp_mask must be 0, length not 0, at most max_dm_size (the
@@ -22,10 +25,12 @@
  *     usecnt).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "shca.h"
 
@@ -125,6 +130,28 @@ static void dm_uncharge(size_t len)
 	pthread_mutex_unlock(&dm_lock);
 }
 
+/* The DM's memory: a sealed memfd of map_len bytes mapped shared, or
+ * MAP_FAILED (errno). */
+static void *dm_map(size_t map_len, int *fdp)
+{
+	int fd = memfd_create("softhca-dm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	void *mem;
+
+	if (fd < 0)
+		return MAP_FAILED;
+	if (ftruncate(fd, (off_t)map_len) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		close(fd);
+		return MAP_FAILED;
+	}
+	mem = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (mem == MAP_FAILED)
+		close(fd);
+	else
+		*fdp = fd;
+	return mem;
+}
+
 struct ibv_dm *shca_alloc_dm(struct ibv_context *ctx,
 			     struct ibv_alloc_dm_attr *attr)
 {
@@ -146,8 +173,7 @@ struct ibv_dm *shca_alloc_dm(struct ibv_context *ctx,
 		goto err_charge;
 	dm->length = attr->length;
 	dm->map_len = (attr->length + ps - 1) & ~(ps - 1);
-	dm->mem = mmap(NULL, dm->map_len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	dm->mem = dm_map(dm->map_len, &dm->fd);
 	if (dm->mem == MAP_FAILED)
 		goto err_free;
 	shca_dm_init_pub(&dm->ibdm, ctx);
@@ -155,6 +181,7 @@ struct ibv_dm *shca_alloc_dm(struct ibv_context *ctx,
 			   &dm->ibdm.handle);
 	if (ret) {
 		munmap(dm->mem, dm->map_len);
+		close(dm->fd);
 		free(dm);
 		dm_uncharge(attr->length);
 		return SHCA_ERR_PTR(-ret);
@@ -178,18 +205,78 @@ int shca_dm_destroy(struct shca_dm *dm)
 		return ret;
 	}
 	munmap(dm->mem, dm->map_len);
-	dm_uncharge(dm->length);
+	close(dm->fd);
+	if (!dm->remote)
+		dm_uncharge(dm->length);
 	shca_obj_retire(&dm->obj, dm, sizeof(*dm));
 	return 0;
+}
+
+/*
+ * The owner's word is hostile: the length as ibv_alloc_dm allows it, the
+ * descriptor a regular file at least that long (page-rounded) and sealed
+ * against shrinking (a file that can shrink under the mapping would make
+ * a copy raise SIGBUS here).  Not charged to this process's budget: the
+ * memory is the owner's.
+ */
+struct shca_dm *shca_dm_map_remote(struct ibv_context *ctx, int fd,
+				   uint64_t length)
+{
+	size_t ps = shca_page_size();
+	struct shca_dm *dm = NULL;
+	struct stat st;
+	int seals, ret = EPROTO;
+
+	if (!length || length > SHCA_MAX_DM_SIZE || fstat(fd, &st) ||
+	    !S_ISREG(st.st_mode))
+		goto err;
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK) ||
+	    (uint64_t)st.st_size < ((length + ps - 1) & ~(ps - 1)))
+		goto err;
+	ret = ENOMEM;
+	dm = calloc(1, sizeof(*dm));
+	if (!dm)
+		goto err;
+	dm->length = length;
+	dm->map_len = (length + ps - 1) & ~(ps - 1);
+	dm->remote = true;
+	dm->fd = fd;
+	dm->mem = mmap(NULL, dm->map_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       fd, 0);
+	if (dm->mem == MAP_FAILED)
+		goto err;
+	shca_dm_init_pub(&dm->ibdm, ctx);
+	ret = -shca_obj_add(&dm->obj, SHCA_OT_DM, ctx, &dm->ibdm,
+			    &dm->ibdm.handle);
+	if (!ret)
+		return dm;
+	munmap(dm->mem, dm->map_len);
+err:
+	free(dm);
+	close(fd);
+	return SHCA_ERR_PTR(ret);
 }
 
 /* A handle that names no DM: ENOENT, as the kernel's object lookup. */
 int shca_free_dm(struct ibv_dm *ibdm)
 {
-	struct shca_dm *dm = dm_get(ibdm);
-
+	struct shca_dm *dm;
+	uint32_t h;
 	int ret;
 
+	/* another process's DM: its owner frees it (docs/import.md); an MR
+	 * of ours on the import holds it as one of the owner's would */
+	if (shca_import_ahandle(ibdm, SHCA_OT_DM, &h)) {
+		dm = dm_get(ibdm);
+		ret = dm && __atomic_load_n(&dm->refs, __ATOMIC_RELAXED);
+		if (dm)
+			shca_obj_put(&dm->obj);
+		if (ret)
+			return shca_ret_errno(EBUSY);
+		return shca_ret_errno(shca_rimport_destroy(ibdm, SHCA_OT_DM));
+	}
+	dm = dm_get(ibdm);
 	if (!dm)
 		return shca_ret_errno(-ENOENT);
 	ret = shca_dm_destroy(dm);

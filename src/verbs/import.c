@@ -264,12 +264,14 @@ static struct shca_proxy *proxy_take(const void *pub, enum shca_otype t)
 	return p;
 }
 
-/* An import of another process's PD is gone: its shadow too, unless a
- * QP or MR of ours still uses it (the context's close takes it then). */
+/* An import of another process's PD or DM is gone: its shadow too,
+ * unless a QP or MR of ours still uses it (the context's close takes it
+ * then). */
 static void shadow_free(struct shca_proxy *p)
 {
 	struct shca_proxy *q;
 	struct shca_pd *pd;
+	struct shca_dm *dm;
 
 	if (!p->shadow)
 		return;
@@ -281,6 +283,13 @@ static void shadow_free(struct shca_proxy *p)
 	pthread_mutex_unlock(&imp_lock);
 	if (q)
 		return;
+	if (p->type == SHCA_OT_DM) {
+		dm = shca_dm_lookup(p->shadow, NULL);
+		if (dm && shca_dm_destroy(dm))
+			shca_warn("ibv_unimport_dm: MRs here still use the "
+				  "import; it goes with its context");
+		return;
+	}
 	pd = shca_pd_lookup(p->shadow, NULL);
 	if (pd && shca_pd_destroy(pd))
 		shca_warn("ibv_unimport_pd: the import is still in use here; "
@@ -558,15 +567,66 @@ void ibv_unimport_mr(struct ibv_mr *mr)
 	unimport(mr, SHCA_OT_MR, "mr");
 }
 
+/*
+ * A DM of another process: its owner hands over the memfd behind it
+ * (import_rem.c), mapped here as a shadow DM of the importing context
+ * (dm.c), so that both processes name the same memory: copies, and the
+ * MRs registered on the import, reach the owner's bytes.  The proxy
+ * handed out has the owner's handle and is an alias of the shadow.
+ */
+static struct ibv_dm *rimport_dm(struct ibv_context *ctx,
+				 struct shca_rfile *rf, uint32_t handle)
+{
+	struct shca_proxy *p;
+	struct shca_dm *dm;
+	struct shca_obj *o;
+	uint64_t length;
+	int ret, fd;
+
+	ret = shca_rimport_dm(rf, handle, &length, &fd);
+	if (ret)
+		return SHCA_ERR_PTR(-ret);
+	dm = shca_dm_map_remote(ctx, fd, length);
+	if (!dm)
+		return NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		if (shca_dm_lookup(&dm->ibdm, NULL))
+			shca_dm_destroy(dm);
+		return SHCA_ERR_PTR(ENOMEM);
+	}
+	p->type = SHCA_OT_DM;
+	p->ctx = ctx;
+	p->handle = handle;
+	p->ahandle = dm->ibdm.handle;
+	p->remote = true;
+	p->shadow = &dm->ibdm;
+	shca_dm_init_pub(&p->u.dm, ctx);
+	p->u.dm.handle = handle;
+	proxy_link(p);
+	o = shca_obj_alias(SHCA_OT_DM, dm->ibdm.handle, ctx, p);
+	if (!o) {
+		p = proxy_take(&p->u, SHCA_OT_DM);
+		if (p) {
+			shadow_free(p);
+			free(p);
+		}
+		return SHCA_ERR_PTR(ENOENT);
+	}
+	shca_obj_put(o);
+	return &p->u.dm;
+}
+
 struct ibv_dm *ibv_import_dm(struct ibv_context *context, uint32_t dm_handle)
 {
 	struct shca_proxy *p;
 	struct shca_obj *o;
 
-	/* device memory of another process: not offered (docs/import.md) */
 	if (shca_ctx_live(context) &&
 	    shca_ufile_rfile(to_sctx(context)->ufile))
-		return SHCA_ERR_PTR(EOPNOTSUPP);
+		return rimport_dm(context,
+				  shca_ufile_rfile(to_sctx(context)->ufile),
+				  dm_handle);
 	p = proxy_new(SHCA_OT_DM, context, dm_handle, &o);
 	if (!p)
 		return NULL;

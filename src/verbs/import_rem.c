@@ -18,9 +18,12 @@
  *   IMP_PD    a PD of the file: its identity in the owner's arena (the
  *             handle of the PD MRs and QPs are compared by)
  *   IMP_MR    an MR of the file: keys, length, access, iova, PD identity
- *   IMP_DEALLOC_PD, IMP_DEREG_MR
- *             destroy a PD or an MR of the file through an import (the
- *             owner's own verb: EBUSY for a PD in use; the lanes drained)
+ *   IMP_DM    a DM of the file: its length, and its memfd (SCM_RIGHTS,
+ *             with the answer) for the importer to map (dm.c)
+ *   IMP_DEALLOC_PD, IMP_DEREG_MR, IMP_FREE_DM
+ *             destroy a PD, an MR or a DM of the file through an import
+ *             (the owner's own verb: EBUSY for a PD or a DM in use; the
+ *             lanes drained)
  *
  * Imports take no reference (the kernel's import is a query by handle):
  * the owner's objects stay its own, and its destroy ends them for every
@@ -37,6 +40,7 @@
  * range before use.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +84,8 @@ enum imp_op {
 	IMP_MR,
 	IMP_DEALLOC_PD,
 	IMP_DEREG_MR,
+	IMP_DM,
+	IMP_FREE_DM,
 };
 
 struct imp_req {
@@ -195,9 +201,27 @@ static int srv_mr(struct imp_srv *s, uint32_t handle, struct imp_ans *a)
 	return 0;
 }
 
-/* The end of a connection (engine thread). */
-/* IMP_DEALLOC_PD, IMP_DEREG_MR: the owner's destroy, as if through its
- * own name (docs/import.md: a destroy through any name destroys). */
+/* IMP_DM: a DM of the file, by handle: its length, and a descriptor of
+ * its memfd in *fd (the caller closes it once sent). */
+static int srv_dm(struct imp_srv *s, uint32_t handle, struct imp_ans *a,
+		  int *fd)
+{
+	struct shca_obj *o = shca_obj_find_file(SHCA_OT_DM, handle, s->dev,
+						s->ino);
+	struct shca_dm *dm;
+
+	if (!o)
+		return -ENOENT;
+	dm = container_of(o, struct shca_dm, obj);
+	a->length = dm->length;
+	*fd = fcntl(dm->fd, F_DUPFD_CLOEXEC, 0);
+	shca_obj_put(o);
+	return *fd < 0 ? -ENOMEM : 0;
+}
+
+/* IMP_DEALLOC_PD, IMP_DEREG_MR, IMP_FREE_DM: the owner's destroy, as if
+ * through its own name (docs/import.md: a destroy through any name
+ * destroys). */
 static int srv_destroy(struct imp_srv *s, enum shca_otype t, uint32_t handle)
 {
 	struct shca_obj *o = shca_obj_find_file(t, handle, s->dev, s->ino);
@@ -206,9 +230,12 @@ static int srv_destroy(struct imp_srv *s, enum shca_otype t, uint32_t handle)
 		return -ENOENT;
 	if (t == SHCA_OT_PD)
 		return shca_pd_destroy(container_of(o, struct shca_pd, obj));
+	if (t == SHCA_OT_DM)
+		return shca_dm_destroy(container_of(o, struct shca_dm, obj));
 	return shca_mr_destroy(container_of(o, struct shca_mr, obj));
 }
 
+/* The end of a connection (engine thread). */
 static void srv_end(int fd, struct imp_srv *s)
 {
 	struct imp_srv **pp;
@@ -244,7 +271,15 @@ static void srv_event(int fd, uint32_t events, void *arg)
 	struct imp_srv *s = arg;
 	struct imp_req r;
 	struct imp_ans a;
-	int got = -1, n;
+	int got = -1, out = -1, n;
+	struct iovec iov = { &a, sizeof(a) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr msg;
+	struct cmsghdr *cm;
+	ssize_t sent;
 
 	(void)events;
 	n = shca_sock_recv_fds(fd, &r, sizeof(r), &got, 1);
@@ -277,12 +312,34 @@ static void srv_event(int fd, uint32_t events, void *arg)
 	case IMP_DEREG_MR:
 		a.ret = srv_destroy(s, SHCA_OT_MR, r.handle);
 		break;
+	case IMP_DM:
+		a.ret = srv_dm(s, r.handle, &a, &out);
+		break;
+	case IMP_FREE_DM:
+		a.ret = srv_destroy(s, SHCA_OT_DM, r.handle);
+		break;
 	default:
 		a.ret = -EINVAL;
 		break;
 	}
-	if (send(fd, &a, sizeof(a), MSG_DONTWAIT | MSG_NOSIGNAL) !=
-	    (ssize_t)sizeof(a))
+	/* one answer, with the DM's descriptor for IMP_DM */
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	if (out >= 0) {
+		memset(&u, 0, sizeof(u));
+		msg.msg_control = u.buf;
+		msg.msg_controllen = sizeof(u.buf);
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &out, sizeof(int));
+	}
+	sent = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (out >= 0)
+		close(out);
+	if (sent != (ssize_t)sizeof(a))
 		srv_end(fd, s);
 }
 
@@ -335,23 +392,43 @@ void shca_rimport_serve(void)
 /* The importer's side                                                 */
 
 /* One request (with fd if >= 0) and its answer: 0 or the answer's
- * -errno, -EIO when the owner is gone or answers nonsense. */
-static int rf_call(struct shca_rfile *rf, uint32_t op, uint32_t handle,
-		   int fd, struct imp_ans *a)
+ * -errno, -EIO when the owner is gone or answers nonsense.  got: a
+ * descriptor the answer brings (-1: none; closed unless the answer is
+ * 0); NULL: none expected (one sent anyway is not received). */
+static int rf_call_fd(struct shca_rfile *rf, uint32_t op, uint32_t handle,
+		      int fd, struct imp_ans *a, int *got)
 {
 	struct imp_req r = { IMP_MAGIC, op, handle };
 	int ret = -EIO;
 	ssize_t n;
 
+	if (got)
+		*got = -1;
 	pthread_mutex_lock(&rf->lock);
 	if (rf->fd >= 0 &&
 	    !shca_sock_send_fds(rf->fd, &r, sizeof(r), &fd, fd >= 0)) {
-		n = recv(rf->fd, a, sizeof(*a), 0);
+		if (got)
+			n = shca_sock_recv_fds(rf->fd, a, sizeof(*a), got, 1) <
+					    0 ?
+				    -1 :
+				    (ssize_t)sizeof(*a);
+		else
+			n = recv(rf->fd, a, sizeof(*a), 0);
 		if (n == (ssize_t)sizeof(*a))
 			ret = a->ret > 0 || a->ret < -4095 ? -EIO : a->ret;
 	}
 	pthread_mutex_unlock(&rf->lock);
+	if (ret && got && *got >= 0) {
+		close(*got);
+		*got = -1;
+	}
 	return ret;
+}
+
+static int rf_call(struct shca_rfile *rf, uint32_t op, uint32_t handle,
+		   int fd, struct imp_ans *a)
+{
+	return rf_call_fd(rf, op, handle, fd, a, NULL);
 }
 
 void shca_rfile_free(struct shca_rfile *rf)
@@ -482,11 +559,29 @@ int shca_rimport_mr(struct shca_rfile *rf, uint32_t handle,
 	return 0;
 }
 
+/* The answer's descriptor is checked by dm.c (shca_dm_map_remote). */
+int shca_rimport_dm(struct shca_rfile *rf, uint32_t handle,
+		    uint64_t *length, int *fd)
+{
+	struct imp_ans a;
+	int ret = rf_call_fd(rf, IMP_DM, handle, -1, &a, fd);
+
+	if (ret)
+		return ret == -EIO ? -ENOENT : ret;
+	if (*fd < 0)
+		return -EPROTO;	/* an answer without its memory */
+	*length = a.length;
+	return 0;
+}
+
 int shca_rimport_destroy_call(struct shca_rfile *rf, enum shca_otype t,
 			      uint32_t handle)
 {
 	struct imp_ans a;
-	int ret = rf_call(rf, t == SHCA_OT_PD ? IMP_DEALLOC_PD : IMP_DEREG_MR,
+	int ret = rf_call(rf,
+			  t == SHCA_OT_PD ? IMP_DEALLOC_PD :
+			  t == SHCA_OT_DM ? IMP_FREE_DM :
+					    IMP_DEREG_MR,
 			  handle, -1, &a);
 
 	return ret == -EIO ? -ENOENT : ret;

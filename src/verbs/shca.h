@@ -329,10 +329,13 @@ struct shca_mr {
 struct shca_dm {
 	struct ibv_dm ibdm;
 	struct shca_obj obj;
-	void *mem;			/* private anonymous, page-rounded */
+	void *mem;			/* fd mapped shared, page-rounded */
 	size_t length;			/* as allocated (ibv_alloc_dm_attr) */
 	size_t map_len;			/* mem's mapping */
 	int refs;			/* DM MRs on it */
+	int fd;				/* the memfd behind mem (sealed) */
+	bool remote;			/* another process's DM, imported
+					 * (import.c): not in our budget */
 };
 
 /*
@@ -831,11 +834,14 @@ int shca_rimport_pd(struct shca_rfile *rf, uint32_t handle, int *slot,
 		    pid_t *pid, uint32_t *pd_id);
 int shca_rimport_mr(struct shca_rfile *rf, uint32_t handle,
 		    struct shca_rmr *m);
-/* Destroy the owner's PD or MR (t) by handle: 0 or -errno. */
+/* import_dm against the owner: its length and memfd (*fd), 0 or -errno */
+int shca_rimport_dm(struct shca_rfile *rf, uint32_t handle,
+		    uint64_t *length, int *fd);
+/* Destroy the owner's PD, MR or DM (t) by handle: 0 or -errno. */
 int shca_rimport_destroy_call(struct shca_rfile *rf, enum shca_otype t,
 			      uint32_t handle);
-/* A destroy through pub: if it is an import of another process's PD or
- * MR (t), the owner destroys the object and the import goes: 0 or
+/* A destroy through pub: if it is an import of another process's PD,
+ * MR or DM (t), the owner destroys the object and the import goes: 0 or
  * -errno; -ENOENT if pub is none. */
 int shca_rimport_destroy(const void *pub, enum shca_otype t);
 /* The owner's server for importers (started with the listener). */
@@ -969,6 +975,11 @@ struct ibv_dm *shca_alloc_dm(struct ibv_context *ctx,
 			     struct ibv_alloc_dm_attr *attr);
 int shca_free_dm(struct ibv_dm *dm);
 int shca_dm_destroy(struct shca_dm *dm);
+/* Another process's DM (its memfd fd, taken, whatever the outcome; its
+ * length as the owner says) mapped here as a DM of ctx: the DM, or NULL
+ * with errno.  fd and length are checked as hostile input. */
+struct shca_dm *shca_dm_map_remote(struct ibv_context *ctx, int fd,
+				   uint64_t length);
 /* The ops and fields of a DM's public struct in ctx (import.c too). */
 void shca_dm_init_pub(struct ibv_dm *d, struct ibv_context *ctx);
 struct ibv_mr *shca_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm,
