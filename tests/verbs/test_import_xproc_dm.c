@@ -17,8 +17,8 @@
  *     QP of that PD SENDs from it (the owner's pattern arrives in a
  *     receive of the importer's own QP) and is WRITTEN into through the
  *     DM MR's R_Key by that QP: the owner reads the bytes from its DM;
- *   - cannot free the DM through the import while its own DM MR or the
- *     owner's is registered on it: EBUSY;
+ *   - cannot free the DM through the import while the owner's DM MR is
+ *     registered on it, nor while its own DM MR is: EBUSY;
  *   - frees it through the import: for the owner too (its free ENOENT,
  *     its copies EINVAL, as for a DM freed in one process: test_dm.c),
  *     and the handle names nothing any more: ENOENT.
@@ -155,6 +155,11 @@ static void importer(int sock, void *arg)
 	ASSERT_EQ(ibv_memcpy_from_dm(r, dm, SRC, MSG), 0);
 	ASSERT_EQ(ep_find_pattern_diff(r, MSG, 1, 0), -1);
 
+	/* the owner's DM MR holds the DM: the owner's own free answers */
+	ASSERT_EQ(ibv_free_dm(dm), EBUSY);
+	duo_signal(sock, 'b');
+	duo_expect(sock, 'B');			/* ... deregistered */
+
 	/* a DM MR on the import, in the imported PD: RC traffic */
 	dmr = ibv_reg_dm_mr(pd, dm, 0, DM_LEN,
 			    IBV_ACCESS_ZERO_BASED | all_access);
@@ -186,9 +191,6 @@ static void importer(int sock, void *arg)
 	ep_unmake(&j);
 	ep_unmake(&i);
 	ASSERT_EQ(ibv_dereg_mr(dmr), 0);
-	ASSERT_EQ(ibv_free_dm(dm), EBUSY);	/* the owner's DM MR */
-	duo_signal(sock, 'b');
-	duo_expect(sock, 'B');			/* ... deregistered */
 	ASSERT_EQ(ibv_free_dm(dm), 0);
 	ASSERT_NULL_ERRNO(ibv_import_dm(ic, of.dm_handle), ENOENT);
 	duo_signal(sock, 'f');
@@ -236,6 +238,10 @@ TEST(import_dm_from_another_process)
 	ASSERT_EQ(ep_find_pattern_diff(b, MSG, 2, 0), -1);
 	duo_signal(d.fd, 'T');
 
+	duo_expect(d.fd, 'b');
+	ASSERT_EQ(ibv_dereg_mr(omr), 0);
+	duo_signal(d.fd, 'B');
+
 	duo_expect(d.fd, 'w');
 	ASSERT_EQ(ibv_memcpy_from_dm(b, dm, WDST, MSG), 0);
 	ASSERT_EQ(ep_find_pattern_diff(b, MSG, 3, 0), -1);
@@ -243,9 +249,6 @@ TEST(import_dm_from_another_process)
 	ASSERT_EQ(ep_find_non_sentinel(b, 64), -1);
 	duo_signal(d.fd, 'W');
 
-	duo_expect(d.fd, 'b');
-	ASSERT_EQ(ibv_dereg_mr(omr), 0);
-	duo_signal(d.fd, 'B');
 	duo_expect(d.fd, 'f');
 	/* freed through the importer's name */
 	ASSERT_EQ(ibv_free_dm(dm), ENOENT);
