@@ -17,7 +17,9 @@
  *              that file by handle (the owner's identity and keys); a
  *              handle of nothing, of the other type, of the other file's
  *              objects: ENOENT (to import or to destroy); a destroy of a
- *              PD in use EBUSY; an unknown op EINVAL; a second file
+ *              PD in use EBUSY; a DM: its length and its memfd (sealed
+ *              against shrinking, the DM's bytes), the other file's
+ *              ENOENT without a descriptor, its free with an MR EBUSY; an unknown op EINVAL; a second file
  *              request closes the connection
  *   idle       a connection that proves nothing is closed (the owner's
  *              5 s; a bounded wait of 30 s here)
@@ -28,6 +30,7 @@
  * legitimate importer does.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +50,8 @@
 #define IMP_MAGIC	0x504d494143434853ull
 #define MAX_PER_PEER	64
 
-enum { OP_FILE = 1, OP_PD, OP_MR, OP_DEALLOC_PD, OP_DEREG_MR, OP_BOGUS = 77 };
+enum { OP_FILE = 1, OP_PD, OP_MR, OP_DEALLOC_PD, OP_DEREG_MR, OP_DM,
+       OP_FREE_DM, OP_BOGUS = 77 };
 
 struct ctrl_req {
 	uint64_t magic;
@@ -84,6 +88,8 @@ struct owner {
 	struct ibv_context *ctx, *ctx2;
 	struct ibv_pd *pd, *pd2;
 	struct ibv_mr *mr, *mr2;
+	struct ibv_dm *dm, *dm2;
+	struct ibv_mr *dmr;		/* a DM MR on dm */
 	void *buf, *buf2;
 };
 
@@ -102,6 +108,18 @@ static void owner_open(struct owner *w)
 	ASSERT_NOT_NULL(w->mr);
 	ASSERT_NOT_NULL(w->mr2);
 	{
+		struct ibv_alloc_dm_attr da = { .length = 8192 };
+
+		w->dm = ibv_alloc_dm(w->ctx, &da);
+		w->dm2 = ibv_alloc_dm(w->ctx2, &da);
+		ASSERT_NOT_NULL(w->dm);
+		ASSERT_NOT_NULL(w->dm2);
+		w->dmr = ibv_reg_dm_mr(w->pd, w->dm, 0, 8192,
+				       IBV_ACCESS_ZERO_BASED |
+				       IBV_ACCESS_LOCAL_WRITE);
+		ASSERT_NOT_NULL(w->dmr);
+	}
+	{
 		struct rec r;
 
 		ASSERT_EQ(pread(w->ctx->cmd_fd, &r, sizeof(r), 0),
@@ -113,6 +131,9 @@ static void owner_open(struct owner *w)
 
 static void owner_close(struct owner *w)
 {
+	ASSERT_EQ(ibv_dereg_mr(w->dmr), 0);
+	ASSERT_EQ(ibv_free_dm(w->dm), 0);
+	ASSERT_EQ(ibv_free_dm(w->dm2), 0);
 	ASSERT_EQ(ibv_dereg_mr(w->mr), 0);
 	ASSERT_EQ(ibv_dereg_mr(w->mr2), 0);
 	ASSERT_EQ(ibv_dealloc_pd(w->pd), 0);
@@ -171,6 +192,17 @@ static bool request(int fd, uint32_t op, uint32_t handle, int file,
 	struct req r = { IMP_MAGIC, op, handle };
 
 	return xchg(fd, &r, sizeof(r), &file, file >= 0, a);
+}
+
+/* A request whose answer may bring a descriptor: *got (-1: none). */
+static void request_fd(int fd, uint32_t op, uint32_t handle, struct ans *a,
+		       int *got)
+{
+	struct req r = { IMP_MAGIC, op, handle };
+
+	*got = -1;
+	ASSERT_EQ(shca_sock_send_fds(fd, &r, sizeof(r), NULL, 0), 0);
+	ASSERT_GE(shca_sock_recv_fds(fd, a, sizeof(*a), got, 1), 0);
 }
 
 /* One connection, one record: closed by the owner. */
@@ -247,6 +279,10 @@ TEST(records)
 	refused(longer, sizeof(longer), fds, 1);
 	r.op = OP_BOGUS;
 	refused(&r, sizeof(r), NULL, 0);
+	/* a DM before a file is proven */
+	r.op = OP_DM;
+	r.handle = w.dm->handle;
+	refused(&r, sizeof(r), NULL, 0);
 
 	/* a forged file, a pipe: not the owner's, nothing proven */
 	fd = ctl_connect();
@@ -307,6 +343,35 @@ TEST(proven)
 	ASSERT(request(fd, OP_DEREG_MR, w.mr2->handle, -1, &a));
 	ASSERT_EQ(a.ret, -ENOENT);
 	ASSERT(request(fd, OP_DEALLOC_PD, w.pd->handle, -1, &a));
+	ASSERT_EQ(a.ret, -EBUSY);
+	/* a DM: its length and one descriptor, its memory (sealed against
+	 * shrinking); the other file's, nothing, and no descriptor */
+	{
+		char probe[4] = { 0 };
+		int got, seals;
+
+		ASSERT_EQ(ibv_memcpy_to_dm(w.dm, 0, "dm!", 4), 0);
+		request_fd(fd, OP_DM, w.dm->handle, &a, &got);
+		ASSERT_EQ(a.ret, 0);
+		ASSERT_EQ(a.length, 8192);
+		ASSERT_GE(got, 0);
+		seals = fcntl(got, F_GET_SEALS);
+		ASSERT(seals >= 0 && (seals & F_SEAL_SHRINK));
+		ASSERT_EQ(pread(got, probe, 4, 0), 4);
+		ASSERT_EQ(memcmp(probe, "dm!", 4), 0);
+		close(got);
+		request_fd(fd, OP_DM, w.dm2->handle, &a, &got);
+		ASSERT_EQ(a.ret, -ENOENT);
+		ASSERT_EQ(got, -1);
+		request_fd(fd, OP_DM, w.mr->handle, &a, &got);
+		ASSERT(a.ret == -ENOENT || w.mr->handle == w.dm->handle);
+		if (got >= 0)
+			close(got);
+	}
+	/* its free: the other file's not there, one with an MR stays */
+	ASSERT(request(fd, OP_FREE_DM, w.dm2->handle, -1, &a));
+	ASSERT_EQ(a.ret, -ENOENT);
+	ASSERT(request(fd, OP_FREE_DM, w.dm->handle, -1, &a));
 	ASSERT_EQ(a.ret, -EBUSY);
 	ASSERT(request(fd, OP_BOGUS, 0, -1, &a));
 	ASSERT_EQ(a.ret, -EINVAL);
