@@ -407,13 +407,12 @@ static int rf_call_fd(struct shca_rfile *rf, uint32_t op, uint32_t handle,
 	pthread_mutex_lock(&rf->lock);
 	if (rf->fd >= 0 &&
 	    !shca_sock_send_fds(rf->fd, &r, sizeof(r), &fd, fd >= 0)) {
-		if (got)
-			n = shca_sock_recv_fds(rf->fd, a, sizeof(*a), got, 1) <
-					    0 ?
-				    -1 :
-				    (ssize_t)sizeof(*a);
-		else
+		if (!got)
 			n = recv(rf->fd, a, sizeof(*a), 0);
+		else if (shca_sock_recv_fds(rf->fd, a, sizeof(*a), got, 1) < 0)
+			n = -1;	/* short, long, or more descriptors */
+		else
+			n = (ssize_t)sizeof(*a);
 		if (n == (ssize_t)sizeof(*a))
 			ret = a->ret > 0 || a->ret < -4095 ? -EIO : a->ret;
 	}
