@@ -22,6 +22,8 @@
  *   - frees it through the import: for the owner too (its free ENOENT,
  *     its copies EINVAL, as for a DM freed in one process: test_dm.c),
  *     and the handle names nothing any more: ENOENT.
+ * The same with the DM MRs on CMA (SOFTHCA_MAP=0), and with the
+ * importer's QPs on the net path (SOFTHCA_NET=1).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -180,6 +182,8 @@ static void importer(int sock, void *arg)
 	ep_expect(i.scq, i.qp, 2, IBV_WC_SUCCESS);
 	ASSERT_EQ(ep_expect(j.rcq, j.qp, 1, IBV_WC_SUCCESS).byte_len, MSG);
 	ASSERT_EQ(ep_find_pattern_diff(lbuf + LDST, MSG, 1, 0), -1);
+	if (getenv("SOFTHCA_NET"))
+		ASSERT_GT(ep_tcp_bytes(), 0);
 	/* a WRITE into the DM through the DM MR's R_Key */
 	ASSERT_EQ(ep_post(&j, 3, IBV_WR_RDMA_WRITE, LSRC, MSG, WDST, 0), 0);
 	ep_expect(j.scq, j.qp, 3, IBV_WC_SUCCESS);
@@ -202,7 +206,34 @@ static void importer(int sock, void *arg)
 	free(lbuf);
 }
 
+static void dm_from_another_process(void);
+
 TEST(import_dm_from_another_process)
+{
+	unsetenv("SOFTHCA_NET");
+	dm_from_another_process();
+}
+
+/* The DM MRs on CMA (SOFTHCA_MAP=0): the traffic copies with
+ * process_vm_readv/writev, into the same memfd. */
+TEST(import_dm_from_another_process_cma)
+{
+	unsetenv("SOFTHCA_NET");
+	setenv("SOFTHCA_MAP", "0", 1);
+	dm_from_another_process();
+	unsetenv("SOFTHCA_MAP");
+}
+
+/* The importer's QPs on the net path (SOFTHCA_NET=1): its engine reads
+ * and writes the DM MR's memory, its mapping of the owner's memfd. */
+TEST(import_dm_from_another_process_net)
+{
+	setenv("SOFTHCA_NET", "1", 1);
+	dm_from_another_process();
+	unsetenv("SOFTHCA_NET");
+}
+
+static void dm_from_another_process(void)
 {
 	struct ibv_alloc_dm_attr da = { .length = DM_LEN };
 	struct ibv_context *ctx;
@@ -215,7 +246,6 @@ TEST(import_dm_from_another_process)
 	struct duo d;
 
 	ep_skip_if_netns();
-	unsetenv("SOFTHCA_NET");
 	duo_fork(&d, importer, NULL);
 	ctx = open_lo();
 	pd = ibv_alloc_pd(ctx);
