@@ -525,8 +525,9 @@ static void take_wqe(struct shca_peer *p, const struct shca_qp_shm *q,
  * with pend (SHCA_QP_PEND_*, 0: none) *before* its completion can be
  * seen, so that an application that polls the completion and then asks
  * the QP's state finds it in error (ibv_query_qp takes the marks,
- * doorbell.c).  imp: the WQE's bounce tag, passed on (receive_tag).  The lock is dropped after the completion: the owner's
- * flush of the receive queue, under the same lock, comes after it.
+ * doorbell.c).  imp: the WQE's bounce tag, passed on (receive_tag).
+ * The lock is dropped after the completion: the owner's flush of the
+ * receive queue, under the same lock, comes after it.
  */
 static void fail_wqe(struct shca_peer *p, struct shca_qp_shm *q,
 		     struct shca_rq_shm *rq, struct shca_tm_rx *t,

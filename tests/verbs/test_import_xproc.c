@@ -29,9 +29,10 @@
  *   - after the owner's ibv_dereg_mr, finds the L_Key failing: a local
  *     protection error.
  * An owner that exits: the importer's key is a local protection error,
- * its imports ENOENT.  The same with the owner's MRs on CMA (SOFTHCA_MAP=0) instead of its
- * mapped segments.  On the net path (SOFTHCA_NET=1) a QP of the imported PD moves the
- * owner's L_Keys on UC and RC (through a bounce buffer of the WQE's), and its own MRs'.
+ * its imports ENOENT.  The same with the owner's MRs on CMA
+ * (SOFTHCA_MAP=0) instead of its mapped segments.  On the net path
+ * (SOFTHCA_NET=1) a QP of the imported PD moves the owner's L_Keys on UC
+ * and RC (through a bounce buffer of the WQE's), and its own MRs'.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -46,6 +47,7 @@
 #include "fdpass.h"
 #include "common.h"
 #include "ep.h"
+#include "import_ep.h"
 
 #define BUF	32768u
 #define MSG	1024u
@@ -73,74 +75,6 @@ struct offer {
 	uint64_t addr;
 	char dev[64];
 };
-
-/* An endpoint of type on ctx/pd with mr over buf (an address of this
- * process, or of the owner for an imported MR), its QP in INIT. */
-static void ep_make_type(struct ep *e, enum ibv_qp_type type,
-			 struct ibv_context *ctx, struct ibv_pd *pd,
-			 struct ibv_mr *mr, uint8_t *buf)
-{
-	struct ibv_qp_init_attr qa;
-	struct ibv_qp_attr a;
-
-	memset(e, 0, sizeof(*e));
-	e->type = type;
-	e->ctx = ctx;
-	e->pd = pd;
-	e->mr = mr;
-	e->buf = buf;
-	e->size = BUF;
-	e->gid_index = 0;
-	e->mtu = IBV_MTU_4096;
-	e->scq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	ASSERT_NOT_NULL(e->scq);
-	e->rcq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	ASSERT_NOT_NULL(e->rcq);
-	memset(&qa, 0, sizeof(qa));
-	qa.send_cq = e->scq;
-	qa.recv_cq = e->rcq;
-	qa.qp_type = type;
-	qa.cap.max_send_wr = qa.cap.max_recv_wr = 16;
-	qa.cap.max_send_sge = qa.cap.max_recv_sge = 2;
-	e->qp = ibv_create_qp(pd, &qa);
-	ASSERT_NOT_NULL(e->qp);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = type == IBV_QPT_UC ? IBV_ACCESS_REMOTE_WRITE :
-			    all_access & ~IBV_ACCESS_LOCAL_WRITE;
-	ASSERT_EQ(ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
-	ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &e->self.gid), 0);
-	e->self.qpn = e->qp->qp_num;
-	e->self.psn = (uint32_t)rand() & 0xffffff;
-	e->self.rkey = mr ? mr->rkey : 0;
-	e->self.addr = (uintptr_t)buf;
-}
-
-static void ep_make(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd,
-		    struct ibv_mr *mr, uint8_t *buf)
-{
-	ep_make_type(e, IBV_QPT_RC, ctx, pd, mr, buf);
-}
-
-static void ep_unmake(struct ep *e)
-{
-	ASSERT_EQ(ibv_destroy_qp(e->qp), 0);
-	ASSERT_EQ(ibv_destroy_cq(e->scq), 0);
-	ASSERT_EQ(ibv_destroy_cq(e->rcq), 0);
-}
-
-static void pair(struct ep *a, struct ep *b)
-{
-	struct ep_opts o;
-
-	ep_default_opts(&o, a->type);
-	a->peer = b->self;
-	b->peer = a->self;
-	ep_connect(a, &o);
-	ep_connect(b, &o);
-}
 
 static int post_recv_key(struct ibv_qp *qp, uint32_t lkey, uint64_t addr)
 {
@@ -220,9 +154,10 @@ static void importer(int sock, void *arg)
 	ASSERT_NOT_NULL(lpd);
 	lmr = ibv_reg_mr(lpd, lbuf, BUF, all_access);
 	ASSERT_NOT_NULL(lmr);
-	ep_make(&i, ic, pd, mr, (uint8_t *)(uintptr_t)of.addr);
-	ep_make(&j, ic, lpd, lmr, lbuf);
-	pair(&i, &j);
+	import_ep_make(&i, IBV_QPT_RC, ic, pd, mr,
+		       (uint8_t *)(uintptr_t)of.addr, BUF);
+	import_ep_make(&j, IBV_QPT_RC, ic, lpd, lmr, lbuf, BUF);
+	import_ep_pair(&i, &j);
 
 	/* SEND from the owner's MR, received into ours */
 	ASSERT_EQ(ep_post_recv(&j, 1, LDST, MSG), 0);
@@ -284,14 +219,15 @@ static void importer(int sock, void *arg)
 	 * (a local protection error, as for the owner's own QPs) */
 	pd2 = ibv_import_pd(ic, of.pd2_handle);
 	ASSERT_NOT_NULL(pd2);
-	ep_make(&i2, ic, pd2, mr, (uint8_t *)(uintptr_t)of.addr);
-	ep_make(&j2, ic, lpd, lmr, lbuf);
-	pair(&i2, &j2);
+	import_ep_make(&i2, IBV_QPT_RC, ic, pd2, mr,
+		       (uint8_t *)(uintptr_t)of.addr, BUF);
+	import_ep_make(&j2, IBV_QPT_RC, ic, lpd, lmr, lbuf, BUF);
+	import_ep_pair(&i2, &j2);
 	ASSERT_EQ(ep_post_recv(&j2, 8, LDST, MSG), 0);
 	ASSERT_EQ(ep_post(&i2, 9, IBV_WR_SEND, SRC, MSG, 0, 0), 0);
 	ep_expect(i2.scq, i2.qp, 9, IBV_WC_LOC_PROT_ERR);
-	ep_unmake(&j2);
-	ep_unmake(&i2);
+	import_ep_unmake(&j2);
+	import_ep_unmake(&i2);
 	/* unused now: destroyed through the import, for the owner too */
 	ASSERT_EQ(ibv_dealloc_pd(pd2), 0);
 	ASSERT_NULL_ERRNO(ibv_import_pd(ic, of.pd2_handle), ENOENT);
@@ -307,8 +243,8 @@ static void importer(int sock, void *arg)
 	ASSERT_EQ(ep_post(&i, 7, IBV_WR_SEND, SRC, MSG, 0, 0), 0);
 	ep_expect(i.scq, i.qp, 7, IBV_WC_LOC_PROT_ERR);
 
-	ep_unmake(&j);
-	ep_unmake(&i);
+	import_ep_unmake(&j);
+	import_ep_unmake(&i);
 	ASSERT_EQ(ibv_dereg_mr(smr), 0);
 	ASSERT_EQ(ibv_dereg_mr(lmr), 0);
 	ASSERT_EQ(ibv_dealloc_pd(lpd), 0);
@@ -339,7 +275,7 @@ static void third(int sock, void *arg)
 	ep_fill_pattern(buf + WDST, MSG, 2, 0);
 	mr = ibv_reg_mr(pd, buf, BUF, all_access);
 	ASSERT_NOT_NULL(mr);
-	ep_make(&t, ctx, pd, mr, buf);
+	import_ep_make(&t, IBV_QPT_RC, ctx, pd, mr, buf, BUF);
 	xwrite(sock, &t.self, sizeof(t.self));
 	xread(sock, &t.peer, sizeof(t.peer));	/* the importer's R_Key */
 	ep_default_opts(&o, IBV_QPT_RC);
@@ -349,7 +285,7 @@ static void third(int sock, void *arg)
 	ep_expect(t.scq, t.qp, 1, IBV_WC_SUCCESS);
 	duo_signal(sock, 'w');
 	duo_expect(sock, 'd');
-	ep_unmake(&t);
+	import_ep_unmake(&t);
 	ASSERT_EQ(ibv_dereg_mr(mr), 0);
 	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
 	ASSERT_EQ(ibv_close_device(ctx), 0);
@@ -395,7 +331,7 @@ static void from_another_process(void)
 	ep_fill_pattern(buf + SRC, MSG, 1, 0);
 	mr = ibv_reg_mr(pd, buf, BUF, all_access);
 	ASSERT_NOT_NULL(mr);
-	ep_make(&a, ctx, pd, mr, buf);
+	import_ep_make(&a, IBV_QPT_RC, ctx, pd, mr, buf, BUF);
 
 	pd2 = ibv_alloc_pd(ctx);
 	ASSERT_NOT_NULL(pd2);
@@ -453,7 +389,7 @@ static void from_another_process(void)
 	duo_signal(d.fd, 'D');
 	duo_wait(&d);
 
-	ep_unmake(&a);
+	import_ep_unmake(&a);
 	/* destroyed through the importer's names */
 	ASSERT_EQ(ibv_dereg_mr(mr2), ENOENT);
 	ASSERT_EQ(ibv_dealloc_pd(pd2), ENOENT);
@@ -529,23 +465,25 @@ static void net_importer(int sock, void *arg)
 	ASSERT_NOT_NULL(lmr);
 	smr = ibv_reg_mr(pd, lbuf, BUF, all_access);
 	ASSERT_NOT_NULL(smr);
-	ep_make(&i, ic, pd, mr, (uint8_t *)(uintptr_t)of.addr);
-	ep_make(&j, ic, lpd, lmr, lbuf);
-	pair(&i, &j);
+	import_ep_make(&i, IBV_QPT_RC, ic, pd, mr,
+		       (uint8_t *)(uintptr_t)of.addr, BUF);
+	import_ep_make(&j, IBV_QPT_RC, ic, lpd, lmr, lbuf, BUF);
+	import_ep_pair(&i, &j);
 
 	/* UC: the net path copies the message into its frames at the
 	 * post, so the owner's L_Key goes */
-	ep_make_type(&ui, IBV_QPT_UC, ic, pd, mr, (uint8_t *)(uintptr_t)of.addr);
-	ep_make_type(&uj, IBV_QPT_UC, ic, lpd, lmr, lbuf);
-	pair(&ui, &uj);
+	import_ep_make(&ui, IBV_QPT_UC, ic, pd, mr,
+		       (uint8_t *)(uintptr_t)of.addr, BUF);
+	import_ep_make(&uj, IBV_QPT_UC, ic, lpd, lmr, lbuf, BUF);
+	import_ep_pair(&ui, &uj);
 	ASSERT_EQ(ep_post_recv(&uj, 5, LDST, MSG), 0);
 	ASSERT_EQ(ep_post(&ui, 6, IBV_WR_SEND, SRC, MSG, 0, 0), 0);
 	ep_expect(ui.scq, ui.qp, 6, IBV_WC_SUCCESS);
 	ep_expect(uj.rcq, uj.qp, 5, IBV_WC_SUCCESS);
 	ASSERT_EQ(ep_find_pattern_diff(lbuf + LDST, MSG, 1, 0), -1);
 	memset(lbuf + LDST, EP_SENTINEL, MSG);
-	ep_unmake(&uj);
-	ep_unmake(&ui);
+	import_ep_unmake(&uj);
+	import_ep_unmake(&ui);
 
 	/* RC: the owner's L_Key goes through a bounce buffer that lives
 	 * with the WQE (test_import_bounce.c: the other opcodes) */
@@ -566,8 +504,8 @@ static void net_importer(int sock, void *arg)
 	ASSERT_GT(ep_tcp_bytes(), 0);
 	duo_signal(sock, 'n');
 
-	ep_unmake(&j);
-	ep_unmake(&i);
+	import_ep_unmake(&j);
+	import_ep_unmake(&i);
 	ASSERT_EQ(ibv_dereg_mr(smr), 0);
 	ASSERT_EQ(ibv_dereg_mr(lmr), 0);
 	ASSERT_EQ(ibv_dealloc_pd(lpd), 0);
@@ -662,9 +600,10 @@ TEST(owner_gone)
 	ASSERT_NOT_NULL(lpd);
 	lmr = ibv_reg_mr(lpd, lbuf, BUF, all_access);
 	ASSERT_NOT_NULL(lmr);
-	ep_make(&i, ic, pd, mr, (uint8_t *)(uintptr_t)of.addr);
-	ep_make(&j, ic, lpd, lmr, lbuf);
-	pair(&i, &j);
+	import_ep_make(&i, IBV_QPT_RC, ic, pd, mr,
+		       (uint8_t *)(uintptr_t)of.addr, BUF);
+	import_ep_make(&j, IBV_QPT_RC, ic, lpd, lmr, lbuf, BUF);
+	import_ep_pair(&i, &j);
 	/* while it lives, the key goes */
 	ASSERT_EQ(ep_post_recv(&j, 1, LDST, MSG), 0);
 	ASSERT_EQ(ep_post(&i, 2, IBV_WR_SEND, SRC, MSG, 0, 0), 0);
@@ -680,8 +619,8 @@ TEST(owner_gone)
 	ASSERT_NULL_ERRNO(ibv_import_pd(ic, of.pd_handle), ENOENT);
 	ASSERT_NULL_ERRNO(ibv_import_mr(pd, of.mr_handle), ENOENT);
 
-	ep_unmake(&j);
-	ep_unmake(&i);
+	import_ep_unmake(&j);
+	import_ep_unmake(&i);
 	ASSERT_EQ(ibv_dereg_mr(lmr), 0);
 	ASSERT_EQ(ibv_dealloc_pd(lpd), 0);
 	ibv_unimport_mr(mr);

@@ -37,6 +37,7 @@
 #include "fdpass.h"
 #include "common.h"
 #include "ep.h"
+#include "import_ep.h"
 
 #define BUF	16384u
 #define DM_LEN	16384u
@@ -55,65 +56,6 @@ static const int all_access = IBV_ACCESS_LOCAL_WRITE |
 struct offer {
 	uint32_t pd_handle, dm_handle;
 };
-
-/* An RC endpoint on ctx/pd with mr over buf, its QP in INIT. */
-static void ep_make(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd,
-		    struct ibv_mr *mr, uint8_t *buf)
-{
-	struct ibv_qp_init_attr qa;
-	struct ibv_qp_attr a;
-
-	memset(e, 0, sizeof(*e));
-	e->type = IBV_QPT_RC;
-	e->ctx = ctx;
-	e->pd = pd;
-	e->mr = mr;
-	e->buf = buf;
-	e->size = BUF;
-	e->gid_index = 0;
-	e->mtu = IBV_MTU_4096;
-	e->scq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	ASSERT_NOT_NULL(e->scq);
-	e->rcq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	ASSERT_NOT_NULL(e->rcq);
-	memset(&qa, 0, sizeof(qa));
-	qa.send_cq = e->scq;
-	qa.recv_cq = e->rcq;
-	qa.qp_type = IBV_QPT_RC;
-	qa.cap.max_send_wr = qa.cap.max_recv_wr = 16;
-	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-	e->qp = ibv_create_qp(pd, &qa);
-	ASSERT_NOT_NULL(e->qp);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = all_access & ~IBV_ACCESS_LOCAL_WRITE;
-	ASSERT_EQ(ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
-	ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &e->self.gid), 0);
-	e->self.qpn = e->qp->qp_num;
-	e->self.psn = (uint32_t)rand() & 0xffffff;
-	e->self.rkey = mr->rkey;
-	e->self.addr = (uintptr_t)buf;
-}
-
-static void ep_unmake(struct ep *e)
-{
-	ASSERT_EQ(ibv_destroy_qp(e->qp), 0);
-	ASSERT_EQ(ibv_destroy_cq(e->scq), 0);
-	ASSERT_EQ(ibv_destroy_cq(e->rcq), 0);
-}
-
-static void pair(struct ep *a, struct ep *b)
-{
-	struct ep_opts o;
-
-	ep_default_opts(&o, a->type);
-	a->peer = b->self;
-	b->peer = a->self;
-	ep_connect(a, &o);
-	ep_connect(b, &o);
-}
 
 /* The importer (the child). */
 static void importer(int sock, void *arg)
@@ -173,9 +115,10 @@ static void importer(int sock, void *arg)
 	ASSERT_NOT_NULL(lpd);
 	lmr = ibv_reg_mr(lpd, lbuf, BUF, all_access);
 	ASSERT_NOT_NULL(lmr);
-	ep_make(&i, ic, pd, dmr, NULL);		/* zero-based: offsets */
-	ep_make(&j, ic, lpd, lmr, lbuf);
-	pair(&i, &j);
+	/* zero-based: offsets */
+	import_ep_make(&i, IBV_QPT_RC, ic, pd, dmr, NULL, BUF);
+	import_ep_make(&j, IBV_QPT_RC, ic, lpd, lmr, lbuf, BUF);
+	import_ep_pair(&i, &j);
 	/* SEND from the DM: the owner's pattern */
 	ASSERT_EQ(ep_post_recv(&j, 1, LDST, MSG), 0);
 	ASSERT_EQ(ep_post(&i, 2, IBV_WR_SEND, SRC, MSG, 0, 0), 0);
@@ -192,8 +135,8 @@ static void importer(int sock, void *arg)
 
 	/* our DM MR holds the DM, as the owner's does */
 	ASSERT_EQ(ibv_free_dm(dm), EBUSY);
-	ep_unmake(&j);
-	ep_unmake(&i);
+	import_ep_unmake(&j);
+	import_ep_unmake(&i);
 	ASSERT_EQ(ibv_dereg_mr(dmr), 0);
 	ASSERT_EQ(ibv_free_dm(dm), 0);
 	ASSERT_NULL_ERRNO(ibv_import_dm(ic, of.dm_handle), ENOENT);
