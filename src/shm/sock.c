@@ -137,8 +137,8 @@ int shca_sock_live_slots(uint8_t *live)
 	return 0;
 }
 
-int shca_sock_send_fds(int sock, const void *data, size_t len,
-		       const int *fds, int nfds)
+ssize_t shca_sock_sendmsg_fds(int sock, const void *data, size_t len,
+			      const int *fds, int nfds, int flags)
 {
 	union {
 		char buf[CMSG_SPACE(SHCA_SOCK_MAX_FDS * sizeof(int))];
@@ -160,7 +160,14 @@ int shca_sock_send_fds(int sock, const void *data, size_t len,
 		cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
 		memcpy(CMSG_DATA(cm), fds, (size_t)nfds * sizeof(int));
 	}
-	return sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 ? -errno : 0;
+	return sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
+}
+
+int shca_sock_send_fds(int sock, const void *data, size_t len,
+		       const int *fds, int nfds)
+{
+	return shca_sock_sendmsg_fds(sock, data, len, fds, nfds, 0) < 0 ?
+		       -errno : 0;
 }
 
 int shca_sock_recv_fds(int sock, void *data, size_t len, int *fds,

@@ -65,6 +65,10 @@ int shca_sock_live_slots(uint8_t *live);
 /* Send len bytes with nfds (0..SHCA_SOCK_MAX_FDS) descriptors: 0/-errno. */
 int shca_sock_send_fds(int sock, const void *data, size_t len,
 		       const int *fds, int nfds);
+/* The same with sendmsg's flags (MSG_NOSIGNAL always) and its answer:
+ * the bytes sent, or -1 with errno (a short send is the caller's). */
+ssize_t shca_sock_sendmsg_fds(int sock, const void *data, size_t len,
+			      const int *fds, int nfds, int flags);
 
 /*
  * Receive exactly len bytes and up to maxfds descriptors: the number of

@@ -272,13 +272,6 @@ static void srv_event(int fd, uint32_t events, void *arg)
 	struct imp_req r;
 	struct imp_ans a;
 	int got = -1, out = -1, n;
-	struct iovec iov = { &a, sizeof(a) };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr msg;
-	struct cmsghdr *cm;
 	ssize_t sent;
 
 	(void)events;
@@ -322,21 +315,10 @@ static void srv_event(int fd, uint32_t events, void *arg)
 		a.ret = -EINVAL;
 		break;
 	}
-	/* one answer, with the DM's descriptor for IMP_DM */
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	if (out >= 0) {
-		memset(&u, 0, sizeof(u));
-		msg.msg_control = u.buf;
-		msg.msg_controllen = sizeof(u.buf);
-		cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &out, sizeof(int));
-	}
-	sent = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+	/* one answer, with the DM's descriptor for IMP_DM; never blocking
+	 * the engine thread on an importer that does not read */
+	sent = shca_sock_sendmsg_fds(fd, &a, sizeof(a), &out, out >= 0,
+				     MSG_DONTWAIT);
 	if (out >= 0)
 		close(out);
 	if (sent != (ssize_t)sizeof(a))
