@@ -55,7 +55,9 @@ uint64_t shca_wqe_length(const struct shca_send_wqe *w)
 /*
  * The local side: every SGE's L_Key in this process's MR table, with our
  * PD, and local write where we write (READ, atomics).  IBA C10-...:
- * failures are Local Protection Errors.
+ * failures are Local Protection Errors.  exec_lock held: the QP's last
+ * L_Key is kept (qp->lkey_cache), so a stream of WRs from one buffer
+ * takes no lock of the process's MR table.
  */
 enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
 				      const struct shca_send_wqe *w,
@@ -68,8 +70,10 @@ enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
 		*niov = w->inline_len ? 1 : 0;
 		return IBV_WC_SUCCESS;
 	}
-	return shca_sge_iov(qp->pd, w->sge, w->wr.num_sge,
-			    write ? IBV_ACCESS_LOCAL_WRITE : 0, iov, niov);
+	return shca_sge_iov_cached(qp->pd, &qp->lkey_cache, w->sge,
+				   w->wr.num_sge,
+				   write ? IBV_ACCESS_LOCAL_WRITE : 0, iov,
+				   niov);
 }
 
 /*

@@ -38,6 +38,15 @@ static void **mr_table;		/* an MR or an MW (mw.c) */
 static uint32_t mr_table_size;	/* slots allocated */
 static uint32_t mr_next;	/* next slot to try: slots are reused slowly */
 static uint32_t mr_count;
+/* bumped under mr_table_lock whenever a key leaves the table or an MR's
+ * translation, PD or access changes: what a struct shca_mr_cache holds
+ * is good while it has not moved (starts at 1: a cache's 0 is empty) */
+static uint64_t mr_gen = 1;
+
+static void table_changed(void)
+{
+	__atomic_add_fetch(&mr_gen, 1, __ATOMIC_RELEASE);
+}
 
 /*
  * Access bits the kernel knows (IB_ACCESS_SUPPORTED): bits 0..7, the
@@ -285,6 +294,7 @@ static void table_remove(struct shca_mr *mr)
 		if (slot)
 			shca_mr_shm_clear(slot);
 	}
+	table_changed();
 	shca_mr_key_retire(mr->ibmr.lkey);
 	shca_mr_slot_free(mr->index);
 	pthread_mutex_unlock(&mr_table_lock);
@@ -408,9 +418,54 @@ void *shca_lookup_addr(struct shca_pd *pd, uint32_t key, unsigned int access,
  * SGE's range, else IBA's Local Protection Error.  Empty SGEs take no
  * iovec; iov has room for n.
  */
+/*
+ * An L_Key through c: the address if c holds key as the table has it now
+ * (and the MR allows access and covers the range), else the table's
+ * answer, kept in c when it is a plain MR's (an ODP MR's pages are
+ * looked at on every use).
+ */
+static void *lookup_cached(struct shca_pd *pd, struct shca_mr_cache *c,
+			   uint32_t key, unsigned int access, uint64_t addr,
+			   uint64_t len)
+{
+	struct shca_mr *mr;
+	char *p = NULL;
+
+	if (c->gen == __atomic_load_n(&mr_gen, __ATOMIC_ACQUIRE) &&
+	    c->key == key && c->prot == pd->prot &&
+	    (c->access & access) == access &&
+	    shca_range_ok(addr, len, c->iova, c->iova + c->length))
+		return c->base + (addr - c->iova);
+	pthread_mutex_lock(&mr_table_lock);
+	mr = lookup_locked(pd, key, access, addr, len, false);
+	if (mr && !(mr->access & IBV_ACCESS_ON_DEMAND)) {
+		c->gen = __atomic_load_n(&mr_gen, __ATOMIC_RELAXED);
+		c->key = key;
+		c->prot = mr->pd->prot;
+		c->access = mr->access;
+		c->iova = mr->iova;
+		c->length = mr->ibmr.length;
+		c->base = mr->base;
+		p = (char *)mr->base + (addr - mr->iova);
+	}
+	pthread_mutex_unlock(&mr_table_lock);
+	if (mr && !p)
+		return shca_lookup_addr(pd, key, access, addr, len, false);
+	return p;
+}
+
 enum ibv_wc_status shca_sge_iov(struct shca_pd *pd, const struct ibv_sge *sge,
 				int n, unsigned int access, struct iovec *iov,
 				int *niov)
+{
+	return shca_sge_iov_cached(pd, NULL, sge, n, access, iov, niov);
+}
+
+enum ibv_wc_status shca_sge_iov_cached(struct shca_pd *pd,
+				       struct shca_mr_cache *c,
+				       const struct ibv_sge *sge, int n,
+				       unsigned int access, struct iovec *iov,
+				       int *niov)
 {
 	int i, k = 0;
 
@@ -420,8 +475,10 @@ enum ibv_wc_status shca_sge_iov(struct shca_pd *pd, const struct ibv_sge *sge,
 
 		if (!s->length)
 			continue;
-		p = shca_lookup_addr(pd, s->lkey, access, s->addr, s->length,
-				     false);
+		p = c ? lookup_cached(pd, c, s->lkey, access, s->addr,
+				      s->length) :
+			shca_lookup_addr(pd, s->lkey, access, s->addr,
+					 s->length, false);
 		if (!p)
 			return IBV_WC_LOC_PROT_ERR;
 		iov[k].iov_base = p;
@@ -820,6 +877,7 @@ int shca_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd,
 	/* no peer uses the old translation, PD or access once this returns */
 	mr_unpublish(mr);
 	pthread_mutex_lock(&mr_table_lock);
+	table_changed();
 	mr->segs = segs;
 	if (r.pd) {
 		shca_pd_get(r.pd);

@@ -368,7 +368,15 @@ static void sq_destroy(struct shca_sq *sq)
 	sq->buf = NULL;
 }
 
-/* The requester's side; it alone consumes, so the head stays valid. */
+/*
+ * The requester's side, exec_lock held.  The head moves only under
+ * exec_lock (the requester's pops; the flushes and RESET of qp_modify.c
+ * and completer.c, which hold sq.lock too), so it is read as it is here;
+ * the tail is the poster's, stored with release after the WQE under
+ * sq.lock.  No lock of the queue's is taken: a post reads the head with
+ * acquire (sq_used), so a slot is written again only after the requester
+ * let go of it.
+ */
 struct shca_send_wqe *shca_sq_head(struct shca_qp *qp)
 {
 	uint32_t head, tail;
@@ -379,40 +387,42 @@ struct shca_send_wqe *shca_sq_head(struct shca_qp *qp)
 struct shca_send_wqe *shca_sq_at(struct shca_qp *qp, uint32_t idx,
 				 uint32_t *head, uint32_t *tail)
 {
-	struct shca_send_wqe *w = NULL;
-
-	pthread_mutex_lock(&qp->sq.lock);
 	*head = qp->sq.head;
-	*tail = qp->sq.tail;
-	if (idx - qp->sq.head < qp->sq.tail - qp->sq.head)
-		w = sq_entry(&qp->sq, idx);
-	pthread_mutex_unlock(&qp->sq.lock);
-	return w;
+	*tail = __atomic_load_n(&qp->sq.tail, __ATOMIC_ACQUIRE);
+	return idx - *head < *tail - *head ? sq_entry(&qp->sq, idx) : NULL;
 }
 
 struct shca_send_wqe *shca_sq_first(struct shca_qp *qp, uint32_t *head,
 				    uint32_t *tail)
 {
-	struct shca_send_wqe *w = NULL;
-
-	pthread_mutex_lock(&qp->sq.lock);
-	*head = qp->sq.head;
-	*tail = qp->sq.tail;
-	if (qp->sq.head != qp->sq.tail)
-		w = sq_entry(&qp->sq, qp->sq.head);
-	pthread_mutex_unlock(&qp->sq.lock);
-	return w;
+	return shca_sq_at(qp, qp->sq.head, head, tail);
 }
 
+/* The head WQE leaves (exec_lock held); a WQE of the QP's own leaves
+ * the room kept aside for them too, under sq.lock, where posts read it. */
 void shca_sq_pop(struct shca_qp *qp)
 {
-	pthread_mutex_lock(&qp->sq.lock);
-	if (qp->sq.head != qp->sq.tail) {
-		if (sq_entry(&qp->sq, qp->sq.head)->gen && qp->sq.ngen)
-			qp->sq.ngen--;
-		qp->sq.head++;
+	struct shca_sq *sq = &qp->sq;
+	uint32_t head = sq->head;
+
+	if (head == __atomic_load_n(&sq->tail, __ATOMIC_ACQUIRE))
+		return;
+	if (!sq_entry(sq, head)->gen) {
+		__atomic_store_n(&sq->head, head + 1, __ATOMIC_RELEASE);
+		return;
 	}
-	pthread_mutex_unlock(&qp->sq.lock);
+	pthread_mutex_lock(&sq->lock);
+	if (sq->ngen)
+		sq->ngen--;
+	__atomic_store_n(&sq->head, head + 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&sq->lock);
+}
+
+/* WQEs in the queue that count against max_wr (sq.lock held). */
+static uint32_t sq_used(const struct shca_sq *sq)
+{
+	return sq->tail - __atomic_load_n(&sq->head, __ATOMIC_ACQUIRE) -
+	       sq->ngen;
 }
 
 /*
@@ -433,7 +443,8 @@ int shca_sq_push_gen(struct shca_qp *qp, const struct ibv_send_wr *wr,
 	    qp->attr.qp_state != IBV_QPS_SQD) {
 		ret = -EINVAL;
 	} else if (sq->ngen >= sq->gen_room ||
-		   sq->tail - sq->head >= sq->size) {
+		   sq->tail - __atomic_load_n(&sq->head, __ATOMIC_ACQUIRE) >=
+			   sq->size) {
 		ret = -ENOMEM;
 	} else {
 		w = sq_entry(sq, sq->tail);
@@ -648,8 +659,7 @@ static int sq_post(struct shca_qp *qp, struct ibv_send_wr *wr,
 				goto out;
 			}
 		}
-		if (!flush &&
-		    n > sq->max_wr - (sq->tail - sq->head - sq->ngen)) {
+		if (!flush && n > sq->max_wr - sq_used(sq)) {
 			*bad = wr;
 			ret = -ENOMEM;
 			goto out;
@@ -657,8 +667,7 @@ static int sq_post(struct shca_qp *qp, struct ibv_send_wr *wr,
 	}
 	for (; wr; wr = wr->next) {
 		ret = sq_check_wr(qp, wr, all_or_none);
-		if (!ret && !flush &&
-		    sq->tail - sq->head - sq->ngen >= sq->max_wr)
+		if (!ret && !flush && sq_used(sq) >= sq->max_wr)
 			ret = -ENOMEM;
 		if (ret) {
 			*bad = wr;

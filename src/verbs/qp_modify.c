@@ -737,17 +737,6 @@ void shca_qp_to_error(struct shca_qp *qp)
 	after_transition(qp, todo);
 }
 
-void shca_qp_flush(struct shca_qp *qp)
-{
-	pthread_mutex_lock(&qp->sq.lock);
-	pthread_mutex_lock(&qp->rq.lock);
-	shca_sq_flush(qp);
-	if (!qp->srq)
-		shca_rq_flush(&qp->rq, qp->rcq, qp->ibqp.qp_num);
-	pthread_mutex_unlock(&qp->rq.lock);
-	pthread_mutex_unlock(&qp->sq.lock);
-}
-
 /* ------------------------------------------------------------------ */
 /* Report                                                              */
 

@@ -560,6 +560,21 @@ struct shca_net_qp {
 };
 
 /*
+ * The last L_Key a QP's requester translated (exec_lock held): what
+ * shca_lookup_mr found for it, valid while the MR table's generation
+ * (bumped under its lock whenever a key leaves the table or an MR
+ * changes) is still gen.  No MR object is read through it.
+ */
+struct shca_mr_cache {
+	uint64_t gen;			/* 0: empty */
+	uint32_t key;
+	unsigned int access;
+	const void *prot;		/* the MR's PD (its protection) */
+	uint64_t iova, length;
+	char *base;
+};
+
+/*
  * A QP.  Locks, taken in this order: lock (attributes and state: modify,
  * query), sq.lock, rq.lock (or the SRQ's), then a CQ's.  The state is
  * written with sq.lock and rq.lock held too, so post_send and post_recv
@@ -612,6 +627,7 @@ struct shca_qp {
 	enum shca_route route;		/* RC/UC: the transport (at RTR;
 					 * UD chooses by AH) */
 	struct shca_peer *peer;		/* RC/UC: the destination's process */
+	struct shca_mr_cache lkey_cache;	/* (exec_lock) */
 	/* rendezvous FINs this QP could not take yet (shm/xfer.c, its
 	 * lock): a ring of fin_cap, at most the send queue's depth */
 	uint8_t (*fin_q)[SHCA_RNDV_FIN_LEN];
@@ -960,6 +976,12 @@ void *shca_lookup_addr(struct shca_pd *pd, uint32_t key, unsigned int access,
 enum ibv_wc_status shca_sge_iov(struct shca_pd *pd, const struct ibv_sge *sge,
 				int n, unsigned int access, struct iovec *iov,
 				int *niov);
+/* shca_sge_iov through c first (NULL: the table alone) */
+enum ibv_wc_status shca_sge_iov_cached(struct shca_pd *pd,
+				       struct shca_mr_cache *c,
+				       const struct ibv_sge *sge, int n,
+				       unsigned int access, struct iovec *iov,
+				       int *niov);
 int shca_check_range(const void *addr, size_t len, bool write);
 /* The same in one system call (PROCMAP_QUERY, else MADV_POPULATE):
  * -ENOTTY where the kernel has neither (mr_range.c) */
@@ -1172,8 +1194,6 @@ static inline bool shca_qpt_rc(enum ibv_qp_type t)
 int shca_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
 int shca_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 		  struct ibv_qp_init_attr *init);
-/* Flush both work queues to their CQs (the QP is in ERR). */
-void shca_qp_flush(struct shca_qp *qp);
 /* Move to ERR from the data path: flush, and LAST_WQE_REACHED with an SRQ */
 void shca_qp_to_error(struct shca_qp *qp);
 void shca_qp_reset_attr(struct shca_qp *qp);
