@@ -151,6 +151,8 @@ int shca_engine_wait(int fd);
 /* Execute what the send queue holds (called after post_send queued work,
  * when a QP returns to RTS, and by retry timers). */
 int shca_sq_execute(struct shca_qp *qp);
+/* The same with the QP's exec_lock held (a post queues under it). */
+void shca_sq_execute_locked(struct shca_qp *qp);
 
 /* The message length of a WQE (inline or its SGEs). */
 uint64_t shca_wqe_length(const struct shca_send_wqe *w);

@@ -506,13 +506,18 @@ static void execute_locked(struct shca_qp *qp)
 	}
 }
 
-int shca_sq_execute(struct shca_qp *qp)
+void shca_sq_execute_locked(struct shca_qp *qp)
 {
-	pthread_mutex_lock(&qp->exec_lock);
 	if (!qp->retry_timer.fn)
 		qp->retry_timer.fn = qp_retry_timer;
 	if (!shca_transports[qp->route]->sq_run(qp))
 		execute_locked(qp);
+}
+
+int shca_sq_execute(struct shca_qp *qp)
+{
+	pthread_mutex_lock(&qp->exec_lock);
+	shca_sq_execute_locked(qp);
 	pthread_mutex_unlock(&qp->exec_lock);
 	return 0;
 }

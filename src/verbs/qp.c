@@ -369,13 +369,12 @@ static void sq_destroy(struct shca_sq *sq)
 }
 
 /*
- * The requester's side, exec_lock held.  The head moves only under
- * exec_lock (the requester's pops; the flushes and RESET of qp_modify.c
- * and completer.c, which hold sq.lock too), so it is read as it is here;
- * the tail is the poster's, stored with release after the WQE under
- * sq.lock.  No lock of the queue's is taken: a post reads the head with
- * acquire (sq_used), so a slot is written again only after the requester
- * let go of it.
+ * The send queue belongs to the QP's exec_lock: posts queue under it
+ * (sq_post), the requester takes the head under it, and the flushes and
+ * RESET of qp_modify.c and completer.c hold it (with sq.lock, which
+ * orders them among themselves).  The counters are still stored with
+ * release and loaded with acquire, so a slot is written again only
+ * after the requester let go of it whichever thread holds the lock.
  */
 struct shca_send_wqe *shca_sq_head(struct shca_qp *qp)
 {
@@ -399,7 +398,7 @@ struct shca_send_wqe *shca_sq_first(struct shca_qp *qp, uint32_t *head,
 }
 
 /* The head WQE leaves (exec_lock held); a WQE of the QP's own leaves
- * the room kept aside for them too, under sq.lock, where posts read it. */
+ * the room kept aside for them too. */
 void shca_sq_pop(struct shca_qp *qp)
 {
 	struct shca_sq *sq = &qp->sq;
@@ -407,18 +406,12 @@ void shca_sq_pop(struct shca_qp *qp)
 
 	if (head == __atomic_load_n(&sq->tail, __ATOMIC_ACQUIRE))
 		return;
-	if (!sq_entry(sq, head)->gen) {
-		__atomic_store_n(&sq->head, head + 1, __ATOMIC_RELEASE);
-		return;
-	}
-	pthread_mutex_lock(&sq->lock);
-	if (sq->ngen)
+	if (sq_entry(sq, head)->gen && sq->ngen)
 		sq->ngen--;
 	__atomic_store_n(&sq->head, head + 1, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&sq->lock);
 }
 
-/* WQEs in the queue that count against max_wr (sq.lock held). */
+/* WQEs in the queue that count against max_wr (exec_lock held). */
 static uint32_t sq_used(const struct shca_sq *sq)
 {
 	return sq->tail - __atomic_load_n(&sq->head, __ATOMIC_ACQUIRE) -
@@ -640,7 +633,11 @@ static int sq_post(struct shca_qp *qp, struct ibv_send_wr *wr,
 	 * socket) with locks held: no cancellation (common/nocancel.h) */
 	int cs = shca_cancel_off();
 
-	pthread_mutex_lock(&sq->lock);
+	/* exec_lock, which the requester needs next anyway, is the
+	 * queue's lock for a post: everything else that moves the queue
+	 * or the state holds it too (sq.lock orders those among
+	 * themselves) */
+	pthread_mutex_lock(&qp->exec_lock);
 	state = qp->attr.qp_state;
 	if (state < IBV_QPS_RTS) {
 		*bad = wr;
@@ -681,9 +678,9 @@ static int sq_post(struct shca_qp *qp, struct ibv_send_wr *wr,
 		}
 	}
 out:
-	pthread_mutex_unlock(&sq->lock);
 	if (queued)
-		shca_sq_execute(qp);
+		shca_sq_execute_locked(qp);
+	pthread_mutex_unlock(&qp->exec_lock);
 	shca_cancel_restore(cs);
 	return ret;
 }

@@ -462,8 +462,9 @@ struct shca_send_wqe {
 };
 
 /*
- * The send queue (qp.c): like shca_rq, head belongs to the requester and
- * tail to post_send, both under lock.  An inline WQE keeps its data in
+ * The send queue (qp.c): head belongs to the requester and tail to
+ * post_send, both under the QP's exec_lock (sq.lock orders the state
+ * changes that flush it).  An inline WQE keeps its data in
  * sge[] (inline_len bytes) with wr.num_sge 0; otherwise wr.sg_list points
  * at sge[].
  */
