@@ -156,7 +156,7 @@ int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 static void drop_tagged(const struct ibv_wc *wc)
 {
 	if (shca_imp_wc_tagged(wc) && !shca_cqe_has_tm(wc))
-		shca_imp_drop(wc->vendor_err);
+		shca_imp_drop(wc->vendor_err, true);
 }
 
 /* A QP is reset: its completions leave the CQ (mlx5); destroyed: its

@@ -362,7 +362,7 @@ static void sq_destroy(struct shca_sq *sq)
 {
 	for (; sq->head != sq->tail; sq->head++)
 		if (sq_entry(sq, sq->head)->imp)
-			shca_imp_drop(sq_entry(sq, sq->head)->imp);
+			shca_imp_drop(sq_entry(sq, sq->head)->imp, false);
 	pthread_mutex_destroy(&sq->lock);
 	shca_qbuf_free(&sq->mem);
 	sq->buf = NULL;
@@ -483,7 +483,7 @@ void shca_sq_flush(struct shca_qp *qp)
 		else
 			complete_flushed(qp, w->wr.wr_id, w->wr.opcode);
 		if (w->imp)
-			shca_imp_drop(w->imp);
+			shca_imp_drop(w->imp, false);
 		sq->head++;
 	}
 	sq->ngen = 0;

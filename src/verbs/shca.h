@@ -871,11 +871,16 @@ void shca_imp_done(struct shca_imp_io *io);
  * L_Keys on an import of its PD through a bounce buffer; 0 or -errno. */
 int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
 		       const struct ibv_recv_wr *wr, bool tm);
+/* May a tag-matching SRQ's TAG_ADD on pd name these keys (false: the
+ * owner's keys on an import of its PD, EOPNOTSUPP)? */
+bool shca_imp_tm_keys_ok(struct shca_pd *pd, const struct ibv_sge *sge,
+			 int n);
 /* A receive completion carrying a bounce's tag (vendor_err): the bytes
  * to the receive's own SGEs, the tag cleared, the status updated. */
 void shca_imp_recv_wc(struct ibv_wc *wc);
-/* The record of a tag that no completion will carry. */
-void shca_imp_drop(uint32_t tag);
+/* The record of a tag that no completion will carry (recv: a
+ * receive's, else a send WQE's). */
+void shca_imp_drop(uint32_t tag, bool recv);
 /* A send WQE just stored: a bounce for the net path's RC/XRC window. */
 void shca_imp_send_store(struct shca_qp *qp, struct shca_send_wqe *w);
 /* Its completion (w->imp set): the status it takes. */

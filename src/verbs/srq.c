@@ -146,9 +146,9 @@ void shca_rq_flush(struct shca_rq *rq, struct shca_cq *cq, uint32_t qp_num)
 			wc.qp_num = qp_num;
 			wc.vendor_err = w->imp;
 			if (shca_cq_push(cq, &wc, false))
-				shca_imp_drop(w->imp);
+				shca_imp_drop(w->imp, true);
 		} else if (w->imp) {
-			shca_imp_drop(w->imp);
+			shca_imp_drop(w->imp, true);
 		}
 		shca_rqshm_pop(rq->shm);
 	}
