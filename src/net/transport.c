@@ -351,7 +351,9 @@ static void gen_tag_wc(struct shca_qp *qp, const struct shca_net_gen *g,
 	wc.byte_len = byte_len;
 	wc.qp_num = qp->ibqp.qp_num;
 	wc.src_qp = qp->attr.dest_qp_num;
-	shca_cq_push(qp->rcq, &wc, g->se && st == IBV_WC_SUCCESS);
+	wc.vendor_err = g->imp;		/* the tag's bounce: the poll's */
+	if (shca_cq_push(qp->rcq, &wc, g->se && st == IBV_WC_SUCCESS))
+		shca_imp_drop(g->imp, true);
 }
 
 /* Queue slot i's FIN; a QP that left RTS sends none. */
@@ -388,6 +390,7 @@ static void gen_start(void *ctx, const struct shca_rndv_req *r)
 	g->rkey = r->rkey;
 	g->len = r->len;
 	g->se = r->solicited;
+	g->imp = r->imp;
 	memcpy(g->head, r->head, sizeof(g->head));
 	g->head[0] = IBV_TMH_FIN;
 	/* the tag's buffer, cut to the length (responder.c checked that

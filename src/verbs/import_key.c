@@ -453,27 +453,44 @@ static bool keys_usable(struct shca_pd *pd, const struct ibv_sge *sge, int n,
 }
 
 /*
- * A tag-matching SRQ's IBV_WR_TAG_ADD on pd: false if pd is an import of
- * another process's PD and an SGE names a key not ours (the owner's):
- * the verb refuses it with EOPNOTSUPP, as ibv_post_srq_recv on such an
- * SRQ (docs/import.md: a matched buffer has no bounce).
+ * A tag-matching SRQ's IBV_WR_TAG_ADD (verbs/tm.c, before the list's
+ * lock): a tag whose buffer names the owner's L_Keys on an import of its
+ * PD gets a bounce, as a receive does; the entry names the bounce and
+ * carries the tag, which the responder passes on to the completion that
+ * says the data are there (the matched eager message's, a rendezvous's
+ * second) and to an error completion of the tag.  A key that fails now:
+ * the entry as it is (the responder's local protection error).
  */
-bool shca_imp_tm_keys_ok(struct shca_pd *pd, const struct ibv_sge *sge,
-			 int n)
+int shca_imp_tm_add(struct shca_pd *pd, const struct ibv_sge *sge, int n,
+		    struct ibv_sge *bsge, uint32_t *imp)
 {
+	struct imp_bounce *b;
+	uint64_t total;
+
+	*imp = 0;
 	if (!is_shadow(pd) || n <= 0 || !sge)
-		return true;
-	return all_ours(pd->prot, sge, n, IBV_ACCESS_LOCAL_WRITE);
+		return 0;
+	pd = pd->prot;
+	if (all_ours(pd, sge, n, IBV_ACCESS_LOCAL_WRITE) ||
+	    !keys_usable(pd, sge, n, IBV_ACCESS_LOCAL_WRITE, &total))
+		return 0;
+	b = bounce_new(pd, sge, n, total, true);
+	if (!b)
+		return -ENOMEM;
+	bsge->addr = (uintptr_t)b->buf;
+	bsge->length = (uint32_t)total;
+	bsge->lkey = b->mr->ibmr.lkey;
+	*imp = b->tag;
+	return 0;
 }
 
 /*
- * A receive WR for rq, whose PD is pd (a QP's or an SRQ's; tm: a
- * tag-matching SRQ): an ordinary one is posted as it is; one that names
- * the owner's L_Keys on an import of its PD gets a bounce (above).  A
- * tag-matching SRQ's receives go without: EOPNOTSUPP (docs/import.md).
+ * A receive WR for rq, whose PD is pd (a QP's or an SRQ's, tag-matching
+ * or not): an ordinary one is posted as it is; one that names the
+ * owner's L_Keys on an import of its PD gets a bounce (above).
  */
 int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
-		       const struct ibv_recv_wr *wr, bool tm)
+		       const struct ibv_recv_wr *wr)
 {
 	struct ibv_recv_wr w;
 	struct imp_bounce *b;
@@ -485,8 +502,6 @@ int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
 	    (uint32_t)wr->num_sge > rq->max_sge || !wr->sg_list ||
 	    all_ours(pd, wr->sg_list, wr->num_sge, IBV_ACCESS_LOCAL_WRITE))
 		return shca_rq_post_one(rq, wr);	/* (a bad list too) */
-	if (tm)
-		return -EOPNOTSUPP;
 	if (shca_rq_count(rq) >= rq->max_wr)
 		return -ENOMEM;
 	pd = pd->prot;
@@ -529,8 +544,16 @@ int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
 void shca_imp_recv_wc(struct ibv_wc *wc)
 {
 	struct imp_bounce *b = bt_take(wc->vendor_err, true);
-	/* (a WRITE with immediate data places nothing in the receive) */
-	bool ok = wc->status == IBV_WC_SUCCESS && wc->opcode == IBV_WC_RECV;
+	/* the data are in the bounce: a receive's, a tag-matching one's
+	 * (an unexpected or NO_TAG message, a matched one, a rendezvous's
+	 * data or the headers of one too long for the tag); a WRITE with
+	 * immediate data places nothing in the receive */
+	bool ok = (wc->status == IBV_WC_SUCCESS &&
+		   (wc->opcode == IBV_WC_RECV ||
+		    wc->opcode == IBV_WC_TM_RECV ||
+		    wc->opcode == IBV_WC_TM_NO_TAG)) ||
+		  (wc->status == IBV_WC_TM_RNDV_INCOMPLETE &&
+		   wc->opcode == IBV_WC_TM_RECV);
 
 	wc->vendor_err = 0;
 	if (!b) {
@@ -546,6 +569,13 @@ void shca_imp_recv_wc(struct ibv_wc *wc)
 		shca_qp_mark_error(wc->qp_num);
 	}
 	bounce_free(b);
+}
+
+void shca_imp_tm_wc(struct ibv_wc *wc, uint32_t imp)
+{
+	wc->vendor_err = imp;
+	shca_imp_recv_wc(wc);
+	wc->src_qp = shca_qp_dest_qpn(wc->qp_num);
 }
 
 /* A tagged WQE or completion that will never be seen (recv: a

@@ -313,6 +313,21 @@ struct shca_qp *shca_qp_lookup(uint32_t qpn)
 	return qp;
 }
 
+uint32_t shca_qp_dest_qpn(uint32_t qpn)
+{
+	struct shca_qp *qp;
+	uint32_t d = 0;
+
+	if (qpn > 0xffffff)
+		return 0;
+	pthread_mutex_lock(&qp_table_lock);
+	qp = qp_table[shca_qpn_index(qpn)];
+	if (qp && qp->ibqp.qp_num == qpn && qp->shm)
+		d = __atomic_load_n(&qp->shm->dest_qpn, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&qp_table_lock);
+	return d;
+}
+
 /* ------------------------------------------------------------------ */
 /* The send queue                                                      */
 
@@ -730,7 +745,7 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	for (; !ret && wr; wr = wr->next) {
 		/* the owner's L_Keys on an import of its PD: through a
 		 * bounce buffer (docs/import.md) */
-		ret = shca_imp_post_recv(rq, qp->pd, wr, false);
+		ret = shca_imp_post_recv(rq, qp->pd, wr);
 		if (ret)
 			*bad = wr;
 		else if (state == IBV_QPS_ERR)
