@@ -725,7 +725,8 @@ static void do_rndv(struct shca_peer *p, struct shca_qp_shm *q,
 		if (!resp_complete_tm(p, q, &wc, false, t))
 			goto overrun;
 		resp_wc(&wc, x, q, wr_id, IBV_WC_SUCCESS, t->rv_len);
-		wc.vendor_err = receive_tag(w);	/* the data's completion */
+		/* the data's completion: the bounce's tag */
+		wc.vendor_err = receive_tag(w);
 		shca_tm_rx_wc(t, &wc);
 		res->rndv_fin = true;
 		memcpy(res->fin, t->head, sizeof(res->fin));

@@ -351,7 +351,7 @@ static void gen_tag_wc(struct shca_qp *qp, const struct shca_net_gen *g,
 	wc.byte_len = byte_len;
 	wc.qp_num = qp->ibqp.qp_num;
 	wc.src_qp = qp->attr.dest_qp_num;
-	wc.vendor_err = g->imp;		/* the tag's bounce: the poll's */
+	wc.vendor_err = g->imp;	/* the tag's bounce: the poll's */
 	if (shca_cq_push(qp->rcq, &wc, g->se && st == IBV_WC_SUCCESS))
 		shca_imp_drop(g->imp, true);
 }

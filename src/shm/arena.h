@@ -280,11 +280,10 @@ struct shca_tm_entry_shm {
 	uint32_t state;			/* 0 free, 1 posted */
 	uint32_t num_sge;
 	uint32_t gen;			/* bumped at each add: stale handles */
-	uint32_t imp;			/* 0, or a bounce's tag (the owner's
-					 * L_Keys, verbs/import_key.c): the
-					 * responder passes it on to the
-					 * completion; a peer's word, checked
-					 * there (formerly padding) */
+	/* 0, or a bounce's tag (the owner's L_Keys, verbs/import_key.c):
+	 * the responder passes it on to the completion; a peer's word,
+	 * checked there (formerly padding) */
+	uint32_t imp;
 	uint64_t seq;			/* posting order: oldest matches first */
 	uint64_t tag, mask, wr_id;
 	struct ibv_sge sge[SHCA_TM_MAX_SGE];

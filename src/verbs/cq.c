@@ -143,7 +143,8 @@ int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 			shca_cqe_tm_unpack(&wc[n], &tag, &priv, &imp);
 			if (imp)			/* import_key.c */
 				shca_imp_tm_wc(&wc[n], imp);
-		} else if (shca_imp_wc_tagged(&wc[n])) {	/* import_key.c */
+		} else if (shca_imp_wc_tagged(&wc[n])) {
+			/* import_key.c */
 			shca_imp_recv_wc(&wc[n]);
 		}
 		n++;
@@ -202,7 +203,8 @@ static void cqx_load(struct shca_cq *cq, struct shca_cqe *e)
 				   &cq->cur_tm_priv, &imp);
 		if (imp)				/* import_key.c */
 			shca_imp_tm_wc(&cq->cur_cqe.wc, imp);
-	} else if (shca_imp_wc_tagged(&cq->cur_cqe.wc)) {	/* import_key.c */
+	} else if (shca_imp_wc_tagged(&cq->cur_cqe.wc)) {
+		/* import_key.c */
 		shca_imp_recv_wc(&cq->cur_cqe.wc);
 	}
 	shca_cqshm_pop(cq->shm);

@@ -55,7 +55,7 @@
 #define A_LEN	256u
 #define B_OFF	16384u		/* other_qp: two SGEs ... */
 #define B_LEN	128u
-#define B_GAP	512u		/* ... the second this far from the first */
+#define B_GAP	512u		/* ... the second this far on */
 #define C_OFF	32768u		/* too_long */
 #define C_LEN	100u
 #define S_OFF	40960u		/* send_record: the SEND's source */

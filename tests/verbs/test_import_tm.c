@@ -66,7 +66,7 @@
 #define UOFF	36864u		/* unexpected: an ordinary WQE */
 #define NOFF	40960u		/* NO_TAG: an ordinary WQE */
 #define LOWN	8192u		/* the eager tag's second SGE (own) */
-#define RSRC	16384u		/* the owner's rendezvous source (sbuf) */
+#define RSRC	16384u		/* the rendezvous source (sbuf) */
 #define FIN_AT	49152u		/* the owner's FIN receive (sbuf) */
 #define TMH	16u
 
