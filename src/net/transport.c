@@ -262,6 +262,16 @@ void shca_net_qp_rts(struct shca_qp *qp)
 	qp->net.rd_gap = false;
 }
 
+void shca_net_gen_forget(struct shca_qp *qp)
+{
+	int i;
+
+	for (i = 0; i < SHCA_NET_GEN_MAX; i++)
+		if (qp->net.gen[i].used && !qp->net.gen[i].fin)
+			shca_imp_drop(qp->net.gen[i].imp, true);
+	memset(qp->net.gen, 0, sizeof(qp->net.gen));
+}
+
 void shca_net_qp_stop(struct shca_qp *qp, bool reset)
 {
 	/* what it queued and the application may free now goes */
@@ -274,7 +284,7 @@ void shca_net_qp_stop(struct shca_qp *qp, bool reset)
 	rd_clear(qp);
 	/* the send queue was flushed (its rendezvous' tags told) or
 	 * emptied: no slot is used any more */
-	memset(qp->net.gen, 0, sizeof(qp->net.gen));
+	shca_net_gen_forget(qp);
 	if (reset) {
 		free(qp->net.rx_buf);
 		qp->net.rx_buf = NULL;

@@ -1617,8 +1617,10 @@ int shca_qp_destroy(struct shca_qp *qp, bool wait_acks)
 	pthread_mutex_lock(&qp->exec_lock);
 	pthread_mutex_unlock(&qp->exec_lock);
 	shca_timer_cancel(&qp->retry_timer);
-	/* rendezvous FINs it held: nothing to deliver them to */
+	/* rendezvous FINs it held: nothing to deliver them to; its own
+	 * rendezvous READs (net path) end with it */
 	shca_host_fin_forget(qp);
+	shca_net_gen_forget(qp);
 	/* packets it queued reference memory the application frees next */
 	if (qp->net.conn)
 		shca_net_forget(qp->net.conn, qp->ibqp.qp_num);
