@@ -19,11 +19,11 @@ void import_ep_make(struct ep *e, enum ibv_qp_type type,
 		    struct ibv_context *ctx, struct ibv_pd *pd,
 		    struct ibv_mr *mr, uint8_t *buf, size_t size);
 /* The same on srq (a receive queue of the caller's; NULL: the QP's
- * own). */
+ * own), the receive CQ an ibv_cq_ex with wc_flags if not 0. */
 void import_ep_make_srq(struct ep *e, enum ibv_qp_type type,
 			struct ibv_context *ctx, struct ibv_pd *pd,
 			struct ibv_srq *srq, struct ibv_mr *mr, uint8_t *buf,
-			size_t size);
+			size_t size, uint64_t wc_flags);
 void import_ep_unmake(struct ep *e);
 /* a and b connected to each other (RTS). */
 void import_ep_pair(struct ep *a, struct ep *b);

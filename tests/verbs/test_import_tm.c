@@ -37,7 +37,9 @@
  *
  * Each on the same-host path (mapped, and the tm case on CMA too:
  * SOFTHCA_MAP=0) and on the net path (SOFTHCA_NET=1; the importer's TCP
- * sockets must have carried bytes).
+ * sockets must have carried bytes).  The tm case again with i's receive
+ * CQ an ibv_cq_ex: a matched completion's tag and app_ctx
+ * (ibv_wc_read_tm_info) and src_qp as without an import.
  */
 #include <endian.h>
 #include <errno.h>
@@ -75,6 +77,7 @@ enum scen { S_TM, S_DEREG, S_LEN, S_BOUNDS };
 struct arg {
 	enum scen s;
 	bool cma;
+	bool cq_ex;		/* i's receive CQ an ibv_cq_ex (tm info) */
 };
 
 static const int all_access = IBV_ACCESS_LOCAL_WRITE |
@@ -148,14 +151,57 @@ static uint32_t tag_add(struct ibv_srq *srq, uint64_t tag,
 	return wr.tm.handle;
 }
 
+/* One completion of i's extended receive CQ, as an ibv_wc; *tm its tag
+ * information. */
+static struct ibv_wc poll_ex(struct ep *i, struct ibv_wc_tm_info *tm)
+{
+	struct ibv_poll_cq_attr pa = { 0 };
+	struct ibv_wc wc;
+	int k, ret = ENOENT;
+
+	for (k = 0; k < 10000 && ret == ENOENT; k++) {
+		ret = ibv_start_poll(i->rcqx, &pa);
+		if (ret == ENOENT)
+			usleep(1000);
+	}
+	ASSERT_EQ(ret, 0);
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = i->rcqx->wr_id;
+	wc.status = i->rcqx->status;
+	wc.opcode = ibv_wc_read_opcode(i->rcqx);
+	wc.wc_flags = ibv_wc_read_wc_flags(i->rcqx);
+	wc.byte_len = ibv_wc_read_byte_len(i->rcqx);
+	wc.qp_num = ibv_wc_read_qp_num(i->rcqx);
+	wc.src_qp = ibv_wc_read_src_qp(i->rcqx);
+	wc.vendor_err = ibv_wc_read_vendor_err(i->rcqx);
+	ibv_wc_read_tm_info(i->rcqx, tm);
+	ibv_end_poll(i->rcqx);
+	ASSERT_EQ(wc.qp_num, i->qp->qp_num);
+	return wc;
+}
+
 /* One completion of i's receive CQ: wr_id, status, opcode, flags (the
- * TM ones), byte_len; src_qp the owner's QP, vendor_err 0. */
+ * TM ones), byte_len; src_qp the owner's QP, vendor_err 0; through the
+ * extended CQ, a matched one's tag and app_ctx (tag, 0x1234). */
 static void expect_tm(struct ep *i, uint64_t wr_id, enum ibv_wc_status st,
 		      enum ibv_wc_opcode op, unsigned int flags,
-		      uint32_t byte_len)
+		      uint32_t byte_len, uint64_t tag)
 {
 	const unsigned int tmf = IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID;
-	struct ibv_wc wc = ep_expect(i->rcq, i->qp, wr_id, st);
+	struct ibv_wc_tm_info tm;
+	struct ibv_wc wc;
+
+	if (i->rcqx) {
+		wc = poll_ex(i, &tm);
+		ASSERT_U64_EQ(wc.wr_id, wr_id);
+		ASSERT_EQ(wc.status, st);
+		if (flags & IBV_WC_TM_MATCH) {
+			ASSERT_U64_EQ(tm.tag, tag);
+			ASSERT_EQ(tm.priv, 0x1234);
+		}
+	} else {
+		wc = ep_expect(i->rcq, i->qp, wr_id, st);
+	}
 
 	ASSERT_EQ(wc.opcode, op);
 	ASSERT_EQ(wc.wc_flags & tmf, flags);
@@ -190,7 +236,7 @@ static void tm_cases(int sock, struct ep *i, struct ibv_srq *srq,
 	tag_add(srq, 0x11, sge, 2, 100);
 	cmd(sock, 'E', 0, MSG, 1, 0x11, IBV_WC_SUCCESS);
 	expect_tm(i, 100, IBV_WC_SUCCESS, IBV_WC_TM_RECV,
-		  IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, MSG);
+		  IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, MSG, 0x11);
 	ASSERT_EQ(ep_find_pattern_diff(lbuf + LOWN, HALF, 1, HALF), -1);
 	ASSERT_EQ(ep_find_non_sentinel(lbuf + LOWN + HALF, 64), -1);
 	owner_check(sock, RECV, HALF, 1);
@@ -200,9 +246,10 @@ static void tm_cases(int sock, struct ep *i, struct ibv_srq *srq,
 	sge[0] = (struct ibv_sge){ of->addr + RDST, RLEN, mr->lkey };
 	tag_add(srq, 0x22, sge, 1, 101);
 	cmd(sock, 'V', 0, RLEN, 3, 0x22, IBV_WC_SUCCESS);
-	expect_tm(i, 101, IBV_WC_SUCCESS, IBV_WC_TM_RECV, IBV_WC_TM_MATCH, 0);
+	expect_tm(i, 101, IBV_WC_SUCCESS, IBV_WC_TM_RECV, IBV_WC_TM_MATCH, 0,
+		  0x22);
 	expect_tm(i, 101, IBV_WC_SUCCESS, IBV_WC_TM_RECV,
-		  IBV_WC_TM_DATA_VALID, RLEN);
+		  IBV_WC_TM_DATA_VALID, RLEN, 0);
 	owner_check(sock, RDST, RLEN, 3);
 
 	/* RNDV longer than the tag's buffer: its headers there */
@@ -210,7 +257,7 @@ static void tm_cases(int sock, struct ep *i, struct ibv_srq *srq,
 	tag_add(srq, 0x33, sge, 1, 102);
 	cmd(sock, 'V', 0, 1000, 5, 0x33, -1);
 	expect_tm(i, 102, IBV_WC_TM_RNDV_INCOMPLETE, IBV_WC_TM_RECV,
-		  IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 32);
+		  IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 32, 0x33);
 	cmd(sock, 'H', XOFF, 32, XLEN, 0x33, 0);
 
 	/* a tag deleted: its bounce goes, its message is unexpected and
@@ -232,7 +279,7 @@ static void tm_cases(int sock, struct ep *i, struct ibv_srq *srq,
 	rw.num_sge = 1;
 	ASSERT_EQ(ibv_post_srq_recv(srq, &rw, &rbad), 0);
 	cmd(sock, 'E', 0, MSG, 4, 0x44, IBV_WC_SUCCESS);
-	expect_tm(i, 104, IBV_WC_SUCCESS, IBV_WC_TM_RECV, 0, TMH + MSG);
+	expect_tm(i, 104, IBV_WC_SUCCESS, IBV_WC_TM_RECV, 0, TMH + MSG, 0);
 	cmd(sock, 'H', UOFF, TMH, 0, 0x44, 0);
 	owner_check_after(sock, UOFF + TMH, MSG, 4);
 	owner_check(sock, UOFF - 2048, MSG, 0);
@@ -242,7 +289,7 @@ static void tm_cases(int sock, struct ep *i, struct ibv_srq *srq,
 	rw.wr_id = 105;
 	ASSERT_EQ(ibv_post_srq_recv(srq, &rw, &rbad), 0);
 	cmd(sock, 'N', 0, MSG, 6, 0, IBV_WC_SUCCESS);
-	expect_tm(i, 105, IBV_WC_SUCCESS, IBV_WC_TM_NO_TAG, 0, TMH + MSG);
+	expect_tm(i, 105, IBV_WC_SUCCESS, IBV_WC_TM_NO_TAG, 0, TMH + MSG, 0);
 	cmd(sock, 'H', NOFF, TMH, 0, 0, 0);
 	owner_check_after(sock, NOFF + TMH, MSG, 6);
 
@@ -288,7 +335,12 @@ static void importer(int sock, void *arg)
 	srq = ibv_create_srq_ex(ic, &sa);
 	ASSERT_NOT_NULL(srq);
 	import_ep_make_srq(&i, IBV_QPT_RC, ic, pd, srq, mr,
-			   (uint8_t *)(uintptr_t)of.addr, BUF);
+			   (uint8_t *)(uintptr_t)of.addr, BUF,
+			   ar->cq_ex ? IBV_WC_EX_WITH_BYTE_LEN |
+					       IBV_WC_EX_WITH_QP_NUM |
+					       IBV_WC_EX_WITH_SRC_QP |
+					       IBV_WC_EX_WITH_TM_INFO :
+				       0);
 	xwrite(sock, &i.self, sizeof(i.self));
 	ep_default_opts(&o, IBV_QPT_RC);
 	o.rnr_retry = 7;
@@ -306,7 +358,7 @@ static void importer(int sock, void *arg)
 		cmd(sock, 'D', 0, 0, 0, 0, 0);
 		cmd(sock, 'E', 0, MSG, 1, 0x55, IBV_WC_SUCCESS);
 		expect_tm(&i, 200, IBV_WC_LOC_PROT_ERR, IBV_WC_TM_RECV,
-			  IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 0);
+			  IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 0, 0x55);
 		owner_check(sock, RECV, MSG, 0);
 		ep_wait_qp_state(i.qp, IBV_QPS_ERR);
 		break;
@@ -315,7 +367,7 @@ static void importer(int sock, void *arg)
 		tag_add(srq, 0x66, &sge, 1, 300);
 		cmd(sock, 'E', 0, MSG, 1, 0x66, IBV_WC_REM_INV_REQ_ERR);
 		expect_tm(&i, 300, IBV_WC_LOC_LEN_ERR, IBV_WC_TM_RECV,
-			  IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 0);
+			  IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 0, 0x66);
 		owner_check(sock, RECV, MSG, 0);
 		break;
 	case S_BOUNDS:
@@ -324,7 +376,7 @@ static void importer(int sock, void *arg)
 		tag_add(srq, 0x77, &sge, 1, 400);
 		cmd(sock, 'E', 0, MSG, 1, 0x77, IBV_WC_REM_OP_ERR);
 		expect_tm(&i, 400, IBV_WC_LOC_PROT_ERR, IBV_WC_TM_RECV,
-			  IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 0);
+			  IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 0, 0x77);
 		owner_check(sock, BUF - HALF, HALF, 0);
 		break;
 	}
@@ -495,13 +547,21 @@ static void owner(const struct arg *ar, bool net)
 #define CASE(name, scen, net, cma)                                        \
 	TEST(name)                                                         \
 	{                                                                  \
-		static const struct arg ar = { scen, cma };                \
+		static const struct arg ar = { scen, cma, false };         \
+		owner(&ar, net);                                           \
+	}
+#define CASE_EX(name, scen, net)                                          \
+	TEST(name)                                                         \
+	{                                                                  \
+		static const struct arg ar = { scen, false, true };        \
 		owner(&ar, net);                                           \
 	}
 
 CASE(tm, S_TM, false, false)
 CASE(tm_cma, S_TM, false, true)
 CASE(tm_net, S_TM, true, false)
+CASE_EX(tm_cq_ex, S_TM, false)
+CASE_EX(tm_cq_ex_net, S_TM, true)
 CASE(tm_dereg, S_DEREG, false, false)
 CASE(tm_dereg_net, S_DEREG, true, false)
 CASE(tm_len, S_LEN, false, false)
