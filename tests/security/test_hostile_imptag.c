@@ -31,6 +31,9 @@
  *                to its two SGEs, nothing into the gap, success
  *   too_long     byte_len beyond the record's bounce: IBV_WC_LOC_LEN_ERR,
  *                nothing moves (no sender could have placed it)
+ *   tm           a matched tag-matching completion (the tag in src_qp,
+ *                flagged in wc_flags): no record, LOC_PROT_ERR; a live
+ *                receive's record, its bytes to its SGE only
  *   send_record  (net path) the tag of a send WQE's bounce (an RC SEND
  *                from the owner's MR, held by RNR): a receive completion
  *                cannot name it: LOC_PROT_ERR; the SEND's source, which
@@ -58,6 +61,8 @@
 #define B_GAP	512u		/* ... the second this far on */
 #define C_OFF	32768u		/* too_long */
 #define C_LEN	100u
+#define D_OFF	36864u		/* tm: a matched completion's record */
+#define D_LEN	200u
 #define S_OFF	40960u		/* send_record: the SEND's source */
 #define S_LEN	1024u
 #define TAG_IDX_MASK	0xfffffu	/* import_key.c's tag: index bits */
@@ -159,6 +164,30 @@ static void forge(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wc_status st,
 	e->wc.byte_len = byte_len;
 	e->wc.qp_num = qp->qp_num;
 	e->wc.vendor_err = tag;
+	__atomic_store_n(&cq->tail, cq->tail + 1, __ATOMIC_RELEASE);
+}
+
+/* A matched tag-matching completion, as a peer writes one: the bounce's
+ * tag in src_qp, flagged in wc_flags (shm/arena.h shca_cqe_tm_pack),
+ * vendor_err (app_ctx) 0. */
+static void forge_tm(struct ibv_qp *qp, uint64_t wr_id, uint32_t byte_len,
+		     uint32_t tag)
+{
+	struct shca_qp_shm *q = qp_shm(qp->qp_num);
+	struct shca_cq_shm *cq = at(q->rcq_off, sizeof(*cq));
+	struct shca_cqe *ring = at(cq->ring_off,
+				   (size_t)cq->size * sizeof(*ring));
+	struct shca_cqe *e = &ring[cq->tail & (cq->size - 1)];
+
+	memset(e, 0, sizeof(*e));
+	e->wc.wr_id = wr_id;
+	e->wc.status = IBV_WC_SUCCESS;
+	e->wc.opcode = IBV_WC_TM_RECV;
+	e->wc.wc_flags = IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID |
+			 SHCA_WC_TM_IMP;
+	e->wc.byte_len = byte_len;
+	e->wc.qp_num = qp->qp_num;
+	e->wc.src_qp = tag;
 	__atomic_store_n(&cq->tail, cq->tail + 1, __ATOMIC_RELEASE);
 }
 
@@ -295,6 +324,18 @@ static void recv_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 	expect(i1.rcq, 31, IBV_WC_LOC_LEN_ERR);
 	forge(i1.qp, 32, IBV_WC_SUCCESS, C_LEN + 1, t);
 	expect(i1.rcq, 32, IBV_WC_LOC_PROT_ERR);	/* (gone) */
+	owner_is(sock);
+
+	/* tm: a matched tag-matching completion carries the tag in src_qp;
+	 * the same rules (no record; a live one moves its bytes only) */
+	forge_tm(i1.qp, 40, 64, 0x00300009u);
+	expect(i1.rcq, 40, IBV_WC_LOC_PROT_ERR);
+	sge[0] = (struct ibv_sge){ of->addr + D_OFF, D_LEN, mr->lkey };
+	post(i1.qp, 41, sge, 1);
+	t = last_tag(i1.qp);
+	forge_tm(i1.qp, 42, D_LEN, t);
+	expect(i1.rcq, 42, IBV_WC_SUCCESS);
+	memset(shadow + D_OFF, 0, D_LEN);
 	owner_is(sock);
 
 	/* the WQEs still in the rings name records that are gone */
