@@ -572,6 +572,7 @@ static void rndv_net(struct shca_peer *p, struct shca_qp_shm *q,
 		goto overrun;
 	if (!t->rv_len) {
 		resp_wc(&wc, x, q, w->wr_id, IBV_WC_SUCCESS, 0);
+		wc.vendor_err = receive_tag(w);
 		shca_tm_rx_wc(t, &wc);
 		if (!resp_complete_tm(p, q, &wc, x->solicited, t))
 			goto overrun;
@@ -585,6 +586,7 @@ static void rndv_net(struct shca_peer *p, struct shca_qp_shm *q,
 	r.nsge = w->num_sge;
 	r.head = t->head;
 	r.solicited = x->solicited;
+	r.imp = t->rv_len ? receive_tag(w) : 0;
 	x->rndv_read(x->rndv_ctx, &r);
 	return;
 overrun:
@@ -612,6 +614,7 @@ static void rndv_fail(struct shca_peer *p, struct shca_qp_shm *q,
 	resp_complete_tm(p, q, &wc, false, t);
 	resp_wc(&wc, x, q, wr_id, status, 0);
 	wc.opcode = IBV_WC_TM_RECV;
+	wc.vendor_err = receive_tag(&t->wqe.w);	/* its bounce goes */
 	resp_complete_tm(p, q, &wc, true, t);
 	shca_plock_unlock(&rq->lock);
 	shca_peer_doorbell(p);
@@ -664,8 +667,8 @@ static void do_rndv(struct shca_peer *p, struct shca_qp_shm *q,
 	res->status = IBV_WC_SUCCESS;
 	if (need > cap) {
 		/* not even the headers fit: as an eager message */
-		fail_wqe(p, q, rq, t, x, wr_id, 0, IBV_WC_LOC_LEN_ERR,
-			 SHCA_QP_PEND_ERR);
+		fail_wqe(p, q, rq, t, x, wr_id, receive_tag(w),
+			 IBV_WC_LOC_LEN_ERR, SHCA_QP_PEND_ERR);
 		fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, 0);
 		return;
 	}
@@ -713,6 +716,7 @@ static void do_rndv(struct shca_peer *p, struct shca_qp_shm *q,
 	if (incomplete) {
 		resp_wc(&wc, x, q, wr_id, IBV_WC_TM_RNDV_INCOMPLETE,
 			(uint32_t)need);
+		wc.vendor_err = receive_tag(w);
 		shca_tm_rx_wc(t, &wc);
 		wc.wc_flags |= IBV_WC_TM_MATCH;
 	} else {
@@ -721,6 +725,8 @@ static void do_rndv(struct shca_peer *p, struct shca_qp_shm *q,
 		if (!resp_complete_tm(p, q, &wc, false, t))
 			goto overrun;
 		resp_wc(&wc, x, q, wr_id, IBV_WC_SUCCESS, t->rv_len);
+		/* the data's completion: the bounce's tag */
+		wc.vendor_err = receive_tag(w);
 		shca_tm_rx_wc(t, &wc);
 		res->rndv_fin = true;
 		memcpy(res->fin, t->head, sizeof(res->fin));
@@ -814,7 +820,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 		return;
 	}
 	wr_id = w->wr_id;
-	imp = t.cls == SHCA_TM_MATCHED ? 0 : receive_tag(w);
+	imp = receive_tag(w);	/* (a matched tag's: its private copy) */
 
 	if (!is_send) {
 		/* RDMA WRITE with immediate: the data goes where the rkey

@@ -223,6 +223,8 @@ void shca_tm_rx_classify(void *base, size_t size, struct shca_rq_shm *rq,
 	t->gen = t->tm->e[i].gen;
 	t->wqe.w.wr_id = t->tm->e[i].wr_id;
 	t->wqe.w.num_sge = t->tm->e[i].num_sge;
+	/* a bounce's tag: the owner checks it when it polls */
+	t->wqe.w.imp = __atomic_load_n(&t->tm->e[i].imp, __ATOMIC_RELAXED);
 	if (t->wqe.w.num_sge > SHCA_TM_MAX_SGE)
 		return;
 	memcpy(t->wqe.w.sge, t->tm->e[i].sge,

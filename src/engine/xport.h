@@ -45,6 +45,9 @@ struct shca_rndv_req {
 	uint32_t nsge;			/* <= SHCA_TM_MAX_SGE */
 	const uint8_t *head;		/* TMH and RVH as sent (32 bytes) */
 	bool solicited;
+	uint32_t imp;			/* the tag's bounce (verbs/
+					 * import_key.c): its completions
+					 * carry it in vendor_err */
 };
 
 struct shca_xfer {

@@ -262,6 +262,16 @@ void shca_net_qp_rts(struct shca_qp *qp)
 	qp->net.rd_gap = false;
 }
 
+void shca_net_gen_forget(struct shca_qp *qp)
+{
+	int i;
+
+	for (i = 0; i < SHCA_NET_GEN_MAX; i++)
+		if (qp->net.gen[i].used && !qp->net.gen[i].fin)
+			shca_imp_drop(qp->net.gen[i].imp, true);
+	memset(qp->net.gen, 0, sizeof(qp->net.gen));
+}
+
 void shca_net_qp_stop(struct shca_qp *qp, bool reset)
 {
 	/* what it queued and the application may free now goes */
@@ -274,7 +284,7 @@ void shca_net_qp_stop(struct shca_qp *qp, bool reset)
 	rd_clear(qp);
 	/* the send queue was flushed (its rendezvous' tags told) or
 	 * emptied: no slot is used any more */
-	memset(qp->net.gen, 0, sizeof(qp->net.gen));
+	shca_net_gen_forget(qp);
 	if (reset) {
 		free(qp->net.rx_buf);
 		qp->net.rx_buf = NULL;
@@ -351,7 +361,9 @@ static void gen_tag_wc(struct shca_qp *qp, const struct shca_net_gen *g,
 	wc.byte_len = byte_len;
 	wc.qp_num = qp->ibqp.qp_num;
 	wc.src_qp = qp->attr.dest_qp_num;
-	shca_cq_push(qp->rcq, &wc, g->se && st == IBV_WC_SUCCESS);
+	wc.vendor_err = g->imp;	/* the tag's bounce: the poll's */
+	if (shca_cq_push(qp->rcq, &wc, g->se && st == IBV_WC_SUCCESS))
+		shca_imp_drop(g->imp, true);
 }
 
 /* Queue slot i's FIN; a QP that left RTS sends none. */
@@ -388,6 +400,7 @@ static void gen_start(void *ctx, const struct shca_rndv_req *r)
 	g->rkey = r->rkey;
 	g->len = r->len;
 	g->se = r->solicited;
+	g->imp = r->imp;
 	memcpy(g->head, r->head, sizeof(g->head));
 	g->head[0] = IBV_TMH_FIN;
 	/* the tag's buffer, cut to the length (responder.c checked that

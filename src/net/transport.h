@@ -32,6 +32,9 @@ void shca_net_qp_stop(struct shca_qp *qp, bool reset);
  * the QP made itself for a rendezvous: its tag completes flushed if the
  * data had not arrived. */
 void shca_net_gen_flushed(struct shca_qp *qp, const struct shca_send_wqe *w);
+/* Every rendezvous slot freed; a READ's tag that will never complete
+ * (a reset, a destroy) frees its bounce (verbs/import_key.c). */
+void shca_net_gen_forget(struct shca_qp *qp);
 
 /*
  * The net transport (engine/xport.h), shca_transports[SHCA_ROUTE_NET]: RC

@@ -280,7 +280,10 @@ struct shca_tm_entry_shm {
 	uint32_t state;			/* 0 free, 1 posted */
 	uint32_t num_sge;
 	uint32_t gen;			/* bumped at each add: stale handles */
-	uint32_t pad;
+	/* 0, or a bounce's tag (the owner's L_Keys, verbs/import_key.c):
+	 * the responder passes it on to the completion; a peer's word,
+	 * checked there (formerly padding) */
+	uint32_t imp;
 	uint64_t seq;			/* posting order: oldest matches first */
 	uint64_t tag, mask, wr_id;
 	struct ibv_sge sge[SHCA_TM_MAX_SGE];
@@ -309,9 +312,14 @@ _Static_assert(sizeof(struct shca_cqe) == 56,
  * use, so that a CQE stays 56 bytes (15 CQs of 2^20 entries fit in an
  * arena): priv in vendor_err; the tag's bits 0-15 in pkey_index, 16-31
  * in slid, 32-39 in sl, 40-47 in dlid_path_bits, 48-63 in the top half
- * of wc_flags (IBV_WC_* flags end at bit 6).  The consumer (verbs/cq.c)
- * takes them out and zeroes those fields.
+ * of wc_flags (IBV_WC_* flags end at bit 6).  A bounce's tag (the
+ * importer's, verbs/import_key.c), which other receive completions carry
+ * in vendor_err, goes to src_qp, with SHCA_WC_TM_IMP in wc_flags: an RC
+ * completion's src_qp is the QP's own destination QP, which the consumer
+ * puts back.  The consumer (verbs/cq.c) takes them out and zeroes those
+ * fields.
  */
+#define SHCA_WC_TM_IMP	(1u << 15)
 static inline bool shca_cqe_has_tm(const struct ibv_wc *wc)
 {
 	return wc->opcode == IBV_WC_TM_RECV && (wc->wc_flags & IBV_WC_TM_MATCH);
@@ -320,6 +328,10 @@ static inline bool shca_cqe_has_tm(const struct ibv_wc *wc)
 static inline void shca_cqe_tm_pack(struct ibv_wc *wc, uint64_t tag,
 				    uint32_t priv)
 {
+	if (wc->vendor_err) {
+		wc->src_qp = wc->vendor_err;
+		wc->wc_flags |= SHCA_WC_TM_IMP;
+	}
 	wc->vendor_err = priv;
 	wc->pkey_index = (uint16_t)tag;
 	wc->slid = (uint16_t)(tag >> 16);
@@ -329,9 +341,11 @@ static inline void shca_cqe_tm_pack(struct ibv_wc *wc, uint64_t tag,
 		       (unsigned int)(uint16_t)(tag >> 48) << 16;
 }
 
+/* imp: the bounce's tag, 0 if none (then src_qp is as it came) */
 static inline void shca_cqe_tm_unpack(struct ibv_wc *wc, uint64_t *tag,
-				      uint32_t *priv)
+				      uint32_t *priv, uint32_t *imp)
 {
+	*imp = wc->wc_flags & SHCA_WC_TM_IMP ? wc->src_qp : 0;
 	*priv = wc->vendor_err;
 	*tag = (uint64_t)wc->pkey_index | (uint64_t)wc->slid << 16 |
 	       (uint64_t)wc->sl << 32 | (uint64_t)wc->dlid_path_bits << 40 |
@@ -341,7 +355,7 @@ static inline void shca_cqe_tm_unpack(struct ibv_wc *wc, uint64_t *tag,
 	wc->slid = 0;
 	wc->sl = 0;
 	wc->dlid_path_bits = 0;
-	wc->wc_flags &= 0xffffu;
+	wc->wc_flags &= 0xffffu & ~SHCA_WC_TM_IMP;
 }
 
 enum {

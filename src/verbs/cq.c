@@ -136,13 +136,17 @@ int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	pthread_mutex_lock(&cq->lock);
 	while (n < num && (e = shca_cqshm_peek(cq->shm))) {
 		uint64_t tag;
-		uint32_t priv;
+		uint32_t priv, imp;
 
 		wc[n] = e->wc;
-		if (shca_cqe_has_tm(&wc[n]))	/* ibv_wc has no room */
-			shca_cqe_tm_unpack(&wc[n], &tag, &priv);
-		else if (shca_imp_wc_tagged(&wc[n]))	/* import_key.c */
+		if (shca_cqe_has_tm(&wc[n])) {	/* ibv_wc has no room */
+			shca_cqe_tm_unpack(&wc[n], &tag, &priv, &imp);
+			if (imp)			/* import_key.c */
+				shca_imp_tm_wc(&wc[n], imp);
+		} else if (shca_imp_wc_tagged(&wc[n])) {
+			/* import_key.c */
 			shca_imp_recv_wc(&wc[n]);
+		}
 		n++;
 		shca_cqshm_pop(cq->shm);
 	}
@@ -155,8 +159,12 @@ int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 /* A receive completion taken out unseen: its bounce goes too. */
 static void drop_tagged(const struct ibv_wc *wc)
 {
-	if (shca_imp_wc_tagged(wc) && !shca_cqe_has_tm(wc))
-		shca_imp_drop(wc->vendor_err);
+	if (shca_cqe_has_tm(wc)) {
+		if (wc->wc_flags & SHCA_WC_TM_IMP)
+			shca_imp_drop(wc->src_qp, true);
+	} else if (shca_imp_wc_tagged(wc)) {
+		shca_imp_drop(wc->vendor_err, true);
+	}
 }
 
 /* A QP is reset: its completions leave the CQ (mlx5); destroyed: its
@@ -185,14 +193,20 @@ int shca_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 /* Take the next entry (there is one) into cur_cqe. */
 static void cqx_load(struct shca_cq *cq, struct shca_cqe *e)
 {
+	uint32_t imp;
+
 	cq->cur_cqe = *e;
 	cq->cur_tm_tag = 0;
 	cq->cur_tm_priv = 0;
-	if (shca_cqe_has_tm(&cq->cur_cqe.wc))
+	if (shca_cqe_has_tm(&cq->cur_cqe.wc)) {
 		shca_cqe_tm_unpack(&cq->cur_cqe.wc, &cq->cur_tm_tag,
-				   &cq->cur_tm_priv);
-	else if (shca_imp_wc_tagged(&cq->cur_cqe.wc))	/* import_key.c */
+				   &cq->cur_tm_priv, &imp);
+		if (imp)				/* import_key.c */
+			shca_imp_tm_wc(&cq->cur_cqe.wc, imp);
+	} else if (shca_imp_wc_tagged(&cq->cur_cqe.wc)) {
+		/* import_key.c */
 		shca_imp_recv_wc(&cq->cur_cqe.wc);
+	}
 	shca_cqshm_pop(cq->shm);
 	cq->cqx.status = cq->cur_cqe.wc.status;
 	cq->cqx.wr_id = cq->cur_cqe.wc.wr_id;

@@ -261,6 +261,7 @@ bool shca_imp_qp_keys_ok(struct shca_pd *pd, enum ibv_qp_type type,
 
 struct imp_bounce {
 	uint32_t tag;
+	bool recv;			/* a receive's (else a send WQE's) */
 	struct shca_pd *pd;		/* the shadow */
 	struct shca_mr *mr;		/* internal, over buf (holds a use
 					 * of pd) */
@@ -318,15 +319,18 @@ found:
 	return true;
 }
 
-/* The record of tag, out of the table (one completion per WQE), or
- * NULL. */
-static struct imp_bounce *bt_take(uint32_t tag)
+/* The record of tag, a receive's (recv) or a send WQE's, out of the
+ * table (one completion per WQE), or NULL: a receive completion (a
+ * peer's words) never names a send WQE's record, whose SGEs are a
+ * gather list and whose bounce the net window still reads. */
+static struct imp_bounce *bt_take(uint32_t tag, bool recv)
 {
 	uint32_t i = tag & TAG_IDX_MASK;
 	struct imp_bounce *b = NULL;
 
 	pthread_mutex_lock(&bt_lock);
-	if (i && i < bt_cap && bt[i] && bt[i]->tag == tag) {
+	if (i && i < bt_cap && bt[i] && bt[i]->tag == tag &&
+	    bt[i]->recv == recv) {
 		b = bt[i];
 		bt[i] = NULL;
 		bt_gen[i]++;
@@ -347,7 +351,7 @@ static void bounce_free(struct imp_bounce *b)
  * memory. */
 static struct imp_bounce *bounce_new(struct shca_pd *pd,
 				     const struct ibv_sge *sge, int n,
-				     uint64_t total)
+				     uint64_t total, bool recv)
 {
 	size_t ps = shca_page_size();
 	struct imp_bounce *b;
@@ -356,6 +360,7 @@ static struct imp_bounce *bounce_new(struct shca_pd *pd,
 	if (!b)
 		return NULL;
 	b->pd = pd;
+	b->recv = recv;
 	b->len = total;
 	b->nsge = n;
 	memcpy(b->sge, sge, (size_t)n * sizeof(*sge));
@@ -448,13 +453,44 @@ static bool keys_usable(struct shca_pd *pd, const struct ibv_sge *sge, int n,
 }
 
 /*
- * A receive WR for rq, whose PD is pd (a QP's or an SRQ's; tm: a
- * tag-matching SRQ): an ordinary one is posted as it is; one that names
- * the owner's L_Keys on an import of its PD gets a bounce (above).  A
- * tag-matching SRQ's receives go without: EOPNOTSUPP (docs/import.md).
+ * A tag-matching SRQ's IBV_WR_TAG_ADD (verbs/tm.c, before the list's
+ * lock): a tag whose buffer names the owner's L_Keys on an import of its
+ * PD gets a bounce, as a receive does; the entry names the bounce and
+ * carries the tag, which the responder passes on to the completion that
+ * says the data are there (the matched eager message's, a rendezvous's
+ * second) and to an error completion of the tag.  A key that fails now:
+ * the entry as it is (the responder's local protection error).
+ */
+int shca_imp_tm_add(struct shca_pd *pd, const struct ibv_sge *sge, int n,
+		    struct ibv_sge *bsge, uint32_t *imp)
+{
+	struct imp_bounce *b;
+	uint64_t total;
+
+	*imp = 0;
+	if (!is_shadow(pd) || n <= 0 || !sge)
+		return 0;
+	pd = pd->prot;
+	if (all_ours(pd, sge, n, IBV_ACCESS_LOCAL_WRITE) ||
+	    !keys_usable(pd, sge, n, IBV_ACCESS_LOCAL_WRITE, &total))
+		return 0;
+	b = bounce_new(pd, sge, n, total, true);
+	if (!b)
+		return -ENOMEM;
+	bsge->addr = (uintptr_t)b->buf;
+	bsge->length = (uint32_t)total;
+	bsge->lkey = b->mr->ibmr.lkey;
+	*imp = b->tag;
+	return 0;
+}
+
+/*
+ * A receive WR for rq, whose PD is pd (a QP's or an SRQ's, tag-matching
+ * or not): an ordinary one is posted as it is; one that names the
+ * owner's L_Keys on an import of its PD gets a bounce (above).
  */
 int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
-		       const struct ibv_recv_wr *wr, bool tm)
+		       const struct ibv_recv_wr *wr)
 {
 	struct ibv_recv_wr w;
 	struct imp_bounce *b;
@@ -466,8 +502,6 @@ int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
 	    (uint32_t)wr->num_sge > rq->max_sge || !wr->sg_list ||
 	    all_ours(pd, wr->sg_list, wr->num_sge, IBV_ACCESS_LOCAL_WRITE))
 		return shca_rq_post_one(rq, wr);	/* (a bad list too) */
-	if (tm)
-		return -EOPNOTSUPP;
 	if (shca_rq_count(rq) >= rq->max_wr)
 		return -ENOMEM;
 	pd = pd->prot;
@@ -475,7 +509,7 @@ int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
 	if (!keys_usable(pd, wr->sg_list, wr->num_sge,
 			 IBV_ACCESS_LOCAL_WRITE, &total))
 		return shca_rq_post_one(rq, wr);
-	b = bounce_new(pd, wr->sg_list, wr->num_sge, total);
+	b = bounce_new(pd, wr->sg_list, wr->num_sge, total, true);
 	if (!b)
 		return -ENOMEM;
 	s.addr = (uintptr_t)b->buf;
@@ -486,7 +520,7 @@ int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
 	w.sg_list = &s;
 	w.num_sge = 1;
 	ret = shca_rq_post_imp(rq, &w, b->tag);
-	if (ret && bt_take(b->tag))
+	if (ret && bt_take(b->tag, true))
 		bounce_free(b);
 	return ret;
 }
@@ -498,31 +532,57 @@ int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
  * its MR since the post, or is gone): IBV_WC_LOC_PROT_ERR, and the QP to
  * the error state (as the responder's bad key).  The sender was
  * answered when the bytes reached the bounce.
+ *
+ * The completion is a peer's words (a same-host sender writes it): a tag
+ * that names no receive's record of ours (none, a stale generation, a
+ * send WQE's) makes a success a Local Protection Error, nothing moved;
+ * a byte_len beyond the record's bounce, which no responder would
+ * report (it fails such a message with a length error), makes it a
+ * Local Length Error, nothing moved.  At worst a forged tag moves the
+ * bounce of a receive of ours to that receive's own SGEs.
  */
 void shca_imp_recv_wc(struct ibv_wc *wc)
 {
-	struct imp_bounce *b = bt_take(wc->vendor_err);
+	struct imp_bounce *b = bt_take(wc->vendor_err, true);
+	/* the data are in the bounce: a receive's, a tag-matching one's
+	 * (an unexpected or NO_TAG message, a matched one, a rendezvous's
+	 * data or the headers of one too long for the tag); a WRITE with
+	 * immediate data places nothing in the receive */
+	bool ok = (wc->status == IBV_WC_SUCCESS &&
+		   (wc->opcode == IBV_WC_RECV ||
+		    wc->opcode == IBV_WC_TM_RECV ||
+		    wc->opcode == IBV_WC_TM_NO_TAG)) ||
+		  (wc->status == IBV_WC_TM_RNDV_INCOMPLETE &&
+		   wc->opcode == IBV_WC_TM_RECV);
 
 	wc->vendor_err = 0;
 	if (!b) {
 		/* no record of ours: nothing was placed where it asked */
-		if (wc->status == IBV_WC_SUCCESS &&
-		    wc->opcode == IBV_WC_RECV)
+		if (ok)
 			wc->status = IBV_WC_LOC_PROT_ERR;
 		return;
 	}
-	if (wc->status == IBV_WC_SUCCESS && wc->opcode == IBV_WC_RECV &&
-	    !bounce_move(b, wc->byte_len, true)) {
+	if (ok && wc->byte_len > b->len) {
+		wc->status = IBV_WC_LOC_LEN_ERR;
+	} else if (ok && !bounce_move(b, wc->byte_len, true)) {
 		wc->status = IBV_WC_LOC_PROT_ERR;
 		shca_qp_mark_error(wc->qp_num);
 	}
 	bounce_free(b);
 }
 
-/* A tagged WQE or completion that will never be seen: its record goes. */
-void shca_imp_drop(uint32_t tag)
+void shca_imp_tm_wc(struct ibv_wc *wc, uint32_t imp)
 {
-	struct imp_bounce *b = tag ? bt_take(tag) : NULL;
+	wc->vendor_err = imp;
+	shca_imp_recv_wc(wc);
+	wc->src_qp = shca_qp_dest_qpn(wc->qp_num);
+}
+
+/* A tagged WQE or completion that will never be seen (recv: a
+ * receive's): its record goes. */
+void shca_imp_drop(uint32_t tag, bool recv)
+{
+	struct imp_bounce *b = tag ? bt_take(tag, recv) : NULL;
 
 	if (b)
 		bounce_free(b);
@@ -559,11 +619,11 @@ void shca_imp_send_store(struct shca_qp *qp, struct shca_send_wqe *w)
 	    !keys_usable(pd, w->sge, w->wr.num_sge,
 			 lands ? IBV_ACCESS_LOCAL_WRITE : 0, &total))
 		return;
-	b = bounce_new(pd, w->sge, w->wr.num_sge, total);
+	b = bounce_new(pd, w->sge, w->wr.num_sge, total, false);
 	if (!b)
 		return;
 	if (!lands && !bounce_move(b, total, false)) {
-		if (bt_take(b->tag))
+		if (bt_take(b->tag, false))
 			bounce_free(b);
 		return;
 	}
@@ -580,7 +640,7 @@ void shca_imp_send_store(struct shca_qp *qp, struct shca_send_wqe *w)
 enum ibv_wc_status shca_imp_send_done(const struct shca_send_wqe *w,
 				      enum ibv_wc_status status)
 {
-	struct imp_bounce *b = bt_take(w->imp);
+	struct imp_bounce *b = bt_take(w->imp, false);
 
 	if (!b)
 		return status;

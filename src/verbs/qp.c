@@ -313,6 +313,21 @@ struct shca_qp *shca_qp_lookup(uint32_t qpn)
 	return qp;
 }
 
+uint32_t shca_qp_dest_qpn(uint32_t qpn)
+{
+	struct shca_qp *qp;
+	uint32_t d = 0;
+
+	if (qpn > 0xffffff)
+		return 0;
+	pthread_mutex_lock(&qp_table_lock);
+	qp = qp_table[shca_qpn_index(qpn)];
+	if (qp && qp->ibqp.qp_num == qpn && qp->shm)
+		d = __atomic_load_n(&qp->shm->dest_qpn, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&qp_table_lock);
+	return d;
+}
+
 /* ------------------------------------------------------------------ */
 /* The send queue                                                      */
 
@@ -362,7 +377,7 @@ static void sq_destroy(struct shca_sq *sq)
 {
 	for (; sq->head != sq->tail; sq->head++)
 		if (sq_entry(sq, sq->head)->imp)
-			shca_imp_drop(sq_entry(sq, sq->head)->imp);
+			shca_imp_drop(sq_entry(sq, sq->head)->imp, false);
 	pthread_mutex_destroy(&sq->lock);
 	shca_qbuf_free(&sq->mem);
 	sq->buf = NULL;
@@ -487,7 +502,7 @@ void shca_sq_flush(struct shca_qp *qp)
 		else
 			complete_flushed(qp, w->wr.wr_id, w->wr.opcode);
 		if (w->imp)
-			shca_imp_drop(w->imp);
+			shca_imp_drop(w->imp, false);
 		sq->head++;
 	}
 	sq->ngen = 0;
@@ -736,7 +751,7 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	for (; !ret && wr; wr = wr->next) {
 		/* the owner's L_Keys on an import of its PD: through a
 		 * bounce buffer (docs/import.md) */
-		ret = shca_imp_post_recv(rq, qp->pd, wr, false);
+		ret = shca_imp_post_recv(rq, qp->pd, wr);
 		if (ret)
 			*bad = wr;
 		else if (state == IBV_QPS_ERR)
@@ -1608,8 +1623,10 @@ int shca_qp_destroy(struct shca_qp *qp, bool wait_acks)
 	pthread_mutex_lock(&qp->exec_lock);
 	pthread_mutex_unlock(&qp->exec_lock);
 	shca_timer_cancel(&qp->retry_timer);
-	/* rendezvous FINs it held: nothing to deliver them to */
+	/* rendezvous FINs it held: nothing to deliver them to; its own
+	 * rendezvous READs (net path) end with it */
 	shca_host_fin_forget(qp);
+	shca_net_gen_forget(qp);
 	/* packets it queued reference memory the application frees next */
 	if (qp->net.conn)
 		shca_net_forget(qp->net.conn, qp->ibqp.qp_num);

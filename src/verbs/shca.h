@@ -440,6 +440,10 @@ struct shca_srq {
 	 * CQ in cq; the owner's handles carry an entry's gen */
 	struct shca_tm_shm *tm;
 	uint32_t tm_ntags, tm_max_sge, tm_max_ops;
+	/* the bounces' tags of its entries (import_key.c), the owner's
+	 * own record: an entry deleted or left at destroy frees its
+	 * bounce; NULL until an entry has one */
+	uint32_t *tm_imp;
 	int refs;			/* QPs using it */
 	uint32_t events_reported;
 	struct shca_srq *next;		/* the process's SRQ list */
@@ -555,6 +559,7 @@ struct shca_net_qp {
 		uint64_t va;		/* the RVH */
 		uint32_t rkey, len;
 		uint32_t nsge;		/* the tag's buffer, len bytes */
+		uint32_t imp;		/* its bounce's tag, or 0 */
 		struct ibv_sge sge[SHCA_NET_GEN_SGE];
 		uint8_t head[32];	/* TMH and RVH: the FIN, opcode FIN */
 	} gen[SHCA_NET_GEN_MAX];
@@ -884,15 +889,24 @@ enum ibv_wc_status shca_imp_sge_iov(struct shca_pd *pd,
 /* scatter: buf to the owner's memory, its keys checked again */
 enum ibv_wc_status shca_imp_put(struct shca_imp_io *io);
 void shca_imp_done(struct shca_imp_io *io);
-/* Post one receive WR on rq of pd (tm: a tag-matching SRQ): the owner's
- * L_Keys on an import of its PD through a bounce buffer; 0 or -errno. */
+/* Post one receive WR on rq of pd: the owner's L_Keys on an import of
+ * its PD through a bounce buffer; 0 or -errno. */
 int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
-		       const struct ibv_recv_wr *wr, bool tm);
+		       const struct ibv_recv_wr *wr);
+/* A tag-matching SRQ's TAG_ADD on pd (sge[0..n), n checked): *imp 0
+ * when it goes as it is, else a bounce's tag and *bsge the one SGE that
+ * names the bounce instead; 0 or -ENOMEM. */
+int shca_imp_tm_add(struct shca_pd *pd, const struct ibv_sge *sge, int n,
+		    struct ibv_sge *bsge, uint32_t *imp);
 /* A receive completion carrying a bounce's tag (vendor_err): the bytes
  * to the receive's own SGEs, the tag cleared, the status updated. */
 void shca_imp_recv_wc(struct ibv_wc *wc);
-/* The record of a tag that no completion will carry. */
-void shca_imp_drop(uint32_t tag);
+/* A matched tag-matching completion that carried a bounce's tag (imp,
+ * in src_qp): the same, and src_qp the QP's destination again. */
+void shca_imp_tm_wc(struct ibv_wc *wc, uint32_t imp);
+/* The record of a tag that no completion will carry (recv: a
+ * receive's, else a send WQE's). */
+void shca_imp_drop(uint32_t tag, bool recv);
 /* A send WQE just stored: a bounce for the net path's RC/XRC window. */
 void shca_imp_send_store(struct shca_qp *qp, struct shca_send_wqe *w);
 /* Its completion (w->imp set): the status it takes. */
@@ -903,7 +917,8 @@ static inline bool shca_imp_wc_tagged(const struct ibv_wc *wc)
 {
 	return wc->vendor_err &&
 	       (wc->opcode == IBV_WC_RECV ||
-		wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM);
+		wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ||
+		wc->opcode == IBV_WC_TM_RECV || wc->opcode == IBV_WC_TM_NO_TAG);
 }
 /* Does the requester use the owner's L_Keys on a QP of this type and
  * route (RC and XRC: the same host's only)? */
@@ -1113,6 +1128,8 @@ int shca_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 		   struct ibv_recv_wr **bad);
 /* The QP with this number in this process, or NULL. */
 struct shca_qp *shca_qp_lookup(uint32_t qpn);
+/* Its destination QP as published to peers, 0 if there is none. */
+uint32_t shca_qp_dest_qpn(uint32_t qpn);
 /* QP qpn of this process to the error state, by the engine (a mark). */
 void shca_qp_mark_error(uint32_t qpn);
 /* Every QP of this process (under the QP table's lock). */

@@ -146,9 +146,9 @@ void shca_rq_flush(struct shca_rq *rq, struct shca_cq *cq, uint32_t qp_num)
 			wc.qp_num = qp_num;
 			wc.vendor_err = w->imp;
 			if (shca_cq_push(cq, &wc, false))
-				shca_imp_drop(w->imp);
+				shca_imp_drop(w->imp, true);
 		} else if (w->imp) {
-			shca_imp_drop(w->imp);
+			shca_imp_drop(w->imp, true);
 		}
 		shca_rqshm_pop(rq->shm);
 	}
@@ -582,7 +582,7 @@ int shca_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	for (; wr; wr = wr->next) {
 		/* the owner's L_Keys on an import of its PD: through a
 		 * bounce buffer (docs/import.md) */
-		ret = shca_imp_post_recv(rq, srq->pd, wr, srq->tm != NULL);
+		ret = shca_imp_post_recv(rq, srq->pd, wr);
 		if (ret) {
 			*bad = wr;
 			break;

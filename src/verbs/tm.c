@@ -15,6 +15,7 @@
  * docs/tag-matching.md.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "shca.h"
@@ -77,10 +78,19 @@ struct ibv_srq *shca_tm_srq_create(struct ibv_context *ctx,
 	return &srq->ibsrq;
 }
 
-/* No QP uses the SRQ any more (shca_srq_destroy): nothing reads it. */
+/* No QP uses the SRQ any more (shca_srq_destroy): nothing reads it.
+ * The bounces of tags still posted go (a matched tag's goes with its
+ * completion). */
 void shca_tm_srq_destroy(struct shca_srq *srq)
 {
+	uint32_t i;
+
 	__atomic_store_n(&srq->rq.shm->tm_off, 0, __ATOMIC_RELEASE);
+	for (i = 1; srq->tm_imp && i < srq->tm_ntags; i++)
+		if (srq->tm->e[i].state == 1)
+			shca_imp_drop(srq->tm_imp[i], true);
+	free(srq->tm_imp);
+	srq->tm_imp = NULL;
 	shca_arena_free(srq->tm);
 	srq->tm = NULL;
 }
@@ -122,8 +132,11 @@ static int op_check(const struct shca_srq *srq, const struct ibv_ops_wr *wr)
 	}
 }
 
-/* ADD: the oldest free entry; the handle is written back to wr. */
-static void op_add(struct shca_srq *srq, struct ibv_ops_wr *wr)
+/* ADD: the oldest free entry; the handle is written back to wr.  imp:
+ * a bounce's tag, and bsge the SGE that names the bounce (import_key.c),
+ * else 0. */
+static void op_add(struct shca_srq *srq, struct ibv_ops_wr *wr,
+		   const struct ibv_sge *bsge, uint32_t imp)
 {
 	struct shca_tm_shm *tm = srq->tm;
 	uint32_t i = free_entry(srq);	/* op_check saw one: not 0 */
@@ -135,15 +148,25 @@ static void op_add(struct shca_srq *srq, struct ibv_ops_wr *wr)
 	e->mask = wr->tm.add.mask;
 	e->wr_id = wr->tm.add.recv_wr_id;
 	e->num_sge = (uint32_t)wr->tm.add.num_sge;
-	if (e->num_sge)
+	if (imp) {
+		e->num_sge = 1;
+		e->sge[0] = *bsge;
+	} else if (e->num_sge) {
 		memcpy(e->sge, wr->tm.add.sg_list,
 		       e->num_sge * sizeof(struct ibv_sge));
+	}
+	e->imp = imp;
+	if (srq->tm_imp)
+		srq->tm_imp[i] = imp;
 	e->state = 1;
 	wr->tm.handle = e->gen << TM_IDX_BITS | i;
 }
 
-/* DEL: false if the handle's tag is gone (consumed, deleted). */
-static bool op_del(struct shca_srq *srq, const struct ibv_ops_wr *wr)
+/* DEL: false if the handle's tag is gone (consumed, deleted).  *drop:
+ * the tag's bounce, to free once the list's lock is dropped (its MR's
+ * drain waits for peers). */
+static bool op_del(struct shca_srq *srq, const struct ibv_ops_wr *wr,
+		   uint32_t *drop)
 {
 	struct shca_tm_entry_shm *e =
 		&srq->tm->e[wr->tm.handle & (SHCA_TM_MAX_TAGS - 1)];
@@ -151,7 +174,40 @@ static bool op_del(struct shca_srq *srq, const struct ibv_ops_wr *wr)
 	if (e->state != 1 || e->gen != wr->tm.handle >> TM_IDX_BITS)
 		return false;
 	e->state = 0;
+	/* no message took it: its bounce goes */
+	if (srq->tm_imp) {
+		*drop = srq->tm_imp[e - srq->tm->e];
+		srq->tm_imp[e - srq->tm->e] = 0;
+	}
 	return true;
+}
+
+/*
+ * A TAG_ADD whose buffer names the owner's L_Keys on an import of the
+ * SRQ's PD (docs/import.md): its bounce (shca_imp_tm_add), *imp its tag;
+ * 0 with *imp 0 for anything else (op_check judges the list).  0 or
+ * -ENOMEM.
+ */
+static int add_bounce(struct shca_srq *srq, const struct ibv_ops_wr *wr,
+		      struct ibv_sge *bsge, uint32_t *imp)
+{
+	int ret;
+
+	*imp = 0;
+	if (wr->opcode != IBV_WR_TAG_ADD || wr->tm.add.num_sge <= 0 ||
+	    (uint32_t)wr->tm.add.num_sge > srq->tm_max_sge ||
+	    !wr->tm.add.sg_list)
+		return 0;
+	ret = shca_imp_tm_add(srq->pd, wr->tm.add.sg_list,
+			      wr->tm.add.num_sge, bsge, imp);
+	if (ret || !*imp || srq->tm_imp)
+		return ret;
+	srq->tm_imp = calloc(SHCA_TM_MAX_TAGS, sizeof(*srq->tm_imp));
+	if (srq->tm_imp)
+		return 0;
+	shca_imp_drop(*imp, true);
+	*imp = 0;
+	return -ENOMEM;
 }
 
 static const enum ibv_wc_opcode op_wc[] = {
@@ -187,10 +243,21 @@ int shca_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
 	}
 	pthread_mutex_lock(&rq->lock);
 	for (; wr; wr = wr->next) {
+		struct ibv_sge bsge;
+		uint32_t imp = 0;
+
+		/* the owner's L_Keys: a bounce, made before the list's
+		 * lock (it registers an MR) */
+		ret = add_bounce(srq, wr, &bsge, &imp);
+		if (ret) {
+			*bad = wr;
+			break;
+		}
 		shca_plock_lock(&rq->shm->lock);
 		ret = op_check(srq, wr);
 		if (ret) {
 			shca_plock_unlock(&rq->shm->lock);
+			shca_imp_drop(imp, true);
 			*bad = wr;
 			break;
 		}
@@ -198,9 +265,9 @@ int shca_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
 			srq->tm->sw_cnt = wr->tm.unexpected_cnt;
 		ok = true;
 		if (wr->opcode == IBV_WR_TAG_ADD)
-			op_add(srq, wr);
+			op_add(srq, wr, &bsge, imp);
 		else if (wr->opcode == IBV_WR_TAG_DEL)
-			ok = op_del(srq, wr);
+			ok = op_del(srq, wr, &imp);	/* (imp was 0) */
 		memset(&wc, 0, sizeof(wc));
 		wc.wr_id = wr->wr_id;
 		wc.status = ok ? IBV_WC_SUCCESS : IBV_WC_TM_ERR;
@@ -208,6 +275,8 @@ int shca_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
 		if (srq->tm->sw_cnt != srq->tm->hw_cnt)
 			wc.wc_flags = IBV_WC_TM_SYNC_REQ;
 		shca_plock_unlock(&rq->shm->lock);
+		if (wr->opcode == IBV_WR_TAG_DEL)
+			shca_imp_drop(imp, true);
 		if (!ok || (wr->flags & IBV_OPS_SIGNALED))
 			shca_cq_push(srq->cq, &wc, false);
 	}

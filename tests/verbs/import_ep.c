@@ -10,6 +10,14 @@ void import_ep_make(struct ep *e, enum ibv_qp_type type,
 		    struct ibv_context *ctx, struct ibv_pd *pd,
 		    struct ibv_mr *mr, uint8_t *buf, size_t size)
 {
+	import_ep_make_srq(e, type, ctx, pd, NULL, mr, buf, size, 0);
+}
+
+void import_ep_make_srq(struct ep *e, enum ibv_qp_type type,
+			struct ibv_context *ctx, struct ibv_pd *pd,
+			struct ibv_srq *srq, struct ibv_mr *mr, uint8_t *buf,
+			size_t size, uint64_t wc_flags)
+{
 	const int remote = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 			   IBV_ACCESS_REMOTE_ATOMIC;
 	struct ibv_qp_init_attr qa;
@@ -22,16 +30,29 @@ void import_ep_make(struct ep *e, enum ibv_qp_type type,
 	e->mr = mr;
 	e->buf = buf;
 	e->size = size;
+	e->srq = srq;
 	e->gid_index = 0;
 	e->mtu = IBV_MTU_4096;
 	e->scq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 	ASSERT_NOT_NULL(e->scq);
-	e->rcq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	ASSERT_NOT_NULL(e->rcq);
+	if (wc_flags) {
+		struct ibv_cq_init_attr_ex ca;
+
+		memset(&ca, 0, sizeof(ca));
+		ca.cqe = 16;
+		ca.wc_flags = wc_flags;
+		e->rcqx = ibv_create_cq_ex(ctx, &ca);
+		ASSERT_NOT_NULL(e->rcqx);
+		e->rcq = ibv_cq_ex_to_cq(e->rcqx);
+	} else {
+		e->rcq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+		ASSERT_NOT_NULL(e->rcq);
+	}
 	memset(&qa, 0, sizeof(qa));
 	qa.send_cq = e->scq;
 	qa.recv_cq = e->rcq;
 	qa.qp_type = type;
+	qa.srq = srq;
 	qa.cap.max_send_wr = qa.cap.max_recv_wr = 16;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 2;
 	e->qp = ibv_create_qp(pd, &qa);
