@@ -60,6 +60,7 @@ struct chunk {
 	struct chunk *next;
 	void *owned;
 	uint32_t qpn;			/* whose payload it references (0: none) */
+	uint32_t psn;			/* ... the packet's PSN (qpn set) */
 	bool ack;			/* a plain ACK (SHCA_NET_ACK) ... */
 	uint32_t ack_qpn;		/* ... of this QP */
 	size_t len, off;		/* bytes in all, bytes written */
@@ -773,6 +774,7 @@ static struct chunk *chunk_make(const void *hdr, size_t hlen,
 	k->next = NULL;
 	k->owned = owned;
 	k->qpn = 0;
+	k->psn = 0;
 	k->ack = false;
 	k->ack_qpn = 0;
 	k->off = 0;
@@ -950,8 +952,15 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 		free(owned);
 		return -ENOMEM;
 	}
-	if (!copy && plen)
+	if (!copy && plen) {
+		struct shca_bth bth;
+
 		k->qpn = qpn;
+		if (hlen >= sizeof(bth)) {
+			memcpy(&bth, hdr, sizeof(bth));
+			k->psn = shca_bth_psn(&bth);
+		}
+	}
 	pthread_mutex_lock(&c->lock);
 	if (c->state == CONN_DOWN && !c->incoming)
 		ret = connect_locked(c);
@@ -1031,13 +1040,19 @@ static bool chunk_own(struct chunk *k)
 	return true;
 }
 
-void shca_net_forget(struct shca_conn *c, uint32_t qpn)
+/*
+ * qpn's chunks that reference its memory, all of them or (n > 0) those
+ * with a PSN in [psn, psn + n): dropped if not begun, else given memory
+ * of their own.  c->lock held.
+ */
+static void forget_locked(struct shca_conn *c, uint32_t qpn, uint32_t psn,
+			  uint32_t n)
 {
 	struct chunk **pp, *k;
 
-	pthread_mutex_lock(&c->lock);
 	for (pp = &c->head; (k = *pp);) {
-		if (k->qpn != qpn) {
+		if (k->qpn != qpn ||
+		    (n && (uint32_t)shca_psn_diff(k->psn, psn) >= n)) {
 			pp = &k->next;
 			continue;
 		}
@@ -1058,6 +1073,23 @@ void shca_net_forget(struct shca_conn *c, uint32_t qpn)
 	c->tail = NULL;
 	for (k = c->head; k; k = k->next)
 		c->tail = k;
+}
+
+void shca_net_forget(struct shca_conn *c, uint32_t qpn)
+{
+	pthread_mutex_lock(&c->lock);
+	forget_locked(c, qpn, 0, 0);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void shca_net_release(struct shca_conn *c, uint32_t qpn, uint32_t psn,
+		      uint32_t n)
+{
+	if (!n)
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (c->head)
+		forget_locked(c, qpn, psn & SHCA_PSN_MASK, n);
 	pthread_mutex_unlock(&c->lock);
 }
 

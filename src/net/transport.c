@@ -270,6 +270,7 @@ void shca_net_qp_stop(struct shca_qp *qp, bool reset)
 	qp->net.send_idx = qp->net.assigned = qp->sq.head;
 	qp->net.send_pkt = 0;
 	qp->net.rnr_wait = false;
+	qp->net.resent = false;
 	rx_reset(qp);
 	rd_clear(qp);
 	/* the send queue was flushed (its rendezvous' tags told) or
@@ -688,13 +689,49 @@ static void arm_ack_timer(struct shca_qp *qp)
 	shca_timer_arm(&qp->retry_timer, shca_now_ns() + (t ? t : 100000000ull));
 }
 
+/*
+ * The head WQE w is about to complete: after its completion is seen, its
+ * buffers are the application's, which may free or unmap them at once
+ * (ibv_post_send(3)).  A packet of 512 bytes or more references them
+ * until the socket takes it (send_packet); an original is always written
+ * before the ACK that completes its WQE can come, but a resend queued by
+ * go_back while the socket was full may still wait, and would be read
+ * from the freed memory (EFAULT: the connection reset).  The peer
+ * acknowledged every PSN of the WQE: such copies are dropped (or, partly
+ * written, copied: conn.c shca_net_release), before the completion is
+ * pushed.  Only while resends are about (qp->net.resent): the fast path
+ * pays one test.  A WQE completed in error leaves the QP in error: every
+ * packet of the QP that references memory goes.
+ */
+static void release_head(struct shca_qp *qp, const struct shca_send_wqe *w,
+			 bool assigned, enum ibv_wc_status st)
+{
+	struct shca_conn *c = qp->net.conn;
+
+	if (!c)
+		return;
+	if (st != IBV_WC_SUCCESS) {
+		shca_net_forget(c, qp->ibqp.qp_num);
+		return;
+	}
+	if (!qp->net.resent || !assigned || wqe_needs_resp(w) ||
+	    shca_wr_is_local(w->wr.opcode))
+		return;
+	shca_net_release(c, qp->ibqp.qp_num, w->psn, w->npsn);
+	if (shca_psn_ge(shca_psn_add(w->psn, w->npsn), qp->net.resent_end))
+		qp->net.resent = false;
+}
+
 /* Complete the head WQE and advance; exec_lock held. */
 static void complete_head(struct shca_qp *qp, struct shca_send_wqe *w,
 			  enum ibv_wc_status st, uint32_t byte_len)
 {
 	struct shca_send_wqe done = *w;
 	struct shca_net_gen *g = gen_of(qp, w);
+	uint32_t head, tail;
 
+	shca_sq_first(qp, &head, &tail);
+	release_head(qp, w, head != qp->net.assigned, st);
 	/* free the slot first: an application that sees the completion
 	 * may post into it at once */
 	shca_sq_pop(qp);
@@ -718,6 +755,10 @@ static void go_back(struct shca_qp *qp, uint32_t idx, uint32_t psn)
 	if (!w)
 		return;
 	qp->net.send_idx = idx;
+	/* what is sent again from here may be queued still when its WQE
+	 * completes (release_head) */
+	qp->net.resent = true;
+	qp->net.resent_end = qp->net.next_psn;
 	/* a READ is asked for again from its first response that did not
 	 * arrive (what did is kept), an atomic whole */
 	if (w->wr.opcode == IBV_WR_RDMA_READ)

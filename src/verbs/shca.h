@@ -513,6 +513,10 @@ struct shca_net_qp {
 	uint32_t rnr_idx;
 	bool rd_gap;			/* READ asked again from rd_gap_psn */
 	uint32_t rd_gap_psn;
+	bool resent;			/* PSNs before resent_end were sent
+					 * again (go_back): copies may still
+					 * be queued (transport.c release) */
+	uint32_t resent_end;
 	/* responder */
 	uint32_t epsn, msn;
 	bool nak_sent;			/* PSN sequence NAK not yet answered */
