@@ -622,6 +622,10 @@ struct shca_qp {
 	uint32_t fin_head, fin_n, fin_cap;
 	bool fin_raised;		/* a FIN may be owed by the request
 					 * being sent (exec_lock) */
+	struct shca_lane rndv_lane;	/* the source of a rendezvous this
+					 * process answers, held until its
+					 * copy is done (shm/xfer.c,
+					 * exec_lock) */
 	struct shca_qp *fin_next;	/* the process's QPs holding FINs */
 	struct shca_net_qp net;		/* the net path (src/net/transport.c) */
 	bool comm_est_reported;
@@ -1024,10 +1028,6 @@ enum ibv_wc_status shca_local_inv_exec(struct shca_qp *qp, uint32_t rkey);
  * find it): -EBUSY while an MW bound to it is valid; otherwise every
  * earlier binding is let go, and no peer is inside it any more. */
 int shca_mw_release_mr(struct shca_mr *mr);
-/* An R_Key's memory as its owner reaches it (an MR's or a window's). */
-void *shca_rkey_addr(struct shca_pd *pd, uint32_t qpn, uint32_t rkey,
-		     unsigned int access, uint64_t va, uint64_t len);
-
 /* cq.c */
 struct ibv_cq *shca_create_cq(struct ibv_context *ctx, int cqe,
 			      struct ibv_comp_channel *ch, int comp_vector);
