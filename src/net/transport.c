@@ -31,6 +31,7 @@
 #include "../common/stat.h"
 #include "../engine/xport.h"
 #include "../shm/host.h"
+#include "../shm/mem.h"
 #include "../verbs/shca.h"
 #include "../wire/wire.h"
 #include "net.h"
@@ -967,6 +968,48 @@ static enum ibv_wc_status nak_status(unsigned int code)
 	}
 }
 
+/*
+ * The requester's own memory, written when a response arrives (a READ's
+ * payload, an atomic's result): lanes of this process's arena for the
+ * L_Keys of sge[0, n), each key once, taken before the keys are checked
+ * and put back after the last byte (local_unhold).  ibv_dereg_mr removes
+ * the MR from the table and then drains the lanes: it waits for a
+ * placement under way, and one after it fails the check.  false: no lane
+ * came free in a bounded wait, none held.
+ */
+static bool local_hold(const struct ibv_sge *sge, int n, struct shca_lane *l,
+		       int *nl)
+{
+	struct shca_peer *self = self_peer();
+	int i, j;
+
+	*nl = 0;
+	if (!self)
+		return true;
+	for (i = 0; i < n; i++) {
+		if (!sge[i].length)
+			continue;
+		for (j = 0; j < i; j++)
+			if (sge[j].length && sge[j].lkey == sge[i].lkey)
+				break;
+		if (j < i)
+			continue;
+		if (shca_mem_lane_take(self, sge[i].lkey, &l[*nl])) {
+			while (*nl)
+				shca_mem_lane_put(&l[--*nl]);
+			return false;
+		}
+		(*nl)++;
+	}
+	return true;
+}
+
+static void local_unhold(struct shca_lane *l, int nl)
+{
+	while (nl)
+		shca_mem_lane_put(&l[--nl]);
+}
+
 enum place {
 	PLACED,
 	PLACE_DROP,		/* not the response expected: dropped */
@@ -988,27 +1031,41 @@ static enum place place_read(struct shca_qp *qp, struct shca_send_wqe *w,
 	struct iovec iov[MAX_IOV], dst[MAX_IOV];
 	const unsigned char *src = m->payload;
 	const struct shca_net_gen *g = gen_of(qp, w);
+	struct shca_lane lanes[SHCA_MAX_SGE];
 	enum ibv_wc_status st;
-	int niov, n, i;
+	int niov, n, i, nl;
 
 	if (m->payload_len != want)
 		return PLACE_DROP;
 	if (w->gen && (!g || !g->used))
 		return PLACE_DROP;
+	/* held from the L_Keys' check to the last byte: a deregistration
+	 * waits for the bytes or makes the check fail (no lane free: the
+	 * response is dropped, and asked for again) */
+	if (!(w->gen ? local_hold(g->sge, (int)MIN(g->nsge, SHCA_NET_GEN_SGE),
+				  lanes, &nl) :
+		       local_hold(w->sge, MIN(w->wr.num_sge, SHCA_MAX_SGE),
+				  lanes, &nl)))
+		return PLACE_DROP;
 	/* a rendezvous's READ: the tag's buffer, as a receive's */
 	st = w->gen ? gen_scatter(qp, g, iov, &niov) :
 		      shca_stages.wqe_local_iov(qp, w, true, iov, &niov);
-	if (st != IBV_WC_SUCCESS)
+	if (st != IBV_WC_SUCCESS) {
+		local_unhold(lanes, nl);
 		return PLACE_LOC_PROT;
+	}
 	n = slice(iov, niov, off, want, dst, MAX_IOV);
-	if (n < 0)
+	if (n < 0) {
+		local_unhold(lanes, nl);
 		return PLACE_DROP;
+	}
 	SHCA_DMA_BEGIN();
 	for (i = 0; i < n; i++) {
 		memcpy(dst[i].iov_base, src, dst[i].iov_len);
 		src += dst[i].iov_len;
 	}
 	SHCA_DMA_END();
+	local_unhold(lanes, nl);
 	return PLACED;
 }
 
@@ -1098,16 +1155,25 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 			   m->psn != shca_psn_add(w->psn, w->nrecv)) {
 			count(qp, SHCA_STAT_DUPLICATE_REQUEST);
 		} else if (m->op->mask & SHCA_OPM_ATOMIC_ACK) {
+			struct shca_lane lanes[SHCA_MAX_SGE];
 			struct iovec iov[MAX_IOV];
-			int niov;
+			int niov, nl;
 
 			if (!wqe_is_atomic(w))
 				return;
+			/* the result is placed as a READ's payload is */
+			if (!local_hold(w->sge, MIN(w->wr.num_sge, SHCA_MAX_SGE),
+					lanes, &nl)) {
+				count(qp, SHCA_STAT_DROPPED_PKTS);
+				return;
+			}
 			if (shca_stages.wqe_local_iov(qp, w, true, iov, &niov) ==
 			    IBV_WC_SUCCESS) {
 				shca_stages.atomic_result(iov, niov, m->orig);
+				local_unhold(lanes, nl);
 				complete_head(qp, w, IBV_WC_SUCCESS, 8);
 			} else {
+				local_unhold(lanes, nl);
 				complete_head(qp, w, IBV_WC_LOC_PROT_ERR, 0);
 				return;
 			}
