@@ -106,6 +106,9 @@ struct shca_conn {
 	size_t queued;
 	struct chunk *held;		/* fault "reorder": sent after the next */
 	struct shca_timer held_timer;	/* ... or alone, 1 ms later */
+	uint64_t stall_until;		/* fault "stall": nothing written
+					 * before (0: none) */
+	struct shca_timer stall_timer;	/* ... then the queue is */
 	struct delayed *delayed;	/* fault "delay": on their way */
 	/* engine thread only */
 	unsigned char *rbuf;
@@ -163,9 +166,11 @@ static unsigned int rx_busy;
 /* Faults and trace                                                    */
 
 struct faults {
-	bool on;
+	bool on;			/* drop, dup, delay, reorder, reset */
 	double drop, dup, delay, reorder, reset;
 	unsigned int delay_ms;
+	double stall;			/* apart: it moves no packet */
+	unsigned int stall_ms;
 	uint64_t rng;
 	pthread_mutex_t lock;
 };
@@ -174,8 +179,8 @@ static struct faults faults = { .lock = PTHREAD_MUTEX_INITIALIZER };
 static struct shca_pcap *pcap;
 
 /*
- * SOFTHCA_FAULTS=drop=P,dup=P,delay=P,delay_ms=N,reorder=P,reset=P,seed=N
- * (P a probability per packet sent, 0..1).
+ * SOFTHCA_FAULTS=drop=P,dup=P,delay=P,delay_ms=N,reorder=P,reset=P,
+ * stall=P,stall_ms=N,seed=N (P a probability per packet sent, 0..1).
  */
 static void faults_parse(void)
 {
@@ -183,6 +188,7 @@ static void faults_parse(void)
 	char *s, *tok, *save = NULL;
 
 	faults.delay_ms = 5;
+	faults.stall_ms = 20;
 	faults.rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)shca_getpid();
 	if (!env || !*env)
 		return;
@@ -212,6 +218,10 @@ static void faults_parse(void)
 			faults.reorder = v;
 		else if (!strcmp(tok, "reset"))
 			faults.reset = v;
+		else if (!strcmp(tok, "stall"))
+			faults.stall = v;
+		else if (!strcmp(tok, "stall_ms"))
+			faults.stall_ms = (unsigned int)v;
 		else if (!strcmp(tok, "seed"))
 			faults.rng = (uint64_t)v * 0x9e3779b97f4a7c15ull + 1;
 		else
@@ -220,11 +230,12 @@ static void faults_parse(void)
 	free(s);
 	faults.on = faults.drop > 0 || faults.dup > 0 || faults.delay > 0 ||
 		    faults.reorder > 0 || faults.reset > 0;
-	if (faults.on)
+	if (faults.on || faults.stall > 0)
 		shca_info("fault injection: drop %g dup %g delay %g (%u ms) "
-			  "reorder %g reset %g", faults.drop, faults.dup,
-			  faults.delay, faults.delay_ms, faults.reorder,
-			  faults.reset);
+			  "reorder %g reset %g stall %g (%u ms)", faults.drop,
+			  faults.dup, faults.delay, faults.delay_ms,
+			  faults.reorder, faults.reset, faults.stall,
+			  faults.stall_ms);
 }
 
 static bool fault_roll(double p)
@@ -421,6 +432,13 @@ static void conn_fail(struct shca_conn *c)
 /* Write what the socket takes; c->lock held. */
 static void flush_locked(struct shca_conn *c)
 {
+	if (c->stall_until) {
+		/* fault "stall": the socket takes nothing yet (stall_fire
+		 * writes when it ends) */
+		if (shca_now_ns() < c->stall_until)
+			return;
+		c->stall_until = 0;
+	}
 	while (c->state == CONN_UP && c->head) {
 		struct iovec v[MAX_WRITE_IOV];
 		struct msghdr mh = { 0 };
@@ -872,6 +890,35 @@ static void held_fire(struct shca_timer *t)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* Fault "stall": the pause is over, what was queued goes. */
+static void stall_fire(struct shca_timer *t)
+{
+	struct shca_conn *c = container_of(t, struct shca_conn, stall_timer);
+
+	pthread_mutex_lock(&c->lock);
+	if (!shca_timer_stale(t)) {
+		c->stall_until = 0;
+		flush_locked(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Fault "stall" after a packet was queued: the connection takes nothing
+ * for stall_ms, as a socket that a slow peer keeps full; its packets stay
+ * queued in order, those that reference the application's memory still
+ * reference it (no copy: nothing is moved in time against another).
+ * c->lock held.
+ */
+static void stall_maybe(struct shca_conn *c)
+{
+	if (c->stall_until || !fault_roll(faults.stall))
+		return;
+	c->stall_until = shca_now_ns() + faults.stall_ms * 1000000ull;
+	c->stall_timer.fn = stall_fire;
+	shca_timer_arm(&c->stall_timer, c->stall_until);
+}
+
 /* Apply SOFTHCA_FAULTS to a packet about to be queued; c->lock held.
  * true: the fault layer took (or dropped) the chunk. */
 static bool fault_take(struct shca_conn *c, struct chunk *k, bool *dup,
@@ -994,6 +1041,8 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 			c->held = NULL;
 		}
 	}
+	if (k && faults.stall > 0)
+		stall_maybe(c);
 	if (!(flags & SHCA_NET_MORE) || c->queued > (1u << 20))
 		flush_unless_full(c);
 	if (reset) {
@@ -1190,6 +1239,7 @@ __attribute__((destructor)) static void conn_exit_flush(void)
 			enqueue_locked(c, c->held);
 			c->held = NULL;
 		}
+		c->stall_until = 0;	/* no more pauses: the exit writes */
 		for (;;) {
 			struct pollfd pf = { .fd = c->fd, .events = POLLOUT };
 
@@ -1287,6 +1337,8 @@ static void conn_close(struct shca_conn *c)
 	}
 	c->state = CONN_DOWN;
 	c->want_out = false;
+	c->stall_until = 0;
+	shca_timer_disarm(&c->stall_timer);
 	queue_free(c);
 	free(c->rbuf);
 	c->rbuf = NULL;
