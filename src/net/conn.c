@@ -915,7 +915,6 @@ static void stall_maybe(struct shca_conn *c)
 	if (c->stall_until || !fault_roll(faults.stall))
 		return;
 	c->stall_until = shca_now_ns() + faults.stall_ms * 1000000ull;
-	c->stall_timer.fn = stall_fire;
 	shca_timer_arm(&c->stall_timer, c->stall_until);
 }
 
@@ -1986,6 +1985,8 @@ static struct shca_conn *conn_alloc(void)
 	__atomic_store_n(&net_used, true, __ATOMIC_RELAXED);
 	pthread_mutex_init(&c->lock, NULL);
 	c->fd = -1;
+	/* set once: the engine reads it when the timer runs */
+	c->stall_timer.fn = stall_fire;
 	return c;
 }
 
@@ -2016,6 +2017,7 @@ static struct shca_conn *conn_alloc_incoming(void)
 	pthread_mutex_init(&c->lock, NULL);
 	c->gen = gen;
 	c->fd = -1;
+	c->stall_timer.fn = stall_fire;
 	return c;
 }
 
