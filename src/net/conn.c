@@ -1040,7 +1040,7 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 			c->held = NULL;
 		}
 	}
-	if (k && faults.stall > 0)
+	if (faults.stall > 0)
 		stall_maybe(c);
 	if (!(flags & SHCA_NET_MORE) || c->queued > (1u << 20))
 		flush_unless_full(c);
