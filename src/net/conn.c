@@ -60,6 +60,7 @@ struct chunk {
 	struct chunk *next;
 	void *owned;
 	uint32_t qpn;			/* whose payload it references (0: none) */
+	uint32_t psn;			/* ... the packet's PSN (qpn set) */
 	bool ack;			/* a plain ACK (SHCA_NET_ACK) ... */
 	uint32_t ack_qpn;		/* ... of this QP */
 	size_t len, off;		/* bytes in all, bytes written */
@@ -105,6 +106,9 @@ struct shca_conn {
 	size_t queued;
 	struct chunk *held;		/* fault "reorder": sent after the next */
 	struct shca_timer held_timer;	/* ... or alone, 1 ms later */
+	uint64_t stall_until;		/* fault "stall": nothing written
+					 * before (0: none) */
+	struct shca_timer stall_timer;	/* ... then the queue is */
 	struct delayed *delayed;	/* fault "delay": on their way */
 	/* engine thread only */
 	unsigned char *rbuf;
@@ -162,9 +166,11 @@ static unsigned int rx_busy;
 /* Faults and trace                                                    */
 
 struct faults {
-	bool on;
+	bool on;			/* drop, dup, delay, reorder, reset */
 	double drop, dup, delay, reorder, reset;
 	unsigned int delay_ms;
+	double stall;			/* apart: it moves no packet */
+	unsigned int stall_ms;
 	uint64_t rng;
 	pthread_mutex_t lock;
 };
@@ -173,8 +179,8 @@ static struct faults faults = { .lock = PTHREAD_MUTEX_INITIALIZER };
 static struct shca_pcap *pcap;
 
 /*
- * SOFTHCA_FAULTS=drop=P,dup=P,delay=P,delay_ms=N,reorder=P,reset=P,seed=N
- * (P a probability per packet sent, 0..1).
+ * SOFTHCA_FAULTS=drop=P,dup=P,delay=P,delay_ms=N,reorder=P,reset=P,
+ * stall=P,stall_ms=N,seed=N (P a probability per packet sent, 0..1).
  */
 static void faults_parse(void)
 {
@@ -182,6 +188,7 @@ static void faults_parse(void)
 	char *s, *tok, *save = NULL;
 
 	faults.delay_ms = 5;
+	faults.stall_ms = 20;
 	faults.rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)shca_getpid();
 	if (!env || !*env)
 		return;
@@ -211,6 +218,10 @@ static void faults_parse(void)
 			faults.reorder = v;
 		else if (!strcmp(tok, "reset"))
 			faults.reset = v;
+		else if (!strcmp(tok, "stall"))
+			faults.stall = v;
+		else if (!strcmp(tok, "stall_ms"))
+			faults.stall_ms = (unsigned int)v;
 		else if (!strcmp(tok, "seed"))
 			faults.rng = (uint64_t)v * 0x9e3779b97f4a7c15ull + 1;
 		else
@@ -219,11 +230,12 @@ static void faults_parse(void)
 	free(s);
 	faults.on = faults.drop > 0 || faults.dup > 0 || faults.delay > 0 ||
 		    faults.reorder > 0 || faults.reset > 0;
-	if (faults.on)
+	if (faults.on || faults.stall > 0)
 		shca_info("fault injection: drop %g dup %g delay %g (%u ms) "
-			  "reorder %g reset %g", faults.drop, faults.dup,
-			  faults.delay, faults.delay_ms, faults.reorder,
-			  faults.reset);
+			  "reorder %g reset %g stall %g (%u ms)", faults.drop,
+			  faults.dup, faults.delay, faults.delay_ms,
+			  faults.reorder, faults.reset, faults.stall,
+			  faults.stall_ms);
 }
 
 static bool fault_roll(double p)
@@ -420,6 +432,13 @@ static void conn_fail(struct shca_conn *c)
 /* Write what the socket takes; c->lock held. */
 static void flush_locked(struct shca_conn *c)
 {
+	if (c->stall_until) {
+		/* fault "stall": the socket takes nothing yet (stall_fire
+		 * writes when it ends) */
+		if (shca_now_ns() < c->stall_until)
+			return;
+		c->stall_until = 0;
+	}
 	while (c->state == CONN_UP && c->head) {
 		struct iovec v[MAX_WRITE_IOV];
 		struct msghdr mh = { 0 };
@@ -773,6 +792,7 @@ static struct chunk *chunk_make(const void *hdr, size_t hlen,
 	k->next = NULL;
 	k->owned = owned;
 	k->qpn = 0;
+	k->psn = 0;
 	k->ack = false;
 	k->ack_qpn = 0;
 	k->off = 0;
@@ -870,6 +890,34 @@ static void held_fire(struct shca_timer *t)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* Fault "stall": the pause is over, what was queued goes. */
+static void stall_fire(struct shca_timer *t)
+{
+	struct shca_conn *c = container_of(t, struct shca_conn, stall_timer);
+
+	pthread_mutex_lock(&c->lock);
+	if (!shca_timer_stale(t)) {
+		c->stall_until = 0;
+		flush_locked(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Fault "stall" after a packet was queued: the connection takes nothing
+ * for stall_ms, as a socket that a slow peer keeps full; its packets stay
+ * queued in order, those that reference the application's memory still
+ * reference it (no copy: nothing is moved in time against another).
+ * c->lock held.
+ */
+static void stall_maybe(struct shca_conn *c)
+{
+	if (c->stall_until || !fault_roll(faults.stall))
+		return;
+	c->stall_until = shca_now_ns() + faults.stall_ms * 1000000ull;
+	shca_timer_arm(&c->stall_timer, c->stall_until);
+}
+
 /* Apply SOFTHCA_FAULTS to a packet about to be queued; c->lock held.
  * true: the fault layer took (or dropped) the chunk. */
 static bool fault_take(struct shca_conn *c, struct chunk *k, bool *dup,
@@ -950,8 +998,15 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 		free(owned);
 		return -ENOMEM;
 	}
-	if (!copy && plen)
+	if (!copy && plen) {
+		struct shca_bth bth;
+
 		k->qpn = qpn;
+		if (hlen >= sizeof(bth)) {
+			memcpy(&bth, hdr, sizeof(bth));
+			k->psn = shca_bth_psn(&bth);
+		}
+	}
 	pthread_mutex_lock(&c->lock);
 	if (c->state == CONN_DOWN && !c->incoming)
 		ret = connect_locked(c);
@@ -985,6 +1040,8 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 			c->held = NULL;
 		}
 	}
+	if (faults.stall > 0)
+		stall_maybe(c);
 	if (!(flags & SHCA_NET_MORE) || c->queued > (1u << 20))
 		flush_unless_full(c);
 	if (reset) {
@@ -1031,13 +1088,19 @@ static bool chunk_own(struct chunk *k)
 	return true;
 }
 
-void shca_net_forget(struct shca_conn *c, uint32_t qpn)
+/*
+ * qpn's chunks that reference its memory, all of them or (n > 0) those
+ * with a PSN in [psn, psn + n): dropped if not begun, else given memory
+ * of their own.  c->lock held.
+ */
+static void forget_locked(struct shca_conn *c, uint32_t qpn, uint32_t psn,
+			  uint32_t n)
 {
 	struct chunk **pp, *k;
 
-	pthread_mutex_lock(&c->lock);
 	for (pp = &c->head; (k = *pp);) {
-		if (k->qpn != qpn) {
+		if (k->qpn != qpn ||
+		    (n && (uint32_t)shca_psn_diff(k->psn, psn) >= n)) {
 			pp = &k->next;
 			continue;
 		}
@@ -1058,6 +1121,23 @@ void shca_net_forget(struct shca_conn *c, uint32_t qpn)
 	c->tail = NULL;
 	for (k = c->head; k; k = k->next)
 		c->tail = k;
+}
+
+void shca_net_forget(struct shca_conn *c, uint32_t qpn)
+{
+	pthread_mutex_lock(&c->lock);
+	forget_locked(c, qpn, 0, 0);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void shca_net_release(struct shca_conn *c, uint32_t qpn, uint32_t psn,
+		      uint32_t n)
+{
+	if (!n)
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (c->head)
+		forget_locked(c, qpn, psn & SHCA_PSN_MASK, n);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -1158,6 +1238,7 @@ __attribute__((destructor)) static void conn_exit_flush(void)
 			enqueue_locked(c, c->held);
 			c->held = NULL;
 		}
+		c->stall_until = 0;	/* no more pauses: the exit writes */
 		for (;;) {
 			struct pollfd pf = { .fd = c->fd, .events = POLLOUT };
 
@@ -1255,6 +1336,8 @@ static void conn_close(struct shca_conn *c)
 	}
 	c->state = CONN_DOWN;
 	c->want_out = false;
+	c->stall_until = 0;
+	shca_timer_disarm(&c->stall_timer);
 	queue_free(c);
 	free(c->rbuf);
 	c->rbuf = NULL;
@@ -1902,6 +1985,8 @@ static struct shca_conn *conn_alloc(void)
 	__atomic_store_n(&net_used, true, __ATOMIC_RELAXED);
 	pthread_mutex_init(&c->lock, NULL);
 	c->fd = -1;
+	/* set once: the engine reads it when the timer runs */
+	c->stall_timer.fn = stall_fire;
 	return c;
 }
 
@@ -1932,6 +2017,7 @@ static struct shca_conn *conn_alloc_incoming(void)
 	pthread_mutex_init(&c->lock, NULL);
 	c->gen = gen;
 	c->fd = -1;
+	c->stall_timer.fn = stall_fire;
 	return c;
 }
 

@@ -125,6 +125,15 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
  */
 void shca_net_forget(struct shca_conn *c, uint32_t qpn);
 /*
+ * QP qpn's WQE of PSNs [psn, psn + n) completes: the peer acknowledged
+ * them, so a packet of theirs still queued on c is a resend (go-back-N)
+ * that it does not need.  Those that reference the application's memory,
+ * which is the application's again once the completion is seen, are
+ * dropped, or, if partly written already, given a copy of their own.
+ */
+void shca_net_release(struct shca_conn *c, uint32_t qpn, uint32_t psn,
+		      uint32_t n);
+/*
  * Direct placement (engine thread).  The middle packets of an RDMA WRITE
  * need no gathering: their payloads may be received from the socket
  * straight into the registered memory they are for, with no copy.

@@ -31,6 +31,7 @@
 #include "../common/stat.h"
 #include "../engine/xport.h"
 #include "../shm/host.h"
+#include "../shm/mem.h"
 #include "../verbs/shca.h"
 #include "../wire/wire.h"
 #include "net.h"
@@ -280,6 +281,7 @@ void shca_net_qp_stop(struct shca_qp *qp, bool reset)
 	qp->net.send_idx = qp->net.assigned = qp->sq.head;
 	qp->net.send_pkt = 0;
 	qp->net.rnr_wait = false;
+	qp->net.resent = false;
 	rx_reset(qp);
 	rd_clear(qp);
 	/* the send queue was flushed (its rendezvous' tags told) or
@@ -701,13 +703,49 @@ static void arm_ack_timer(struct shca_qp *qp)
 	shca_timer_arm(&qp->retry_timer, shca_now_ns() + (t ? t : 100000000ull));
 }
 
+/*
+ * The head WQE w is about to complete: after its completion is seen, its
+ * buffers are the application's, which may free or unmap them at once
+ * (ibv_post_send(3)).  A packet of 512 bytes or more references them
+ * until the socket takes it (send_packet); an original is always written
+ * before the ACK that completes its WQE can come, but a resend queued by
+ * go_back while the socket was full may still wait, and would be read
+ * from the freed memory (EFAULT: the connection reset).  The peer
+ * acknowledged every PSN of the WQE: such copies are dropped (or, partly
+ * written, copied: conn.c shca_net_release), before the completion is
+ * pushed.  Only while resends are about (qp->net.resent): the fast path
+ * pays one test.  A WQE completed in error leaves the QP in error: every
+ * packet of the QP that references memory goes.
+ */
+static void release_head(struct shca_qp *qp, const struct shca_send_wqe *w,
+			 bool assigned, enum ibv_wc_status st)
+{
+	struct shca_conn *c = qp->net.conn;
+
+	if (!c)
+		return;
+	if (st != IBV_WC_SUCCESS) {
+		shca_net_forget(c, qp->ibqp.qp_num);
+		return;
+	}
+	if (!qp->net.resent || !assigned || wqe_needs_resp(w) ||
+	    shca_wr_is_local(w->wr.opcode))
+		return;
+	shca_net_release(c, qp->ibqp.qp_num, w->psn, w->npsn);
+	if (shca_psn_ge(shca_psn_add(w->psn, w->npsn), qp->net.resent_end))
+		qp->net.resent = false;
+}
+
 /* Complete the head WQE and advance; exec_lock held. */
 static void complete_head(struct shca_qp *qp, struct shca_send_wqe *w,
 			  enum ibv_wc_status st, uint32_t byte_len)
 {
 	struct shca_send_wqe done = *w;
 	struct shca_net_gen *g = gen_of(qp, w);
+	uint32_t head, tail;
 
+	shca_sq_first(qp, &head, &tail);
+	release_head(qp, w, head != qp->net.assigned, st);
 	/* free the slot first: an application that sees the completion
 	 * may post into it at once */
 	shca_sq_pop(qp);
@@ -731,6 +769,10 @@ static void go_back(struct shca_qp *qp, uint32_t idx, uint32_t psn)
 	if (!w)
 		return;
 	qp->net.send_idx = idx;
+	/* what is sent again from here may be queued still when its WQE
+	 * completes (release_head) */
+	qp->net.resent = true;
+	qp->net.resent_end = qp->net.next_psn;
 	/* a READ is asked for again from its first response that did not
 	 * arrive (what did is kept), an atomic whole */
 	if (w->wr.opcode == IBV_WR_RDMA_READ)
@@ -939,6 +981,48 @@ static enum ibv_wc_status nak_status(unsigned int code)
 	}
 }
 
+/*
+ * The requester's own memory, written when a response arrives (a READ's
+ * payload, an atomic's result): lanes of this process's arena for the
+ * L_Keys of sge[0, n), each key once, taken before the keys are checked
+ * and put back after the last byte (local_unhold).  ibv_dereg_mr removes
+ * the MR from the table and then drains the lanes: it waits for a
+ * placement under way, and one after it fails the check.  false: no lane
+ * came free in a bounded wait, none held.
+ */
+static bool local_hold(const struct ibv_sge *sge, int n, struct shca_lane *l,
+		       int *nl)
+{
+	struct shca_peer *self = self_peer();
+	int i, j;
+
+	*nl = 0;
+	if (!self)
+		return true;
+	for (i = 0; i < n; i++) {
+		if (!sge[i].length)
+			continue;
+		for (j = 0; j < i; j++)
+			if (sge[j].length && sge[j].lkey == sge[i].lkey)
+				break;
+		if (j < i)
+			continue;
+		if (shca_mem_lane_take(self, sge[i].lkey, &l[*nl])) {
+			while (*nl)
+				shca_mem_lane_put(&l[--*nl]);
+			return false;
+		}
+		(*nl)++;
+	}
+	return true;
+}
+
+static void local_unhold(struct shca_lane *l, int nl)
+{
+	while (nl)
+		shca_mem_lane_put(&l[--nl]);
+}
+
 enum place {
 	PLACED,
 	PLACE_DROP,		/* not the response expected: dropped */
@@ -960,27 +1044,41 @@ static enum place place_read(struct shca_qp *qp, struct shca_send_wqe *w,
 	struct iovec iov[MAX_IOV], dst[MAX_IOV];
 	const unsigned char *src = m->payload;
 	const struct shca_net_gen *g = gen_of(qp, w);
+	struct shca_lane lanes[SHCA_MAX_SGE];
 	enum ibv_wc_status st;
-	int niov, n, i;
+	int niov, n, i, nl;
 
 	if (m->payload_len != want)
 		return PLACE_DROP;
 	if (w->gen && (!g || !g->used))
 		return PLACE_DROP;
+	/* held from the L_Keys' check to the last byte: a deregistration
+	 * waits for the bytes or makes the check fail (no lane free: the
+	 * response is dropped, and asked for again) */
+	if (!(w->gen ? local_hold(g->sge, (int)MIN(g->nsge, SHCA_NET_GEN_SGE),
+				  lanes, &nl) :
+		       local_hold(w->sge, MIN(w->wr.num_sge, SHCA_MAX_SGE),
+				  lanes, &nl)))
+		return PLACE_DROP;
 	/* a rendezvous's READ: the tag's buffer, as a receive's */
 	st = w->gen ? gen_scatter(qp, g, iov, &niov) :
 		      shca_stages.wqe_local_iov(qp, w, true, iov, &niov);
-	if (st != IBV_WC_SUCCESS)
+	if (st != IBV_WC_SUCCESS) {
+		local_unhold(lanes, nl);
 		return PLACE_LOC_PROT;
+	}
 	n = slice(iov, niov, off, want, dst, MAX_IOV);
-	if (n < 0)
+	if (n < 0) {
+		local_unhold(lanes, nl);
 		return PLACE_DROP;
+	}
 	SHCA_DMA_BEGIN();
 	for (i = 0; i < n; i++) {
 		memcpy(dst[i].iov_base, src, dst[i].iov_len);
 		src += dst[i].iov_len;
 	}
 	SHCA_DMA_END();
+	local_unhold(lanes, nl);
 	return PLACED;
 }
 
@@ -1070,16 +1168,25 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 			   m->psn != shca_psn_add(w->psn, w->nrecv)) {
 			count(qp, SHCA_STAT_DUPLICATE_REQUEST);
 		} else if (m->op->mask & SHCA_OPM_ATOMIC_ACK) {
+			struct shca_lane lanes[SHCA_MAX_SGE];
 			struct iovec iov[MAX_IOV];
-			int niov;
+			int niov, nl;
 
 			if (!wqe_is_atomic(w))
 				return;
+			/* the result is placed as a READ's payload is */
+			if (!local_hold(w->sge, MIN(w->wr.num_sge, SHCA_MAX_SGE),
+					lanes, &nl)) {
+				count(qp, SHCA_STAT_DROPPED_PKTS);
+				return;
+			}
 			if (shca_stages.wqe_local_iov(qp, w, true, iov, &niov) ==
 			    IBV_WC_SUCCESS) {
 				shca_stages.atomic_result(iov, niov, m->orig);
+				local_unhold(lanes, nl);
 				complete_head(qp, w, IBV_WC_SUCCESS, 8);
 			} else {
+				local_unhold(lanes, nl);
 				complete_head(qp, w, IBV_WC_LOC_PROT_ERR, 0);
 				return;
 			}

@@ -51,8 +51,10 @@ static void host_multicast(const struct shca_qp *qp,
  * (IBA o9-20, o10-37): the sending QP's remote read enable, then the
  * R_Key: an MR of its PD, or a valid memory window of its PD (a type 2
  * window bound to this QP), with REMOTE_READ and the range within it:
- * the owner's own R_Key check (verbs/mw.c shca_rkey_addr), as its net
- * path's READ responder makes it.
+ * the owner's own R_Key check against its arena's entry, under an access
+ * lane of its arena from the check to the copy's last byte
+ * (shca_stages.hold, engine/responder.c), as its net path's READ
+ * responder makes it: a deregistration of the MR waits for the copy.
  *
  * A READ that passes may be followed by a FIN to this QP: it counts in
  * the QP's fin_wait from now (fin_raise), so that a message its peer
@@ -65,14 +67,22 @@ static int host_rndv_src(void *ctx, uint64_t addr, uint32_t rkey,
 			 uint32_t len, struct iovec *src)
 {
 	struct shca_qp *qp = ctx;
+	const struct shca_slot *s = shca_slot_get();
+	struct shca_peer *self;
 	void *va = NULL;
 
 	if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_READ))
 		return -EACCES;
 	if (len) {
-		va = shca_rkey_addr(qp->pd, qp->ibqp.qp_num, rkey,
-				    IBV_ACCESS_REMOTE_READ, addr, len);
-		if (!va)
+		/* the R_Key checked under a lane of this process's arena,
+		 * held until the copy's last byte (host_xmit puts it
+		 * back): ibv_dereg_mr's drain waits for it */
+		self = s ? shca_peer_get(s->slot) : NULL;
+		if (!self || !qp->pd ||
+		    shca_stages.hold(self, qp->ibqp.qp_num,
+				     qp->pd->prot->obj.handle, rkey,
+				     IBV_ACCESS_REMOTE_READ, addr, len,
+				     &qp->rndv_lane, &va))
 			return -EACCES;
 	}
 	src->iov_base = va;
@@ -345,7 +355,10 @@ static void host_xmit(struct shca_qp *qp, const struct shca_send_wqe *w,
 		hx.rndv_src = host_rndv_src;
 		hx.rndv_ctx = qp;
 	}
+	qp->rndv_lane.lane = NULL;
 	shca_stages.respond(peer, &hx, res);
+	/* a rendezvous' source copied (or refused): its MR may go */
+	shca_stages.unhold(&qp->rndv_lane);
 	fin_settle(qp, res);
 	if (qp->shm)
 		shca_stages.count(&qp->shm->stats, &hx, true);

@@ -408,32 +408,3 @@ enum ibv_wc_status shca_local_inv_exec(struct shca_qp *qp, uint32_t rkey)
 	shca_seg_drain(rkey);
 	return IBV_WC_SUCCESS;
 }
-
-/*
- * The owner's own check of an R_Key, for what its net path reads as it
- * goes (the READ responses, net/transport.c): an MR's, or a valid
- * window's with the window's rights and bounds (type 2: through its QP).
- * The address of [va, va + len) in this process, or NULL.
- */
-void *shca_rkey_addr(struct shca_pd *pd, uint32_t qpn, uint32_t rkey,
-		     unsigned int access, uint64_t va, uint64_t len)
-{
-	void *addr = shca_lookup_addr(pd, rkey, access, va, len, true);
-	struct shca_mw *mw;
-	uint64_t wiova;
-
-	if (addr)
-		return addr;
-	shca_mr_table_lock();
-	mw = shca_mw_key_find(rkey);
-	if (mw && mw->key == rkey && mw_valid(mw) && mw->pd->prot == pd->prot &&
-	    (mw->ibmw.type == IBV_MW_TYPE_1 || mw->qpn == qpn) &&
-	    (mw->access & access) == access) {
-		wiova = mw->zero_based ? 0 : mw->addr;
-		if (shca_range_ok(va, len, wiova, wiova + mw->length))
-			addr = (char *)mw->mr->base +
-			       (mw->addr - mw->mr->iova) + (va - wiova);
-	}
-	shca_mr_table_unlock();
-	return addr;
-}

@@ -518,6 +518,10 @@ struct shca_net_qp {
 	uint32_t rnr_idx;
 	bool rd_gap;			/* READ asked again from rd_gap_psn */
 	uint32_t rd_gap_psn;
+	bool resent;			/* PSNs before resent_end were sent
+					 * again (go_back): copies may still
+					 * be queued (transport.c release) */
+	uint32_t resent_end;
 	/* responder */
 	uint32_t epsn, msn;
 	bool nak_sent;			/* PSN sequence NAK not yet answered */
@@ -640,6 +644,10 @@ struct shca_qp {
 	uint32_t fin_head, fin_n, fin_cap;
 	bool fin_raised;		/* a FIN may be owed by the request
 					 * being sent (exec_lock) */
+	struct shca_lane rndv_lane;	/* the source of a rendezvous this
+					 * process answers, held until its
+					 * copy is done (shm/xfer.c,
+					 * exec_lock) */
 	struct shca_qp *fin_next;	/* the process's QPs holding FINs */
 	struct shca_net_qp net;		/* the net path (src/net/transport.c) */
 	bool comm_est_reported;
@@ -1058,10 +1066,6 @@ enum ibv_wc_status shca_local_inv_exec(struct shca_qp *qp, uint32_t rkey);
  * find it): -EBUSY while an MW bound to it is valid; otherwise every
  * earlier binding is let go, and no peer is inside it any more. */
 int shca_mw_release_mr(struct shca_mr *mr);
-/* An R_Key's memory as its owner reaches it (an MR's or a window's). */
-void *shca_rkey_addr(struct shca_pd *pd, uint32_t qpn, uint32_t rkey,
-		     unsigned int access, uint64_t va, uint64_t len);
-
 /* cq.c */
 struct ibv_cq *shca_create_cq(struct ibv_context *ctx, int cqe,
 			      struct ibv_comp_channel *ch, int comp_vector);

@@ -23,23 +23,21 @@
  * while dereg has not, after a bounded number of looks (the fix makes it
  * wait: dereg cannot return first).  Supplied after dereg returned, the
  * page holds what the owner wrote after dereg; the responder must not
- * write over it, nor send it in a READ that succeeds.
+ * write over it, nor send it in a READ that succeeds.  A third does the
+ * same on the requester's side: a READ's response placed into the
+ * requester's own MR (its L_Key) stops at a missing page while the
+ * requester deregisters that MR (net/transport.c local_hold).
  */
-#include <fcntl.h>
-#include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
-#include <linux/userfaultfd.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "harness.h"
 #include "ep.h"
+#include "uffd.h"
 
-#define PAGE	4096u
+#define PAGE	UFFD_PAGE
 #define FILL	0xee	/* what the owner writes after dereg returned */
 #define OLD	0x11	/* the MR's bytes before */
 #define DATA	0x22	/* what the peer writes */
@@ -89,79 +87,6 @@ static int64_t find_not(const uint8_t *p, size_t len, uint8_t b)
 	return -1;
 }
 
-/* ------------------------------------------------------------------ */
-/* userfaultfd                                                         */
-
-static int uffd_open(void)
-{
-	struct uffdio_api api = { .api = UFFD_API };
-	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-
-	if (fd < 0)
-		SKIP_ENV("no userfaultfd here (it needs CAP_SYS_PTRACE or "
-			 "vm.unprivileged_userfaultfd=1: the responder's copy "
-			 "faults in the kernel)");
-	ASSERT_EQ(ioctl(fd, UFFDIO_API, &api), 0);
-	return fd;
-}
-
-static void uffd_watch(int fd, void *addr, size_t len)
-{
-	struct uffdio_register r = {
-		.range = { (uintptr_t)addr, len },
-		.mode = UFFDIO_REGISTER_MODE_MISSING,
-	};
-
-	ASSERT_EQ(ioctl(fd, UFFDIO_REGISTER, &r), 0);
-}
-
-/* The address of the next missing-page fault (waits up to ~10 s). */
-static uint64_t uffd_fault(int fd)
-{
-	struct uffd_msg msg;
-	struct pollfd p = { fd, POLLIN, 0 };
-
-	for (int tries = 0; tries < 100; tries++) {
-		if (poll(&p, 1, 100) == 1 &&
-		    read(fd, &msg, sizeof(msg)) == (ssize_t)sizeof(msg)) {
-			ASSERT_EQ(msg.event, UFFD_EVENT_PAGEFAULT);
-			return msg.arg.pagefault.address & ~(uint64_t)(PAGE - 1);
-		}
-	}
-	harness_fail(__FILE__, __LINE__, "the responder never touched the "
-		     "missing page");
-	return 0;
-}
-
-/* Supply the missing page at page, filled with b; wakes who waits. */
-static void uffd_supply(int fd, uint64_t page, uint8_t b)
-{
-	static uint8_t src[PAGE] __attribute__((aligned(PAGE)));
-	struct uffdio_copy c = { .dst = page, .src = (uintptr_t)src,
-				 .len = PAGE };
-
-	memset(src, b, PAGE);
-	ASSERT_EQ(ioctl(fd, UFFDIO_COPY, &c), 0);
-}
-
-/* ibv_dereg_mr in a thread of its own: the one that asked may have to
- * supply a page first. */
-struct dereg {
-	pthread_t t;
-	struct ibv_mr *mr;
-	int ret;
-	bool done;
-};
-
-static void *dereg_run(void *arg)
-{
-	struct dereg *d = arg;
-
-	d->ret = ibv_dereg_mr(d->mr);
-	__atomic_store_n(&d->done, true, __ATOMIC_RELEASE);
-	return NULL;
-}
-
 /*
  * Deregister while the responder waits for the page at page: true when
  * dereg returned before the page was supplied (then supplied with FILL,
@@ -172,15 +97,11 @@ static void *dereg_run(void *arg)
 static bool dereg_at_fault(int ufd, struct ibv_mr *mr, uint8_t *mem,
 			   size_t len, uint64_t page)
 {
-	struct dereg d = { .mr = mr };
+	struct dereg d;
 	bool first;
-	int looks;
 
-	ASSERT_EQ(pthread_create(&d.t, NULL, dereg_run, &d), 0);
-	for (looks = 0; looks < 200 &&
-	     !__atomic_load_n(&d.done, __ATOMIC_ACQUIRE); looks++)
-		usleep(1000);
-	first = __atomic_load_n(&d.done, __ATOMIC_ACQUIRE);
+	dereg_start(&d, mr);
+	first = dereg_returns_soon(&d);
 	printf("  dereg %s the responder's copy\n",
 	       first ? "returned before" : "waited for");
 	if (first) {
@@ -191,8 +112,7 @@ static bool dereg_at_fault(int ufd, struct ibv_mr *mr, uint8_t *mem,
 	} else {
 		uffd_supply(ufd, page, OLD);
 	}
-	ASSERT_EQ(pthread_join(d.t, NULL), 0);
-	ASSERT_EQ(d.ret, 0);
+	dereg_join(&d);
 	if (!first)
 		memset(mem, FILL, len);
 	return first;
@@ -389,6 +309,95 @@ TEST(read_response_copied_before_dereg_returns)
 	/* the second READ was posted after dereg returned */
 	ASSERT_LE(rep.ok, 1);
 	ASSERT_EQ(rep.status, IBV_WC_REM_ACCESS_ERR);
+	close(ufd);
+	munmap(map, 3 * len);
+}
+
+/* A READ's responder: its buffer of len bytes of DATA, no more. */
+static void read_target(int fd, void *arg)
+{
+	const uint32_t *len = arg;
+	struct ep_opts o;
+	struct ep b;
+
+	ep_default_opts(&o, IBV_QPT_RC);
+	o.buf_size = *len;
+	ep_open_remote(&b, &o, fd);
+	memset(b.buf, DATA, *len);
+	duo_signal(fd, 'u');
+	duo_expect(fd, 'q');
+	ep_destroy(&b);
+}
+
+/*
+ * The requester's side (transport.c place_read): a 64 KiB READ's
+ * responses are placed in the requester's own MR, a page in its middle
+ * missing, so the engine's copy of one response stops there.  The
+ * requester deregisters that MR: dereg must wait until the copy has gone
+ * on; what the owner writes after dereg returned stays (the responses
+ * still to come are refused: the WQE ends LOC_PROT_ERR, unless all had
+ * landed before dereg returned).
+ */
+TEST(read_placement_lands_before_local_dereg_returns)
+{
+	uint32_t len = 64u << 10;
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	struct ep_opts o;
+	uint8_t *map, *mem;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	uint64_t page;
+	struct duo d;
+	struct ep a;
+	int64_t k;
+	int ufd;
+
+	net_env(false);
+	ufd = uffd_open();
+	mem = owner_mem(len, &map);
+	page = (uintptr_t)mem + len / 2;
+	ASSERT_EQ(madvise((void *)(uintptr_t)page, PAGE, MADV_DONTNEED), 0);
+	duo_fork(&d, read_target, &len);
+	ep_default_opts(&o, IBV_QPT_RC);
+	o.buf_size = PAGE;
+	o.timeout = 18;		/* ~1 s: the copy stops for a while */
+	ep_create(&a, &o);
+	mr = ibv_reg_mr(a.pd, mem, len, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT(mr != NULL);
+	ep_exchange(d.fd, &a.self, &a.peer);
+	ep_connect(&a, &o);
+	duo_expect(d.fd, 'u');
+	uffd_watch(ufd, mem, len);
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uintptr_t)mem;
+	sge.length = len;
+	sge.lkey = mr->lkey;
+	wr.wr_id = 7;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = a.peer.addr;
+	wr.wr.rdma.rkey = a.peer.rkey;
+	ASSERT_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	ASSERT_EQ(uffd_fault(ufd), page);
+	dereg_at_fault(ufd, mr, mem, len, page);
+	ep_poll(a.scq, &wc, 1);
+	printf("  the READ ended %s\n", ibv_wc_status_str(wc.status));
+	if (wc.status != IBV_WC_SUCCESS)
+		ASSERT_EQ(wc.status, IBV_WC_LOC_PROT_ERR);
+	ep_net_check();
+	duo_signal(d.fd, 'q');
+	duo_wait(&d);
+	ep_destroy(&a);
+	k = find_not(mem, len, FILL);
+	if (k >= 0)
+		harness_fail(__FILE__, __LINE__, "byte %lld of the old range "
+			     "is %#x, written after ibv_dereg_mr returned",
+			     (long long)k, mem[k]);
+	ASSERT_EQ(find_not(map, len, OLD), -1);
+	ASSERT_EQ(find_not(mem + len, len, OLD), -1);
 	close(ufd);
 	munmap(map, 3 * len);
 }
