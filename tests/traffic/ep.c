@@ -511,13 +511,21 @@ int ep_post(struct ep *e, uint64_t wr_id, enum ibv_wr_opcode op,
 	    uint64_t off, uint32_t len, uint64_t remote_off,
 	    unsigned int flags)
 {
+	return ep_post_key(e, wr_id, op, (uintptr_t)e->buf + off, e->mr->lkey,
+			   len, remote_off, flags);
+}
+
+int ep_post_key(struct ep *e, uint64_t wr_id, enum ibv_wr_opcode op,
+		uint64_t addr, uint32_t lkey, uint32_t len,
+		uint64_t remote_off, unsigned int flags)
+{
 	struct ibv_send_wr wr, *bad;
 	struct ibv_sge sge;
 
 	memset(&wr, 0, sizeof(wr));
-	sge.addr = (uintptr_t)e->buf + off;
+	sge.addr = addr;
 	sge.length = len;
-	sge.lkey = e->mr->lkey;
+	sge.lkey = lkey;
 	wr.wr_id = wr_id;
 	wr.sg_list = &sge;
 	wr.num_sge = len ? 1 : 0;

@@ -115,6 +115,10 @@ void xread(int fd, void *p, size_t len);
 int ep_post(struct ep *e, uint64_t wr_id, enum ibv_wr_opcode op,
 	    uint64_t off, uint32_t len, uint64_t remote_off,
 	    unsigned int flags);
+/* The same from len bytes at addr through lkey (any MR of e's PD). */
+int ep_post_key(struct ep *e, uint64_t wr_id, enum ibv_wr_opcode op,
+		uint64_t addr, uint32_t lkey, uint32_t len,
+		uint64_t remote_off, unsigned int flags);
 /* Post one signaled 8-byte atomic (op) from buf + off to the peer's
  * buffer at remote_off, with compare_add and swap. */
 void ep_post_atomic(struct ep *e, uint64_t wr_id, enum ibv_wr_opcode op,

@@ -25,18 +25,7 @@
 static void post_one(struct ep *a, uint64_t wr_id, enum ibv_wr_opcode op,
 		     uint64_t laddr, uint32_t lkey)
 {
-	struct ibv_sge sge = { .addr = laddr, .length = LEN, .lkey = lkey };
-	struct ibv_send_wr wr, *bad;
-
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = wr_id;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = op;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.rdma.remote_addr = a->peer.addr + DST;
-	wr.wr.rdma.rkey = a->peer.rkey;
-	ASSERT_EQ(ibv_post_send(a->qp, &wr, &bad), 0);
+	ASSERT_EQ(ep_post_key(a, wr_id, op, laddr, lkey, LEN, DST, 0), 0);
 }
 
 /* A pair, an MR of LEN bytes at a's XOFF (its key used once: a WRITE
