@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "harness.h"
+#include "common.h"
+#include "fdpass.h"
 #include "import_ep.h"
 
 void import_ep_make(struct ep *e, enum ibv_qp_type type,
@@ -87,4 +89,123 @@ void import_ep_pair(struct ep *a, struct ep *b)
 	b->peer = a->self;
 	ep_connect(a, &o);
 	ep_connect(b, &o);
+}
+
+void import_ep_connect(struct ep *e, const struct ep_info *peer,
+		       uint8_t rnr_retry)
+{
+	struct ep_opts o;
+
+	ep_default_opts(&o, e->type);
+	o.rnr_retry = rnr_retry;
+	e->peer = *peer;
+	ep_connect(e, &o);
+}
+
+void import_env(bool net, bool cma)
+{
+	ep_skip_if_netns();
+	if (net)
+		setenv("SOFTHCA_NET", "1", 1);
+	else
+		unsetenv("SOFTHCA_NET");
+	if (cma)
+		setenv("SOFTHCA_MAP", "0", 1);
+	else
+		unsetenv("SOFTHCA_MAP");
+}
+
+void import_owner_begin(struct import_owner *o,
+			void (*fn)(int sock, void *arg), void *arg,
+			size_t size, int access, int sbuf_access)
+{
+	memset(o, 0, sizeof(*o));
+	o->size = size;
+	/* before the device opens: the child inherits none of it */
+	duo_fork(&o->d, fn, arg);
+	o->ctx = open_lo();
+	o->pd = ibv_alloc_pd(o->ctx);
+	ASSERT_NOT_NULL(o->pd);
+	ASSERT_EQ(posix_memalign((void **)&o->buf, 4096, size), 0);
+	memset(o->buf, EP_SENTINEL, size);
+	o->mr = ibv_reg_mr(o->pd, o->buf, size, access);
+	ASSERT_NOT_NULL(o->mr);
+	if (!sbuf_access)
+		return;
+	ASSERT_EQ(posix_memalign((void **)&o->sbuf, 4096, size), 0);
+	memset(o->sbuf, 0, size);
+	o->smr = ibv_reg_mr(o->pd, o->sbuf, size, sbuf_access);
+	ASSERT_NOT_NULL(o->smr);
+}
+
+void import_owner_offer(struct import_owner *o, const struct ep_info *a)
+{
+	struct import_offer of;
+
+	memset(&of, 0, sizeof(of));
+	of.pd_handle = o->pd->handle;
+	of.mr_handle = o->mr->handle;
+	of.addr = (uintptr_t)o->buf;
+	of.length = o->mr->length;
+	if (a)
+		of.a = *a;
+	fdpass_send(o->d.fd, o->ctx->cmd_fd, &of, sizeof(of));
+}
+
+void import_owner_check(const struct import_owner *o, uint32_t off,
+			uint32_t len, uint32_t seed, bool before)
+{
+	if (seed)
+		ASSERT_EQ(ep_find_pattern_diff(o->buf + off, len, seed, 0), -1);
+	else
+		ASSERT_EQ(ep_find_non_sentinel(o->buf + off, len), -1);
+	if (off + len + 64 <= o->size)
+		ASSERT_EQ(ep_find_non_sentinel(o->buf + off + len, 64), -1);
+	if (before && off >= 64)
+		ASSERT_EQ(ep_find_non_sentinel(o->buf + off - 64, 64), -1);
+}
+
+void import_owner_dereg(struct import_owner *o)
+{
+	ASSERT_EQ(ibv_dereg_mr(o->mr), 0);
+	o->dereg = true;
+}
+
+void import_owner_wait(struct import_owner *o)
+{
+	duo_signal(o->d.fd, 'k');
+	duo_wait(&o->d);
+}
+
+void import_owner_end(struct import_owner *o)
+{
+	if (!o->dereg)
+		ASSERT_EQ(ibv_dereg_mr(o->mr), 0);
+	if (o->smr)
+		ASSERT_EQ(ibv_dereg_mr(o->smr), 0);
+	ASSERT_EQ(ibv_dealloc_pd(o->pd), 0);
+	ASSERT_EQ(ibv_close_device(o->ctx), 0);
+	free(o->buf);
+	free(o->sbuf);
+}
+
+void importer_begin(struct importer *im, int sock)
+{
+	int fd;
+
+	memset(im, 0, sizeof(*im));
+	fd = fdpass_recv(sock, &im->of, sizeof(im->of));
+	im->ctx = ibv_import_device(fd);
+	ASSERT_NOT_NULL(im->ctx);
+	im->pd = ibv_import_pd(im->ctx, im->of.pd_handle);
+	ASSERT_NOT_NULL(im->pd);
+	im->mr = ibv_import_mr(im->pd, im->of.mr_handle);
+	ASSERT_NOT_NULL(im->mr);
+}
+
+void importer_end(struct importer *im)
+{
+	ibv_unimport_mr(im->mr);
+	ibv_unimport_pd(im->pd);
+	ASSERT_EQ(ibv_close_device(im->ctx), 0);
 }

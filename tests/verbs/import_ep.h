@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Endpoints of the import tests (test_import_xproc.c,
- * test_import_xproc_dm.c, test_import_tm.c): a QP of type on ctx/pd
- * with its own two CQs, mr over buf (an address of this process, of the
- * owner for an imported MR, or NULL for a zero-based DM MR), brought up
- * with traffic/ep.c.
+ * test_import_xproc_dm.c, test_import_tm.c, test_import_bounce.c,
+ * security/test_hostile_imptag.c): a QP of type on ctx/pd with its own
+ * two CQs, mr over buf (an address of this process, of the owner for an
+ * imported MR, or NULL for a zero-based DM MR), brought up with
+ * traffic/ep.c.  And the two sides those tests share: the owner (the
+ * parent: a device, a PD, a buffer it shares with its MR, a send buffer
+ * of its own) and the importer (a forked child: the owner's cmd_fd and
+ * handles, imported).
  */
 #ifndef SOFTHCA_TEST_IMPORT_EP_H
 #define SOFTHCA_TEST_IMPORT_EP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,5 +32,71 @@ void import_ep_make_srq(struct ep *e, enum ibv_qp_type type,
 void import_ep_unmake(struct ep *e);
 /* a and b connected to each other (RTS). */
 void import_ep_pair(struct ep *a, struct ep *b);
+/* e connected (RTS) to peer, the default options but rnr_retry. */
+void import_ep_connect(struct ep *e, const struct ep_info *peer,
+		       uint8_t rnr_retry);
+
+/* What the owner sends the importer with its cmd_fd. */
+struct import_offer {
+	uint32_t pd_handle, mr_handle;
+	uint64_t addr, length;		/* the shared MR's */
+	struct ep_info a;		/* the owner's QP (if it has one) */
+};
+
+/* The owner's side. */
+struct import_owner {
+	struct duo d;			/* the importer */
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;		/* over buf: shared */
+	struct ibv_mr *smr;		/* over sbuf (NULL: none) */
+	uint8_t *buf, *sbuf;
+	size_t size;			/* of each buffer */
+	bool dereg;			/* mr deregistered ('D') */
+};
+
+/* Skips in a namespace run; SOFTHCA_NET=1 if net, SOFTHCA_MAP=0 if cma
+ * (the owner's MRs and the bounces on CMA), each unset otherwise. */
+void import_env(bool net, bool cma);
+/* The importer forked (fn(sock, arg)), then the owner's device, PD,
+ * buf (size bytes of EP_SENTINEL) with mr (access) over it and, if
+ * sbuf_access is not 0, sbuf (zeroed) with smr (sbuf_access). */
+void import_owner_begin(struct import_owner *o,
+			void (*fn)(int sock, void *arg), void *arg,
+			size_t size, int access, int sbuf_access);
+/* The offer (a: the owner's QP, or NULL) with ctx's cmd_fd. */
+void import_owner_offer(struct import_owner *o, const struct ep_info *a);
+/* 'C': buf at off holds len bytes of seed's pattern (seed 0:
+ * untouched), the 64 bytes after them untouched (if within buf) and,
+ * if before, the 64 before them. */
+void import_owner_check(const struct import_owner *o, uint32_t off,
+			uint32_t len, uint32_t seed, bool before);
+/* 'D': mr deregistered. */
+void import_owner_dereg(struct import_owner *o);
+/* After the importer's quit: 'k' to it, its exit checked. */
+void import_owner_wait(struct import_owner *o);
+/* The MRs (mr unless deregistered), the PD, the device, the buffers. */
+void import_owner_end(struct import_owner *o);
+
+/* The importer's side: the owner's device, PD and MR imported. */
+struct importer {
+	struct import_offer of;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+};
+
+/* The offer and cmd_fd from sock, the imports made. */
+void importer_begin(struct importer *im, int sock);
+/* The imports undone, the device closed. */
+void importer_end(struct importer *im);
+
+/* A test of the owner's (owner(&ar, net)) with arg ar: its fields. */
+#define IMPORT_CASE(name, net, ...)                                       \
+	TEST(name)                                                         \
+	{                                                                  \
+		static const struct arg ar = { __VA_ARGS__ };              \
+		owner(&ar, net);                                           \
+	}
 
 #endif

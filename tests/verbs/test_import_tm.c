@@ -52,7 +52,6 @@
 #include <infiniband/tm_types.h>
 
 #include "harness.h"
-#include "fdpass.h"
 #include "common.h"
 #include "ep.h"
 #include "import_ep.h"
@@ -84,12 +83,6 @@ static const int all_access = IBV_ACCESS_LOCAL_WRITE |
 			      IBV_ACCESS_REMOTE_WRITE |
 			      IBV_ACCESS_REMOTE_READ |
 			      IBV_ACCESS_REMOTE_ATOMIC;
-
-struct offer {
-	uint32_t pd_handle, mr_handle;
-	uint64_t addr, length;
-	struct ep_info a;		/* the owner's QP */
-};
 
 /* The importer's commands to the owner. */
 struct cmd {
@@ -214,7 +207,7 @@ static void expect_tm(struct ep *i, uint64_t wr_id, enum ibv_wc_status st,
 
 static void tm_cases(int sock, struct ep *i, struct ibv_srq *srq,
 		     struct ibv_cq *ocq, struct ibv_pd *pd, struct ibv_mr *mr,
-		     const struct offer *of)
+		     const struct import_offer *of)
 {
 	struct ibv_sge sge[2];
 	struct ibv_recv_wr rw, *rbad;
@@ -305,20 +298,15 @@ static void importer(int sock, void *arg)
 	struct ibv_cq *scq;
 	struct ibv_srq *srq;
 	struct ibv_sge sge;
+	struct importer im;
 	struct ibv_pd *pd;
 	struct ibv_mr *mr;
-	struct offer of;
-	struct ep_opts o;
 	struct ep i;
-	int fd;
 
-	fd = fdpass_recv(sock, &of, sizeof(of));
-	ic = ibv_import_device(fd);
-	ASSERT_NOT_NULL(ic);
-	pd = ibv_import_pd(ic, of.pd_handle);
-	ASSERT_NOT_NULL(pd);
-	mr = ibv_import_mr(pd, of.mr_handle);
-	ASSERT_NOT_NULL(mr);
+	importer_begin(&im, sock);
+	ic = im.ctx;
+	pd = im.pd;
+	mr = im.mr;
 
 	scq = ibv_create_cq(ic, 16, NULL, NULL, 0);
 	ASSERT_NOT_NULL(scq);
@@ -335,25 +323,22 @@ static void importer(int sock, void *arg)
 	srq = ibv_create_srq_ex(ic, &sa);
 	ASSERT_NOT_NULL(srq);
 	import_ep_make_srq(&i, IBV_QPT_RC, ic, pd, srq, mr,
-			   (uint8_t *)(uintptr_t)of.addr, BUF,
+			   (uint8_t *)(uintptr_t)im.of.addr, BUF,
 			   ar->cq_ex ? IBV_WC_EX_WITH_BYTE_LEN |
 					       IBV_WC_EX_WITH_QP_NUM |
 					       IBV_WC_EX_WITH_SRC_QP |
 					       IBV_WC_EX_WITH_TM_INFO :
 				       0);
 	xwrite(sock, &i.self, sizeof(i.self));
-	ep_default_opts(&o, IBV_QPT_RC);
-	o.rnr_retry = 7;
-	i.peer = of.a;
-	ep_connect(&i, &o);
+	import_ep_connect(&i, &im.of.a, 7);
 	duo_expect(sock, 'c');
 
 	switch (ar->s) {
 	case S_TM:
-		tm_cases(sock, &i, srq, scq, pd, mr, &of);
+		tm_cases(sock, &i, srq, scq, pd, mr, &im.of);
 		break;
 	case S_DEREG:
-		sge = (struct ibv_sge){ of.addr + RECV, MSG, mr->lkey };
+		sge = (struct ibv_sge){ im.of.addr + RECV, MSG, mr->lkey };
 		tag_add(srq, 0x55, &sge, 1, 200);
 		cmd(sock, 'D', 0, 0, 0, 0, 0);
 		cmd(sock, 'E', 0, MSG, 1, 0x55, IBV_WC_SUCCESS);
@@ -363,7 +348,7 @@ static void importer(int sock, void *arg)
 		ep_wait_qp_state(i.qp, IBV_QPS_ERR);
 		break;
 	case S_LEN:
-		sge = (struct ibv_sge){ of.addr + RECV, HALF, mr->lkey };
+		sge = (struct ibv_sge){ im.of.addr + RECV, HALF, mr->lkey };
 		tag_add(srq, 0x66, &sge, 1, 300);
 		cmd(sock, 'E', 0, MSG, 1, 0x66, IBV_WC_REM_INV_REQ_ERR);
 		expect_tm(&i, 300, IBV_WC_LOC_LEN_ERR, IBV_WC_TM_RECV,
@@ -371,8 +356,8 @@ static void importer(int sock, void *arg)
 		owner_check(sock, RECV, MSG, 0);
 		break;
 	case S_BOUNDS:
-		sge = (struct ibv_sge){ of.addr + of.length - HALF, MSG,
-					mr->lkey };
+		sge = (struct ibv_sge){ im.of.addr + im.of.length - HALF,
+					MSG, mr->lkey };
 		tag_add(srq, 0x77, &sge, 1, 400);
 		cmd(sock, 'E', 0, MSG, 1, 0x77, IBV_WC_REM_OP_ERR);
 		expect_tm(&i, 400, IBV_WC_LOC_PROT_ERR, IBV_WC_TM_RECV,
@@ -387,9 +372,7 @@ static void importer(int sock, void *arg)
 	import_ep_unmake(&i);
 	ASSERT_EQ(ibv_destroy_srq(srq), 0);
 	ASSERT_EQ(ibv_destroy_cq(scq), 0);
-	ibv_unimport_mr(mr);
-	ibv_unimport_pd(pd);
-	ASSERT_EQ(ibv_close_device(ic), 0);
+	importer_end(&im);
 }
 
 /* ------------------------------------------------------------------ */
@@ -409,55 +392,24 @@ static void put_tmh(uint8_t *p, uint8_t op, uint64_t tag)
 
 static void owner(const struct arg *ar, bool net)
 {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_mr *mr, *smr;
-	uint8_t *buf, *sbuf;
+	struct import_owner ow;
 	struct ep_info iinfo;
-	struct ep_opts o;
-	struct offer of;
-	struct duo d;
+	uint8_t *buf, *sbuf;
 	struct ep a;
 	struct cmd c;
-	bool dereg = false;
 
-	ep_skip_if_netns();
-	if (net)
-		setenv("SOFTHCA_NET", "1", 1);
-	else
-		unsetenv("SOFTHCA_NET");
-	if (ar->cma)
-		setenv("SOFTHCA_MAP", "0", 1);
-	else
-		unsetenv("SOFTHCA_MAP");
-	duo_fork(&d, importer, (void *)ar);
-	ctx = open_lo();
-	pd = ibv_alloc_pd(ctx);
-	ASSERT_NOT_NULL(pd);
-	ASSERT_EQ(posix_memalign((void **)&buf, 4096, BUF), 0);
-	memset(buf, EP_SENTINEL, BUF);
-	ASSERT_EQ(posix_memalign((void **)&sbuf, 4096, BUF), 0);
-	memset(sbuf, 0, BUF);
-	mr = ibv_reg_mr(pd, buf, BUF, all_access);
-	ASSERT_NOT_NULL(mr);
-	smr = ibv_reg_mr(pd, sbuf, BUF, all_access);
-	ASSERT_NOT_NULL(smr);
-	import_ep_make(&a, IBV_QPT_RC, ctx, pd, smr, sbuf, BUF);
-	memset(&of, 0, sizeof(of));
-	of.pd_handle = pd->handle;
-	of.mr_handle = mr->handle;
-	of.addr = (uintptr_t)buf;
-	of.length = mr->length;
-	of.a = a.self;
-	fdpass_send(d.fd, ctx->cmd_fd, &of, sizeof(of));
-	xread(d.fd, &iinfo, sizeof(iinfo));
-	ep_default_opts(&o, IBV_QPT_RC);
-	o.rnr_retry = 7;
-	a.peer = iinfo;
-	ep_connect(&a, &o);
-	duo_signal(d.fd, 'c');
+	import_env(net, ar->cma);
+	import_owner_begin(&ow, importer, (void *)ar, BUF, all_access,
+			   all_access);
+	buf = ow.buf;
+	sbuf = ow.sbuf;
+	import_ep_make(&a, IBV_QPT_RC, ow.ctx, ow.pd, ow.smr, sbuf, BUF);
+	import_owner_offer(&ow, &a.self);
+	xread(ow.d.fd, &iinfo, sizeof(iinfo));
+	import_ep_connect(&a, &iinfo, 7);
+	duo_signal(ow.d.fd, 'c');
 	for (;;) {
-		xread(d.fd, &c, sizeof(c));
+		xread(ow.d.fd, &c, sizeof(c));
 		if (c.op == 'Q')
 			break;
 		switch (c.op) {
@@ -476,7 +428,7 @@ static void owner(const struct arg *ar, bool net)
 
 			put_tmh(sbuf, IBV_TMH_RNDV, c.tag);
 			rv.va = htobe64((uintptr_t)sbuf + RSRC);
-			rv.rkey = htonl(smr->rkey);
+			rv.rkey = htonl(ow.smr->rkey);
 			rv.len = htonl(c.len);
 			memcpy(sbuf + TMH, &rv, sizeof(rv));
 			ep_fill_pattern(sbuf + RSRC, c.len, c.seed, 0);
@@ -497,19 +449,7 @@ static void owner(const struct arg *ar, bool net)
 			break;
 		}
 		case 'C':
-			if (c.seed)
-				ASSERT_EQ(ep_find_pattern_diff(buf + c.off,
-							       c.len, c.seed,
-							       0), -1);
-			else
-				ASSERT_EQ(ep_find_non_sentinel(buf + c.off,
-							       c.len), -1);
-			if (c.off + c.len + 64 <= BUF)
-				ASSERT_EQ(ep_find_non_sentinel(
-						  buf + c.off + c.len, 64), -1);
-			if (c.off >= 64 && !c.tag)
-				ASSERT_EQ(ep_find_non_sentinel(buf + c.off - 64,
-							       64), -1);
+			import_owner_check(&ow, c.off, c.len, c.seed, !c.tag);
 			break;
 		case 'H':
 			/* the headers the last SEND carried (seed: so
@@ -524,38 +464,20 @@ static void owner(const struct arg *ar, bool net)
 							       64), -1);
 			break;
 		case 'D':
-			ASSERT_EQ(ibv_dereg_mr(mr), 0);
-			dereg = true;
+			import_owner_dereg(&ow);
 			break;
 		default:
 			ASSERT(0);
 		}
-		duo_signal(d.fd, 'k');
+		duo_signal(ow.d.fd, 'k');
 	}
-	duo_signal(d.fd, 'k');
-	duo_wait(&d);
+	import_owner_wait(&ow);
 	import_ep_unmake(&a);
-	if (!dereg)
-		ASSERT_EQ(ibv_dereg_mr(mr), 0);
-	ASSERT_EQ(ibv_dereg_mr(smr), 0);
-	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
-	ASSERT_EQ(ibv_close_device(ctx), 0);
-	free(buf);
-	free(sbuf);
+	import_owner_end(&ow);
 }
 
-#define CASE(name, scen, net, cma)                                        \
-	TEST(name)                                                         \
-	{                                                                  \
-		static const struct arg ar = { scen, cma, false };         \
-		owner(&ar, net);                                           \
-	}
-#define CASE_EX(name, scen, net)                                          \
-	TEST(name)                                                         \
-	{                                                                  \
-		static const struct arg ar = { scen, false, true };        \
-		owner(&ar, net);                                           \
-	}
+#define CASE(name, scen, net, cma) IMPORT_CASE(name, net, scen, cma, false)
+#define CASE_EX(name, scen, net) IMPORT_CASE(name, net, scen, false, true)
 
 CASE(tm, S_TM, false, false)
 CASE(tm_cma, S_TM, false, true)
