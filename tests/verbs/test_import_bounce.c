@@ -51,9 +51,9 @@
 #include <sys/socket.h>
 
 #include "harness.h"
-#include "fdpass.h"
 #include "common.h"
 #include "ep.h"
+#include "import_ep.h"
 #include "xrc_ep.h"
 
 #define BUF	65536u
@@ -84,12 +84,6 @@ static const int all_access = IBV_ACCESS_LOCAL_WRITE |
 			      IBV_ACCESS_REMOTE_WRITE |
 			      IBV_ACCESS_REMOTE_READ |
 			      IBV_ACCESS_REMOTE_ATOMIC;
-
-struct offer {
-	uint32_t pd_handle, mr_handle;
-	uint64_t addr, length;
-	struct ep_info a;		/* the owner's QP */
-};
 
 /* The importer's commands to the owner. */
 struct cmd {
@@ -183,12 +177,7 @@ static void ep_unmake(struct ep *e)
 
 static void connect_to(struct ep *e, const struct ep_info *peer)
 {
-	struct ep_opts o;
-
-	ep_default_opts(&o, e->type);
-	o.rnr_retry = 7;
-	e->peer = *peer;
-	ep_connect(e, &o);
+	import_ep_connect(e, peer, 7);
 }
 
 /* One receive on e (its SRQ if it has one): sge[0..n). */
@@ -260,7 +249,7 @@ static struct ibv_wc expect_recv(struct ep *e, uint64_t wr_id,
  * owner's MR (its traffic: test_import_tm.c); destroyed with it, its
  * bounce goes. */
 static void tm_posted(struct ep *i, struct ibv_mr *mr,
-		      const struct offer *of)
+		      const struct import_offer *of)
 {
 	struct ibv_srq_init_attr_ex sa;
 	struct ibv_recv_wr wr, *bad;
@@ -290,7 +279,7 @@ static void tm_posted(struct ep *i, struct ibv_mr *mr,
 /* The receive cases: i receives from the owner's a. */
 static void recv_cases(int sock, const struct arg *ar, struct ibv_context *ic,
 		       struct ibv_pd *pd, struct ibv_mr *mr,
-		       const struct offer *of)
+		       const struct import_offer *of)
 {
 	struct ibv_srq *srq = NULL;
 	struct ibv_mr *smr;
@@ -504,7 +493,7 @@ static void xrc_case(int sock, struct ep *i, struct ep *j, struct ibv_mr *mr,
 
 /* The send cases: i on the imported PD, j on a PD of ours. */
 static void send_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
-		       struct ibv_mr *mr, const struct offer *of)
+		       struct ibv_mr *mr, const struct import_offer *of)
 {
 	uint8_t *obuf = (uint8_t *)(uintptr_t)of->addr;
 	struct ibv_pd *lpd;
@@ -594,89 +583,50 @@ static void send_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 static void importer(int sock, void *arg)
 {
 	const struct arg *ar = arg;
-	struct ibv_context *ic;
-	struct ibv_pd *pd;
-	struct ibv_mr *mr;
-	struct offer of;
-	int fd;
+	struct importer im;
 
-	fd = fdpass_recv(sock, &of, sizeof(of));
-	ic = ibv_import_device(fd);
-	ASSERT_NOT_NULL(ic);
-	pd = ibv_import_pd(ic, of.pd_handle);
-	ASSERT_NOT_NULL(pd);
-	mr = ibv_import_mr(pd, of.mr_handle);
-	ASSERT_NOT_NULL(mr);
+	importer_begin(&im, sock);
 	if (ar->s == S_SENDS)
-		send_cases(sock, ic, pd, mr, &of);
+		send_cases(sock, im.ctx, im.pd, im.mr, &im.of);
 	else
-		recv_cases(sock, ar, ic, pd, mr, &of);
-	ibv_unimport_mr(mr);
-	ibv_unimport_pd(pd);
-	ASSERT_EQ(ibv_close_device(ic), 0);
+		recv_cases(sock, ar, im.ctx, im.pd, im.mr, &im.of);
+	importer_end(&im);
 }
 
 /* The owner: its buffer shared, a send buffer of its own, QP a. */
 static void owner(const struct arg *ar, bool net)
 {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_mr *mr, *smr;
+	struct import_owner ow;
 	uint8_t *buf, *sbuf;
-	struct offer of;
-	struct duo d;
 	struct ep a;
 	struct cmd c;
-	bool dereg = false;
 
-	ep_skip_if_netns();
-	if (net)
-		setenv("SOFTHCA_NET", "1", 1);
-	else
-		unsetenv("SOFTHCA_NET");
-	/* the owner's MRs and the bounces on CMA, not mapped segments */
-	if (ar->cma)
-		setenv("SOFTHCA_MAP", "0", 1);
-	else
-		unsetenv("SOFTHCA_MAP");
+	import_env(net, ar->cma);
 	/* UD on the net path: its datagrams in each process's trace */
 	if (net && ar->s == S_UD)
 		setenv("SOFTHCA_PCAP", "/tmp/softhca-test-import-ud-%p.pcap",
 		       1);
 	else
 		unsetenv("SOFTHCA_PCAP");
-	duo_fork(&d, importer, (void *)ar);
-	ctx = open_lo();
-	pd = ibv_alloc_pd(ctx);
-	ASSERT_NOT_NULL(pd);
-	ASSERT_EQ(posix_memalign((void **)&buf, 4096, BUF), 0);
-	memset(buf, EP_SENTINEL, BUF);
+	import_owner_begin(&ow, importer, (void *)ar, BUF, all_access,
+			   all_access);
+	buf = ow.buf;
+	sbuf = ow.sbuf;
 	/* the sends' sources (seed 9), the rest untouched */
 	ep_fill_pattern(buf, MSG, 9, 0);
 	ep_fill_pattern(buf + WDST, MSG, 9, WDST);
-	ASSERT_EQ(posix_memalign((void **)&sbuf, 4096, BUF), 0);
-	mr = ibv_reg_mr(pd, buf, BUF, all_access);
-	ASSERT_NOT_NULL(mr);
-	smr = ibv_reg_mr(pd, sbuf, BUF, all_access);
-	ASSERT_NOT_NULL(smr);
-	ep_make_t(&a, ar->s == S_UD ? IBV_QPT_UD : IBV_QPT_RC, ctx, pd, NULL,
-		  smr, sbuf, false, false);
-	memset(&of, 0, sizeof(of));
-	of.pd_handle = pd->handle;
-	of.mr_handle = mr->handle;
-	of.addr = (uintptr_t)buf;
-	of.length = mr->length;
-	of.a = a.self;
-	fdpass_send(d.fd, ctx->cmd_fd, &of, sizeof(of));
+	ep_make_t(&a, ar->s == S_UD ? IBV_QPT_UD : IBV_QPT_RC, ow.ctx, ow.pd,
+		  NULL, ow.smr, sbuf, false, false);
+	import_owner_offer(&ow, &a.self);
 	if (ar->s != S_SENDS) {
 		struct ep_info iinfo;
 
-		xread(d.fd, &iinfo, sizeof(iinfo));
+		xread(ow.d.fd, &iinfo, sizeof(iinfo));
 		connect_to(&a, &iinfo);
-		duo_signal(d.fd, 'c');
+		duo_signal(ow.d.fd, 'c');
 	}
 	for (;;) {
-		xread(d.fd, &c, sizeof(c));
+		xread(ow.d.fd, &c, sizeof(c));
 		if (c.op == 'Q')
 			break;
 		switch (c.op) {
@@ -690,18 +640,7 @@ static void owner(const struct arg *ar, bool net)
 				  (enum ibv_wc_status)c.status);
 			break;
 		case 'C':
-			if (c.seed)
-				ASSERT_EQ(ep_find_pattern_diff(buf + c.off,
-							       c.len, c.seed,
-							       0), -1);
-			else
-				ASSERT_EQ(ep_find_non_sentinel(buf + c.off,
-							       c.len), -1);
-			if (c.off + c.len + 64 <= BUF)
-				ASSERT_EQ(ep_find_non_sentinel(
-						  buf + c.off + c.len, 64), -1);
-			ASSERT_EQ(ep_find_non_sentinel(buf + c.off - 64, 64),
-				  -1);
+			import_owner_check(&ow, c.off, c.len, c.seed, true);
 			break;
 		case 'G':
 			/* a GRH (IPv4: its header in the last 20 bytes;
@@ -721,15 +660,14 @@ static void owner(const struct arg *ar, bool net)
 				  -1);
 			break;
 		case 'D':
-			ASSERT_EQ(ibv_dereg_mr(mr), 0);
-			dereg = true;
+			import_owner_dereg(&ow);
 			break;
 		case 'R': {
 			/* a connected again, to the importer's new QP */
 			struct ibv_qp_attr qa;
 			struct ep_info info;
 
-			xread(d.fd, &info, sizeof(info));
+			xread(ow.d.fd, &info, sizeof(info));
 			memset(&qa, 0, sizeof(qa));
 			qa.qp_state = IBV_QPS_RESET;
 			ASSERT_EQ(ibv_modify_qp(a.qp, &qa, IBV_QP_STATE), 0);
@@ -748,10 +686,9 @@ static void owner(const struct arg *ar, bool net)
 		default:
 			ASSERT(0);
 		}
-		duo_signal(d.fd, 'k');
+		duo_signal(ow.d.fd, 'k');
 	}
-	duo_signal(d.fd, 'k');
-	duo_wait(&d);
+	import_owner_wait(&ow);
 	if (net && ar->s == S_UD) {
 		char path[128];
 
@@ -760,31 +697,17 @@ static void owner(const struct arg *ar, bool net)
 		ASSERT_GT(ep_pcap_records(path), 0);
 		unlink(path);
 		snprintf(path, sizeof(path),
-			 "/tmp/softhca-test-import-ud-%d.pcap", (int)d.pid);
+			 "/tmp/softhca-test-import-ud-%d.pcap", (int)ow.d.pid);
 		unlink(path);
 	}
 	ep_unmake(&a);
-	if (!dereg)
-		ASSERT_EQ(ibv_dereg_mr(mr), 0);
-	ASSERT_EQ(ibv_dereg_mr(smr), 0);
-	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
-	ASSERT_EQ(ibv_close_device(ctx), 0);
-	free(buf);
-	free(sbuf);
+	import_owner_end(&ow);
 }
 
 #define CASE(name, scen, use_srq, net)                                    \
-	TEST(name)                                                         \
-	{                                                                  \
-		static const struct arg ar = { scen, use_srq, false };     \
-		owner(&ar, net);                                           \
-	}
+	IMPORT_CASE(name, net, scen, use_srq, false)
 #define CASE_CMA(name, scen, use_srq)                                     \
-	TEST(name)                                                         \
-	{                                                                  \
-		static const struct arg ar = { scen, use_srq, true };      \
-		owner(&ar, false);                                         \
-	}
+	IMPORT_CASE(name, false, scen, use_srq, true)
 
 CASE(recv_qp, S_RECV, false, false)
 CASE(recv_srq, S_RECV, true, false)
