@@ -47,7 +47,6 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "fdpass.h"
 #include "common.h"
 #include "ep.h"
 #include "import_ep.h"
@@ -68,11 +67,6 @@
 #define TAG_IDX_MASK	0xfffffu	/* import_key.c's tag: index bits */
 
 enum scen { S_RECV, S_SEND };
-
-struct offer {
-	uint32_t pd_handle, mr_handle;
-	uint64_t addr;
-};
 
 /* The importer's commands: 'B' the owner's buffer back, 'F' off len
  * seed: a pattern there, 'Q' quit. */
@@ -262,7 +256,7 @@ static void owner_fill(int sock, uint32_t off, uint32_t len, uint32_t seed)
 /* The cases                                                           */
 
 static void recv_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
-		       struct ibv_mr *mr, const struct offer *of)
+		       struct ibv_mr *mr, const struct import_offer *of)
 {
 	uint8_t *obuf = (uint8_t *)(uintptr_t)of->addr;
 	struct ibv_sge sge[2];
@@ -345,7 +339,7 @@ static void recv_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 }
 
 static void send_case(int sock, struct ibv_context *ic, struct ibv_pd *pd,
-		      struct ibv_mr *mr, const struct offer *of)
+		      struct ibv_mr *mr, const struct import_offer *of)
 {
 	uint8_t *obuf = (uint8_t *)(uintptr_t)of->addr;
 	struct ibv_sge sge;
@@ -401,90 +395,53 @@ static void send_case(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 static void importer(int sock, void *arg)
 {
 	enum scen s = (enum scen)(uintptr_t)arg;
-	struct ibv_context *ic;
-	struct ibv_pd *pd;
-	struct ibv_mr *mr;
-	struct offer of;
-	int fd;
+	struct importer im;
 
 	shadow = malloc(BUF);
 	ASSERT_NOT_NULL(shadow);
 	memset(shadow, EP_SENTINEL, BUF);
-	fd = fdpass_recv(sock, &of, sizeof(of));
-	ic = ibv_import_device(fd);
-	ASSERT_NOT_NULL(ic);
-	pd = ibv_import_pd(ic, of.pd_handle);
-	ASSERT_NOT_NULL(pd);
-	mr = ibv_import_mr(pd, of.mr_handle);
-	ASSERT_NOT_NULL(mr);
+	importer_begin(&im, sock);
 	if (s == S_SEND)
-		send_case(sock, ic, pd, mr, &of);
+		send_case(sock, im.ctx, im.pd, im.mr, &im.of);
 	else
-		recv_cases(sock, ic, pd, mr, &of);
+		recv_cases(sock, im.ctx, im.pd, im.mr, &im.of);
 	cmd(sock, 'Q', 0, 0, 0);
 	duo_expect(sock, 'k');
-	ibv_unimport_mr(mr);
-	ibv_unimport_pd(pd);
-	ASSERT_EQ(ibv_close_device(ic), 0);
+	importer_end(&im);
 	free(shadow);
 }
 
 /* The owner: one buffer, its MR in one PD, shared. */
 static void owner(enum scen s, bool net, bool cma)
 {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_mr *mr;
-	struct offer of;
-	struct duo d;
+	struct import_owner ow;
 	struct cmd c;
 	uint8_t *buf;
 
-	ep_skip_if_netns();
-	if (net)
-		setenv("SOFTHCA_NET", "1", 1);
-	else
-		unsetenv("SOFTHCA_NET");
-	if (cma)
-		setenv("SOFTHCA_MAP", "0", 1);
-	else
-		unsetenv("SOFTHCA_MAP");
-	duo_fork(&d, importer, (void *)(uintptr_t)s);
-	ctx = open_lo();
-	pd = ibv_alloc_pd(ctx);
-	ASSERT_NOT_NULL(pd);
-	ASSERT_EQ(posix_memalign((void **)&buf, 4096, BUF), 0);
-	memset(buf, EP_SENTINEL, BUF);
-	mr = ibv_reg_mr(pd, buf, BUF, IBV_ACCESS_LOCAL_WRITE);
-	ASSERT_NOT_NULL(mr);
-	memset(&of, 0, sizeof(of));
-	of.pd_handle = pd->handle;
-	of.mr_handle = mr->handle;
-	of.addr = (uintptr_t)buf;
-	fdpass_send(d.fd, ctx->cmd_fd, &of, sizeof(of));
+	import_env(net, cma);
+	import_owner_begin(&ow, importer, (void *)(uintptr_t)s, BUF,
+			   IBV_ACCESS_LOCAL_WRITE, 0);
+	buf = ow.buf;
+	import_owner_offer(&ow, NULL);
 	for (;;) {
-		xread(d.fd, &c, sizeof(c));
+		xread(ow.d.fd, &c, sizeof(c));
 		if (c.op == 'Q')
 			break;
 		switch (c.op) {
 		case 'B':
-			xwrite(d.fd, buf, BUF);
+			xwrite(ow.d.fd, buf, BUF);
 			break;
 		case 'F':
 			ASSERT(c.off <= BUF && c.len <= BUF - c.off);
 			ep_fill_pattern(buf + c.off, c.len, c.seed, 0);
-			duo_signal(d.fd, 'k');
+			duo_signal(ow.d.fd, 'k');
 			break;
 		default:
 			ASSERT(0);
 		}
 	}
-	duo_signal(d.fd, 'k');
-	duo_wait(&d);
-	ASSERT_EQ(ibv_dereg_mr(mr), 0);
-	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
-	ASSERT_EQ(ibv_close_device(ctx), 0);
-	free(buf);
+	import_owner_wait(&ow);
+	import_owner_end(&ow);
 }
 
 TEST(forged_recv_tags)
