@@ -119,10 +119,21 @@ void import_owner_begin(struct import_owner *o,
 			void (*fn)(int sock, void *arg), void *arg,
 			size_t size, int access, int sbuf_access)
 {
-	memset(o, 0, sizeof(*o));
-	o->size = size;
+	struct duo d;
+
 	/* before the device opens: the child inherits none of it */
-	duo_fork(&o->d, fn, arg);
+	duo_fork(&d, fn, arg);
+	import_owner_open(o, size, access, sbuf_access);
+	o->d = d;
+}
+
+void import_owner_open(struct import_owner *o, size_t size, int access,
+		       int sbuf_access)
+{
+	memset(o, 0, sizeof(*o));
+	o->d.pid = -1;
+	o->d.fd = -1;
+	o->size = size;
 	o->ctx = open_lo();
 	o->pd = ibv_alloc_pd(o->ctx);
 	ASSERT_NOT_NULL(o->pd);

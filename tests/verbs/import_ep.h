@@ -36,6 +36,11 @@ void import_ep_pair(struct ep *a, struct ep *b);
 void import_ep_connect(struct ep *e, const struct ep_info *peer,
 		       uint8_t rnr_retry);
 
+/* The rights the import tests' MRs carry. */
+#define IMPORT_ALL_ACCESS                                                  \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                 \
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
 /* What the owner sends the importer with its cmd_fd. */
 struct import_offer {
 	uint32_t pd_handle, mr_handle;
@@ -58,12 +63,16 @@ struct import_owner {
 /* Skips in a namespace run; SOFTHCA_NET=1 if net, SOFTHCA_MAP=0 if cma
  * (the owner's MRs and the bounces on CMA), each unset otherwise. */
 void import_env(bool net, bool cma);
-/* The importer forked (fn(sock, arg)), then the owner's device, PD,
- * buf (size bytes of EP_SENTINEL) with mr (access) over it and, if
- * sbuf_access is not 0, sbuf (zeroed) with smr (sbuf_access). */
+/* The importer forked (fn(sock, arg)), then import_owner_open. */
 void import_owner_begin(struct import_owner *o,
 			void (*fn)(int sock, void *arg), void *arg,
 			size_t size, int access, int sbuf_access);
+/* The owner's device, PD, buf (size bytes of EP_SENTINEL) with mr
+ * (access) over it and, if sbuf_access is not 0, sbuf (zeroed) with smr
+ * (sbuf_access); no importer (d.fd -1: an owner that is itself the
+ * forked side sets it). */
+void import_owner_open(struct import_owner *o, size_t size, int access,
+		       int sbuf_access);
 /* The offer (a: the owner's QP, or NULL) with ctx's cmd_fd. */
 void import_owner_offer(struct import_owner *o, const struct ep_info *a);
 /* 'C': buf at off holds len bytes of seed's pattern (seed 0:

@@ -80,10 +80,7 @@ struct arg {
 	bool cma;			/* SOFTHCA_MAP=0 in both processes */
 };
 
-static const int all_access = IBV_ACCESS_LOCAL_WRITE |
-			      IBV_ACCESS_REMOTE_WRITE |
-			      IBV_ACCESS_REMOTE_READ |
-			      IBV_ACCESS_REMOTE_ATOMIC;
+static const int all_access = IMPORT_ALL_ACCESS;
 
 /* The importer's commands to the owner. */
 struct cmd {

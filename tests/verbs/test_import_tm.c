@@ -79,10 +79,7 @@ struct arg {
 	bool cq_ex;		/* i's receive CQ an ibv_cq_ex (tm info) */
 };
 
-static const int all_access = IBV_ACCESS_LOCAL_WRITE |
-			      IBV_ACCESS_REMOTE_WRITE |
-			      IBV_ACCESS_REMOTE_READ |
-			      IBV_ACCESS_REMOTE_ATOMIC;
+static const int all_access = IMPORT_ALL_ACCESS;
 
 /* The importer's commands to the owner. */
 struct cmd {

@@ -60,10 +60,7 @@
 #define ARES	24576u		/* the atomic's result (owner's) */
 #define ATOM_V	0x1122334455667788ull
 
-static const int all_access = IBV_ACCESS_LOCAL_WRITE |
-			      IBV_ACCESS_REMOTE_WRITE |
-			      IBV_ACCESS_REMOTE_READ |
-			      IBV_ACCESS_REMOTE_ATOMIC;
+static const int all_access = IMPORT_ALL_ACCESS;
 
 /* What the owner tells the importer besides the descriptor. */
 struct offer {
@@ -443,19 +440,15 @@ static void net_importer(int sock, void *arg)
 	struct ibv_context *ic;
 	struct ibv_pd *pd, *lpd;
 	struct ibv_mr *mr, *lmr, *smr;
-	struct offer of;
+	struct importer im;
 	uint8_t *lbuf;
 	struct ep i, j, ui, uj;
-	int fd;
 
 	(void)arg;
-	fd = fdpass_recv(sock, &of, sizeof(of));
-	ic = ibv_import_device(fd);
-	ASSERT_NOT_NULL(ic);
-	pd = ibv_import_pd(ic, of.pd_handle);
-	ASSERT_NOT_NULL(pd);
-	mr = ibv_import_mr(pd, of.mr_handle);
-	ASSERT_NOT_NULL(mr);
+	importer_begin(&im, sock);
+	ic = im.ctx;
+	pd = im.pd;
+	mr = im.mr;
 	ASSERT_EQ(posix_memalign((void **)&lbuf, 4096, BUF), 0);
 	memset(lbuf, EP_SENTINEL, BUF);
 	ep_fill_pattern(lbuf + RSRC, MSG, 4, 0);
@@ -466,14 +459,14 @@ static void net_importer(int sock, void *arg)
 	smr = ibv_reg_mr(pd, lbuf, BUF, all_access);
 	ASSERT_NOT_NULL(smr);
 	import_ep_make(&i, IBV_QPT_RC, ic, pd, mr,
-		       (uint8_t *)(uintptr_t)of.addr, BUF);
+		       (uint8_t *)(uintptr_t)im.of.addr, BUF);
 	import_ep_make(&j, IBV_QPT_RC, ic, lpd, lmr, lbuf, BUF);
 	import_ep_pair(&i, &j);
 
 	/* UC: the net path copies the message into its frames at the
 	 * post, so the owner's L_Key goes */
 	import_ep_make(&ui, IBV_QPT_UC, ic, pd, mr,
-		       (uint8_t *)(uintptr_t)of.addr, BUF);
+		       (uint8_t *)(uintptr_t)im.of.addr, BUF);
 	import_ep_make(&uj, IBV_QPT_UC, ic, lpd, lmr, lbuf, BUF);
 	import_ep_pair(&ui, &uj);
 	ASSERT_EQ(ep_post_recv(&uj, 5, LDST, MSG), 0);
@@ -509,66 +502,34 @@ static void net_importer(int sock, void *arg)
 	ASSERT_EQ(ibv_dereg_mr(smr), 0);
 	ASSERT_EQ(ibv_dereg_mr(lmr), 0);
 	ASSERT_EQ(ibv_dealloc_pd(lpd), 0);
-	ibv_unimport_mr(mr);
-	ibv_unimport_pd(pd);
-	ASSERT_EQ(ibv_close_device(ic), 0);
+	importer_end(&im);
 	free(lbuf);
 }
 
 TEST(net_path)
 {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_mr *mr;
-	struct offer of;
-	struct duo d;
-	uint8_t *buf;
+	struct import_owner ow;
 
 	ep_skip_if_netns();
 	setenv("SOFTHCA_NET", "1", 1);
-	duo_fork(&d, net_importer, NULL);
-	ctx = open_lo();
-	pd = ibv_alloc_pd(ctx);
-	ASSERT_NOT_NULL(pd);
-	ASSERT_EQ(posix_memalign((void **)&buf, 4096, BUF), 0);
-	ep_fill_pattern(buf + SRC, MSG, 1, 0);
-	mr = ibv_reg_mr(pd, buf, BUF, all_access);
-	ASSERT_NOT_NULL(mr);
-	memset(&of, 0, sizeof(of));
-	of.pd_handle = pd->handle;
-	of.mr_handle = mr->handle;
-	of.addr = (uintptr_t)buf;
-	fdpass_send(d.fd, ctx->cmd_fd, &of, sizeof(of));
-	duo_expect(d.fd, 'n');
-	duo_wait(&d);
-	ASSERT_EQ(ibv_dereg_mr(mr), 0);
-	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
-	ASSERT_EQ(ibv_close_device(ctx), 0);
-	free(buf);
+	import_owner_begin(&ow, net_importer, NULL, BUF, all_access, 0);
+	ep_fill_pattern(ow.buf + SRC, MSG, 1, 0);
+	import_owner_offer(&ow, NULL);
+	duo_expect(ow.d.fd, 'n');
+	duo_wait(&ow.d);
+	import_owner_end(&ow);
 }
 
 /* An owner that goes away: what the importer holds names nothing. */
 static void short_owner(int sock, void *arg)
 {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_mr *mr;
-	struct offer of;
-	uint8_t *buf;
+	struct import_owner ow;
 
 	(void)arg;
-	ctx = open_lo();
-	pd = ibv_alloc_pd(ctx);
-	ASSERT_NOT_NULL(pd);
-	ASSERT_EQ(posix_memalign((void **)&buf, 4096, BUF), 0);
-	ep_fill_pattern(buf + SRC, MSG, 1, 0);
-	mr = ibv_reg_mr(pd, buf, BUF, all_access);
-	ASSERT_NOT_NULL(mr);
-	memset(&of, 0, sizeof(of));
-	of.pd_handle = pd->handle;
-	of.mr_handle = mr->handle;
-	of.addr = (uintptr_t)buf;
-	fdpass_send(sock, ctx->cmd_fd, &of, sizeof(of));
+	import_owner_open(&ow, BUF, all_access, 0);
+	ep_fill_pattern(ow.buf + SRC, MSG, 1, 0);
+	ow.d.fd = sock;		/* the offer to the parent */
+	import_owner_offer(&ow, NULL);
 	duo_expect(sock, 'x');
 	/* exits with everything open */
 }
@@ -578,22 +539,18 @@ TEST(owner_gone)
 	struct ibv_context *ic;
 	struct ibv_pd *pd, *lpd;
 	struct ibv_mr *mr, *lmr;
-	struct offer of;
+	struct importer im;
 	uint8_t *lbuf;
 	struct ep i, j;
 	struct duo d;
-	int fd;
 
 	ep_skip_if_netns();
 	unsetenv("SOFTHCA_NET");
 	duo_fork(&d, short_owner, NULL);
-	fd = fdpass_recv(d.fd, &of, sizeof(of));
-	ic = ibv_import_device(fd);
-	ASSERT_NOT_NULL(ic);
-	pd = ibv_import_pd(ic, of.pd_handle);
-	ASSERT_NOT_NULL(pd);
-	mr = ibv_import_mr(pd, of.mr_handle);
-	ASSERT_NOT_NULL(mr);
+	importer_begin(&im, d.fd);
+	ic = im.ctx;
+	pd = im.pd;
+	mr = im.mr;
 	ASSERT_EQ(posix_memalign((void **)&lbuf, 4096, BUF), 0);
 	memset(lbuf, EP_SENTINEL, BUF);
 	lpd = ibv_alloc_pd(ic);
@@ -601,7 +558,7 @@ TEST(owner_gone)
 	lmr = ibv_reg_mr(lpd, lbuf, BUF, all_access);
 	ASSERT_NOT_NULL(lmr);
 	import_ep_make(&i, IBV_QPT_RC, ic, pd, mr,
-		       (uint8_t *)(uintptr_t)of.addr, BUF);
+		       (uint8_t *)(uintptr_t)im.of.addr, BUF);
 	import_ep_make(&j, IBV_QPT_RC, ic, lpd, lmr, lbuf, BUF);
 	import_ep_pair(&i, &j);
 	/* while it lives, the key goes */
@@ -616,15 +573,13 @@ TEST(owner_gone)
 	/* gone: a local protection error, and nothing to import */
 	ASSERT_EQ(ep_post(&i, 3, IBV_WR_SEND, SRC, MSG, 0, 0), 0);
 	ep_expect(i.scq, i.qp, 3, IBV_WC_LOC_PROT_ERR);
-	ASSERT_NULL_ERRNO(ibv_import_pd(ic, of.pd_handle), ENOENT);
-	ASSERT_NULL_ERRNO(ibv_import_mr(pd, of.mr_handle), ENOENT);
+	ASSERT_NULL_ERRNO(ibv_import_pd(ic, im.of.pd_handle), ENOENT);
+	ASSERT_NULL_ERRNO(ibv_import_mr(pd, im.of.mr_handle), ENOENT);
 
 	import_ep_unmake(&j);
 	import_ep_unmake(&i);
 	ASSERT_EQ(ibv_dereg_mr(lmr), 0);
 	ASSERT_EQ(ibv_dealloc_pd(lpd), 0);
-	ibv_unimport_mr(mr);
-	ibv_unimport_pd(pd);
-	ASSERT_EQ(ibv_close_device(ic), 0);
+	importer_end(&im);
 	free(lbuf);
 }
