@@ -6,6 +6,7 @@ target_sources(security_test_hostile_arena PRIVATE
                ${CMAKE_CURRENT_SOURCE_DIR}/../traffic/ep.c
                ${CMAKE_CURRENT_SOURCE_DIR}/../traffic/xrc_ep.c
                ${CMAKE_CURRENT_SOURCE_DIR}/../verbs/common.c
+               ${CMAKE_CURRENT_SOURCE_DIR}/../verbs/arena_peer.c
                ${PROJECT_SOURCE_DIR}/src/shm/mrkey.c)
 target_include_directories(security_test_hostile_arena PRIVATE
                            ${CMAKE_CURRENT_SOURCE_DIR}/../traffic

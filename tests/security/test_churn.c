@@ -18,6 +18,7 @@
 
 #include "harness.h"
 #include "common.h"
+#include "arena_peer.h"
 #include "shm/arena.h"
 #include "verbs/shca.h"
 
@@ -521,23 +522,6 @@ TEST(arena_size_refused)
 /* ------------------------------------------------------------------ */
 /* A peer rewrites offsets in the arena                                */
 
-/* This process's arena, as a peer maps it: found in /proc/self/maps. */
-static char *arena_base(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	unsigned long lo = 0;
-
-	ASSERT_NOT_NULL(f);
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "softhca-arena") &&
-		    sscanf(line, "%lx-", &lo) == 1)
-			break;
-	fclose(f);
-	ASSERT_NE(lo, 0);
-	return (char *)lo;
-}
-
 /* The CQ's entry in the arena, as the library holds it (verbs/shca.h;
  * cq->handle is a handle, docs/conformance.md, not the entry's offset). */
 static struct shca_cq_shm *cq_shm_of(char *base, struct ibv_cq *cq)
@@ -561,7 +545,7 @@ static void rewritten_ring_off(struct result *r)
 	char *base;
 
 	env_open(&e);
-	base = arena_base();
+	base = arena_own_base();
 	a = ibv_create_cq(e.ctx, 4095, NULL, NULL, 0);
 	b = ibv_create_cq(e.ctx, 4095, NULL, NULL, 0);
 	d = ibv_create_cq(e.ctx, 4095, NULL, NULL, 0);
@@ -602,7 +586,7 @@ static void rewritten_rings(struct result *r)
 	char *base;
 
 	env_open(&e);
-	base = arena_base();
+	base = arena_own_base();
 	end = shca_arena_hdr(base)->size;
 	cq = ibv_create_cq(e.ctx, 64, NULL, NULL, 0);
 	ASSERT_NOT_NULL(cq);
@@ -662,7 +646,7 @@ TEST(forked_child_destroy)
 	pid_t pid;
 
 	env_open(&e);
-	base = arena_base();
+	base = arena_own_base();
 	cq = ibv_create_cq(e.ctx, 4095, NULL, NULL, 0);
 	ASSERT_NOT_NULL(cq);
 	ring = (unsigned char *)base + cq_shm_of(base, cq)->ring_off;

@@ -35,6 +35,7 @@
 #include "harness.h"
 #include "ep.h"
 #include "xrc_ep.h"
+#include "arena_peer.h"
 #include "shm/arena.h"
 
 #define PG	4096u
@@ -78,30 +79,9 @@ static void opts(struct ep_opts *o)
 /* ------------------------------------------------------------------ */
 /* The responder's own arena, as a peer maps it                        */
 
-static char *arena_base(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	unsigned long lo = 0;
-
-	ASSERT_NOT_NULL(f);
-	/* a forked child also maps the arena it inherited: ours names
-	 * our pid */
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "softhca-arena") &&
-		    sscanf(line, "%lx-", &lo) == 1 &&
-		    shca_arena_hdr((void *)lo)->pid == getpid())
-			break;
-		else
-			lo = 0;
-	fclose(f);
-	ASSERT_NE(lo, 0);
-	return (char *)lo;
-}
-
 static struct shca_mr_shm *entry_of(uint32_t key)
 {
-	struct shca_mr_shm *t = shca_arena_mr_table(arena_base());
+	struct shca_mr_shm *t = shca_arena_mr_table(arena_own_base());
 
 	for (uint32_t i = 1; i < 65536; i++)
 		if (__atomic_load_n(&t[i].key, __ATOMIC_ACQUIRE) == key)
@@ -113,7 +93,7 @@ static struct shca_mr_shm *entry_of(uint32_t key)
  * own hash and layout). */
 static uint64_t *group_of(uint32_t key)
 {
-	char *a = arena_base();
+	char *a = arena_own_base();
 	const struct shca_arena_hdr *h = shca_arena_hdr(a);
 	unsigned int s = h->mr_index_shift;
 
@@ -134,7 +114,7 @@ static uint64_t *index_word(uint32_t key)
 
 static uint32_t slot_of(const struct shca_mr_shm *e)
 {
-	return (uint32_t)(e - shca_arena_mr_table(arena_base()));
+	return (uint32_t)(e - shca_arena_mr_table(arena_own_base()));
 }
 
 /* Rewrite an entry the way its owner would (seq odd while writing). */
@@ -556,13 +536,13 @@ static const struct xrc_retry xretry = {
 /* Our own QP table entry of number n. */
 static uint64_t *qp_slot(uint32_t n)
 {
-	return &shca_arena_qp_table(arena_base())[n &
+	return &shca_arena_qp_table(arena_own_base())[n &
 						  (SHCA_ARENA_QP_ENTRIES - 1)];
 }
 
 static struct shca_qp_shm *qp_entry(uint32_t n)
 {
-	return (struct shca_qp_shm *)(arena_base() + *qp_slot(n));
+	return (struct shca_qp_shm *)(arena_own_base() + *qp_slot(n));
 }
 
 static void xresponder(int fd, void *arg)
@@ -603,7 +583,7 @@ static void xresponder(int fd, void *arg)
 		break;
 	case X_SRQ_SLOT_OUT:
 		__atomic_store_n(qp_slot(xi.srqn),
-				 shca_arena_hdr(arena_base())->size - 8,
+				 shca_arena_hdr(arena_own_base())->size - 8,
 				 __ATOMIC_RELEASE);
 		break;
 	case X_SRQ_NOT_XRC:
@@ -612,7 +592,7 @@ static void xresponder(int fd, void *arg)
 		break;
 	case X_SRQ_RING_OUT:
 		__atomic_store_n(&qp_entry(xi.srqn)->rq_off,
-				 shca_arena_hdr(arena_base())->size - 8,
+				 shca_arena_hdr(arena_own_base())->size - 8,
 				 __ATOMIC_RELEASE);
 		break;
 	}
@@ -726,7 +706,7 @@ static void ring_responder(int fd, void *arg)
 	ep_default_opts(&o, IBV_QPT_UD);
 	ep_open_remote(&b, &o, fd);
 	ASSERT_EQ(ep_post_recv(&b, 0xdd, 0, 8), 0);
-	base = arena_base();
+	base = arena_own_base();
 	rq = (struct shca_rq_shm *)(base + qp_entry(b.qp->qp_num)->rq_off);
 	w = (struct shca_recv_wqe_shm *)(base + rq->buf_off +
 					 (size_t)(rq->head & (rq->size - 1)) *

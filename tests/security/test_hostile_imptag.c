@@ -50,6 +50,7 @@
 #include "common.h"
 #include "ep.h"
 #include "import_ep.h"
+#include "arena_peer.h"
 #include "shm/arena.h"
 
 #define BUF	65536u
@@ -78,30 +79,9 @@ struct cmd {
 /* ------------------------------------------------------------------ */
 /* The importer's own arena, as a same-host peer maps it               */
 
-static char *arena_base(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	unsigned long lo = 0;
-
-	ASSERT_NOT_NULL(f);
-	/* a forked child also maps the arena it inherited: ours names
-	 * our pid */
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "softhca-arena") &&
-		    sscanf(line, "%lx-", &lo) == 1 &&
-		    shca_arena_hdr((void *)lo)->pid == getpid())
-			break;
-		else
-			lo = 0;
-	fclose(f);
-	ASSERT_NE(lo, 0);
-	return (char *)lo;
-}
-
 static void *at(uint64_t off, size_t len)
 {
-	char *a = arena_base();
+	char *a = arena_own_base();
 	void *p = shca_arena_ptr(a, shca_arena_hdr(a)->size, off, len);
 
 	ASSERT_NOT_NULL(p);
@@ -110,7 +90,7 @@ static void *at(uint64_t off, size_t len)
 
 static struct shca_qp_shm *qp_shm(uint32_t qpn)
 {
-	char *a = arena_base();
+	char *a = arena_own_base();
 	uint64_t *t = shca_arena_qp_table(a);
 
 	for (uint32_t i = 0; i < SHCA_ARENA_QP_ENTRIES; i++) {

@@ -20,6 +20,7 @@
 
 #include "harness.h"
 #include "ep.h"
+#include "arena_peer.h"
 #include "shm/arena.h"
 
 #define MEM	(1u << 20)	/* the MR the writer writes into */
@@ -82,24 +83,10 @@ static void writer(int fd, void *arg)
 /* How many lanes of this process's arena have their busy bit set. */
 static int busy_lanes(void)
 {
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	unsigned long lo = 0;
-	uint64_t *busy;
+	/* ours, not the writer's arena that we map as its peer */
+	uint64_t *busy = shca_lanes_busy(shca_arena_lanes(arena_own_base()));
 	int n = 0;
 
-	/* ours, not the writer's arena that we map as its peer */
-	ASSERT_NOT_NULL(f);
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "softhca-arena") &&
-		    sscanf(line, "%lx-", &lo) == 1 &&
-		    shca_arena_hdr((void *)lo)->pid == getpid())
-			break;
-		else
-			lo = 0;
-	fclose(f);
-	ASSERT_NE(lo, 0);
-	busy = shca_lanes_busy(shca_arena_lanes((void *)lo));
 	for (int g = 0; g < SHCA_ARENA_LANES / 64; g++)
 		n += __builtin_popcountll(__atomic_load_n(&busy[g],
 							  __ATOMIC_SEQ_CST));

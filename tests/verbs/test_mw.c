@@ -16,6 +16,7 @@
 
 #include "harness.h"
 #include "common.h"
+#include "arena_peer.h"
 #include "shm/arena.h"
 
 #define BUF	16384
@@ -765,26 +766,9 @@ TEST(type1_not_through_another_pd)
 	ASSERT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
 }
 
-/* This process's arena, as a peer maps it (as test_remap.c finds it). */
-static char *arena_base(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	unsigned long lo = 0;
-
-	ASSERT_NOT_NULL(f);
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "softhca-arena") &&
-		    sscanf(line, "%lx-", &lo) == 1)
-			break;
-	fclose(f);
-	ASSERT_NE(lo, 0);
-	return (char *)lo;
-}
-
 static struct shca_mr_shm *entry_of(uint32_t key)
 {
-	struct shca_mr_shm *t = shca_arena_mr_table(arena_base());
+	struct shca_mr_shm *t = shca_arena_mr_table(arena_own_base());
 
 	for (uint32_t i = 1; i < 65536; i++)
 		if (__atomic_load_n(&t[i].key, __ATOMIC_ACQUIRE) == key)

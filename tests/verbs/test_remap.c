@@ -25,6 +25,7 @@
 #include "harness.h"
 #include "common.h"
 #include "common/stat.h"
+#include "arena_peer.h"
 #include "shm/arena.h"
 
 #define PS	4096ul
@@ -36,23 +37,6 @@ struct env {
 	struct ibv_pd *pd;
 	char *arena;
 };
-
-/* This process's arena, as a peer maps it. */
-static char *arena_base(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	unsigned long lo = 0;
-
-	ASSERT_NOT_NULL(f);
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "softhca-arena") &&
-		    sscanf(line, "%lx-", &lo) == 1)
-			break;
-	fclose(f);
-	ASSERT_NE(lo, 0);
-	return (char *)lo;
-}
 
 static bool map_off_case;	/* map_off: SOFTHCA_MAP=0 */
 
@@ -70,7 +54,7 @@ static struct env setup(void)
 
 	ASSERT_NOT_NULL(cq);
 	ASSERT_EQ(ibv_destroy_cq(cq), 0);
-	e.arena = arena_base();
+	e.arena = arena_own_base();
 	return e;
 }
 
