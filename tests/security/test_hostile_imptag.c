@@ -44,7 +44,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "harness.h"
 #include "common.h"
@@ -69,12 +68,8 @@
 
 enum scen { S_RECV, S_SEND };
 
-/* The importer's commands: 'B' the owner's buffer back, 'F' off len
- * seed: a pattern there, 'Q' quit. */
-struct cmd {
-	char op;
-	uint32_t off, len, seed;
-};
+/* The importer's commands (struct import_cmd): 'B' the owner's buffer
+ * back, 'F' off len seed: a pattern there, 'Q' quit. */
 
 /* ------------------------------------------------------------------ */
 /* The importer's own arena, as a same-host peer maps it               */
@@ -181,13 +176,7 @@ static void expect(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status st)
 static void post(struct ibv_qp *qp, uint64_t wr_id, struct ibv_sge *sge,
 		 int n)
 {
-	struct ibv_recv_wr wr, *bad;
-
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = wr_id;
-	wr.sg_list = sge;
-	wr.num_sge = n;
-	ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0);
+	ASSERT_EQ(import_post_recv(qp, NULL, wr_id, sge, n), 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -197,14 +186,7 @@ static uint8_t *shadow;		/* what the owner's buffer must hold */
 
 static void cmd(int sock, char op, uint32_t off, uint32_t len, uint32_t seed)
 {
-	struct cmd c;
-
-	memset(&c, 0, sizeof(c));
-	c.op = op;
-	c.off = off;
-	c.len = len;
-	c.seed = seed;
-	xwrite(sock, &c, sizeof(c));
+	import_cmd_send(sock, op, off, len, seed, 0, 0);
 }
 
 /* The owner's whole buffer equals the shadow: the first difference
@@ -395,7 +377,7 @@ static void importer(int sock, void *arg)
 static void owner(enum scen s, bool net, bool cma)
 {
 	struct import_owner ow;
-	struct cmd c;
+	struct import_cmd c;
 	uint8_t *buf;
 
 	import_env(net, cma);

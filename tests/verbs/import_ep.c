@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* Endpoints of the import tests: see import_ep.h. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "common.h"
@@ -219,4 +221,45 @@ void importer_end(struct importer *im)
 	ibv_unimport_mr(im->mr);
 	ibv_unimport_pd(im->pd);
 	ASSERT_EQ(ibv_close_device(im->ctx), 0);
+}
+
+void import_cmd_send(int sock, char op, uint32_t off, uint32_t len,
+		     uint32_t seed, uint64_t tag, int32_t status)
+{
+	struct import_cmd c;
+
+	memset(&c, 0, sizeof(c));
+	c.op = op;
+	c.off = off;
+	c.len = len;
+	c.seed = seed;
+	c.tag = tag;
+	c.status = status;
+	xwrite(sock, &c, sizeof(c));
+}
+
+int import_post_recv(struct ibv_qp *qp, struct ibv_srq *srq, uint64_t wr_id,
+		     struct ibv_sge *sge, int n)
+{
+	struct ibv_recv_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = sge;
+	wr.num_sge = n;
+	return srq ? ibv_post_srq_recv(srq, &wr, &bad) :
+		     ibv_post_recv(qp, &wr, &bad);
+}
+
+void import_start_poll(struct ibv_cq_ex *cq)
+{
+	struct ibv_poll_cq_attr pa = { 0 };
+	int k, ret = ENOENT;
+
+	for (k = 0; k < 10000 && ret == ENOENT; k++) {
+		ret = ibv_start_poll(cq, &pa);
+		if (ret == ENOENT)
+			usleep(1000);
+	}
+	ASSERT_EQ(ret, 0);
 }

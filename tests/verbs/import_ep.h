@@ -100,6 +100,26 @@ void importer_begin(struct importer *im, int sock);
 /* The imports undone, the device closed. */
 void importer_end(struct importer *im);
 
+/* An importer's command to its owner (the ops and what the fields mean:
+ * each test's own). */
+struct import_cmd {
+	char op;
+	uint32_t off, len, seed;
+	uint64_t tag;
+	int32_t status;
+};
+
+/* The command written to sock; no answer awaited. */
+void import_cmd_send(int sock, char op, uint32_t off, uint32_t len,
+		     uint32_t seed, uint64_t tag, int32_t status);
+/* One receive of sge[0..n) with wr_id: on srq if not NULL, else on
+ * qp.  The post's return. */
+int import_post_recv(struct ibv_qp *qp, struct ibv_srq *srq, uint64_t wr_id,
+		     struct ibv_sge *sge, int n);
+/* The next completion of cq begun (ibv_start_poll), waited for up to
+ * ~10 s (the test fails then); the caller reads it and ends the poll. */
+void import_start_poll(struct ibv_cq_ex *cq);
+
 /* A test of the owner's (owner(&ar, net)) with arg ar: its fields. */
 #define IMPORT_CASE(name, net, ...)                                       \
 	TEST(name)                                                         \

@@ -41,7 +41,6 @@
  * the owner's SOFTHCA_PCAP trace its datagrams), and some with the MRs on
  * CMA (SOFTHCA_MAP=0: process_vm_writev/readv, no mapped segments).
  */
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,13 +81,9 @@ struct arg {
 
 static const int all_access = IMPORT_ALL_ACCESS;
 
-/* The importer's commands to the owner. */
-struct cmd {
-	char op;			/* S send, W with imm, C check, D dereg,
-					 * Q quit */
-	uint32_t off, len, seed;
-	int32_t status;			/* S: the completion's */
-};
+/* The importer's commands to the owner (struct import_cmd): op S send,
+ * W with imm, C check, G a GRH and payload, A the atomic's result, D
+ * dereg, R a connected again, Q quit; status: S, W: the completion's. */
 
 /* An RC endpoint on ctx/pd (on srq if not NULL) with mr over buf, its
  * QP in INIT. */
@@ -181,28 +176,13 @@ static void connect_to(struct ep *e, const struct ep_info *peer)
 static int post_recv(struct ep *e, uint64_t wr_id, struct ibv_sge *sge,
 		     int n)
 {
-	struct ibv_recv_wr wr, *bad;
-
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = wr_id;
-	wr.sg_list = sge;
-	wr.num_sge = n;
-	return e->srq ? ibv_post_srq_recv(e->srq, &wr, &bad) :
-			ibv_post_recv(e->qp, &wr, &bad);
+	return import_post_recv(e->qp, e->srq, wr_id, sge, n);
 }
 
 static void cmd(int sock, char op, uint32_t off, uint32_t len, uint32_t seed,
 		enum ibv_wc_status st)
 {
-	struct cmd c;
-
-	memset(&c, 0, sizeof(c));
-	c.op = op;
-	c.off = off;
-	c.len = len;
-	c.seed = seed;
-	c.status = st;
-	xwrite(sock, &c, sizeof(c));
+	import_cmd_send(sock, op, off, len, seed, 0, st);
 	duo_expect(sock, 'k');
 }
 
@@ -217,18 +197,11 @@ static void owner_check(int sock, uint32_t off, uint32_t len, uint32_t seed)
 static struct ibv_wc expect_recv(struct ep *e, uint64_t wr_id,
 				 enum ibv_wc_status st)
 {
-	struct ibv_poll_cq_attr pa = { 0 };
 	struct ibv_wc wc;
-	int i, ret = ENOENT;
 
 	if (!e->rcqx)
 		return ep_expect(e->rcq, e->qp, wr_id, st);
-	for (i = 0; i < 10000 && ret == ENOENT; i++) {
-		ret = ibv_start_poll(e->rcqx, &pa);
-		if (ret == ENOENT)
-			usleep(1000);
-	}
-	ASSERT_EQ(ret, 0);
+	import_start_poll(e->rcqx);
 	memset(&wc, 0, sizeof(wc));
 	wc.wr_id = e->rcqx->wr_id;
 	wc.status = e->rcqx->status;
@@ -413,7 +386,7 @@ static void recv_cases(int sock, const struct arg *ar, struct ibv_context *ic,
 		ep_make(&i, ic, pd, srq, mr, (uint8_t *)(uintptr_t)of->addr,
 			false, false);
 		{
-			struct cmd c = { .op = 'R' };
+			struct import_cmd c = { .op = 'R' };
 
 			xwrite(sock, &c, sizeof(c));
 			xwrite(sock, &i.self, sizeof(i.self));
@@ -596,7 +569,7 @@ static void owner(const struct arg *ar, bool net)
 	struct import_owner ow;
 	uint8_t *buf, *sbuf;
 	struct ep a;
-	struct cmd c;
+	struct import_cmd c;
 
 	import_env(net, ar->cma);
 	/* UD on the net path: its datagrams in each process's trace */

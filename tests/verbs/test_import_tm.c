@@ -42,12 +42,10 @@
  * (ibv_wc_read_tm_info) and src_qp as without an import.
  */
 #include <endian.h>
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <arpa/inet.h>
 #include <infiniband/tm_types.h>
 
@@ -81,30 +79,14 @@ struct arg {
 
 static const int all_access = IMPORT_ALL_ACCESS;
 
-/* The importer's commands to the owner. */
-struct cmd {
-	char op;	/* E eager, V rendezvous, N no tag, C check (tag 1:
-			 * not before off), H the headers at off, D dereg,
-			 * Q quit */
-	uint32_t off, len, seed;
-	uint64_t tag;
-	int32_t status;	/* E, V, N: the SEND's completion; V: 0 with a
-			 * FIN to wait for */
-};
-
+/* The importer's commands to the owner (struct import_cmd): op E eager,
+ * V rendezvous, N no tag, C check (tag 1: not before off), H the headers
+ * at off, D dereg, Q quit; status: E, V, N: the SEND's completion; V: 0
+ * with a FIN to wait for.  Each answered 'k'. */
 static void cmd(int sock, char op, uint32_t off, uint32_t len, uint32_t seed,
 		uint64_t tag, int32_t st)
 {
-	struct cmd c;
-
-	memset(&c, 0, sizeof(c));
-	c.op = op;
-	c.off = off;
-	c.len = len;
-	c.seed = seed;
-	c.tag = tag;
-	c.status = st;
-	xwrite(sock, &c, sizeof(c));
+	import_cmd_send(sock, op, off, len, seed, tag, st);
 	duo_expect(sock, 'k');
 }
 
@@ -145,16 +127,9 @@ static uint32_t tag_add(struct ibv_srq *srq, uint64_t tag,
  * information. */
 static struct ibv_wc poll_ex(struct ep *i, struct ibv_wc_tm_info *tm)
 {
-	struct ibv_poll_cq_attr pa = { 0 };
 	struct ibv_wc wc;
-	int k, ret = ENOENT;
 
-	for (k = 0; k < 10000 && ret == ENOENT; k++) {
-		ret = ibv_start_poll(i->rcqx, &pa);
-		if (ret == ENOENT)
-			usleep(1000);
-	}
-	ASSERT_EQ(ret, 0);
+	import_start_poll(i->rcqx);
 	memset(&wc, 0, sizeof(wc));
 	wc.wr_id = i->rcqx->wr_id;
 	wc.status = i->rcqx->status;
@@ -364,8 +339,7 @@ static void importer(int sock, void *arg)
 	}
 	if (getenv("SOFTHCA_NET"))
 		ASSERT_GT(ep_tcp_bytes(), 0);
-	xwrite(sock, &(struct cmd){ .op = 'Q' }, sizeof(struct cmd));
-	duo_expect(sock, 'k');
+	cmd(sock, 'Q', 0, 0, 0, 0, 0);
 	import_ep_unmake(&i);
 	ASSERT_EQ(ibv_destroy_srq(srq), 0);
 	ASSERT_EQ(ibv_destroy_cq(scq), 0);
@@ -393,7 +367,7 @@ static void owner(const struct arg *ar, bool net)
 	struct ep_info iinfo;
 	uint8_t *buf, *sbuf;
 	struct ep a;
-	struct cmd c;
+	struct import_cmd c;
 
 	import_env(net, ar->cma);
 	import_owner_begin(&ow, importer, (void *)ar, BUF, all_access,
