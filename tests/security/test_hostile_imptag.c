@@ -115,18 +115,28 @@ static uint32_t last_tag(struct ibv_qp *qp)
 	return w->imp;
 }
 
+/* The next slot of qp's receive CQ's ring (*cq: that CQ), zeroed. */
+static struct shca_cqe *slot(struct ibv_qp *qp, struct shca_cq_shm **cq)
+{
+	struct shca_qp_shm *q = qp_shm(qp->qp_num);
+	struct shca_cq_shm *c = at(q->rcq_off, sizeof(*c));
+	struct shca_cqe *ring = at(c->ring_off,
+				   (size_t)c->size * sizeof(*ring));
+	struct shca_cqe *e = &ring[c->tail & (c->size - 1)];
+
+	memset(e, 0, sizeof(*e));
+	*cq = c;
+	return e;
+}
+
 /* A receive completion written into qp's receive CQ, as a peer writes
  * one (ring slot, then the producer counter, release). */
 static void forge(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wc_status st,
 		  uint32_t byte_len, uint32_t tag)
 {
-	struct shca_qp_shm *q = qp_shm(qp->qp_num);
-	struct shca_cq_shm *cq = at(q->rcq_off, sizeof(*cq));
-	struct shca_cqe *ring = at(cq->ring_off,
-				   (size_t)cq->size * sizeof(*ring));
-	struct shca_cqe *e = &ring[cq->tail & (cq->size - 1)];
+	struct shca_cq_shm *cq;
+	struct shca_cqe *e = slot(qp, &cq);
 
-	memset(e, 0, sizeof(*e));
 	e->wc.wr_id = wr_id;
 	e->wc.status = st;
 	e->wc.opcode = IBV_WC_RECV;
@@ -142,13 +152,9 @@ static void forge(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wc_status st,
 static void forge_tm(struct ibv_qp *qp, uint64_t wr_id, uint32_t byte_len,
 		     uint32_t tag)
 {
-	struct shca_qp_shm *q = qp_shm(qp->qp_num);
-	struct shca_cq_shm *cq = at(q->rcq_off, sizeof(*cq));
-	struct shca_cqe *ring = at(cq->ring_off,
-				   (size_t)cq->size * sizeof(*ring));
-	struct shca_cqe *e = &ring[cq->tail & (cq->size - 1)];
+	struct shca_cq_shm *cq;
+	struct shca_cqe *e = slot(qp, &cq);
 
-	memset(e, 0, sizeof(*e));
 	e->wc.wr_id = wr_id;
 	e->wc.status = IBV_WC_SUCCESS;
 	e->wc.opcode = IBV_WC_TM_RECV;
@@ -385,10 +391,7 @@ static void owner(enum scen s, bool net, bool cma)
 			   IBV_ACCESS_LOCAL_WRITE, 0);
 	buf = ow.buf;
 	import_owner_offer(&ow, NULL);
-	for (;;) {
-		xread(ow.d.fd, &c, sizeof(c));
-		if (c.op == 'Q')
-			break;
+	while (import_owner_next(&ow, &c)) {
 		switch (c.op) {
 		case 'B':
 			xwrite(ow.d.fd, buf, BUF);

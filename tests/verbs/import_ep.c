@@ -165,6 +165,21 @@ void import_owner_offer(struct import_owner *o, const struct ep_info *a)
 	fdpass_send(o->d.fd, o->ctx->cmd_fd, &of, sizeof(of));
 }
 
+void import_owner_connect(struct import_owner *o, struct ep *a)
+{
+	struct ep_info info;
+
+	xread(o->d.fd, &info, sizeof(info));
+	import_ep_connect(a, &info, 7);
+	duo_signal(o->d.fd, 'c');
+}
+
+bool import_owner_next(struct import_owner *o, struct import_cmd *c)
+{
+	xread(o->d.fd, c, sizeof(*c));
+	return c->op != 'Q';
+}
+
 void import_owner_check(const struct import_owner *o, uint32_t off,
 			uint32_t len, uint32_t seed, bool before)
 {

@@ -48,6 +48,8 @@ struct import_offer {
 	struct ep_info a;		/* the owner's QP (if it has one) */
 };
 
+struct import_cmd;
+
 /* The owner's side. */
 struct import_owner {
 	struct duo d;			/* the importer */
@@ -75,6 +77,12 @@ void import_owner_open(struct import_owner *o, size_t size, int access,
 		       int sbuf_access);
 /* The offer (a: the owner's QP, or NULL) with ctx's cmd_fd. */
 void import_owner_offer(struct import_owner *o, const struct ep_info *a);
+/* The importer's QP's ep_info read, a connected to it (rnr_retry 7),
+ * then 'c' to the importer. */
+void import_owner_connect(struct import_owner *o, struct ep *a);
+/* The importer's next command (struct import_cmd) into *c; false when it
+ * is 'Q' (quit). */
+bool import_owner_next(struct import_owner *o, struct import_cmd *c);
 /* 'C': buf at off holds len bytes of seed's pattern (seed 0:
  * untouched), the 64 bytes after them untouched (if within buf) and,
  * if before, the 64 before them. */

@@ -588,17 +588,9 @@ static void owner(const struct arg *ar, bool net)
 	ep_make_t(&a, ar->s == S_UD ? IBV_QPT_UD : IBV_QPT_RC, ow.ctx, ow.pd,
 		  NULL, ow.smr, sbuf, false, false);
 	import_owner_offer(&ow, &a.self);
-	if (ar->s != S_SENDS) {
-		struct ep_info iinfo;
-
-		xread(ow.d.fd, &iinfo, sizeof(iinfo));
-		connect_to(&a, &iinfo);
-		duo_signal(ow.d.fd, 'c');
-	}
-	for (;;) {
-		xread(ow.d.fd, &c, sizeof(c));
-		if (c.op == 'Q')
-			break;
+	if (ar->s != S_SENDS)
+		import_owner_connect(&ow, &a);
+	while (import_owner_next(&ow, &c)) {
 		switch (c.op) {
 		case 'S':
 		case 'W':

@@ -364,7 +364,6 @@ static void put_tmh(uint8_t *p, uint8_t op, uint64_t tag)
 static void owner(const struct arg *ar, bool net)
 {
 	struct import_owner ow;
-	struct ep_info iinfo;
 	uint8_t *buf, *sbuf;
 	struct ep a;
 	struct import_cmd c;
@@ -376,13 +375,8 @@ static void owner(const struct arg *ar, bool net)
 	sbuf = ow.sbuf;
 	import_ep_make(&a, IBV_QPT_RC, ow.ctx, ow.pd, ow.smr, sbuf, BUF);
 	import_owner_offer(&ow, &a.self);
-	xread(ow.d.fd, &iinfo, sizeof(iinfo));
-	import_ep_connect(&a, &iinfo, 7);
-	duo_signal(ow.d.fd, 'c');
-	for (;;) {
-		xread(ow.d.fd, &c, sizeof(c));
-		if (c.op == 'Q')
-			break;
+	import_owner_connect(&ow, &a);
+	while (import_owner_next(&ow, &c)) {
 		switch (c.op) {
 		case 'E':
 		case 'N':
