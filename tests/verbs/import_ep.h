@@ -48,7 +48,14 @@ struct import_offer {
 	struct ep_info a;		/* the owner's QP (if it has one) */
 };
 
-struct import_cmd;
+/* An importer's command to its owner (the ops and what the fields mean:
+ * each test's own). */
+struct import_cmd {
+	char op;
+	uint32_t off, len, seed;
+	uint64_t tag;
+	int32_t status;
+};
 
 /* The owner's side. */
 struct import_owner {
@@ -107,15 +114,6 @@ struct importer {
 void importer_begin(struct importer *im, int sock);
 /* The imports undone, the device closed. */
 void importer_end(struct importer *im);
-
-/* An importer's command to its owner (the ops and what the fields mean:
- * each test's own). */
-struct import_cmd {
-	char op;
-	uint32_t off, len, seed;
-	uint64_t tag;
-	int32_t status;
-};
 
 /* The command written to sock; no answer awaited. */
 void import_cmd_send(int sock, char op, uint32_t off, uint32_t len,
