@@ -31,6 +31,10 @@
  * requester tries once (retry_cnt 0, an ACK timeout of 4.3 s with no
  * response at all): a READ whose responses never come ends in
  * RETRY_EXC_ERR, without the fix in round 1 at the latest (seed 21).
+ * And the same with the responder's packets dropped now and then
+ * (SOFTHCA_FAULTS drop, the responder only; perftest's timeout 14 and
+ * retry_cnt 7): every lost response makes the requester go back and ask
+ * again for its window, from the response lost on.
  * No assertion depends on how long anything took.
  */
 #include <signal.h>
@@ -48,6 +52,8 @@
 #define ROUNDS	4
 #define SEED	0x7eadu
 
+static bool lossy;	/* responses lost on the way: ACK timer retries */
+
 static void opts(struct ep_opts *o)
 {
 	ep_default_opts(o, IBV_QPT_RC);
@@ -59,6 +65,12 @@ static void opts(struct ep_opts *o)
 	 * is one lost) */
 	o->timeout = 20;
 	o->retry_cnt = 0;
+	if (lossy) {
+		/* the last response of a round lost: the timer asks again
+		 * (perftest's attributes) */
+		o->timeout = 14;
+		o->retry_cnt = 7;
+	}
 }
 
 /* The requester (the child): ROUNDS x N READs, each round posted, then
@@ -132,7 +144,7 @@ static void wait_stopped(pid_t pid)
 /* The responder (this process): its buffer read by the child; each round
  * the child is let go on once this process has had a while to take the
  * round's requests. */
-static void reads(const char *faults)
+static void reads(const char *faults, const char *resp_faults)
 {
 	struct ep_opts o;
 	struct duo d;
@@ -140,8 +152,11 @@ static void reads(const char *faults)
 	uint32_t r;
 
 	setenv("SOFTHCA_NET", "1", 1);
-	unsetenv("SOFTHCA_FAULTS");	/* its responses go out as sent */
+	unsetenv("SOFTHCA_FAULTS");
+	lossy = resp_faults != NULL;
 	duo_fork(&d, requester, (void *)faults);
+	if (resp_faults)
+		setenv("SOFTHCA_FAULTS", resp_faults, 1);
 	opts(&o);
 	ep_open_remote(&b, &o, d.fd);
 	ep_fill_pattern(b.buf, b.size, SEED, 0);
@@ -157,17 +172,30 @@ static void reads(const char *faults)
 	}
 	duo_expect(d.fd, 'd');
 	ep_net_check();
+	if (resp_faults)
+		ASSERT_GT(ep_stat_counter(SOFTHCA_TOOL, getpid(),
+					  "faults_injected"), 0);
 	duo_signal(d.fd, 'x');
 	duo_wait(&d);
 	ep_destroy(&b);
+	unsetenv("SOFTHCA_FAULTS");
 }
 
 TEST(reads_in_flight)
 {
-	reads(NULL);
+	reads(NULL, NULL);
 }
 
 TEST(reads_requests_duplicated)
 {
-	reads("dup=0.5,seed=21");
+	reads("dup=0.5,seed=21", NULL);
+}
+
+/* Responses lost (the responder's packets dropped): the requester goes
+ * back from the head READ's first missing response and asks again for
+ * every later READ of its window, all duplicates at the responder, whose
+ * queue holds the responses of the later READs still. */
+TEST(reads_responses_lost)
+{
+	reads(NULL, "drop=0.0005,seed=5");
 }
