@@ -1679,6 +1679,87 @@ static void serve_read(struct shca_conn *c, struct shca_qp *qp,
 	rd_queue(c, qp, m, m->dma_len, is_new);
 }
 
+/* The entry i places after the oldest queued READ of qp. */
+static struct shca_net_read *rd_at(struct shca_qp *qp, unsigned int i)
+{
+	return &qp->net.rd[(qp->net.rd_head + i) % SHCA_NET_RD_MAX];
+}
+
+static void rd_fill(struct shca_net_read *e, const struct shca_wire_msg *m,
+		    uint32_t msn, uint32_t len)
+{
+	e->psn = m->psn;
+	e->msn = msn;
+	e->va = m->va;
+	e->rkey = m->rkey;
+	e->len = len;
+	e->sent = 0;
+	e->xrc_srqn = m->xrc_srqn;
+}
+
+/*
+ * A duplicate READ (or FLUSH) request at m's PSN, of len bytes (IBA
+ * 9.7.5.2.5: carried out again).  A requester asks again from the first
+ * response it misses (go-back-N, transport.c's go_back), then for every
+ * later READ of its window: each of those comes as a duplicate too.  So:
+ *  - the queued READ that holds m's PSN, asked again from its response
+ *    k, goes back to k if it went past it (what went out since was lost
+ *    or is dropped by the requester as out of order); a duplicate of
+ *    responses still to be sent changes nothing;
+ *  - one that is no longer queued (all sent) is queued again before
+ *    the READs of later PSNs, the responses in PSN order;
+ *  - every READ queued after it starts again from its first response:
+ *    the requester takes a READ's responses only once every earlier READ
+ *    has completed (completer), so those sent meanwhile were dropped.
+ * The READs queued before it are left as they are.  (Emptying the whole
+ * queue on each duplicate left, of a window asked again, only its last
+ * READ answered: the head's responses never came, RETRY_EXC_ERR.)
+ * false: the queue is full.
+ */
+static bool rd_requeue(struct shca_qp *qp, const struct shca_wire_msg *m,
+		       uint32_t len)
+{
+	uint32_t mtu = path_mtu(qp);
+	unsigned int i, j;
+
+
+	for (i = 0; i < qp->net.rd_count; i++) {
+		struct shca_net_read *e = rd_at(qp, i);
+		int32_t k = shca_psn_diff(m->psn, e->psn);
+		uint64_t off = (uint64_t)(uint32_t)k * mtu;
+
+		if (k < 0)
+			break;			/* queued after m's PSN */
+		if ((uint32_t)k >= npkts(e->len, mtu))
+			continue;		/* wholly before it */
+		if (e->rkey == m->rkey && e->xrc_srqn == m->xrc_srqn &&
+		    e->va + off == m->va &&
+		    (uint64_t)e->len - MIN((uint64_t)e->len, off) == len) {
+			/* the same READ, asked again from response k */
+			if (e->sent > (uint32_t)k)
+				e->sent = (uint32_t)k;
+			for (j = i + 1; j < qp->net.rd_count; j++)
+				rd_at(qp, j)->sent = 0;
+			return true;
+		}
+		/* another request at a PSN this READ's responses hold (not
+		 * what the requester asked before): it and what follows it
+		 * are replaced by the request */
+		qp->net.rd_count = i;
+		break;
+	}
+	if (qp->net.rd_count == SHCA_NET_RD_MAX)
+		return false;
+	/* queued at i, before the READs of later PSNs, which start again */
+	for (j = qp->net.rd_count; j > i; j--) {
+		*rd_at(qp, j) = *rd_at(qp, j - 1);
+		rd_at(qp, j)->sent = 0;
+	}
+	qp->net.rd_count++;
+	rd_fill(rd_at(qp, i), m, qp->net.msn, len);
+	return true;
+}
+
 /*
  * Queue the responses of a READ of len bytes at m's PSN, checked (len 0:
  * one response of no data, a FLUSH's answer too): in the same queue, so
@@ -1687,31 +1768,19 @@ static void serve_read(struct shca_conn *c, struct shca_qp *qp,
 static void rd_queue(struct shca_conn *c, struct shca_qp *qp,
 		     const struct shca_wire_msg *m, uint32_t len, bool is_new)
 {
-	struct shca_net_read *e;
-
 	if (is_new) {
 		qp->net.epsn = shca_psn_add(m->psn, npkts(len, path_mtu(qp)));
 		qp->net.msn++;
-	} else {
-		/* the requester went back to this READ (go-back-N): what
-		 * was still to be sent after it, it asks for again */
-		rd_clear(qp);
 	}
-	if (qp->net.rd_count == SHCA_NET_RD_MAX) {
-		/* more READs outstanding than a requester may have (its
-		 * window): dropped, its timer asks again */
+	/* full: more READs outstanding than a requester may have (its
+	 * window): dropped, its timer asks again */
+	if (is_new ? qp->net.rd_count == SHCA_NET_RD_MAX :
+		     !rd_requeue(qp, m, len)) {
 		count(qp, SHCA_STAT_DROPPED_PKTS);
 		return;
 	}
-	e = &qp->net.rd[(qp->net.rd_head + qp->net.rd_count++) %
-			SHCA_NET_RD_MAX];
-	e->psn = m->psn;
-	e->msn = qp->net.msn;
-	e->va = m->va;
-	e->rkey = m->rkey;
-	e->len = len;
-	e->sent = 0;
-	e->xrc_srqn = m->xrc_srqn;
+	if (is_new)
+		rd_fill(rd_at(qp, qp->net.rd_count++), m, qp->net.msn, len);
 	qp->net.rd_conn = c;
 	qp->net.rd_gen = shca_net_conn_gen(c);
 	shca_net_set_drain(rd_drain);
