@@ -1722,7 +1722,6 @@ static bool rd_requeue(struct shca_qp *qp, const struct shca_wire_msg *m,
 	uint32_t mtu = path_mtu(qp);
 	unsigned int i, j;
 
-
 	for (i = 0; i < qp->net.rd_count; i++) {
 		struct shca_net_read *e = rd_at(qp, i);
 		int32_t k = shca_psn_diff(m->psn, e->psn);
