@@ -413,12 +413,6 @@ void *shca_lookup_addr(struct shca_pd *pd, uint32_t key, unsigned int access,
 }
 
 /*
- * A local SGE list as this process's memory: every SGE's L_Key an MR of
- * pd with access (IBV_ACCESS_LOCAL_WRITE where the HCA writes) over the
- * SGE's range, else IBA's Local Protection Error.  Empty SGEs take no
- * iovec; iov has room for n.
- */
-/*
  * An L_Key through c: the address if c holds key as the table has it now
  * (and the MR allows access and covers the range), else the table's
  * answer, kept in c when it is a plain MR's (an ODP MR's pages are
@@ -454,6 +448,12 @@ static void *lookup_cached(struct shca_pd *pd, struct shca_mr_cache *c,
 	return p;
 }
 
+/*
+ * A local SGE list as this process's memory: every SGE's L_Key an MR of
+ * pd with access (IBV_ACCESS_LOCAL_WRITE where the HCA writes) over the
+ * SGE's range, else IBA's Local Protection Error.  Empty SGEs take no
+ * iovec; iov has room for n.
+ */
 enum ibv_wc_status shca_sge_iov(struct shca_pd *pd, const struct ibv_sge *sge,
 				int n, unsigned int access, struct iovec *iov,
 				int *niov)
