@@ -136,27 +136,6 @@ static uint32_t npkts(uint64_t len, uint32_t mtu)
 	return len ? (uint32_t)((len + mtu - 1) / mtu) : 1;
 }
 
-/* This process as its own peer (the responder's target), found once per
- * slot: a forked child has a slot of its own. */
-static struct shca_peer *self_peer(void)
-{
-	static struct shca_peer *cached;
-	static int cached_slot = -1;
-	const struct shca_slot *s = shca_slot_get();
-	struct shca_peer *p;
-
-	if (!s)
-		return NULL;
-	if (__atomic_load_n(&cached_slot, __ATOMIC_ACQUIRE) == s->slot)
-		return __atomic_load_n(&cached, __ATOMIC_RELAXED);
-	p = shca_peer_get(s->slot);
-	if (p) {
-		__atomic_store_n(&cached, p, __ATOMIC_RELAXED);
-		__atomic_store_n(&cached_slot, s->slot, __ATOMIC_RELEASE);
-	}
-	return p;
-}
-
 /* Bytes [off, off + len) of an iovec list, as iovecs. */
 static int slice(const struct iovec *v, int n, uint64_t off, uint64_t len,
 		 struct iovec *out, int max)
@@ -993,7 +972,7 @@ static enum ibv_wc_status nak_status(unsigned int code)
 static bool local_hold(const struct ibv_sge *sge, int n, struct shca_lane *l,
 		       int *nl)
 {
-	struct shca_peer *self = self_peer();
+	struct shca_peer *self = shca_peer_self();
 	int i, j;
 
 	*nl = 0;
@@ -1512,7 +1491,7 @@ static void *rd_sibling_read(struct shca_qp *qp, const struct shca_net_read *e,
 	static uint8_t buf[4096];	/* the largest path MTU */
 	struct iovec v = { buf, len };
 	struct shca_xfer_result res;
-	struct shca_peer *self = self_peer();
+	struct shca_peer *self = shca_peer_self();
 	struct shca_xfer x;
 
 	if (!self || len > sizeof(buf))
@@ -1547,7 +1526,7 @@ static bool rd_sibling(const struct shca_qp *qp, const struct shca_net_read *e)
 static bool rd_pump(struct shca_qp *qp)
 {
 	struct shca_conn *c = qp->net.rd_conn;
-	struct shca_peer *self = self_peer();
+	struct shca_peer *self = shca_peer_self();
 	uint32_t mtu = path_mtu(qp);
 
 	/* the connection the READs came on closed since: its object may
@@ -1884,7 +1863,7 @@ static void invalid_request(struct shca_conn *c, struct shca_qp *qp,
 		 shca_aeth_syn_nak(SHCA_NAK_INVALID_REQ), 0);
 	__atomic_or_fetch(&qp->shm->pending, SHCA_QP_PEND_REQ_ERR,
 			  __ATOMIC_ACQ_REL);
-	shca_peer_doorbell(self_peer());
+	shca_peer_doorbell(shca_peer_self());
 }
 
 /* The end of an RC message that was carried out: ACK, or NAK/RNR NAK. */
@@ -2003,7 +1982,7 @@ static void place_where(struct shca_conn *c, uint32_t qpn,
 	struct shca_qp *qp = shca_qp_lookup(qpn);
 	unsigned char hdr[HDR_MAX];
 	struct shca_wire_msg m;
-	struct shca_peer *self = self_peer();
+	struct shca_peer *self = shca_peer_self();
 	void *dst = NULL;
 	uint32_t mtu, n;
 	uint64_t va;
@@ -2240,7 +2219,7 @@ static void duplicate(struct shca_conn *c, struct shca_qp *qp,
 static void responder(struct shca_conn *c, struct shca_qp *qp,
 		      const struct shca_wire_msg *m)
 {
-	struct shca_peer *self = self_peer();
+	struct shca_peer *self = shca_peer_self();
 	bool rc = rc_like(qp);
 	int32_t d;
 
@@ -2336,7 +2315,7 @@ static void ud_deliver(uint32_t qpn, const struct shca_net_addr *addr,
 static void ud_receive(const struct shca_net_addr *addr,
 		       const struct shca_wire_msg *m)
 {
-	struct shca_peer *self = self_peer();
+	struct shca_peer *self = shca_peer_self();
 	const struct shca_slot *s = shca_slot_get();
 
 	if (!self || !s)

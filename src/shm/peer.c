@@ -475,6 +475,25 @@ struct shca_peer *shca_peer_get(int slot)
 	return p;
 }
 
+struct shca_peer *shca_peer_self(void)
+{
+	static struct shca_peer *cached;
+	static int cached_slot = -1;
+	const struct shca_slot *s = shca_slot_get();
+	struct shca_peer *p;
+
+	if (!s)
+		return NULL;
+	if (__atomic_load_n(&cached_slot, __ATOMIC_ACQUIRE) == s->slot)
+		return __atomic_load_n(&cached, __ATOMIC_RELAXED);
+	p = shca_peer_get(s->slot);
+	if (p) {
+		__atomic_store_n(&cached, p, __ATOMIC_RELAXED);
+		__atomic_store_n(&cached_slot, s->slot, __ATOMIC_RELEASE);
+	}
+	return p;
+}
+
 /* Ask the owner for channel idx's eventfd on a connection of our own
  * (the peer's main one is the engine thread's to watch).  fd or -errno. */
 static int fetch_channel_fd(struct shca_peer *p, uint32_t idx, uint32_t gen)

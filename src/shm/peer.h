@@ -72,6 +72,9 @@ int shca_peer_listen(void);
  * Peer objects are never freed: a QP may keep the pointer.
  */
 struct shca_peer *shca_peer_get(int slot);
+/* This process as its own peer (the responder's target), found once per
+ * slot: a forked child has a slot of its own.  NULL before it has one. */
+struct shca_peer *shca_peer_self(void);
 
 /* Wake the peer's engine (after setting a *_pending word in its arena). */
 void shca_peer_doorbell(struct shca_peer *p);

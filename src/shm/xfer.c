@@ -67,7 +67,6 @@ static int host_rndv_src(void *ctx, uint64_t addr, uint32_t rkey,
 			 uint32_t len, struct iovec *src)
 {
 	struct shca_qp *qp = ctx;
-	const struct shca_slot *s = shca_slot_get();
 	struct shca_peer *self;
 	void *va = NULL;
 
@@ -77,7 +76,7 @@ static int host_rndv_src(void *ctx, uint64_t addr, uint32_t rkey,
 		/* the R_Key checked under a lane of this process's arena,
 		 * held until the copy's last byte (host_xmit puts it
 		 * back): ibv_dereg_mr's drain waits for it */
-		self = s ? shca_peer_get(s->slot) : NULL;
+		self = shca_peer_self();
 		if (!self || !qp->pd ||
 		    shca_stages.hold(self, qp->ibqp.qp_num,
 				     qp->pd->prot->obj.handle, rkey,
