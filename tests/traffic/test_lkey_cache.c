@@ -65,15 +65,23 @@ static void teardown(struct ep *a, struct ep *b, struct ibv_mr *m)
 	ep_destroy(b);
 }
 
+/* setup, then the MR moved to YOFF */
+static struct ibv_mr *setup_moved(struct ep *a, struct ep *b)
+{
+	struct ibv_mr *m = setup(a, b, IBV_ACCESS_LOCAL_WRITE);
+
+	ASSERT_EQ(ibv_rereg_mr(m, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+			       a->buf + YOFF, LEN, 0),
+		  0);
+	return m;
+}
+
 /* The MR now covers YOFF: its old range is no longer behind the key... */
 TEST(rereg_translation_old)
 {
 	struct ep a, b;
-	struct ibv_mr *m = setup(&a, &b, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *m = setup_moved(&a, &b);
 
-	ASSERT_EQ(ibv_rereg_mr(m, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
-			       a.buf + YOFF, LEN, 0),
-		  0);
 	post_one(&a, 0xa1, IBV_WR_RDMA_WRITE, (uintptr_t)a.buf + XOFF,
 		 m->lkey);
 	ep_expect(a.scq, a.qp, 0xa1, IBV_WC_LOC_PROT_ERR);
@@ -85,11 +93,8 @@ TEST(rereg_translation_old)
 TEST(rereg_translation_new)
 {
 	struct ep a, b;
-	struct ibv_mr *m = setup(&a, &b, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *m = setup_moved(&a, &b);
 
-	ASSERT_EQ(ibv_rereg_mr(m, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
-			       a.buf + YOFF, LEN, 0),
-		  0);
 	post_one(&a, 0xa1, IBV_WR_RDMA_WRITE, (uintptr_t)a.buf + YOFF,
 		 m->lkey);
 	ep_expect(a.scq, a.qp, 0xa1, IBV_WC_SUCCESS);
