@@ -55,4 +55,5 @@ const char *const shca_stat_names[SHCA_STAT_MAX] = {
 	[SHCA_STAT_MAP_FILE_BYTES] = "map_file_bytes",
 	[SHCA_STAT_APP_PROGRESS] = "app_progress",
 	[SHCA_STAT_ENGINE_SPIN_BATCHES] = "engine_spin_batches",
+	[SHCA_STAT_NET_DEFERRED] = "net_deferred",
 };

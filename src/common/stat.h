@@ -89,6 +89,9 @@ enum shca_stat {
 					 * found while it spun
 					 * (SOFTHCA_NET_SPIN_US): no sleep,
 					 * no wake-up paid */
+	SHCA_STAT_NET_DEFERRED,		/* writes of small requests held for
+					 * the peer's next answer
+					 * (SOFTHCA_NET_DEFER, net/conn.c) */
 	SHCA_STAT_MAX
 };
 

@@ -61,6 +61,7 @@ struct chunk {
 	void *owned;
 	uint32_t qpn;			/* whose payload it references (0: none) */
 	uint32_t psn;			/* ... the packet's PSN (qpn set) */
+	bool defer;			/* SHCA_NET_DEFER */
 	bool ack;			/* a plain ACK (SHCA_NET_ACK) ... */
 	uint32_t ack_qpn;		/* ... of this QP */
 	size_t len, off;		/* bytes in all, bytes written */
@@ -138,6 +139,12 @@ struct shca_conn {
 	uint64_t seen;			/* activity at the last look */
 	struct shca_timer life;		/* hello timeout, then idle checks */
 	bool key_abort;			/* closed by the key limit (end) */
+	/* small requests held for the peer's next answer
+	 * (shca_net_flush_defer; c->lock) */
+	uint32_t unanswered;		/* SHCA_NET_DEFER packets written since
+					 * the peer's last batch */
+	bool must_write;		/* a packet that may not wait is
+					 * queued */
 	struct shca_conn *next;
 };
 
@@ -154,6 +161,10 @@ static int mcast_send4 = -1, mcast_send6 = -1;
 #define DEFAULT_HELLO_MS	5000
 #define DEFAULT_IDLE_MS		60000
 static unsigned long max_conns = DEFAULT_MAX_CONNS;	/* 0: no cap */
+/* SOFTHCA_NET_DEFER: small requests written at once while the peer owes
+ * answers to fewer than this many (0: always at once) */
+#define DEFAULT_DEFER		4
+static uint32_t defer_max = DEFAULT_DEFER;
 static uint64_t hello_ns = DEFAULT_HELLO_MS * 1000000ull;
 static uint64_t idle_ns = DEFAULT_IDLE_MS * 1000000ull;	/* 0: never */
 static unsigned long n_accepted;	/* engine thread */
@@ -497,9 +508,13 @@ static void flush_locked(struct shca_conn *c)
 			c->head = k->next;
 			if (!c->head)
 				c->tail = NULL;
+			if (k->defer)
+				c->unanswered++;	/* the peer owes */
 			chunk_free(k);
 		}
 	}
+	if (!c->head)
+		c->must_write = false;
 	if (c->want_out && c->state == CONN_UP && !c->head) {
 		c->want_out = false;
 		shca_engine_watch_events(c->fd, EPOLLIN);
@@ -649,6 +664,8 @@ static void limits_read(void)
 		   1000000ull;
 	idle_ns = env_num("SOFTHCA_NET_IDLE_MS", DEFAULT_IDLE_MS, 0) *
 		  1000000ull;
+	defer_max = (uint32_t)MIN(env_num("SOFTHCA_NET_DEFER", DEFAULT_DEFER,
+					  0), 1u << 20);
 }
 
 /*
@@ -1031,7 +1048,10 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 			enqueue_locked(c, k);
 			k->ack = (flags & SHCA_NET_ACK) && !d;
 			k->ack_qpn = qpn;
+			k->defer = flags & SHCA_NET_DEFER;
 		}
+		if (!(flags & SHCA_NET_DEFER))
+			c->must_write = true;
 		if (d)
 			enqueue_locked(c, d);
 		if (c->held) {
@@ -1144,6 +1164,28 @@ void shca_net_release(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 void shca_net_flush(struct shca_conn *c)
 {
 	pthread_mutex_lock(&c->lock);
+	flush_unless_full(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Small requests in a stream (net.h): while the peer owes answers to more
+ * than defer_max of them already written, what is queued waits for its
+ * next batch (deliver), which answers some and writes the rest in one
+ * system call, as Nagle's algorithm holds small segments for the next
+ * ACK.  Only written ones count: an answer is owed for those, so the
+ * wait ends.  A resend, an answer or a large packet is written at once,
+ * with everything before it.
+ */
+void shca_net_flush_defer(struct shca_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	if (defer_max && !c->must_write && c->unanswered > defer_max &&
+	    c->head && !c->want_out) {
+		pthread_mutex_unlock(&c->lock);
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_DEFERRED, 1);
+		return;
+	}
 	flush_unless_full(c);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -1651,6 +1693,19 @@ static int hs_frame(struct shca_conn **cp, enum shca_hs_type t,
 
 /* Cut the stream into frames and hand them up.  false: the stream is
  * broken (a length no IB packet has). */
+/*
+ * The peer sent something: write what is queued, and with it the requests
+ * held for an answer from the peer (shca_net_flush_defer), which this was.
+ * On an outgoing connection the peer sends answers only.
+ */
+static void answered(struct shca_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->unanswered = 0;
+	flush_unless_full(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
 static bool deliver(struct shca_conn *c)
 {
 	struct shca_stat_block *s = shca_stat_proc();
@@ -1717,7 +1772,7 @@ static bool deliver(struct shca_conn *c)
 	/* the answers to the batch (SHCA_NET_MORE, ACKs coalesced), in one
 	 * write: at once, whatever the batch's size (a batch of one packet
 	 * is answered as soon as it is handled) */
-	shca_net_flush(c);
+	answered(c);
 	__atomic_fetch_sub(&rx_busy, 1, __ATOMIC_ACQ_REL);
 	return ok;
 }
@@ -1882,6 +1937,8 @@ static void conn_read(struct shca_conn *c)
 			if (r > 0) {
 				__atomic_fetch_add(&c->activity, 1,
 						   __ATOMIC_RELAXED);
+				if (!c->rlen)
+					answered(c);
 				if ((c->rlen && !deliver(c)) || c->fd < 0) {
 					conn_close(c);
 					return;

@@ -100,6 +100,9 @@ enum {
 				 * (or shca_net_flush) */
 	SHCA_NET_ACK = 1 << 2,	/* a plain ACK: may replace the QP's ACK
 				 * still queued last (conn.c, ack_merge) */
+	SHCA_NET_DEFER = 1 << 3, /* a new small request, copied, that the
+				  * peer answers: may wait for the peer's
+				  * next answer (shca_net_flush_defer) */
 };
 
 /* shca_net_send: the ACK went into the one queued before (SHCA_NET_ACK) */
@@ -169,6 +172,16 @@ void shca_net_set_drain(shca_net_drain_fn fn);
 
 /* Write what SHCA_NET_MORE left queued. */
 void shca_net_flush(struct shca_conn *c);
+/*
+ * The same, for a requester's new packets: if everything queued is
+ * SHCA_NET_DEFER and the peer owes answers to more than SOFTHCA_NET_DEFER
+ * such packets already written (since its last batch on c), the queue
+ * waits for that batch, which writes it (deliver).  A burst of small WRs
+ * then costs one write per answer from the peer, not one each; a lone WR
+ * (a ping-pong) is written at once.  Bounded: the answers owed come (or
+ * the ACK timer sends again, which writes everything).
+ */
+void shca_net_flush_defer(struct shca_conn *c);
 
 /* Bytes queued on c that the socket has not taken yet. */
 size_t shca_net_queued(struct shca_conn *c);

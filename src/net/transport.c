@@ -517,6 +517,20 @@ static uint8_t data_opcode(const struct shca_qp *qp, enum ibv_wr_opcode op,
 }
 
 /*
+ * May this request packet wait for the peer's next answer before it is
+ * written (conn.c shca_net_flush_defer)?  A new one (not sent before: a
+ * resend goes at once), a whole message in one packet with a payload
+ * copied, on RC, whose peer answers every request.
+ */
+static bool may_wait(const struct shca_qp *qp, const struct shca_wire_msg *m,
+		     uint32_t npkt, bool copied)
+{
+	return rc_like(qp) && npkt == 1 && copied &&
+	       m->payload_len < COPY_BELOW &&
+	       (!qp->net.resent || shca_psn_ge(m->psn, qp->net.resent_end));
+}
+
+/*
  * Send packet k of WQE w (SEND/WRITE data packets; READ and atomics send
  * their one request).  0, or -ENOTCONN/-errno from the socket layer.
  */
@@ -637,7 +651,9 @@ build:
 	if (hlen < 0)
 		return (int)hlen;
 	return qp_send(qp, qp->net.conn, hdr, (size_t)hlen, pl, npl,
-		       (copy ? SHCA_NET_COPY : 0) | SHCA_NET_MORE, NULL);
+		       (copy ? SHCA_NET_COPY : 0) | SHCA_NET_MORE |
+		       (may_wait(qp, &m, n, copy || !npl) ? SHCA_NET_DEFER : 0),
+		       NULL);
 }
 
 /* ------------------------------------------------------------------ */
@@ -784,7 +800,7 @@ static void rc_execute(struct shca_qp *qp)
 {
 	rc_send_window(qp);
 	if (qp->net.conn)
-		shca_net_flush(qp->net.conn);
+		shca_net_flush_defer(qp->net.conn);
 }
 
 static void rc_send_window(struct shca_qp *qp)
