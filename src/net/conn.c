@@ -1381,6 +1381,9 @@ static void conn_close(struct shca_conn *c)
 	c->stall_until = 0;
 	shca_timer_disarm(&c->stall_timer);
 	queue_free(c);
+	/* the next stream owes nothing (shca_net_flush_defer) */
+	c->unanswered = 0;
+	c->must_write = false;
 	free(c->rbuf);
 	c->rbuf = NULL;
 	c->rlen = 0;

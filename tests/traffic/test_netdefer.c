@@ -35,7 +35,10 @@
  *    holds too;
  *  - `under_drop_dup`: the same bursts under SOFTHCA_FAULTS drop and dup
  *    (lost requests and answers, sent again by the ACK timer): every
- *    completion still arrives once, in order, with the right bytes.
+ *    completion still arrives once, in order, with the right bytes;
+ *  - `under_reset`: the same with the connection broken now and then
+ *    (a new stream owes nothing: what waits on the old one's count would
+ *    wait for the ACK timer).
  * No assertion depends on how long anything took.
  */
 #include <signal.h>
@@ -325,6 +328,13 @@ TEST(under_drop_dup)
 {
 	unsetenv("SOFTHCA_NET_DEFER");
 	setenv("SOFTHCA_FAULTS", "drop=0.02,dup=0.02,seed=15", 1);
+	traffic(BURSTS_OF_POSTS);
+}
+
+TEST(under_reset)
+{
+	unsetenv("SOFTHCA_NET_DEFER");
+	setenv("SOFTHCA_FAULTS", "reset=0.01,seed=7", 1);
 	traffic(BURSTS_OF_POSTS);
 }
 
