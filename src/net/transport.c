@@ -1538,8 +1538,10 @@ static bool rd_sibling(const struct shca_qp *qp, const struct shca_net_read *e)
 }
 
 /* Send qp's READ responses until none is left or the connection is full:
- * true when some are left. */
-static bool rd_pump(struct shca_qp *qp)
+ * true when some are left.  in_batch: serving a request of a received
+ * batch, whose end writes what is queued (conn.c deliver), so that the
+ * responses to a batch of READs go in one write, as its ACKs do. */
+static bool rd_pump(struct shca_qp *qp, bool in_batch)
 {
 	struct shca_conn *c = qp->net.rd_conn;
 	struct shca_peer *self = shca_peer_self();
@@ -1618,7 +1620,8 @@ static bool rd_pump(struct shca_qp *qp)
 			qp->net.rd_count--;
 		}
 	}
-	shca_net_flush(c);
+	if (!in_batch)
+		shca_net_flush(c);
 	return false;
 }
 
@@ -1636,7 +1639,7 @@ static void rd_drain(struct shca_conn *c)
 			if (qp->net.rd_count && qp->net.rd_conn != c)
 				left = true;	/* another connection's */
 			else if (qp->net.rd_count)
-				left = rd_pump(qp);
+				left = rd_pump(qp, false);
 			pthread_mutex_unlock(&qp->exec_lock);
 		}
 		if (left)
@@ -1778,7 +1781,7 @@ static void rd_queue(struct shca_conn *c, struct shca_qp *qp,
 	qp->net.rd_conn = c;
 	qp->net.rd_gen = shca_net_conn_gen(c);
 	shca_net_set_drain(rd_drain);
-	if (rd_pump(qp))
+	if (rd_pump(qp, true))
 		rd_wait(qp->ibqp.qp_num);
 }
 
