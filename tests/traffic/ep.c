@@ -711,6 +711,15 @@ void duo_wait(struct duo *d)
 	close(d->fd);
 }
 
+void duo_stop(const struct duo *d)
+{
+	int st;
+
+	ASSERT_EQ(kill(d->pid, SIGSTOP), 0);
+	ASSERT_EQ(waitpid(d->pid, &st, WUNTRACED), d->pid);
+	ASSERT(WIFSTOPPED(st));
+}
+
 void duo_signal(int fd, char c)
 {
 	xwrite(fd, &c, 1);

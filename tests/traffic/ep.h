@@ -162,6 +162,9 @@ void duo_fork(struct duo *d, void (*fn)(int fd, void *arg), void *arg);
  * with the default options), 'u' once up, then asleep until killed. */
 void ep_victim(int fd, void *arg);
 void duo_wait(struct duo *d);
+/* Stop the other process (SIGSTOP) and wait until it is seen stopped;
+ * SIGCONT lets it go on. */
+void duo_stop(const struct duo *d);
 /* One byte each way: a step both sides reached. */
 void duo_signal(int fd, char c);
 void duo_expect(int fd, char c);

@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -82,15 +81,6 @@ static void receiver(int fd, void *arg)
 	ep_destroy(&b);
 }
 
-static void stop(pid_t pid)
-{
-	int st;
-
-	ASSERT_EQ(kill(pid, SIGSTOP), 0);
-	ASSERT_EQ(waitpid(pid, &st, WUNTRACED), pid);
-	ASSERT(WIFSTOPPED(st));
-}
-
 static long long bursts(void)
 {
 	struct ep_opts o;
@@ -105,7 +95,7 @@ static long long bursts(void)
 	ep_open_remote(&a, &o, d.fd);
 	duo_expect(d.fd, 'r');
 	for (k = 0; k < BURSTS; k++) {
-		stop(d.pid);
+		duo_stop(&d);
 		for (i = k * BURST; i < (k + 1) * BURST; i++) {
 			ep_fill_pattern(a.buf + 16 * i, MSG, i, 0);
 			ASSERT_EQ(ep_post(&a, i, IBV_WR_SEND, 16 * (uint64_t)i,

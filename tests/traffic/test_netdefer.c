@@ -45,7 +45,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -139,15 +138,6 @@ static void responder(int fd, void *arg)
 	ASSERT_EQ(*(uint64_t *)(b.buf + ATOM_OFF), (uint64_t)N / 4);
 	duo_signal(fd, 'x');
 	ep_destroy(&b);
-}
-
-static void stop(pid_t pid)
-{
-	int st;
-
-	ASSERT_EQ(kill(pid, SIGSTOP), 0);
-	ASSERT_EQ(waitpid(pid, &st, WUNTRACED), pid);
-	ASSERT(WIFSTOPPED(st));
 }
 
 /* Request i's WR (its SGE in *sge): signaled, 8 bytes. */
@@ -262,7 +252,7 @@ static struct run traffic(enum mode m)
 		long long before = held_now();
 
 		if (bursts)
-			stop(d.pid);
+			duo_stop(&d);
 		post(&a, k, bursts ? BURST : 1, m == BURSTS_OF_LISTS);
 		if (bursts)
 			ASSERT_EQ(kill(d.pid, SIGCONT), 0);
@@ -291,13 +281,24 @@ static struct run traffic(enum mode m)
 	return r;
 }
 
+/* A run with SOFTHCA_NET_DEFER and SOFTHCA_FAULTS as given (NULL: unset). */
+static struct run run_with(const char *defer, const char *faults, enum mode m)
+{
+	if (defer)
+		setenv("SOFTHCA_NET_DEFER", defer, 1);
+	else
+		unsetenv("SOFTHCA_NET_DEFER");
+	if (faults)
+		setenv("SOFTHCA_FAULTS", faults, 1);
+	else
+		unsetenv("SOFTHCA_FAULTS");
+	return traffic(m);
+}
+
 TEST(holds_small_requests_for_the_answer)
 {
-	struct run r;
+	struct run r = run_with("2", NULL, BURSTS_OF_POSTS);
 
-	unsetenv("SOFTHCA_FAULTS");
-	setenv("SOFTHCA_NET_DEFER", "2", 1);
-	r = traffic(BURSTS_OF_POSTS);
 	ASSERT_EQ(r.bursts_held, BURSTS);
 	ASSERT_EQ(r.timeouts, 0);
 	ASSERT_EQ(r.retrans, 0);
@@ -305,46 +306,31 @@ TEST(holds_small_requests_for_the_answer)
 
 TEST(ping_pong_written_at_once)
 {
-	struct run r;
-
-	unsetenv("SOFTHCA_FAULTS");
-	setenv("SOFTHCA_NET_DEFER", "2", 1);
-	r = traffic(PING_PONG);
-	ASSERT_EQ(r.held, 0);
+	ASSERT_EQ(run_with("2", NULL, PING_PONG).held, 0);
 }
 
 TEST(off)
 {
-	struct run r;
+	struct run r = run_with("0", NULL, BURSTS_OF_POSTS);
 
-	unsetenv("SOFTHCA_FAULTS");
-	setenv("SOFTHCA_NET_DEFER", "0", 1);
-	r = traffic(BURSTS_OF_POSTS);
 	ASSERT_EQ(r.held, 0);
 	ASSERT_EQ(r.timeouts, 0);
 }
 
 TEST(under_drop_dup)
 {
-	unsetenv("SOFTHCA_NET_DEFER");
-	setenv("SOFTHCA_FAULTS", "drop=0.02,dup=0.02,seed=15", 1);
-	traffic(BURSTS_OF_POSTS);
+	run_with(NULL, "drop=0.02,dup=0.02,seed=15", BURSTS_OF_POSTS);
 }
 
 TEST(under_reset)
 {
-	unsetenv("SOFTHCA_NET_DEFER");
-	setenv("SOFTHCA_FAULTS", "reset=0.01,seed=7", 1);
-	traffic(BURSTS_OF_POSTS);
+	run_with(NULL, "reset=0.01,seed=7", BURSTS_OF_POSTS);
 }
 
 TEST(list_written_at_once)
 {
-	struct run r;
+	struct run r = run_with("2", NULL, BURSTS_OF_LISTS);
 
-	unsetenv("SOFTHCA_FAULTS");
-	setenv("SOFTHCA_NET_DEFER", "2", 1);
-	r = traffic(BURSTS_OF_LISTS);
 	ASSERT_EQ(r.timeouts, 0);
 	ASSERT_EQ(r.retrans, 0);
 }
