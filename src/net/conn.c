@@ -161,9 +161,11 @@ static int mcast_send4 = -1, mcast_send6 = -1;
 #define DEFAULT_HELLO_MS	5000
 #define DEFAULT_IDLE_MS		60000
 static unsigned long max_conns = DEFAULT_MAX_CONNS;	/* 0: no cap */
-/* SOFTHCA_NET_DEFER: small requests written at once while the peer owes
- * answers to fewer than this many (0: always at once) */
-#define DEFAULT_DEFER		4
+/* SOFTHCA_NET_DEFER: small requests wait while the peer owes answers to
+ * more than this many already written (0: always written at once); 2
+ * lets a ping-pong's request go at once although the previous one's
+ * answer may not be counted yet */
+#define DEFAULT_DEFER		2
 static uint32_t defer_max = DEFAULT_DEFER;
 static uint64_t hello_ns = DEFAULT_HELLO_MS * 1000000ull;
 static uint64_t idle_ns = DEFAULT_IDLE_MS * 1000000ull;	/* 0: never */
@@ -1694,8 +1696,6 @@ static int hs_frame(struct shca_conn **cp, enum shca_hs_type t,
 	return -EPROTO;
 }
 
-/* Cut the stream into frames and hand them up.  false: the stream is
- * broken (a length no IB packet has). */
 /*
  * The peer sent something: write what is queued, and with it the requests
  * held for an answer from the peer (shca_net_flush_defer), which this was.
@@ -1709,6 +1709,8 @@ static void answered(struct shca_conn *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* Cut the stream into frames and hand them up.  false: the stream is
+ * broken (a length no IB packet has). */
 static bool deliver(struct shca_conn *c)
 {
 	struct shca_stat_block *s = shca_stat_proc();
