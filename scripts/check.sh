@@ -258,11 +258,13 @@ echo "=== ctest: $passed passed, $failed failed, $skipped skipped" \
 #     rings, import records, packets, handshakes, and the parsers'
 #     replays), but for test_keys (35 s: brute force), test_netauth_netns
 #     (25 s), flood (13 s) and test_cq_thread (13 s with
-#     CQ_THREAD_RUNS=1, 170 s at its 500 runs): 29 tests, 38 s (whole
+#     CQ_THREAD_RUNS=1, 170 s at its 500 runs): 29 tests, 38 s, 83 s at
+#     a load of 7 (unit_fuzz_net_rx_replay the longest: 35 s, 70 s; whole
 #     labels: security 140 s*proc / 70 s, unit 58 s*proc / 35 s);
 #   TSan: unit but for unit_fuzz_net_rx_replay (74 s), unit_test_heap
-#     (28 s) and unit_fuzz_wire_replay (18 s): 14 tests, 10 s (the
-#     label 143 s*proc / 75 s; security 409 s*proc / 255 s, left out).
+#     (28 s) and unit_fuzz_wire_replay (18 s): 14 tests, 10 s, 17 s at
+#     a load of 7 (the label 143 s*proc / 75 s; security 409 s*proc /
+#     255 s, left out).
 # Every test of both labels passes under both sanitizers (test_cq_thread
 # with CQ_THREAD_RUNS=1: its 500 runs outlast its 600 s timeout under
 # TSan); README "Tests".
