@@ -472,9 +472,13 @@ netns_pair() {
 	_netns_npair=$((_netns_npair + 1))
 	NETNS_PAIR_SERVER_OUT=$NETNS_T/pair$_netns_npair.server
 	NETNS_PAIR_CLIENT_OUT=$NETNS_T/pair$_netns_npair.client
-	# a side that dies on a signal prints its stack (tests/lib/crash.c)
+	# a side that dies on a signal prints its stack (tests/lib/crash.c);
+	# not in a sanitizer build: its runtime must come first in the
+	# library list (ASan refuses to start behind a preloaded library
+	# linked with it) and prints its own report
 	crash=${SOFTHCA_BUILD:-}/tests/libshca_crash.so
-	if [ -e "$crash" ]; then
+	if [ -e "$crash" ] && ! ldd "$crash" 2>/dev/null |
+		grep -qE 'lib(a|t|ub)san\.so'; then
 		pre=(env "LD_PRELOAD=$crash${LD_PRELOAD:+ $LD_PRELOAD}")
 	fi
 	timeout -k 5 "$secs" ip netns exec "$srv_ns" "${pre[@]}" "${srv[@]}" \

@@ -24,6 +24,23 @@
 
 #include "harness.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+/*
+ * ASan cannot see a thread's cancellation: the forced unwind leaves the
+ * frames it skips (redzones included) poisoned, and when the cancelled
+ * thread exits, ASan's own sigaltstack() call there writes a stack_t
+ * into that stale shadow and reports a stack-buffer-underflow that is
+ * not one (google/sanitizers issue 1399, open).  Without ASan's
+ * alternate signal stack that call is not made; the stack's shadow is
+ * cleared when a new thread reuses it.  Every other check stays on.
+ */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+	return "use_sigaltstack=0";
+}
+#endif
+
 struct fixture {
 	struct ibv_device **list;
 	struct ibv_context *ctx;

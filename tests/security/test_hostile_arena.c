@@ -680,13 +680,15 @@ TEST(xrc_srq_ring_out_of_arena) { xrun(X_SRQ_RING_OUT); }
  */
 #define FLIP_TRIES 400000
 
-static volatile int flip_stop;
+/* the parent thread stops the flipper: an atomic, not a volatile (a
+ * data race under the C11 model, and TSan reports it) */
+static int flip_stop;
 
 static void *flipper(void *arg)
 {
 	uint32_t *n = arg;
 
-	while (!flip_stop) {
+	while (!__atomic_load_n(&flip_stop, __ATOMIC_RELAXED)) {
 		__atomic_store_n(n, 0xfffffff0u, __ATOMIC_RELAXED);
 		__atomic_store_n(n, 1u, __ATOMIC_RELAXED);
 	}
@@ -716,7 +718,7 @@ static void ring_responder(int fd, void *arg)
 	ASSERT_EQ(pthread_create(&th, NULL, flipper, &w->num_sge), 0);
 	duo_signal(fd, 'f');
 	duo_expect(fd, '3');
-	flip_stop = 1;
+	__atomic_store_n(&flip_stop, 1, __ATOMIC_RELAXED);
 	pthread_join(th, NULL);
 	/* the datagrams did reach the WQE (and were dropped, too long) */
 	ASSERT_GT(qp_entry(b.qp->qp_num)->stats.v[SHCA_STAT_LENGTH_ERR],

@@ -41,6 +41,7 @@
 
 #include "harness.h"
 #include "common.h"
+#include "fdpass.h"
 #include "shm/sock.h"
 
 /* The wire of src/shm/peer.c and src/verbs/import_rem.c, as an attacker
@@ -228,33 +229,66 @@ static int forge(int fd)
 	return f;
 }
 
-/* A legitimate importer, from another process: the owner still serves. */
-static void legit(const struct owner *w)
+/*
+ * A legitimate importer, from another process: the owner still serves.
+ * It is forked at the start of the case, before the case's first verb
+ * (the owner's threads): a child forked from a threaded process runs no
+ * thread of its own under TSan (it dies with TSan's exit status 66 when
+ * the import starts softhca's), so the owner's command file and PD
+ * handle come to it afterwards by SCM_RIGHTS.
+ */
+struct importer {
+	pid_t pid;
+	int sock;
+};
+
+static void importer_fork(struct importer *im)
 {
-	pid_t pid = fork();
+	int sv[2];
+
+	ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	im->pid = fork();
+	ASSERT_GE(im->pid, 0);
+	if (!im->pid) {
+		struct ibv_context *ic;
+		struct ibv_pd *pd = NULL;
+		uint32_t handle;
+		int fd;
+
+		close(sv[0]);
+		/* the owner's case ended before legit(): EOF, an assertion */
+		fd = fdpass_recv(sv[1], &handle, sizeof(handle));
+		ic = ibv_import_device(fd);
+		if (ic)
+			pd = ibv_import_pd(ic, handle);
+		_exit(pd && pd->handle == handle ? 0 : 1);
+	}
+	close(sv[1]);
+	im->sock = sv[0];
+}
+
+static void legit(struct importer *im, const struct owner *w)
+{
 	int st;
 
-	ASSERT_GE(pid, 0);
-	if (!pid) {
-		struct ibv_context *ic = ibv_import_device(dup(w->ctx->cmd_fd));
-		struct ibv_pd *pd = ic ? ibv_import_pd(ic, w->pd->handle) :
-					 NULL;
-
-		_exit(pd && pd->handle == w->pd->handle ? 0 : 1);
-	}
-	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	fdpass_send(im->sock, w->ctx->cmd_fd, &w->pd->handle,
+		    sizeof(w->pd->handle));
+	ASSERT_EQ(waitpid(im->pid, &st, 0), im->pid);
+	close(im->sock);
 	ASSERT(WIFEXITED(st));
 	ASSERT_EQ(WEXITSTATUS(st), 0);
 }
 
 TEST(records)
 {
+	struct importer im;
 	struct req r = { IMP_MAGIC, OP_PD, 0 };
 	char longer[sizeof(r) + 8];
 	struct owner w;
 	struct ans a;
 	int fds[2], fd, f;
 
+	importer_fork(&im);
 	owner_open(&w);
 	r.handle = w.pd->handle;
 	/* a PD before a file is proven */
@@ -301,16 +335,18 @@ TEST(records)
 	close(fds[0]);
 	close(fds[1]);
 
-	legit(&w);
+	legit(&im, &w);
 	owner_close(&w);
 }
 
 TEST(proven)
 {
+	struct importer im;
 	struct owner w;
 	struct ans a;
 	int fd;
 
+	importer_fork(&im);
 	owner_open(&w);
 	fd = ctl_connect();
 	ASSERT(request(fd, OP_FILE, 0, w.ctx->cmd_fd, &a));
@@ -378,23 +414,25 @@ TEST(proven)
 	/* one file a connection */
 	ASSERT(!request(fd, OP_FILE, 0, w.ctx2->cmd_fd, &a));
 	close(fd);
-	legit(&w);
+	legit(&im, &w);
 	owner_close(&w);
 }
 
 TEST(idle)
 {
+	struct importer im;
 	struct owner w;
 	char b[8];
 	int fd;
 
+	importer_fork(&im);
 	owner_open(&w);
 	fd = ctl_connect();
 	/* the owner closes it (SO_RCVTIMEO: 30 s at most) */
 	errno = 0;
 	ASSERT_EQ(recv(fd, b, sizeof(b), 0), 0);
 	close(fd);
-	legit(&w);
+	legit(&im, &w);
 	owner_close(&w);
 }
 

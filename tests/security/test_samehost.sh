@@ -205,7 +205,8 @@ for kind in other-user wrong-pid unsealed bad-pool; do
 		>"$W/serve-$kind.out" 2>&1 &
 	spid=$!
 	PIDS+=($spid)
-	wait_for "$W/serve-$kind.out" "^ready$" || fail "serve $kind not ready"
+	wait_for "$W/serve-$kind.out" "^ready$" ||
+		fail "serve $kind not ready: $(tr '\n' ' ' <"$W/serve-$kind.out")"
 	extra=
 	[ $kind = other-user ] && extra=$IMP_UID
 	if ! $TO $T/samehost_pair probe $slot $extra >"$W/probe-$kind.out" 2>&1; then
