@@ -1349,9 +1349,11 @@ void shca_net_mcast(struct shca_qp *qp, const union ibv_gid *gid, bool join)
 /* ------------------------------------------------------------------ */
 /* Responder                                                           */
 
-static void send_ack_flags(struct shca_conn *c, struct shca_qp *qp,
-			   uint8_t opcode, uint32_t psn, uint8_t syndrome,
-			   uint64_t orig, unsigned int flags)
+/* One ACK, atomic ACK or NAK onto c: qp_send's result (the header not
+ * built: 0, nothing sent). */
+static int ack_out(struct shca_conn *c, struct shca_qp *qp, uint8_t opcode,
+		   uint32_t psn, uint8_t syndrome, uint32_t msn, uint64_t orig,
+		   unsigned int flags)
 {
 	unsigned char hdr[HDR_MAX];
 	struct shca_wire_msg m;
@@ -1363,13 +1365,33 @@ static void send_ack_flags(struct shca_conn *c, struct shca_qp *qp,
 	m.dqpn = qp->attr.dest_qp_num;
 	m.psn = psn;
 	m.syndrome = syndrome;
-	m.msn = qp->net.msn & SHCA_PSN_MASK;
+	m.msn = msn & SHCA_PSN_MASK;
 	m.orig = orig;
 	hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &m);
-	if (hlen > 0)
-		/* written when the received batch is done (conn.c) */
-		qp_send(qp, c, hdr, (size_t)hlen, NULL, 0,
-			SHCA_NET_COPY | SHCA_NET_MORE | flags, NULL);
+	if (hlen <= 0)
+		return 0;
+	/* written when the received batch is done (conn.c) */
+	return qp_send(qp, c, hdr, (size_t)hlen, NULL, 0,
+		       SHCA_NET_COPY | SHCA_NET_MORE | flags, NULL);
+}
+
+static bool rd_answer(struct shca_conn *c, struct shca_qp *qp,
+		      uint8_t opcode, uint32_t psn, uint8_t syndrome,
+		      uint64_t orig, unsigned int flags);
+
+/*
+ * Answer a request: after the responses of every earlier READ (IBA
+ * 9.7.5.1: the responder answers in PSN order; the requester takes an
+ * answer only for the WQE at its head).  With none queued, at once.
+ */
+static void send_ack_flags(struct shca_conn *c, struct shca_qp *qp,
+			   uint8_t opcode, uint32_t psn, uint8_t syndrome,
+			   uint64_t orig, unsigned int flags)
+{
+	if (qp->net.rd_count &&
+	    rd_answer(c, qp, opcode, psn, syndrome, orig, flags))
+		return;
+	ack_out(c, qp, opcode, psn, syndrome, qp->net.msn, orig, flags);
 }
 
 static void send_ack(struct shca_conn *c, struct shca_qp *qp, uint8_t opcode,
@@ -1570,6 +1592,18 @@ static bool rd_pump(struct shca_qp *qp, bool in_batch)
 			if (shca_net_queued(c) >= RD_QUEUED)
 				return true;	/* rd_drain goes on */
 		}
+		if (e->answer) {
+			/* a later request's answer, its turn now */
+			if (ack_out(c, qp, e->opcode, e->psn, e->syndrome,
+				    e->msn, e->va,
+				    e->ack ? SHCA_NET_ACK : 0) < 0) {
+				rd_clear(qp);
+				break;
+			}
+			qp->net.rd_head++;
+			qp->net.rd_count--;
+			continue;
+		}
 		pl.iov_len = MIN((uint64_t)mtu, e->len - MIN((uint64_t)e->len, off));
 		/* the memory again: a region deregistered since then ends
 		 * the responses (the requester times out, asks again, and
@@ -1693,6 +1727,45 @@ static void rd_fill(struct shca_net_read *e, const struct shca_wire_msg *m,
 	e->len = len;
 	e->sent = 0;
 	e->xrc_srqn = m->xrc_srqn;
+	e->answer = false;
+}
+
+/*
+ * Queue the answer of a request behind the READ responses qp has queued
+ * (send_ack_flags): rd_pump sends it in its turn.  A plain ACK behind a
+ * plain ACK still queued replaces it (it says all the older one said, as
+ * conn.c's ack_merge).  false: not queued (the responses are another
+ * connection's, or that connection is gone: it goes out at once; or the
+ * queue is full: dropped, and the requester's timer asks again).
+ */
+static bool rd_answer(struct shca_conn *c, struct shca_qp *qp,
+		      uint8_t opcode, uint32_t psn, uint8_t syndrome,
+		      uint64_t orig, unsigned int flags)
+{
+	struct shca_net_read *e = rd_at(qp, qp->net.rd_count - 1);
+
+	if (shca_net_conn_gen(qp->net.rd_conn) != qp->net.rd_gen) {
+		rd_clear(qp);		/* rd_pump would: they are gone */
+		return false;
+	}
+	if (qp->net.rd_conn != c)
+		return false;
+	if (!((flags & SHCA_NET_ACK) && e->answer && e->ack)) {
+		if (qp->net.rd_count == SHCA_NET_RD_MAX) {
+			count(qp, SHCA_STAT_DROPPED_PKTS);
+			return true;
+		}
+		e = rd_at(qp, qp->net.rd_count++);
+		memset(e, 0, sizeof(*e));
+		e->answer = true;
+		e->ack = !!(flags & SHCA_NET_ACK);
+		e->opcode = opcode;
+	}
+	e->psn = psn;
+	e->msn = qp->net.msn;
+	e->syndrome = syndrome;
+	e->va = orig;
+	return true;
 }
 
 /*
@@ -1727,6 +1800,8 @@ static bool rd_requeue(struct shca_qp *qp, const struct shca_wire_msg *m,
 
 		if (k < 0)
 			break;			/* queued after m's PSN */
+		if (e->answer)
+			continue;		/* an earlier request's */
 		if ((uint32_t)k >= npkts(e->len, mtu))
 			continue;		/* wholly before it */
 		if (e->rkey == m->rkey && e->xrc_srqn == m->xrc_srqn &&

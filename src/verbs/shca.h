@@ -540,14 +540,22 @@ struct shca_net_qp {
 	} atomics[16];			/* replayed to duplicate requests */
 	unsigned int atomic_next;
 	/* READ responses being sent, in PSN order (transport.c rd_pump):
-	 * a few packets at a time, as the connection drains */
+	 * a few packets at a time, as the connection drains; and the
+	 * answers of later requests (ACK, atomic ACK, NAK) that came
+	 * while some were queued, which go out after them */
 	struct shca_net_read {
 		uint32_t psn;		/* of its first response */
 		uint32_t msn;
-		uint64_t va;
+		uint64_t va;		/* an answer: the atomic's result */
 		uint32_t rkey, len;
 		uint32_t sent;		/* packets sent */
 		uint32_t xrc_srqn;	/* XRC: whose PD checks the R_Key */
+		bool answer;		/* false: a READ's (or FLUSH's)
+					 * responses; true: one answer
+					 * (transport.c rd_answer) */
+		bool ack;		/* the answer is a plain ACK */
+		uint8_t opcode;		/* the answer's (RC) */
+		uint8_t syndrome;	/* its AETH's */
 	} rd[SHCA_NET_RD_MAX];
 	unsigned int rd_head, rd_count;
 	struct shca_conn *rd_conn;	/* where they go */
