@@ -823,7 +823,8 @@ static void rc_send_window(struct shca_qp *qp)
 			qp->net.send_pkt = 0;
 			continue;
 		}
-		if (!w || idx - head >= WINDOW)
+		if (!w || idx - head >= WINDOW ||
+		    (qp->net.probe && idx != head))
 			break;
 		/*
 		 * The fence indicator (ibv_post_send(3), IBV_SEND_FENCE):
@@ -909,6 +910,55 @@ static void rc_send_window(struct shca_qp *qp)
 	}
 }
 
+/*
+ * Has every request qp sent since it last went back for its whole window
+ * reached the responder, and every response sent since then come (or is
+ * it on its way)?  True while the connection is the same TCP stream (no
+ * reset, no fault that drops packets) and no response for a WQE after
+ * the head was dropped (which follows only a lost one).
+ */
+static bool lossless(struct shca_qp *qp)
+{
+	return qp->net.conn &&
+	       shca_net_conn_resets(qp->net.conn) == qp->net.resets &&
+	       !shca_net_faults_drop() && !qp->net.ahead_dropped;
+}
+
+/*
+ * The ACK timer expired while nothing was lost (lossless): the responder
+ * is slow (stopped, starved of CPU, behind a full socket), and what the
+ * requester sent, and the responses sent since, are on their way.  Only
+ * the head WQE is sent again (a READ from its first missing response),
+ * as TCP's retransmission timer sends its first unacknowledged segment
+ * only; the WQEs after it stay sent.  Going back for the whole window
+ * made a stopped responder carry out every READ of it again (IBA
+ * 9.7.5.2.5: a duplicate READ is carried out again), 64 x 1 MiB at each
+ * expiry, more than it sent before the next one: RETRY_EXC_ERR.  IBA
+ * 9.7.6.1.3 has the requester retry from the first unacknowledged PSN;
+ * when it sends the rest again is its own business (a NIC's window is
+ * paced as well).  What a responder dropped after the head (its queue
+ * full, the QP not ready) is asked for when that WQE is the head and
+ * times out (a PSN sequence NAK, at once, for anything before a later
+ * request that came).
+ */
+#define PROBE_EVERY	4
+
+static void probe_head(struct shca_qp *qp, uint32_t head,
+		       struct shca_send_wqe *w)
+{
+	uint32_t idx = qp->net.send_idx, pkt = qp->net.send_pkt;
+
+	go_back(qp, head, w->psn);
+	qp->net.probe = true;
+	rc_send_window(qp);
+	qp->net.probe = false;
+	/* the head went out whole: the rest stays where it was */
+	if (qp->net.send_idx == head + 1) {
+		qp->net.send_idx = idx;
+		qp->net.send_pkt = pkt;
+	}
+}
+
 static void rc_timer(struct shca_qp *qp)
 {
 	uint32_t head, tail;
@@ -941,7 +991,14 @@ static void rc_timer(struct shca_qp *qp)
 		complete_head(qp, w, IBV_WC_RETRY_EXC_ERR, 0);
 		return;
 	}
-	go_back(qp, head, w->psn);
+	if (lossless(qp)) {
+		if ((qp->head_retries - 1) % PROBE_EVERY == 0)
+			probe_head(qp, head, w);
+	} else {
+		qp->net.resets = shca_net_conn_resets(qp->net.conn);
+		qp->net.ahead_dropped = false;
+		go_back(qp, head, w->psn);
+	}
 	rc_execute(qp);
 	if (!shca_timer_armed(&qp->retry_timer))
 		arm_ack_timer(qp);
@@ -1161,6 +1218,10 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 		} else if (!w || !wqe_needs_resp(w) ||
 			   !wqe_has_psn(w, m->psn) ||
 			   m->psn != shca_psn_add(w->psn, w->nrecv)) {
+			/* one for a WQE after the head: what the head
+			 * misses was lost (lossless) */
+			if (w && shca_psn_gt(m->psn, wqe_last_psn(w)))
+				qp->net.ahead_dropped = true;
 			count(qp, SHCA_STAT_DUPLICATE_REQUEST);
 		} else if (m->op->mask & SHCA_OPM_ATOMIC_ACK) {
 			struct shca_lane lanes[SHCA_MAX_SGE];
@@ -1785,12 +1846,27 @@ static bool rd_answer(struct shca_conn *c, struct shca_qp *qp,
  * The READs queued before it are left as they are.  (Emptying the whole
  * queue on each duplicate left, of a window asked again, only its last
  * READ answered: the head's responses never came, RETRY_EXC_ERR.)
- * false: the queue is full.
+ *
+ * Unless the duplicate came on the TCP stream the queued responses go on
+ * (same connection, same generation) and no fault of this process drops
+ * packets (stream): then every response sent on it reaches the requester,
+ * in order, and is taken there (what it asked again for arrives before
+ * any copy would).  A duplicate of a queued READ then changes nothing:
+ * the responses still to be sent read the memory when they go, after the
+ * duplicate came, and are its answer; and the READs after it go on where
+ * they were.  A READ no longer queued is queued again, carried out anew
+ * (the duplicate came after all its responses were sent).  Rewinding
+ * there made a responder stopped longer than the requester's ACK timeout
+ * send what was on its way once more for every duplicate (README,
+ * "RC over the net").  false: the queue is full.
  */
-static bool rd_requeue(struct shca_qp *qp, const struct shca_wire_msg *m,
-		       uint32_t len)
+static bool rd_requeue(struct shca_conn *c, struct shca_qp *qp,
+		       const struct shca_wire_msg *m, uint32_t len)
 {
 	uint32_t mtu = path_mtu(qp);
+	bool stream = qp->net.rd_conn == c &&
+		      shca_net_conn_gen(c) == qp->net.rd_gen &&
+		      !shca_net_faults_drop();
 	unsigned int i, j;
 
 	for (i = 0; i < qp->net.rd_count; i++) {
@@ -1808,6 +1884,8 @@ static bool rd_requeue(struct shca_qp *qp, const struct shca_wire_msg *m,
 		    e->va + off == m->va &&
 		    (uint64_t)e->len - MIN((uint64_t)e->len, off) == len) {
 			/* the same READ, asked again from response k */
+			if (stream)
+				return true;
 			if (e->sent > (uint32_t)k)
 				e->sent = (uint32_t)k;
 			for (j = i + 1; j < qp->net.rd_count; j++)
@@ -1825,7 +1903,8 @@ static bool rd_requeue(struct shca_qp *qp, const struct shca_wire_msg *m,
 	/* queued at i, before the READs of later PSNs, which start again */
 	for (j = qp->net.rd_count; j > i; j--) {
 		*rd_at(qp, j) = *rd_at(qp, j - 1);
-		rd_at(qp, j)->sent = 0;
+		if (!stream)
+			rd_at(qp, j)->sent = 0;
 	}
 	qp->net.rd_count++;
 	rd_fill(rd_at(qp, i), m, qp->net.msn, len);
@@ -1847,7 +1926,7 @@ static void rd_queue(struct shca_conn *c, struct shca_qp *qp,
 	/* full: more READs outstanding than a requester may have (its
 	 * window): dropped, its timer asks again */
 	if (is_new ? qp->net.rd_count == SHCA_NET_RD_MAX :
-		     !rd_requeue(qp, m, len)) {
+		     !rd_requeue(c, qp, m, len)) {
 		count(qp, SHCA_STAT_DROPPED_PKTS);
 		return;
 	}

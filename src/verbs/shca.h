@@ -522,6 +522,13 @@ struct shca_net_qp {
 					 * again (go_back): copies may still
 					 * be queued (transport.c release) */
 	uint32_t resent_end;
+	/* the ACK timer asks again for the head WQE only (transport.c
+	 * rc_timer) unless something may have been lost: the connection's
+	 * resets (shca_net_conn_resets) then, a response after the head's
+	 * dropped since */
+	uint32_t resets;
+	bool ahead_dropped;
+	bool probe;			/* rc_send_window: the head only */
 	/* responder */
 	uint32_t epsn, msn;
 	bool nak_sent;			/* PSN sequence NAK not yet answered */
