@@ -1847,9 +1847,10 @@ static bool rd_answer(struct shca_conn *c, struct shca_qp *qp,
  * queue on each duplicate left, of a window asked again, only its last
  * READ answered: the head's responses never came, RETRY_EXC_ERR.)
  *
- * Unless the duplicate came on the TCP stream the queued responses go on
- * (same connection, same generation) and no fault of this process drops
- * packets (stream): then every response sent on it reaches the requester,
+ * Unless the duplicate came on the TCP stream the queued responses went
+ * and go on (same connection, same generation, its socket not reset since
+ * the queue began: rd_queue) and no fault of this process drops packets
+ * (stream): then every response sent on it reaches the requester,
  * in order, and is taken there (what it asked again for arrives before
  * any copy would).  A duplicate of a queued READ then changes nothing:
  * the responses still to be sent read the memory when they go, after the
@@ -1864,8 +1865,9 @@ static bool rd_requeue(struct shca_conn *c, struct shca_qp *qp,
 		       const struct shca_wire_msg *m, uint32_t len)
 {
 	uint32_t mtu = path_mtu(qp);
-	bool stream = qp->net.rd_conn == c &&
+	bool stream = qp->net.rd_conn == c && !qp->net.rd_split &&
 		      shca_net_conn_gen(c) == qp->net.rd_gen &&
+		      shca_net_conn_resets(c) == qp->net.rd_resets &&
 		      !shca_net_faults_drop();
 	unsigned int i, j;
 
@@ -1922,6 +1924,15 @@ static void rd_queue(struct shca_conn *c, struct shca_qp *qp,
 	if (is_new) {
 		qp->net.epsn = shca_psn_add(m->psn, npkts(len, path_mtu(qp)));
 		qp->net.msn++;
+	}
+	/* the queued responses go on one TCP stream (rd_requeue): c's
+	 * socket now, unless some went on another one */
+	if (!qp->net.rd_count) {
+		qp->net.rd_resets = shca_net_conn_resets(c);
+		qp->net.rd_split = false;
+	} else if (qp->net.rd_conn != c ||
+		   shca_net_conn_gen(c) != qp->net.rd_gen) {
+		qp->net.rd_split = true;
 	}
 	/* full: more READs outstanding than a requester may have (its
 	 * window): dropped, its timer asks again */

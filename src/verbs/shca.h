@@ -567,6 +567,8 @@ struct shca_net_qp {
 	unsigned int rd_head, rd_count;
 	struct shca_conn *rd_conn;	/* where they go */
 	uint32_t rd_gen;		/* rd_conn's generation then */
+	uint32_t rd_resets;		/* its resets when the queue began */
+	bool rd_split;			/* some went on another connection */
 	/* rendezvous of a tag-matching SRQ's tags (transport.c): the READ
 	 * of the sender's data, then the FIN, as WQEs of the send queue
 	 * that complete to no one */
