@@ -939,7 +939,10 @@ static bool lossless(struct shca_qp *qp)
  * paced as well).  What a responder dropped after the head (its queue
  * full, the QP not ready) is asked for when that WQE is the head and
  * times out (a PSN sequence NAK, at once, for anything before a later
- * request that came).
+ * request that came).  At the same position the head is sent again at
+ * the first expiry and then once in PROBE_EVERY: on a live stream the
+ * first copy arrives, and each READ asked again whose responses were all
+ * sent is carried out again whole.
  */
 #define PROBE_EVERY	4
 
@@ -992,7 +995,10 @@ static void rc_timer(struct shca_qp *qp)
 		return;
 	}
 	if (lossless(qp)) {
-		if ((qp->head_retries - 1) % PROBE_EVERY == 0)
+		/* at the first expiry, then one in PROBE_EVERY (timeout 0,
+		 * which never expires: at each look) */
+		if (!shca_ack_timeout_ns(qp->attr.timeout) ||
+		    (qp->head_retries - 1) % PROBE_EVERY == 0)
 			probe_head(qp, head, w);
 	} else {
 		qp->net.resets = shca_net_conn_resets(qp->net.conn);
@@ -1859,7 +1865,7 @@ static bool rd_answer(struct shca_conn *c, struct shca_qp *qp,
  * (the duplicate came after all its responses were sent).  Rewinding
  * there made a responder stopped longer than the requester's ACK timeout
  * send what was on its way once more for every duplicate (README,
- * "RC over the net").  false: the queue is full.
+ * "Between hosts: the net path").  false: the queue is full.
  */
 static bool rd_requeue(struct shca_conn *c, struct shca_qp *qp,
 		       const struct shca_wire_msg *m, uint32_t len)
