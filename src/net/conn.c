@@ -135,6 +135,8 @@ struct shca_conn {
 	bool greeted;			/* its opener's hello came */
 	bool spare;			/* recycled: on the spare list */
 	uint32_t gen;			/* moves on when recycled */
+	uint32_t resets;		/* moves on when a socket goes, with
+					 * what was on its way (atomic) */
 	uint64_t activity;		/* frames in or out (atomic) */
 	uint64_t seen;			/* activity at the last look */
 	struct shca_timer life;		/* hello timeout, then idle checks */
@@ -439,6 +441,7 @@ static void conn_fail(struct shca_conn *c)
 		c->state = CONN_CLOSING;
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_CONN_RESETS, 1);
 	}
+	__atomic_fetch_add(&c->resets, 1, __ATOMIC_RELEASE);
 	queue_free(c);
 }
 
@@ -636,6 +639,16 @@ static void conn_recycle(struct shca_conn *c)
 uint32_t shca_net_conn_gen(struct shca_conn *c)
 {
 	return __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
+}
+
+uint32_t shca_net_conn_resets(struct shca_conn *c)
+{
+	return __atomic_load_n(&c->resets, __ATOMIC_ACQUIRE);
+}
+
+bool shca_net_faults_drop(void)
+{
+	return faults.drop > 0;
 }
 
 /* A number from the environment, or def (below min: def, with a warning) */
@@ -1378,6 +1391,7 @@ static void conn_close(struct shca_conn *c)
 			shca_stat_add(shca_stat_proc(), SHCA_STAT_CONN_RESETS,
 				      1);
 	}
+	__atomic_fetch_add(&c->resets, 1, __ATOMIC_RELEASE);
 	c->state = CONN_DOWN;
 	c->want_out = false;
 	c->stall_until = 0;

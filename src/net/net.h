@@ -197,6 +197,15 @@ void shca_net_conn_addr(struct shca_conn *c, struct shca_net_addr *addr);
  * object keeps its generation: it always goes to the same peer.
  */
 uint32_t shca_net_conn_gen(struct shca_conn *c);
+/*
+ * A number that moves on whenever c's socket goes (shut down or closed),
+ * and with it what was queued or on its way: while it stays the same, a
+ * packet sent on c reaches the peer and its answers come back, in order
+ * (TCP), unless shca_net_faults_drop().
+ */
+uint32_t shca_net_conn_resets(struct shca_conn *c);
+/* SOFTHCA_FAULTS drops packets of this process on live connections. */
+bool shca_net_faults_drop(void);
 
 /*
  * One UD datagram to the process on port at gid's address, or to a

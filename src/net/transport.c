@@ -823,7 +823,8 @@ static void rc_send_window(struct shca_qp *qp)
 			qp->net.send_pkt = 0;
 			continue;
 		}
-		if (!w || idx - head >= WINDOW)
+		if (!w || idx - head >= WINDOW ||
+		    (qp->net.probe && idx != head))
 			break;
 		/*
 		 * The fence indicator (ibv_post_send(3), IBV_SEND_FENCE):
@@ -909,6 +910,58 @@ static void rc_send_window(struct shca_qp *qp)
 	}
 }
 
+/*
+ * Has every request qp sent since it last went back for its whole window
+ * reached the responder, and every response sent since then come (or is
+ * it on its way)?  True while the connection is the same TCP stream (no
+ * reset, no fault that drops packets) and no response for a WQE after
+ * the head was dropped (which follows only a lost one).
+ */
+static bool lossless(struct shca_qp *qp)
+{
+	return qp->net.conn &&
+	       shca_net_conn_resets(qp->net.conn) == qp->net.resets &&
+	       !shca_net_faults_drop() && !qp->net.ahead_dropped;
+}
+
+/*
+ * The ACK timer expired while nothing was lost (lossless): the responder
+ * is slow (stopped, starved of CPU, behind a full socket), and what the
+ * requester sent, and the responses sent since, are on their way.  Only
+ * the head WQE is sent again (a READ from its first missing response),
+ * as TCP's retransmission timer sends its first unacknowledged segment
+ * only; the WQEs after it stay sent.  Going back for the whole window
+ * made a stopped responder carry out every READ of it again (IBA
+ * 9.7.5.2.5: a duplicate READ is carried out again), 64 x 1 MiB at each
+ * expiry, more than it sent before the next one: RETRY_EXC_ERR.  IBA
+ * 9.7.6.1.3 has the requester retry from the first unacknowledged PSN;
+ * when it sends the rest again is its own business (a NIC's window is
+ * paced as well).  What a responder dropped after the head (its queue
+ * full, the QP not ready) is asked for when that WQE is the head and
+ * times out (a PSN sequence NAK, at once, for anything before a later
+ * request that came).  At the same position the head is sent again at
+ * the first expiry and then once in PROBE_EVERY: on a live stream the
+ * first copy arrives, and each READ asked again whose responses were all
+ * sent is carried out again whole.
+ */
+#define PROBE_EVERY	4
+
+static void probe_head(struct shca_qp *qp, uint32_t head,
+		       struct shca_send_wqe *w)
+{
+	uint32_t idx = qp->net.send_idx, pkt = qp->net.send_pkt;
+
+	go_back(qp, head, w->psn);
+	qp->net.probe = true;
+	rc_send_window(qp);
+	qp->net.probe = false;
+	/* the head went out whole: the rest stays where it was */
+	if (qp->net.send_idx == head + 1) {
+		qp->net.send_idx = idx;
+		qp->net.send_pkt = pkt;
+	}
+}
+
 static void rc_timer(struct shca_qp *qp)
 {
 	uint32_t head, tail;
@@ -941,7 +994,17 @@ static void rc_timer(struct shca_qp *qp)
 		complete_head(qp, w, IBV_WC_RETRY_EXC_ERR, 0);
 		return;
 	}
-	go_back(qp, head, w->psn);
+	if (lossless(qp)) {
+		/* at the first expiry, then one in PROBE_EVERY (timeout 0,
+		 * which never expires: at each look) */
+		if (!shca_ack_timeout_ns(qp->attr.timeout) ||
+		    (qp->head_retries - 1) % PROBE_EVERY == 0)
+			probe_head(qp, head, w);
+	} else {
+		qp->net.resets = shca_net_conn_resets(qp->net.conn);
+		qp->net.ahead_dropped = false;
+		go_back(qp, head, w->psn);
+	}
 	rc_execute(qp);
 	if (!shca_timer_armed(&qp->retry_timer))
 		arm_ack_timer(qp);
@@ -1161,6 +1224,10 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 		} else if (!w || !wqe_needs_resp(w) ||
 			   !wqe_has_psn(w, m->psn) ||
 			   m->psn != shca_psn_add(w->psn, w->nrecv)) {
+			/* one for a WQE after the head: what the head
+			 * misses was lost (lossless) */
+			if (w && shca_psn_gt(m->psn, wqe_last_psn(w)))
+				qp->net.ahead_dropped = true;
 			count(qp, SHCA_STAT_DUPLICATE_REQUEST);
 		} else if (m->op->mask & SHCA_OPM_ATOMIC_ACK) {
 			struct shca_lane lanes[SHCA_MAX_SGE];
@@ -1349,9 +1416,11 @@ void shca_net_mcast(struct shca_qp *qp, const union ibv_gid *gid, bool join)
 /* ------------------------------------------------------------------ */
 /* Responder                                                           */
 
-static void send_ack_flags(struct shca_conn *c, struct shca_qp *qp,
-			   uint8_t opcode, uint32_t psn, uint8_t syndrome,
-			   uint64_t orig, unsigned int flags)
+/* One ACK, atomic ACK or NAK onto c: qp_send's result (the header not
+ * built: 0, nothing sent). */
+static int ack_out(struct shca_conn *c, struct shca_qp *qp, uint8_t opcode,
+		   uint32_t psn, uint8_t syndrome, uint32_t msn, uint64_t orig,
+		   unsigned int flags)
 {
 	unsigned char hdr[HDR_MAX];
 	struct shca_wire_msg m;
@@ -1363,13 +1432,33 @@ static void send_ack_flags(struct shca_conn *c, struct shca_qp *qp,
 	m.dqpn = qp->attr.dest_qp_num;
 	m.psn = psn;
 	m.syndrome = syndrome;
-	m.msn = qp->net.msn & SHCA_PSN_MASK;
+	m.msn = msn & SHCA_PSN_MASK;
 	m.orig = orig;
 	hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &m);
-	if (hlen > 0)
-		/* written when the received batch is done (conn.c) */
-		qp_send(qp, c, hdr, (size_t)hlen, NULL, 0,
-			SHCA_NET_COPY | SHCA_NET_MORE | flags, NULL);
+	if (hlen <= 0)
+		return 0;
+	/* written when the received batch is done (conn.c) */
+	return qp_send(qp, c, hdr, (size_t)hlen, NULL, 0,
+		       SHCA_NET_COPY | SHCA_NET_MORE | flags, NULL);
+}
+
+static bool rd_answer(struct shca_conn *c, struct shca_qp *qp,
+		      uint8_t opcode, uint32_t psn, uint8_t syndrome,
+		      uint64_t orig, unsigned int flags);
+
+/*
+ * Answer a request: after the responses of every earlier READ (IBA
+ * 9.7.5.1: the responder answers in PSN order; the requester takes an
+ * answer only for the WQE at its head).  With none queued, at once.
+ */
+static void send_ack_flags(struct shca_conn *c, struct shca_qp *qp,
+			   uint8_t opcode, uint32_t psn, uint8_t syndrome,
+			   uint64_t orig, unsigned int flags)
+{
+	if (qp->net.rd_count &&
+	    rd_answer(c, qp, opcode, psn, syndrome, orig, flags))
+		return;
+	ack_out(c, qp, opcode, psn, syndrome, qp->net.msn, orig, flags);
 }
 
 static void send_ack(struct shca_conn *c, struct shca_qp *qp, uint8_t opcode,
@@ -1570,6 +1659,18 @@ static bool rd_pump(struct shca_qp *qp, bool in_batch)
 			if (shca_net_queued(c) >= RD_QUEUED)
 				return true;	/* rd_drain goes on */
 		}
+		if (e->answer) {
+			/* a later request's answer, its turn now */
+			if (ack_out(c, qp, e->opcode, e->psn, e->syndrome,
+				    e->msn, e->va,
+				    e->ack ? SHCA_NET_ACK : 0) < 0) {
+				rd_clear(qp);
+				break;
+			}
+			qp->net.rd_head++;
+			qp->net.rd_count--;
+			continue;
+		}
 		pl.iov_len = MIN((uint64_t)mtu, e->len - MIN((uint64_t)e->len, off));
 		/* the memory again: a region deregistered since then ends
 		 * the responses (the requester times out, asks again, and
@@ -1693,6 +1794,45 @@ static void rd_fill(struct shca_net_read *e, const struct shca_wire_msg *m,
 	e->len = len;
 	e->sent = 0;
 	e->xrc_srqn = m->xrc_srqn;
+	e->answer = false;
+}
+
+/*
+ * Queue the answer of a request behind the READ responses qp has queued
+ * (send_ack_flags): rd_pump sends it in its turn.  A plain ACK behind a
+ * plain ACK still queued replaces it (it says all the older one said, as
+ * conn.c's ack_merge).  false: not queued (the responses are another
+ * connection's, or that connection is gone: it goes out at once; or the
+ * queue is full: dropped, and the requester's timer asks again).
+ */
+static bool rd_answer(struct shca_conn *c, struct shca_qp *qp,
+		      uint8_t opcode, uint32_t psn, uint8_t syndrome,
+		      uint64_t orig, unsigned int flags)
+{
+	struct shca_net_read *e = rd_at(qp, qp->net.rd_count - 1);
+
+	if (shca_net_conn_gen(qp->net.rd_conn) != qp->net.rd_gen) {
+		rd_clear(qp);		/* rd_pump would: they are gone */
+		return false;
+	}
+	if (qp->net.rd_conn != c)
+		return false;
+	if (!((flags & SHCA_NET_ACK) && e->answer && e->ack)) {
+		if (qp->net.rd_count == SHCA_NET_RD_MAX) {
+			count(qp, SHCA_STAT_DROPPED_PKTS);
+			return true;
+		}
+		e = rd_at(qp, qp->net.rd_count++);
+		memset(e, 0, sizeof(*e));
+		e->answer = true;
+		e->ack = !!(flags & SHCA_NET_ACK);
+		e->opcode = opcode;
+	}
+	e->psn = psn;
+	e->msn = qp->net.msn;
+	e->syndrome = syndrome;
+	e->va = orig;
+	return true;
 }
 
 /*
@@ -1712,12 +1852,29 @@ static void rd_fill(struct shca_net_read *e, const struct shca_wire_msg *m,
  * The READs queued before it are left as they are.  (Emptying the whole
  * queue on each duplicate left, of a window asked again, only its last
  * READ answered: the head's responses never came, RETRY_EXC_ERR.)
- * false: the queue is full.
+ *
+ * Unless the duplicate came on the TCP stream the queued responses went
+ * and go on (same connection, same generation, its socket not reset since
+ * the queue began: rd_queue) and no fault of this process drops packets
+ * (stream): then every response sent on it reaches the requester,
+ * in order, and is taken there (what it asked again for arrives before
+ * any copy would).  A duplicate of a queued READ then changes nothing:
+ * the responses still to be sent read the memory when they go, after the
+ * duplicate came, and are its answer; and the READs after it go on where
+ * they were.  A READ no longer queued is queued again, carried out anew
+ * (the duplicate came after all its responses were sent).  Rewinding
+ * there made a responder stopped longer than the requester's ACK timeout
+ * send what was on its way once more for every duplicate (README,
+ * "Between hosts: the net path").  false: the queue is full.
  */
-static bool rd_requeue(struct shca_qp *qp, const struct shca_wire_msg *m,
-		       uint32_t len)
+static bool rd_requeue(struct shca_conn *c, struct shca_qp *qp,
+		       const struct shca_wire_msg *m, uint32_t len)
 {
 	uint32_t mtu = path_mtu(qp);
+	bool stream = qp->net.rd_conn == c && !qp->net.rd_split &&
+		      shca_net_conn_gen(c) == qp->net.rd_gen &&
+		      shca_net_conn_resets(c) == qp->net.rd_resets &&
+		      !shca_net_faults_drop();
 	unsigned int i, j;
 
 	for (i = 0; i < qp->net.rd_count; i++) {
@@ -1727,12 +1884,16 @@ static bool rd_requeue(struct shca_qp *qp, const struct shca_wire_msg *m,
 
 		if (k < 0)
 			break;			/* queued after m's PSN */
+		if (e->answer)
+			continue;		/* an earlier request's */
 		if ((uint32_t)k >= npkts(e->len, mtu))
 			continue;		/* wholly before it */
 		if (e->rkey == m->rkey && e->xrc_srqn == m->xrc_srqn &&
 		    e->va + off == m->va &&
 		    (uint64_t)e->len - MIN((uint64_t)e->len, off) == len) {
 			/* the same READ, asked again from response k */
+			if (stream)
+				return true;
 			if (e->sent > (uint32_t)k)
 				e->sent = (uint32_t)k;
 			for (j = i + 1; j < qp->net.rd_count; j++)
@@ -1750,7 +1911,8 @@ static bool rd_requeue(struct shca_qp *qp, const struct shca_wire_msg *m,
 	/* queued at i, before the READs of later PSNs, which start again */
 	for (j = qp->net.rd_count; j > i; j--) {
 		*rd_at(qp, j) = *rd_at(qp, j - 1);
-		rd_at(qp, j)->sent = 0;
+		if (!stream)
+			rd_at(qp, j)->sent = 0;
 	}
 	qp->net.rd_count++;
 	rd_fill(rd_at(qp, i), m, qp->net.msn, len);
@@ -1769,10 +1931,19 @@ static void rd_queue(struct shca_conn *c, struct shca_qp *qp,
 		qp->net.epsn = shca_psn_add(m->psn, npkts(len, path_mtu(qp)));
 		qp->net.msn++;
 	}
+	/* the queued responses go on one TCP stream (rd_requeue): c's
+	 * socket now, unless some went on another one */
+	if (!qp->net.rd_count) {
+		qp->net.rd_resets = shca_net_conn_resets(c);
+		qp->net.rd_split = false;
+	} else if (qp->net.rd_conn != c ||
+		   shca_net_conn_gen(c) != qp->net.rd_gen) {
+		qp->net.rd_split = true;
+	}
 	/* full: more READs outstanding than a requester may have (its
 	 * window): dropped, its timer asks again */
 	if (is_new ? qp->net.rd_count == SHCA_NET_RD_MAX :
-		     !rd_requeue(qp, m, len)) {
+		     !rd_requeue(c, qp, m, len)) {
 		count(qp, SHCA_STAT_DROPPED_PKTS);
 		return;
 	}

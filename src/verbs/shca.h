@@ -522,6 +522,13 @@ struct shca_net_qp {
 					 * again (go_back): copies may still
 					 * be queued (transport.c release) */
 	uint32_t resent_end;
+	/* the ACK timer asks again for the head WQE only (transport.c
+	 * rc_timer) unless something may have been lost: the connection's
+	 * resets (shca_net_conn_resets) then, a response after the head's
+	 * dropped since */
+	uint32_t resets;
+	bool ahead_dropped;
+	bool probe;			/* rc_send_window: the head only */
 	/* responder */
 	uint32_t epsn, msn;
 	bool nak_sent;			/* PSN sequence NAK not yet answered */
@@ -540,18 +547,28 @@ struct shca_net_qp {
 	} atomics[16];			/* replayed to duplicate requests */
 	unsigned int atomic_next;
 	/* READ responses being sent, in PSN order (transport.c rd_pump):
-	 * a few packets at a time, as the connection drains */
+	 * a few packets at a time, as the connection drains; and the
+	 * answers of later requests (ACK, atomic ACK, NAK) that came
+	 * while some were queued, which go out after them */
 	struct shca_net_read {
 		uint32_t psn;		/* of its first response */
 		uint32_t msn;
-		uint64_t va;
+		uint64_t va;		/* an answer: the atomic's result */
 		uint32_t rkey, len;
 		uint32_t sent;		/* packets sent */
 		uint32_t xrc_srqn;	/* XRC: whose PD checks the R_Key */
+		bool answer;		/* false: a READ's (or FLUSH's)
+					 * responses; true: one answer
+					 * (transport.c rd_answer) */
+		bool ack;		/* the answer is a plain ACK */
+		uint8_t opcode;		/* the answer's (RC) */
+		uint8_t syndrome;	/* its AETH's */
 	} rd[SHCA_NET_RD_MAX];
 	unsigned int rd_head, rd_count;
 	struct shca_conn *rd_conn;	/* where they go */
 	uint32_t rd_gen;		/* rd_conn's generation then */
+	uint32_t rd_resets;		/* its resets when the queue began */
+	bool rd_split;			/* some went on another connection */
 	/* rendezvous of a tag-matching SRQ's tags (transport.c): the READ
 	 * of the sender's data, then the FIN, as WQEs of the send queue
 	 * that complete to no one */
