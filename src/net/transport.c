@@ -982,6 +982,10 @@ static void rc_timer(struct shca_qp *qp)
 		rc_execute(qp);
 		return;
 	}
+	/* requests held for an answer that did not come (lost, or the peer
+	 * is slow) go out now: what stays queued is what the socket did not
+	 * take (shca_net_flush_defer) */
+	shca_net_flush(qp->net.conn);
 	if (shca_net_queued(qp->net.conn)) {
 		/* still writing to a slow peer: not a lost packet */
 		arm_ack_timer(qp);

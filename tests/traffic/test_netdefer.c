@@ -38,7 +38,15 @@
  *    completion still arrives once, in order, with the right bytes;
  *  - `under_reset`: the same with the connection broken now and then
  *    (a new stream owes nothing: what waits on the old one's count would
- *    wait for the ACK timer).
+ *    wait for the ACK timer);
+ *  - `answers_lost`: the responder alone drops 30% of what it sends, so
+ *    the answer that held requests wait for is lost now and then: every
+ *    completion arrives, in order (coverage);
+ *  - `silent_responder`: the responder's QP in error drops every
+ *    request unanswered; a burst of SENDs, retry_cnt 1: the first ends
+ *    in RETRY_EXC_ERR, the rest flushed, as without holding.  The ACK
+ *    timer writes what was held: before that, it took the held requests
+ *    for a slow socket and waited again, for ever (no completion).
  * No assertion depends on how long anything took.
  */
 #include <signal.h>
@@ -61,11 +69,14 @@
 #define ATOM_OFF  24576			/* the counter / fetched values */
 #define BUF	  32768
 
+/* SOFTHCA_FAULTS of the responder alone (answers_lost), or NULL */
+static const char *responder_faults;
+
 /* The ACK timeout: ~4.3 s, longer than any burst takes; under faults the
  * default (14, ~67 ms), as the timer sends again what they lose. */
 static int ack_timeout(void)
 {
-	return getenv("SOFTHCA_FAULTS") ? 14 : 20;
+	return getenv("SOFTHCA_FAULTS") || responder_faults ? 14 : 20;
 }
 
 static void opts(struct ep_opts *o)
@@ -111,6 +122,8 @@ static void responder(int fd, void *arg)
 	uint32_t i;
 
 	(void)arg;
+	if (responder_faults)
+		setenv("SOFTHCA_FAULTS", responder_faults, 1);
 	opts(&o);
 	ep_open_remote(&b, &o, fd);
 	memset(b.buf, EP_SENTINEL, b.size);
@@ -325,6 +338,67 @@ TEST(under_drop_dup)
 TEST(under_reset)
 {
 	run_with(NULL, "reset=0.01,seed=7", BURSTS_OF_POSTS);
+}
+
+TEST(answers_lost)
+{
+	responder_faults = "drop=0.3,seed=21";
+	run_with(NULL, NULL, BURSTS_OF_POSTS);
+}
+
+/* The responder's QP in error, which drops what comes (answers nothing) */
+static void silent(int fd, void *arg)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	struct ep_opts o;
+	struct ep b;
+
+	(void)arg;
+	opts(&o);
+	ep_open_remote(&b, &o, fd);
+	duo_expect(fd, 'w');
+	ASSERT_EQ(ibv_modify_qp(b.qp, &a, IBV_QP_STATE), 0);
+	duo_signal(fd, 'e');
+	duo_expect(fd, 'x');
+	ep_destroy(&b);
+}
+
+TEST(silent_responder)
+{
+	struct ep_opts o;
+	struct duo d;
+	struct ep a;
+	long long held;
+	uint32_t i;
+
+	unsetenv("SOFTHCA_FAULTS");
+	setenv("SOFTHCA_NET_DEFER", "2", 1);
+	setenv("SOFTHCA_NET", "1", 1);
+	duo_fork(&d, silent, NULL);
+	opts(&o);
+	o.timeout = 14;
+	o.retry_cnt = 1;
+	ep_open_remote(&a, &o, d.fd);
+	/* the connection up first (what waits for its handshake is not
+	 * held), then the responder's QP to error */
+	ASSERT_EQ(ep_post(&a, BURST, IBV_WR_RDMA_WRITE, 0, 0, 0, 0), 0);
+	ep_expect(a.scq, a.qp, BURST, IBV_WC_SUCCESS);
+	duo_signal(d.fd, 'w');
+	duo_expect(d.fd, 'e');
+	for (i = 0; i < BURST; i++)
+		ASSERT_EQ(ep_post(&a, i, IBV_WR_SEND, SEND_OFF + SLOT(i), MSG,
+				  0, 0), 0);
+	ep_expect(a.scq, a.qp, 0, IBV_WC_RETRY_EXC_ERR);
+	for (i = 1; i < BURST; i++)
+		ep_expect(a.scq, a.qp, i, IBV_WC_WR_FLUSH_ERR);
+	held = held_now();
+	printf("  %lld writes held, %lld ACK timeouts\n", held,
+	       ep_stat_qp_counter(SOFTHCA_TOOL, getpid(), a.qp->qp_num,
+				  "local_ack_timeout"));
+	ASSERT_GT(held, 0);
+	duo_signal(d.fd, 'x');
+	duo_wait(&d);
+	ep_destroy(&a);
 }
 
 TEST(list_written_at_once)
