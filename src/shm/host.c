@@ -109,6 +109,28 @@ static struct host_shm *map_fd(int fd)
 	return h == MAP_FAILED ? NULL : h;
 }
 
+/*
+ * Give the made table (tmp) its name, atomically and without a second
+ * name: 0 or -errno (-EEXIST: another process published one first).
+ * linkat and then unlinkat left the table with two names in between; a
+ * process joining then took it for a hard link (check_file), removed the
+ * name and made a table of its own, and the two served their atomics
+ * under different locks (traffic_test_mapped_atomic under TSan: a
+ * FETCH_ADD result below an earlier one).
+ */
+static int host_publish(int dirfd, const char *tmp)
+{
+	if (!renameat2(dirfd, tmp, dirfd, HOST_NAME, RENAME_NOREPLACE))
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	/* a file system without RENAME_NOREPLACE: two names for a moment */
+	if (linkat(dirfd, tmp, dirfd, HOST_NAME, 0))
+		return -errno;
+	unlinkat(dirfd, tmp, 0);
+	return 0;
+}
+
 /* Make, initialise, lock and publish a table: 0 or -errno (-EEXIST:
  * another process published one first). */
 static int host_create(const struct shca_rundir *d)
@@ -143,12 +165,11 @@ static int host_create(const struct shca_rundir *d)
 	memcpy(h->boot_id, d->boot_id, sizeof(h->boot_id));
 	h->size = sizeof(*h);
 	__atomic_store_n(&h->magic, HOST_MAGIC, __ATOMIC_RELEASE);
-	if (linkat(d->fd, tmp, d->fd, HOST_NAME, 0)) {
-		ret = -errno;
+	ret = host_publish(d->fd, tmp);
+	if (ret) {
 		munmap(h, sizeof(*h));
 		goto err;
 	}
-	unlinkat(d->fd, tmp, 0);
 	shca_rundir_mark_used();
 	host = h;
 	host_fd = fd;
