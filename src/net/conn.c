@@ -825,6 +825,7 @@ static struct chunk *chunk_make(const void *hdr, size_t hlen,
 	k->owned = owned;
 	k->qpn = 0;
 	k->psn = 0;
+	k->defer = false;
 	k->ack = false;
 	k->ack_qpn = 0;
 	k->off = 0;
