@@ -56,4 +56,6 @@ const char *const shca_stat_names[SHCA_STAT_MAX] = {
 	[SHCA_STAT_APP_PROGRESS] = "app_progress",
 	[SHCA_STAT_ENGINE_SPIN_BATCHES] = "engine_spin_batches",
 	[SHCA_STAT_NET_DEFERRED] = "net_deferred",
+	[SHCA_STAT_ENGINE_QUIET] = "engine_quiet",
+	[SHCA_STAT_ENGINE_TAKEOVERS] = "engine_takeovers",
 };

@@ -92,6 +92,11 @@ enum shca_stat {
 	SHCA_STAT_NET_DEFERRED,		/* writes of small requests held for
 					 * the peer's next answer
 					 * (SOFTHCA_NET_DEFER, net/conn.c) */
+	SHCA_STAT_ENGINE_QUIET,		/* streaks of empty polls during
+					 * which the engine thread left the
+					 * sockets to the poller (engine.c) */
+	SHCA_STAT_ENGINE_TAKEOVERS,	/* ... that ended because the poller
+					 * stopped without a completion */
 	SHCA_STAT_MAX
 };
 

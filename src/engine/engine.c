@@ -62,6 +62,38 @@ static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t app_runs;
 static int run_cpu = -1;	/* where an application thread holds it */
 
+/*
+ * The engine thread sleeps on outer: the doorbell, the timerfd and, but
+ * while an application thread polls (a streak of empty polls), epfd
+ * with everything else.  A poller looks at epfd itself after every
+ * empty poll (shca_engine_progress), so a message for it needs no
+ * wake-up of the engine thread, whose CPU is often the poller's own.
+ * - A thread's QUIET_AFTER-th empty poll in a row takes epfd out of
+ *   outer (one that polls once and stops does not).
+ * - A poll that returns completions puts it back once no other thread
+ *   is in a streak: the poller may go and spin on its memory, where
+ *   only the engine thread can place what comes next.  It does what
+ *   epfd holds first, which would wake the engine thread at once.
+ * - A check every QUIET_CHECK_NS puts it back if no empty poll came
+ *   since the last check: a thread that polled and then stopped without
+ *   a completion (or died) costs what comes for it at most twice that.
+ * Under quiet_lock: streaks, streak_gen (also read relaxed),
+ * epfd_watched, empty_polls_seen.  A thread is in the current streak
+ * set while its shca_my_streak equals streak_gen; a check that takes
+ * over bumps streak_gen and so ends them all.
+ */
+#define QUIET_AFTER	4
+#define QUIET_CHECK_NS	1000000ull	/* 1 ms */
+static int outer = -1;
+static pthread_mutex_t quiet_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned int streaks;
+static uint64_t streak_gen = 1;
+static bool epfd_watched;
+static uint64_t empty_polls, empty_polls_seen;
+static struct shca_timer quiet_timer;
+__thread uint64_t shca_my_streak;
+__thread unsigned int shca_my_empties;
+
 uint64_t shca_now_ns(void)
 {
 	struct timespec ts;
@@ -417,8 +449,14 @@ static void *engine_main(void *arg)
 				shca_stat_add(shca_stat_proc(),
 					      SHCA_STAT_ENGINE_SPIN_BATCHES, 1);
 		}
-		if (!n)
-			n = epoll_wait(epfd, evs, 16, -1);
+		if (!n) {
+			struct epoll_event o[3];
+
+			/* outer says there is work; epfd holds it all */
+			n = epoll_wait(outer, o, 3, -1);
+			if (n > 0)
+				n = epoll_wait(epfd, evs, 16, 0);
+		}
 		/* counted, a batch found by the spin too (not its empty
 		 * looks): an idle engine's count stands still, a runaway
 		 * one's runs away (tests/security/flood.c) */
@@ -431,6 +469,8 @@ static void *engine_main(void *arg)
 			shca_err("engine: epoll_wait: %s", strerror(errno));
 			return NULL;
 		}
+		if (!n)		/* a poller took it meanwhile */
+			continue;
 		engine_take_run_lock();
 		/* an application thread was the engine meanwhile: what woke
 		 * us may be done, and a callback must not read a socket on
@@ -508,6 +548,92 @@ static bool app_may_run(void)
 	       poll_progress_env();
 }
 
+/* quiet_lock held */
+static void watch_epfd(void)
+{
+	struct epoll_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;
+	ev.data.fd = epfd;
+	if (!epoll_ctl(outer, EPOLL_CTL_ADD, epfd, &ev) || errno == EEXIST)
+		epfd_watched = true;
+}
+
+/* The engine thread takes epfd back from pollers that stopped polling
+ * without a completion (engine context; see outer). */
+static void quiet_check(struct shca_timer *t)
+{
+	uint64_t e = __atomic_load_n(&empty_polls, __ATOMIC_RELAXED);
+
+	pthread_mutex_lock(&quiet_lock);
+	if (!epfd_watched) {
+		if (e == empty_polls_seen) {
+			__atomic_store_n(&streak_gen, streak_gen + 1,
+					 __ATOMIC_RELAXED);
+			streaks = 0;
+			watch_epfd();
+			shca_stat_add(shca_stat_proc(),
+				      SHCA_STAT_ENGINE_TAKEOVERS, 1);
+		} else {
+			shca_timer_arm(t, shca_now_ns() + QUIET_CHECK_NS);
+		}
+	}
+	empty_polls_seen = e;
+	pthread_mutex_unlock(&quiet_lock);
+}
+
+/* This thread's poll found nothing: it is in a streak (see outer). */
+static void streak_enter(void)
+{
+	if (shca_my_empties < QUIET_AFTER) {
+		shca_my_empties++;
+		return;
+	}
+	__atomic_add_fetch(&empty_polls, 1, __ATOMIC_RELAXED);
+	if (shca_my_streak == __atomic_load_n(&streak_gen, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&quiet_lock);
+	shca_my_streak = streak_gen;
+	streaks++;
+	if (epfd_watched &&
+	    !epoll_ctl(outer, EPOLL_CTL_DEL, epfd, NULL)) {
+		epfd_watched = false;
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_ENGINE_QUIET, 1);
+	}
+	if (!epfd_watched && !shca_timer_armed(&quiet_timer))
+		shca_timer_arm(&quiet_timer, shca_now_ns() + QUIET_CHECK_NS);
+	pthread_mutex_unlock(&quiet_lock);
+}
+
+void shca_engine_streak_end(void)
+{
+	if (__atomic_load_n(&engine_pid, __ATOMIC_ACQUIRE) != shca_getpid()) {
+		shca_my_streak = 0;	/* forked: the parent's */
+		return;
+	}
+	/* what came meanwhile would wake the engine thread the moment it
+	 * watches epfd again: this thread, the engine's CPU often, does it
+	 * first */
+	if (!pthread_mutex_trylock(&run_lock)) {
+		app_batch();
+		pthread_mutex_unlock(&run_lock);
+	}
+	pthread_mutex_lock(&quiet_lock);
+	if (shca_my_streak == streak_gen && !--streaks && !epfd_watched)
+		watch_epfd();
+	shca_my_streak = 0;
+	pthread_mutex_unlock(&quiet_lock);
+}
+
+int shca_engine_poll_empty(void)
+{
+	if (!app_may_run())
+		return -EAGAIN;
+	streak_enter();
+	return shca_engine_progress();
+}
+
 int shca_engine_progress(void)
 {
 	int n;
@@ -529,6 +655,7 @@ int shca_engine_wait(int fd)
 
 	if (!app_may_run())
 		return -EAGAIN;
+	shca_engine_poll_found();	/* asleep: not a poller */
 	if (poll(p, 2, -1) < 0)
 		return -errno;
 	if (!(p[1].revents & POLLIN) || p[0].revents)
@@ -543,25 +670,27 @@ int shca_engine_wait(int fd)
 	return 0;
 }
 
-static int add_fd(int fd)
+static int add_fd(int ep, int fd)
 {
 	struct epoll_event ev;
 
 	memset(&ev, 0, sizeof(ev));
 	ev.events = EPOLLIN;
 	ev.data.fd = fd;
-	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
 static void close_all(void)
 {
+	if (outer >= 0)
+		close(outer);
 	if (epfd >= 0)
 		close(epfd);
 	if (doorbell >= 0)
 		close(doorbell);
 	if (timerfd >= 0)
 		close(timerfd);
-	epfd = doorbell = timerfd = -1;
+	epfd = doorbell = timerfd = outer = -1;
 }
 
 int shca_engine_start(void)
@@ -587,19 +716,37 @@ int shca_engine_start(void)
 		/* a thread of the parent may have been the engine at fork */
 		pthread_mutex_init(&run_lock, NULL);
 		app_runs = 0;
+		/* the parent's pollers are not ours */
+		pthread_mutex_init(&quiet_lock, NULL);
+		__atomic_store_n(&streak_gen, streak_gen + 1,
+				 __ATOMIC_RELAXED);
+		streaks = 0;
 	}
 	timerfd_at = 0;
 	epfd = epoll_create1(EPOLL_CLOEXEC);
+	outer = epoll_create1(EPOLL_CLOEXEC);
 	doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (epfd < 0 || doorbell < 0 || timerfd < 0) {
+	if (epfd < 0 || outer < 0 || doorbell < 0 || timerfd < 0) {
 		ret = -errno;
 		close_all();
 		goto out;
 	}
-	ret = add_fd(doorbell);
+	ret = add_fd(epfd, doorbell);
 	if (!ret)
-		ret = add_fd(timerfd);
+		ret = add_fd(epfd, timerfd);
+	/* the engine thread sleeps on outer (see there) */
+	if (!ret)
+		ret = add_fd(outer, doorbell);
+	if (!ret)
+		ret = add_fd(outer, timerfd);
+	epfd_watched = false;
+	if (!ret)
+		ret = add_fd(outer, epfd);
+	if (!ret)
+		epfd_watched = true;
+	memset(&quiet_timer, 0, sizeof(quiet_timer));
+	quiet_timer.fn = quiet_check;
 	if (ret) {
 		close_all();
 		goto out;
@@ -646,7 +793,7 @@ int shca_engine_watch(int fd, shca_fd_fn fn, void *arg)
 	pthread_mutex_lock(&engine_lock);
 	w->next = watches;
 	watches = w;
-	ret = add_fd(fd);
+	ret = add_fd(epfd, fd);
 	if (ret) {
 		watches = w->next;
 		free(w);

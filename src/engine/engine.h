@@ -134,6 +134,28 @@ bool shca_in_engine(void);
 int shca_engine_progress(void);
 
 /*
+ * An application thread's poll found nothing (net/conn.c): while it goes
+ * on polling, the engine thread is not woken for the sockets, which the
+ * poller reads itself (engine.c, outer); then shca_engine_progress.
+ * -EAGAIN as there.
+ */
+int shca_engine_poll_empty(void);
+
+/* A poll that found completions ends its thread's streak of empty ones:
+ * the engine thread watches the sockets again, unless another thread
+ * still polls. */
+extern __thread uint64_t shca_my_streak;
+extern __thread unsigned int shca_my_empties;
+void shca_engine_streak_end(void);
+
+static inline void shca_engine_poll_found(void)
+{
+	shca_my_empties = 0;
+	if (__builtin_expect(shca_my_streak != 0, 0))
+		shca_engine_streak_end();
+}
+
+/*
  * Sleep until fd (a completion channel's eventfd) is readable, or until
  * the engine has work; that work this thread then carries out itself
  * (waiting for the engine thread if it is at it), so that the event it

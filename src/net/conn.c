@@ -2267,7 +2267,7 @@ void shca_net_poll_idle(void)
 	 * to spin on its memory (ib_write_lat pinned: 1-2% of round trips
 	 * took 2-4 ms when only an empty poll yielded; yielding every few
 	 * microseconds only measured worse for ib_send_lat) */
-	shca_engine_progress();
+	shca_engine_poll_empty();
 	sched_yield();
 }
 

@@ -58,7 +58,7 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	14	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	15	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
 					 * receive queue's PD (rq_pd); 5: the
 					 * pool, segments, lanes, MR flags;
@@ -74,7 +74,9 @@
 					 * the map_file_bytes counter;
 					 * 13: the app_progress counter;
 					 * 14: the key index sized to the
-					 * keys (mr_index_shift, regions) */
+					 * keys (mr_index_shift, regions);
+					 * 15: the engine_quiet and
+					 * engine_takeovers counters */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */

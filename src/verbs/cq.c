@@ -153,6 +153,8 @@ int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	pthread_mutex_unlock(&cq->lock);
 	if (!n)
 		shca_net_poll_idle();
+	else
+		shca_engine_poll_found();
 	return n;
 }
 
@@ -252,6 +254,7 @@ static void cqx_end_poll(struct ibv_cq_ex *ibcq)
 
 	if (!cq->single_threaded)
 		pthread_mutex_unlock(&cq->lock);
+	shca_engine_poll_found();
 }
 
 #define CUR(ibcq) (&cqx_to_scq(ibcq)->cur_cqe.wc)

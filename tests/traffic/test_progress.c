@@ -16,9 +16,16 @@
  *    counter of a process that never polled stays 0;
  *  - two threads polling one CQ get every completion exactly once;
  *  - a thread asleep in ibv_get_cq_event does the work itself (its
- *    counter moves) and gets every event.
+ *    counter moves) and gets every event;
+ *  - while a thread polls, the engine thread leaves the sockets to it
+ *    (engine_quiet moves in the ping-pong, stays 0 with
+ *    SOFTHCA_POLL_PROGRESS=0); a poller that stops without a
+ *    completion has what comes next placed all the same (the engine
+ *    takes the sockets back: engine_takeovers); a poll that returns a
+ *    completion gives them back at once (what comes next is placed with
+ *    no takeover).
  *
- * The counter is read with `softhca stat`, from outside the process.
+ * The counters are read with `softhca stat`, from outside the process.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -33,11 +40,15 @@
 #define PINGS 400
 #define MSG 8
 
-/* This process's app_progress, as `softhca stat` shows it. */
+/* This process's counter name, as `softhca stat` shows it. */
+static uint64_t my_counter(const char *name)
+{
+	return (uint64_t)ep_stat_counter(SOFTHCA_TOOL, getpid(), name);
+}
+
 static uint64_t my_progress(void)
 {
-	return (uint64_t)ep_stat_counter(SOFTHCA_TOOL, getpid(),
-					 "app_progress");
+	return my_counter("app_progress");
 }
 
 static void net_on(void)
@@ -99,13 +110,14 @@ static void pingpong(struct ep *e, bool first, uint32_t base)
  */
 #define MAX_ROUNDS 25
 
-/* The child: a round, then its app_progress over fd, until told 'x'. */
+/* The child: a round, then its app_progress and engine_quiet over fd,
+ * until told 'x'. */
 static void pp_child(int fd, void *arg)
 {
 	struct ep_opts o;
 	struct ep b;
 	uint32_t r;
-	uint64_t n;
+	uint64_t n[2];
 	char c;
 
 	(void)arg;
@@ -113,8 +125,9 @@ static void pp_child(int fd, void *arg)
 	ep_open_remote(&b, &o, fd);
 	for (r = 0;; r++) {
 		pingpong(&b, false, r * PINGS);
-		n = my_progress();
-		xwrite(fd, &n, sizeof(n));
+		n[0] = my_progress();
+		n[1] = my_counter("engine_quiet");
+		xwrite(fd, n, sizeof(n));
 		xread(fd, &c, 1);
 		if (c == 'x')
 			break;
@@ -123,9 +136,14 @@ static void pp_child(int fd, void *arg)
 	ep_destroy(&b);	/* after the parent's last read of its counter */
 }
 
+/* Both processes' engine_quiet after the last pingpong_case. */
+static uint64_t quiet_mine, quiet_theirs;
+
 /* Rounds until both counters moved (want_both) or after one round. */
 static void pingpong_case(bool want_both, uint64_t *mine, uint64_t *theirs)
 {
+	uint64_t n[2];
+
 	struct ep_opts o;
 	struct duo d;
 	struct ep a;
@@ -138,7 +156,10 @@ static void pingpong_case(bool want_both, uint64_t *mine, uint64_t *theirs)
 	for (r = 0;; r++) {
 		pingpong(&a, true, r * PINGS);
 		*mine = my_progress();
-		xread(d.fd, theirs, sizeof(*theirs));
+		quiet_mine = my_counter("engine_quiet");
+		xread(d.fd, n, sizeof(n));
+		*theirs = n[0];
+		quiet_theirs = n[1];
 		if (!want_both || (*mine && *theirs) || r + 1 == MAX_ROUNDS)
 			break;
 		duo_signal(d.fd, 'm');
@@ -147,9 +168,10 @@ static void pingpong_case(bool want_both, uint64_t *mine, uint64_t *theirs)
 	duo_signal(d.fd, 'x');
 	duo_wait(&d);
 	ep_destroy(&a);
-	printf("  app_progress: %llu here, %llu in the peer, %u round "
-	       "trips\n", (unsigned long long)*mine,
-	       (unsigned long long)*theirs, (r + 1) * PINGS);
+	printf("  app_progress: %llu here, %llu in the peer; engine_quiet: "
+	       "%llu, %llu; %u round trips\n", (unsigned long long)*mine,
+	       (unsigned long long)*theirs, (unsigned long long)quiet_mine,
+	       (unsigned long long)quiet_theirs, (r + 1) * PINGS);
 }
 
 TEST(polling_thread_does_the_work)
@@ -160,6 +182,9 @@ TEST(polling_thread_does_the_work)
 	pingpong_case(true, &mine, &theirs);
 	ASSERT_GT(mine, 0);
 	ASSERT_GT(theirs, 0);
+	/* every wait for a message is a streak of empty polls */
+	ASSERT_GT(quiet_mine, 0);
+	ASSERT_GT(quiet_theirs, 0);
 }
 
 TEST(poll_progress_off_engine_alone)
@@ -170,6 +195,8 @@ TEST(poll_progress_off_engine_alone)
 	pingpong_case(false, &mine, &theirs);
 	ASSERT_U64_EQ(mine, 0);
 	ASSERT_U64_EQ(theirs, 0);
+	ASSERT_U64_EQ(quiet_mine, 0);
+	ASSERT_U64_EQ(quiet_theirs, 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -451,4 +478,147 @@ TEST(channel_waiter_does_the_work)
 	ASSERT_GT(theirs, 0);
 	duo_wait(&d);
 	ep_destroy(&a);
+}
+
+/* ------------------------------------------------------------------ */
+/* A poller that stops: with or without a completion                   */
+
+#define STREAK_POLLS 64		/* empty polls: well past QUIET_AFTER */
+#define STOP_ROUNDS 8
+
+/* Spin on the last byte of len bytes at buf + off until it is not the
+ * sentinel (no poll: only the engine can place it), then check them;
+ * 10 s at most. */
+static void wait_placed(struct ep *b, uint64_t off, uint32_t len,
+			uint32_t seed)
+{
+	volatile uint8_t *last = b->buf + off + len - 1;
+	int i;
+
+	for (i = 0; *last == EP_SENTINEL; i++) {
+		if (i == 500000)
+			harness_fail(__FILE__, __LINE__, "the WRITE at %llu "
+				     "was never placed",
+				     (unsigned long long)off);
+		usleep(20);
+	}
+	ASSERT_EQ(ep_find_pattern_diff(b->buf + off, len, seed, 0), -1);
+}
+
+/*
+ * The child, round r: the receive CQ is polled empty STREAK_POLLS times
+ * (a streak: the engine leaves the sockets to this thread).  With a
+ * completion (arg non-NULL) a receive was posted first, and the
+ * parent's SEND is then polled for, so that the streak ends in a
+ * completion; without, the CQ is left as it is.  Then it waits, without polling, for the
+ * parent's WRITE, and reports its engine_quiet and engine_takeovers
+ * from before and after.
+ */
+static void stop_child(int fd, void *arg)
+{
+	bool found = arg != NULL;
+	struct ep_opts o;
+	struct ep b;
+	uint64_t n[4];
+	int r, i;
+
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_create(&b, &o);
+	memset(b.buf, EP_SENTINEL, b.size);
+	ep_exchange(fd, &b.self, &b.peer);
+	ep_connect(&b, &o);
+	for (r = 0; r < STOP_ROUNDS; r++) {
+		struct ibv_wc wc;
+
+		n[0] = my_counter("engine_quiet");
+		n[1] = my_counter("engine_takeovers");
+		if (found)
+			ASSERT_EQ(ep_post_recv(&b, (uint64_t)r, 8192, MSG),
+				  0);
+		for (i = 0; i < STREAK_POLLS; i++)
+			ASSERT_EQ(ibv_poll_cq(b.rcq, 1, &wc), 0);
+		if (found) {
+			duo_signal(fd, 's');	/* send it */
+			wc = ep_spin_one(b.rcq);
+			ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+		}
+		duo_signal(fd, 'w');		/* write now */
+		wait_placed(&b, (uint64_t)r * 256, 256, 300 + (uint32_t)r);
+		n[2] = my_counter("engine_quiet");
+		n[3] = my_counter("engine_takeovers");
+		xwrite(fd, n, sizeof(n));
+	}
+	duo_expect(fd, 'x');
+	ep_destroy(&b);
+}
+
+/* Rounds of stop_child; the counts of rounds whose streak was quiet and
+ * whose WRITE needed a takeover. */
+static void stop_case(bool found, int *quiet, int *taken)
+{
+	struct ep_opts o;
+	struct duo d;
+	struct ep a;
+	uint64_t n[4];
+	int r;
+
+	unsetenv("SOFTHCA_POLL_PROGRESS");
+	net_on();
+	duo_fork(&d, stop_child, found ? (void *)1 : NULL);
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_open_remote(&a, &o, d.fd);
+	*quiet = *taken = 0;
+	for (r = 0; r < STOP_ROUNDS; r++) {
+		if (found) {
+			duo_expect(d.fd, 's');
+			ep_fill_pattern(a.buf + 8192, MSG, 200 + (uint32_t)r,
+					0);
+			ASSERT_EQ(ep_post(&a, 1000 + (uint64_t)r, IBV_WR_SEND,
+					  8192, MSG, 0, 0), 0);
+			ep_expect(a.scq, a.qp, 1000 + (uint64_t)r,
+				  IBV_WC_SUCCESS);
+		}
+		duo_expect(d.fd, 'w');
+		ep_fill_pattern(a.buf + (size_t)r * 256, 256,
+				300 + (uint32_t)r, 0);
+		ASSERT_EQ(ep_post(&a, (uint64_t)r, IBV_WR_RDMA_WRITE,
+				  (uint64_t)r * 256, 256, (uint64_t)r * 256, 0),
+			  0);
+		ep_expect(a.scq, a.qp, (uint64_t)r, IBV_WC_SUCCESS);
+		xread(d.fd, n, sizeof(n));
+		*quiet += n[2] > n[0];
+		*taken += n[3] > n[1];
+	}
+	ep_net_check();
+	duo_signal(d.fd, 'x');
+	duo_wait(&d);
+	ep_destroy(&a);
+	printf("  of %d rounds: %d quiet, %d taken over\n", STOP_ROUNDS,
+	       *quiet, *taken);
+}
+
+/* Nothing gave the sockets back: the engine took them, and the WRITE
+ * was placed (else the child waits for ever). */
+TEST(stopped_poller_taken_over)
+{
+	int quiet, taken;
+
+	stop_case(false, &quiet, &taken);
+	ASSERT_EQ(quiet, STOP_ROUNDS);
+	ASSERT_EQ(taken, STOP_ROUNDS);
+}
+
+/*
+ * The completion gave them back: the WRITE needed no takeover.  A
+ * round's check may still find the poller descheduled for a whole
+ * period on a loaded machine and take over, so the case asks for one
+ * round without (with no give-back, every round needs one).
+ */
+TEST(completion_gives_sockets_back)
+{
+	int quiet, taken;
+
+	stop_case(true, &quiet, &taken);
+	ASSERT_EQ(quiet, STOP_ROUNDS);
+	ASSERT_LT(taken, STOP_ROUNDS);
 }
