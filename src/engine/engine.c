@@ -64,8 +64,8 @@ static int run_cpu = -1;	/* where an application thread holds it */
 
 /*
  * The engine thread sleeps on outer: the doorbell, the timerfd and, but
- * while an application thread polls (a streak of empty polls), epfd
- * with everything else.  A poller looks at epfd itself after every
+ * while an application thread polls (a streak of empty polls, with
+ * SOFTHCA_POLL_QUIET=1), epfd with everything else.  A poller looks at epfd itself after every
  * empty poll (shca_engine_progress), so a message for it needs no
  * wake-up of the engine thread, whose CPU is often the poller's own.
  * - A thread's QUIET_AFTER-th empty poll in a row takes epfd out of
@@ -74,7 +74,7 @@ static int run_cpu = -1;	/* where an application thread holds it */
  *   is in a streak: the poller may go and spin on its memory, where
  *   only the engine thread can place what comes next.  It does what
  *   epfd holds first, which would wake the engine thread at once.
- * - A check every QUIET_CHECK_NS puts it back if no empty poll came
+ * - A check every quiet_check_ns puts it back if no empty poll came
  *   since the last check: a thread that polled and then stopped without
  *   a completion (or died) costs what comes for it at most twice that.
  * Under quiet_lock: streaks, streak_gen (also read relaxed),
@@ -83,13 +83,13 @@ static int run_cpu = -1;	/* where an application thread holds it */
  * over bumps streak_gen and so ends them all.
  */
 #define QUIET_AFTER	4
-#define QUIET_CHECK_NS	1000000ull	/* 1 ms */
 static int outer = -1;
 static pthread_mutex_t quiet_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned int streaks;
 static uint64_t streak_gen = 1;
 static bool epfd_watched;
 static uint64_t empty_polls, empty_polls_seen;
+static uint64_t quiet_check_ns;	/* SOFTHCA_POLL_QUIET, read once */
 static struct shca_timer quiet_timer;
 __thread uint64_t shca_my_streak;
 __thread unsigned int shca_my_empties;
@@ -424,10 +424,13 @@ static int engine_spin(struct epoll_event *evs, uint64_t until)
 	}
 }
 
+static bool poll_quiet_env(void);
+
 static void *engine_main(void *arg)
 {
 	struct epoll_event evs[16];
 	uint64_t spin_until = 0;
+	bool quiet = poll_quiet_env();	/* sleep on outer */
 	sigset_t all;
 
 	(void)arg;
@@ -449,13 +452,15 @@ static void *engine_main(void *arg)
 				shca_stat_add(shca_stat_proc(),
 					      SHCA_STAT_ENGINE_SPIN_BATCHES, 1);
 		}
-		if (!n) {
+		if (!n && quiet) {
 			struct epoll_event o[3];
 
 			/* outer says there is work; epfd holds it all */
 			n = epoll_wait(outer, o, 3, -1);
 			if (n > 0)
 				n = epoll_wait(epfd, evs, 16, 0);
+		} else if (!n) {
+			n = epoll_wait(epfd, evs, 16, -1);
 		}
 		/* counted, a batch found by the spin too (not its empty
 		 * looks): an idle engine's count stands still, a runaway
@@ -576,7 +581,7 @@ static void quiet_check(struct shca_timer *t)
 			shca_stat_add(shca_stat_proc(),
 				      SHCA_STAT_ENGINE_TAKEOVERS, 1);
 		} else {
-			shca_timer_arm(t, shca_now_ns() + QUIET_CHECK_NS);
+			shca_timer_arm(t, shca_now_ns() + quiet_check_ns);
 		}
 	}
 	empty_polls_seen = e;
@@ -602,7 +607,7 @@ static void streak_enter(void)
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_ENGINE_QUIET, 1);
 	}
 	if (!epfd_watched && !shca_timer_armed(&quiet_timer))
-		shca_timer_arm(&quiet_timer, shca_now_ns() + QUIET_CHECK_NS);
+		shca_timer_arm(&quiet_timer, shca_now_ns() + quiet_check_ns);
 	pthread_mutex_unlock(&quiet_lock);
 }
 
@@ -626,11 +631,44 @@ void shca_engine_streak_end(void)
 	pthread_mutex_unlock(&quiet_lock);
 }
 
+/*
+ * SOFTHCA_POLL_QUIET=N: a polling thread keeps the engine asleep (see
+ * outer), and the check that takes the sockets back from a poller that
+ * stopped comes every N ms (1 .. QUIET_MAX_MS); 0 or unset: off, the
+ * default (README: it makes WRITE latency worse).  Read once.
+ */
+#define QUIET_MAX_MS	60000u
+
+static bool poll_quiet_env(void)
+{
+	static int on = -1;
+
+	if (__atomic_load_n(&on, __ATOMIC_RELAXED) < 0) {
+		const char *s = getenv("SOFTHCA_POLL_QUIET");
+		unsigned long ms = 0;
+		char *end = NULL;
+
+		if (s && *s) {
+			ms = strtoul(s, &end, 10);
+			if (*end || *s == '-' || ms > QUIET_MAX_MS) {
+				shca_warn("SOFTHCA_POLL_QUIET=%s: expected 0 "
+					  "(off) or a check period in ms (1 .. "
+					  "%u), off", s, QUIET_MAX_MS);
+				ms = 0;
+			}
+		}
+		quiet_check_ns = (uint64_t)ms * 1000000u;
+		__atomic_store_n(&on, ms > 0, __ATOMIC_RELEASE);
+	}
+	return __atomic_load_n(&on, __ATOMIC_ACQUIRE);
+}
+
 int shca_engine_poll_empty(void)
 {
 	if (!app_may_run())
 		return -EAGAIN;
-	streak_enter();
+	if (poll_quiet_env())
+		streak_enter();
 	return shca_engine_progress();
 }
 
