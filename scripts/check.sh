@@ -296,7 +296,11 @@ if [ "${SOFTHCA_CHECK_SANITIZERS:-1}" != 0 ]; then
 			continue
 		fi
 		rm -f "$dir/Testing/Temporary/LastTest.log"
-		(cd "$dir" && ctest --output-on-failure -j "$jobs" \
+		# a C case's own limit (the harness's alarm, 60 s) tripled:
+		# the sanitizers run the data path 5-15x slower
+		# (traffic_test_read_stop took 62 s under TSan at a load of 5)
+		(cd "$dir" && TEST_TIMEOUT=${TEST_TIMEOUT:-180} \
+			ctest --output-on-failure -j "$jobs" \
 			-L "$labels" -E "$leave") 2>&1 | tee "$tmp/ctest-san.log"
 		count_ctest "$tmp/ctest-san.log" "$san" "${PIPESTATUS[0]}"
 		count_cases "$dir/Testing/Temporary/LastTest.log" "$san"
