@@ -63,11 +63,12 @@ static uint64_t app_runs;
 static int run_cpu = -1;	/* where an application thread holds it */
 
 /*
- * The engine thread sleeps on outer: the doorbell, the timerfd and, but
- * while an application thread polls (a streak of empty polls, with
- * SOFTHCA_POLL_QUIET=1), epfd with everything else.  A poller looks at epfd itself after every
- * empty poll (shca_engine_progress), so a message for it needs no
- * wake-up of the engine thread, whose CPU is often the poller's own.
+ * With SOFTHCA_POLL_QUIET=N the engine thread sleeps on outer: the
+ * doorbell, the timerfd and, but while an application thread polls (a
+ * streak of empty polls), epfd with everything else.  A poller looks at
+ * epfd itself after every empty poll (shca_engine_progress), so a
+ * message for it needs no wake-up of the engine thread, whose CPU is
+ * often the poller's own.
  * - A thread's QUIET_AFTER-th empty poll in a row takes epfd out of
  *   outer (one that polls once and stops does not).
  * - A poll that returns completions puts it back once no other thread

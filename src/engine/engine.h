@@ -134,10 +134,10 @@ bool shca_in_engine(void);
 int shca_engine_progress(void);
 
 /*
- * An application thread's poll found nothing (net/conn.c): while it goes
- * on polling, the engine thread is not woken for the sockets, which the
- * poller reads itself (engine.c, outer); then shca_engine_progress.
- * -EAGAIN as there.
+ * An application thread's poll found nothing (net/conn.c): with
+ * SOFTHCA_POLL_QUIET, while it goes on polling, the engine thread is not
+ * woken for the sockets, which the poller reads itself (engine.c,
+ * outer); then shca_engine_progress.  -EAGAIN as there.
  */
 int shca_engine_poll_empty(void);
 
