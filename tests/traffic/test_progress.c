@@ -556,9 +556,9 @@ static void wait_placed(struct ep *b, uint64_t off, uint32_t len,
  * (a streak: the engine leaves the sockets to this thread).  With a
  * completion (arg non-NULL) a receive was posted first, and the
  * parent's SEND is then polled for, so that the streak ends in a
- * completion; without, the CQ is left as it is.  Then it waits, without polling, for the
- * parent's WRITE, and reports its engine_quiet and engine_takeovers
- * from before and after.
+ * completion; without, the CQ is left as it is.  Then it waits,
+ * without polling, for the parent's WRITE, and reports its engine_quiet
+ * and engine_takeovers from before and after.
  */
 static void stop_child(int fd, void *arg)
 {
