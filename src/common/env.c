@@ -52,12 +52,12 @@ uint16_t shca_port_base(void)
 	return (uint16_t)v;
 }
 
-int shca_net_spin_parse(const char *s, unsigned int *us)
+int shca_env_uint(const char *s, unsigned int max, unsigned int *v)
 {
-	unsigned long long v;
+	unsigned long long n;
 	char *end;
 
-	*us = 0;
+	*v = 0;
 	if (!s || !*s)
 		return 0;
 	/* digits only: strtoull would take "-1" as a huge number, and
@@ -65,13 +65,18 @@ int shca_net_spin_parse(const char *s, unsigned int *us)
 	if (*s < '0' || *s > '9')
 		return -EINVAL;
 	errno = 0;
-	v = strtoull(s, &end, 10);
+	n = strtoull(s, &end, 10);
 	if (*end)
 		return -EINVAL;
-	if (errno == ERANGE || v > SHCA_NET_SPIN_US_MAX) {
-		*us = SHCA_NET_SPIN_US_MAX;
+	if (errno == ERANGE || n > max) {
+		*v = max;
 		return -ERANGE;
 	}
-	*us = (unsigned int)v;
+	*v = (unsigned int)n;
 	return 0;
+}
+
+int shca_net_spin_parse(const char *s, unsigned int *us)
+{
+	return shca_env_uint(s, SHCA_NET_SPIN_US_MAX, us);
 }

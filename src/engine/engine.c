@@ -646,17 +646,13 @@ static bool poll_quiet_env(void)
 
 	if (__atomic_load_n(&on, __ATOMIC_RELAXED) < 0) {
 		const char *s = getenv("SOFTHCA_POLL_QUIET");
-		unsigned long ms = 0;
-		char *end = NULL;
+		unsigned int ms;
 
-		if (s && *s) {
-			ms = strtoul(s, &end, 10);
-			if (*end || *s == '-' || ms > QUIET_MAX_MS) {
-				shca_warn("SOFTHCA_POLL_QUIET=%s: expected 0 "
-					  "(off) or a check period in ms (1 .. "
-					  "%u), off", s, QUIET_MAX_MS);
-				ms = 0;
-			}
+		if (shca_env_uint(s, QUIET_MAX_MS, &ms)) {
+			shca_warn("SOFTHCA_POLL_QUIET=%s: expected 0 (off) or "
+				  "a check period in ms (1 .. %u), off", s,
+				  QUIET_MAX_MS);
+			ms = 0;
 		}
 		quiet_check_ns = (uint64_t)ms * 1000000u;
 		__atomic_store_n(&on, ms > 0, __ATOMIC_RELEASE);
