@@ -715,6 +715,23 @@ static int add_fd(int ep, int fd)
 	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
+/* outer made: what it watches, epfd at first (engine_lock) */
+static int quiet_start(void)
+{
+	int ret = add_fd(outer, doorbell);
+
+	if (!ret)
+		ret = add_fd(outer, timerfd);
+	epfd_watched = false;
+	if (!ret)
+		ret = add_fd(outer, epfd);
+	if (!ret)
+		epfd_watched = true;
+	memset(&quiet_timer, 0, sizeof(quiet_timer));
+	quiet_timer.fn = quiet_check;
+	return ret;
+}
+
 static void close_all(void)
 {
 	if (outer >= 0)
@@ -759,10 +776,13 @@ int shca_engine_start(void)
 	}
 	timerfd_at = 0;
 	epfd = epoll_create1(EPOLL_CLOEXEC);
-	outer = epoll_create1(EPOLL_CLOEXEC);
+	/* the engine thread sleeps on outer (see there), if at all */
+	if (poll_quiet_env())
+		outer = epoll_create1(EPOLL_CLOEXEC);
 	doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (epfd < 0 || outer < 0 || doorbell < 0 || timerfd < 0) {
+	if (epfd < 0 || (poll_quiet_env() && outer < 0) || doorbell < 0 ||
+	    timerfd < 0) {
 		ret = -errno;
 		close_all();
 		goto out;
@@ -770,18 +790,8 @@ int shca_engine_start(void)
 	ret = add_fd(epfd, doorbell);
 	if (!ret)
 		ret = add_fd(epfd, timerfd);
-	/* the engine thread sleeps on outer (see there) */
-	if (!ret)
-		ret = add_fd(outer, doorbell);
-	if (!ret)
-		ret = add_fd(outer, timerfd);
-	epfd_watched = false;
-	if (!ret)
-		ret = add_fd(outer, epfd);
-	if (!ret)
-		epfd_watched = true;
-	memset(&quiet_timer, 0, sizeof(quiet_timer));
-	quiet_timer.fn = quiet_check;
+	if (!ret && outer >= 0)
+		ret = quiet_start();
 	if (ret) {
 		close_all();
 		goto out;
