@@ -97,6 +97,11 @@ enum shca_stat {
 					 * sockets to the poller (engine.c) */
 	SHCA_STAT_ENGINE_TAKEOVERS,	/* ... that ended because the poller
 					 * stopped without a completion */
+	SHCA_STAT_NET_ACKS_HELD,	/* ACKs a polling thread's batch made
+					 * that waited for its next packet
+					 * (SOFTHCA_NET_ACK_HOLD_US, conn.c) */
+	SHCA_STAT_NET_ACKS_LATE,	/* ... that waited in vain: the timer
+					 * wrote them */
 	SHCA_STAT_MAX
 };
 

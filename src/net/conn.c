@@ -147,6 +147,9 @@ struct shca_conn {
 					 * the peer's last batch */
 	bool must_write;		/* a packet that may not wait is
 					 * queued */
+	/* ACKs held for the poller's next packet (acks_hold; c->lock) */
+	bool acks_held;
+	uint64_t held_at;		/* since when */
 	struct shca_conn *next;
 };
 
@@ -169,13 +172,23 @@ static unsigned long max_conns = DEFAULT_MAX_CONNS;	/* 0: no cap */
  * answer may not be counted yet */
 #define DEFAULT_DEFER		2
 static uint32_t defer_max = DEFAULT_DEFER;
+/* SOFTHCA_NET_ACK_HOLD_US: how long at most an ACK made while an
+ * application thread polls waits for a packet to go with (acks_hold; 0:
+ * never held) */
+#define DEFAULT_ACK_HOLD_US	500
+#define MAX_ACK_HOLD_US		100000
+static uint64_t ack_hold_ns = DEFAULT_ACK_HOLD_US * 1000ull;
 static uint64_t hello_ns = DEFAULT_HELLO_MS * 1000000ull;
 static uint64_t idle_ns = DEFAULT_IDLE_MS * 1000000ull;	/* 0: never */
 static unsigned long n_accepted;	/* engine thread */
 static struct shca_conn *spare;		/* recycled incoming objects */
-/* Batches being handed up (deliver), for the exit flush: a receive
- * completion is visible before the batch's ACKs are written (atomic). */
+/* Batches being handed up (deliver), for the exit flush and a QP's
+ * modify (shca_net_acks_out): a receive completion is visible before the
+ * batch's ACKs are written (atomic). */
 static unsigned int rx_busy;
+/* Connections whose ACKs wait for the poller's next packet (acks_hold;
+ * atomic) */
+static unsigned int n_held;
 
 /* ------------------------------------------------------------------ */
 /* Faults and trace                                                    */
@@ -427,6 +440,10 @@ static void queue_free(struct shca_conn *c)
 	}
 	c->head = c->tail = NULL;
 	c->queued = 0;
+	if (c->acks_held) {
+		c->acks_held = false;
+		__atomic_sub_fetch(&n_held, 1, __ATOMIC_RELAXED);
+	}
 	if (c->held) {
 		chunk_free(c->held);
 		c->held = NULL;
@@ -518,8 +535,13 @@ static void flush_locked(struct shca_conn *c)
 			chunk_free(k);
 		}
 	}
-	if (!c->head)
+	if (!c->head) {
 		c->must_write = false;
+		if (c->acks_held) {	/* went with a packet of the poller */
+			c->acks_held = false;
+			__atomic_sub_fetch(&n_held, 1, __ATOMIC_RELAXED);
+		}
+	}
 	if (c->want_out && c->state == CONN_UP && !c->head) {
 		c->want_out = false;
 		shca_engine_watch_events(c->fd, EPOLLIN);
@@ -681,6 +703,9 @@ static void limits_read(void)
 		  1000000ull;
 	defer_max = (uint32_t)MIN(env_num("SOFTHCA_NET_DEFER", DEFAULT_DEFER,
 					  0), 1u << 20);
+	ack_hold_ns = MIN(env_num("SOFTHCA_NET_ACK_HOLD_US",
+				  DEFAULT_ACK_HOLD_US, 0),
+			  MAX_ACK_HOLD_US) * 1000ull;
 }
 
 /*
@@ -1712,6 +1737,128 @@ static int hs_frame(struct shca_conn **cp, enum shca_hs_type t,
 }
 
 /*
+ * Held ACKs (issue 15).  In a ping-pong over the net path an ACK is a
+ * write of its own, a few microseconds before the write of the reply that
+ * the application posts once it polled the message: two system calls,
+ * and two segments for the peer to wake up to, where TCP sends one.  So
+ * while an application thread polls, the ACKs of a received batch wait
+ * when nothing but ACKs is queued on the connection: the next packet
+ * queued there (the reply, any thread's) takes them along in one write,
+ * and ack_merge folds the QP's later ACKs into them meanwhile.  "While a
+ * thread polls": the batch is that thread's own (shca_net_poll_idle), or
+ * a thread found its CQ empty within SOFTHCA_NET_ACK_HOLD_US (the engine
+ * thread's batch, whose completion the poller is about to see).  The wait
+ * is bounded: every empty poll writes what is held first (a receiver that
+ * answers nothing waits one poll), a thread that goes to sleep in a
+ * completion channel writes it and ends "while a thread polls"
+ * (shca_net_acks_out), so does a QP's modify or destroy, after the
+ * batch in progress (rdma_disconnect moves the QP to the error state
+ * before its DREQ goes, which must not overtake the ACK of the message
+ * that the application saw last), and the engine thread's timer writes
+ * whatever waited SOFTHCA_NET_ACK_HOLD_US (a thread that stopped polling;
+ * net_acks_late).  No thread polling: nothing waits.  IBA 9.7.5.1.2 lets
+ * a responder coalesce ACKs; the requester's ACK timeout must be longer
+ * than the hold (README).
+ */
+static __thread bool hold_here;		/* in shca_net_poll_idle's batch */
+/* the last empty poll (atomic; a line of its own: every empty poll
+ * writes it) */
+static uint64_t last_empty __attribute__((aligned(64)));
+static struct shca_timer hold_timer;
+
+/* c->lock held; true: c's queue (ACKs only) waits */
+static bool acks_hold(struct shca_conn *c)
+{
+	const struct chunk *k;
+	uint64_t now;
+
+	if (!ack_hold_ns || c->want_out || !c->head || c->state != CONN_UP)
+		return false;
+	now = shca_now_ns();
+	if (!hold_here &&
+	    now - __atomic_load_n(&last_empty, __ATOMIC_RELAXED) > ack_hold_ns)
+		return false;
+	for (k = c->head; k; k = k->next)
+		if (!k->ack || k->off)
+			return false;
+	if (c->acks_held)
+		return true;
+	c->acks_held = true;
+	c->held_at = now;
+	__atomic_add_fetch(&n_held, 1, __ATOMIC_RELAXED);
+	shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_ACKS_HELD, 1);
+	/* against hold_fire: it unlinks the timer, then reads n_held; here
+	 * n_held moved, then the timer is read: one of the two sees the
+	 * other */
+	shca_full_fence();
+	if (!shca_timer_armed(&hold_timer))
+		shca_timer_arm(&hold_timer, now + ack_hold_ns);
+	return true;
+}
+
+/*
+ * Write the ACKs held since before `before` (every one: UINT64_MAX; else
+ * the timer's, counted late).  The oldest hold left, or 0.
+ */
+static uint64_t acks_out(uint64_t before)
+{
+	struct shca_conn *c;
+	uint64_t oldest = 0;
+
+	if (!__atomic_load_n(&n_held, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&conns_lock);
+	for (c = conns; c; c = c->next) {
+		pthread_mutex_lock(&c->lock);
+		if (c->acks_held && c->held_at < before) {
+			c->acks_held = false;
+			__atomic_sub_fetch(&n_held, 1, __ATOMIC_RELAXED);
+			if (c->head && before != UINT64_MAX)
+				shca_stat_add(shca_stat_proc(),
+					      SHCA_STAT_NET_ACKS_LATE, 1);
+			flush_unless_full(c);
+		} else if (c->acks_held && (!oldest || c->held_at < oldest)) {
+			oldest = c->held_at;
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&conns_lock);
+	return oldest;
+}
+
+/* A QP's modify or destroy: a batch being handed up may have made a
+ * completion visible (the one the application acts on) before it holds
+ * its ACK at its end; that batch ends first (20 ms at most: the thread
+ * running it may wait for a core). */
+#define BATCH_WAIT_NS	20000000ull
+
+void shca_net_acks_out(bool asleep)
+{
+	if (asleep) {
+		__atomic_store_n(&last_empty, 0, __ATOMIC_RELAXED);
+	} else if (!shca_in_engine() &&
+		   __atomic_load_n(&rx_busy, __ATOMIC_ACQUIRE)) {
+		uint64_t end = shca_now_ns() + BATCH_WAIT_NS;
+
+		while (__atomic_load_n(&rx_busy, __ATOMIC_ACQUIRE) &&
+		       shca_now_ns() < end)
+			sched_yield();
+	}
+	acks_out(UINT64_MAX);
+}
+
+/* The engine thread: what waited its time goes. */
+static void hold_fire(struct shca_timer *t)
+{
+	uint64_t oldest;
+
+	shca_full_fence();	/* see acks_hold */
+	oldest = acks_out(shca_now_ns() - ack_hold_ns + 1);
+	if (oldest)
+		shca_timer_arm(t, oldest + ack_hold_ns);
+}
+
+/*
  * The peer sent something: write what is queued, and with it the requests
  * held for an answer from the peer (shca_net_flush_defer), which this was.
  * On an outgoing connection the peer sends answers only.
@@ -1720,7 +1867,8 @@ static void answered(struct shca_conn *c)
 {
 	pthread_mutex_lock(&c->lock);
 	c->unanswered = 0;
-	flush_unless_full(c);
+	if (!acks_hold(c))
+		flush_unless_full(c);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -2267,7 +2415,11 @@ void shca_net_poll_idle(void)
 	 * to spin on its memory (ib_write_lat pinned: 1-2% of round trips
 	 * took 2-4 ms when only an empty poll yielded; yielding every few
 	 * microseconds only measured worse for ib_send_lat) */
+	acks_out(UINT64_MAX);
+	__atomic_store_n(&last_empty, shca_now_ns(), __ATOMIC_RELAXED);
+	hold_here = true;
 	shca_engine_poll_empty();
+	hold_here = false;
 	sched_yield();
 }
 
@@ -2307,11 +2459,15 @@ int shca_net_start(shca_net_rx_fn fn)
 			c->rbuf = NULL;
 			c->rlen = 0;
 			c->accepted = false;
+			c->acks_held = false;
 		}
 		n_accepted = 0;
 		mcast_fd = mcast_send4 = mcast_send6 = -1;
 		shca_net_listen_forget();
 	}
+	memset(&hold_timer, 0, sizeof(hold_timer));
+	hold_timer.fn = hold_fire;
+	n_held = 0;
 	rx_fn = fn;
 	want_pktinfo(s->udp_fd);
 	/* UD bursts (ib_send_bw -c UD) overran the default receive buffer;

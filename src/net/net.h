@@ -65,6 +65,13 @@ bool shca_net_active(void);
  * doing it the CPU. */
 void shca_net_poll_idle(void);
 
+/* Write the ACKs held for a poller's next packet (conn.c, acks_hold):
+ * before a QP's modify or destroy, whose effects the peer may see by
+ * another way (rdma_disconnect's DREQ).  asleep: the thread goes to
+ * sleep in a completion channel, and no more are held until a thread
+ * polls again. */
+void shca_net_acks_out(bool asleep);
+
 /* The outgoing connection from this host's address sgid (NULL: any) to
  * the process listening on port at gid's address (a link-local one on
  * interface ifindex); created (not yet connected) on first use, never

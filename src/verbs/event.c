@@ -109,6 +109,7 @@ static int chan_wait(int fd)
 
 	if (!shca_net_active())
 		return -EAGAIN;
+	shca_net_acks_out(true);	/* held for this thread's next post */
 	fl = fcntl(fd, F_GETFL);
 	if (fl >= 0 && (fl & O_NONBLOCK))
 		return shca_engine_progress() > 0 ? 0 : -EAGAIN;

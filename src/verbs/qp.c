@@ -1680,6 +1680,7 @@ int shca_destroy_qp(struct ibv_qp *ibqp)
 
 	if (x)
 		return shca_xqp_destroy(x);
+	shca_net_acks_out(false);	/* ahead of what the peer then sees */
 	qp = shca_qp_lookup_obj(ibqp, NULL);
 	if (!qp)
 		return -ENOENT;

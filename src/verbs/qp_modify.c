@@ -630,6 +630,7 @@ static int modify_qp(struct shca_qp *qp, struct ibv_qp_attr *attr, int mask)
 	int ret;
 
 	mask = xrc_mask_strip(ibqp->qp_type, mask);
+	shca_net_acks_out(false);	/* ahead of what the modify shows */
 	if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR)
 		sync_before_error(qp);
 	a = *attr;	/* the kernel works on a copy too */

@@ -23,7 +23,13 @@
  *    poller that stops without a completion has what comes next placed
  *    all the same (the engine takes the sockets back: engine_takeovers);
  *    a poll that returns a completion gives them back at once (what
- *    comes next is placed with no takeover).
+ *    comes next is placed with no takeover);
+ *  - held ACKs (SOFTHCA_NET_ACK_HOLD_US): in a ping-pong both processes'
+ *    ACKs wait for the replies (net_acks_held moves; stays 0 with the
+ *    setting 0), also under lost and duplicated packets; an ACK held by
+ *    a poller that then stops goes all the same (the engine thread's
+ *    timer: net_acks_late), which the sender, never sending again,
+ *    needs to complete.
  *
  * The counters are read with `softhca stat`, from outside the process.
  */
@@ -110,14 +116,14 @@ static void pingpong(struct ep *e, bool first, uint32_t base)
  */
 #define MAX_ROUNDS 25
 
-/* The child: a round, then its app_progress and engine_quiet over fd,
- * until told 'x'. */
+/* The child: a round, then its app_progress, engine_quiet and
+ * net_acks_held over fd, until told 'x'. */
 static void pp_child(int fd, void *arg)
 {
 	struct ep_opts o;
 	struct ep b;
 	uint32_t r;
-	uint64_t n[2];
+	uint64_t n[3];
 	char c;
 
 	(void)arg;
@@ -127,6 +133,7 @@ static void pp_child(int fd, void *arg)
 		pingpong(&b, false, r * PINGS);
 		n[0] = my_progress();
 		n[1] = my_counter("engine_quiet");
+		n[2] = my_counter("net_acks_held");
 		xwrite(fd, n, sizeof(n));
 		xread(fd, &c, 1);
 		if (c == 'x')
@@ -136,15 +143,19 @@ static void pp_child(int fd, void *arg)
 	ep_destroy(&b);	/* after the parent's last read of its counter */
 }
 
-/* Both processes' engine_quiet after the last pingpong_case. */
-static uint64_t quiet_mine, quiet_theirs;
+/* Both processes' engine_quiet and net_acks_held after the last
+ * pingpong_case. */
+static uint64_t quiet_mine, quiet_theirs, held_mine, held_theirs;
 
-/* Rounds until both app_progress counters moved (want_both) and, with
- * want_quiet, both engine_quiet counters; or after one round. */
-static void pingpong_case_q(bool want_both, bool want_quiet, uint64_t *mine,
+enum { WANT_BOTH = 1, WANT_QUIET = 2, WANT_HELD = 4 };
+
+/* Rounds until both app_progress counters moved (WANT_BOTH), both
+ * engine_quiet counters (WANT_QUIET), both net_acks_held (WANT_HELD); or
+ * after one round without any. */
+static void pingpong_rounds(unsigned int want, uint64_t *mine,
 			    uint64_t *theirs)
 {
-	uint64_t n[2];
+	uint64_t n[3];
 
 	struct ep_opts o;
 	struct duo d;
@@ -159,12 +170,15 @@ static void pingpong_case_q(bool want_both, bool want_quiet, uint64_t *mine,
 		pingpong(&a, true, r * PINGS);
 		*mine = my_progress();
 		quiet_mine = my_counter("engine_quiet");
+		held_mine = my_counter("net_acks_held");
 		xread(d.fd, n, sizeof(n));
 		*theirs = n[0];
 		quiet_theirs = n[1];
+		held_theirs = n[2];
 		if (r + 1 == MAX_ROUNDS ||
-		    ((!want_both || (*mine && *theirs)) &&
-		     (!want_quiet || (quiet_mine && quiet_theirs))))
+		    ((!(want & WANT_BOTH) || (*mine && *theirs)) &&
+		     (!(want & WANT_QUIET) || (quiet_mine && quiet_theirs)) &&
+		     (!(want & WANT_HELD) || (held_mine && held_theirs))))
 			break;
 		duo_signal(d.fd, 'm');
 	}
@@ -173,14 +187,17 @@ static void pingpong_case_q(bool want_both, bool want_quiet, uint64_t *mine,
 	duo_wait(&d);
 	ep_destroy(&a);
 	printf("  app_progress: %llu here, %llu in the peer; engine_quiet: "
-	       "%llu, %llu; %u round trips\n", (unsigned long long)*mine,
-	       (unsigned long long)*theirs, (unsigned long long)quiet_mine,
-	       (unsigned long long)quiet_theirs, (r + 1) * PINGS);
+	       "%llu, %llu; net_acks_held: %llu, %llu; %u round trips\n",
+	       (unsigned long long)*mine, (unsigned long long)*theirs,
+	       (unsigned long long)quiet_mine,
+	       (unsigned long long)quiet_theirs,
+	       (unsigned long long)held_mine,
+	       (unsigned long long)held_theirs, (r + 1) * PINGS);
 }
 
 static void pingpong_case(bool want_both, uint64_t *mine, uint64_t *theirs)
 {
-	pingpong_case_q(want_both, false, mine, theirs);
+	pingpong_rounds(want_both ? WANT_BOTH : 0, mine, theirs);
 }
 
 /* SOFTHCA_POLL_QUIET as the run gives it (the _quiet run sets it) */
@@ -196,7 +213,8 @@ TEST(polling_thread_does_the_work)
 	uint64_t mine, theirs;
 
 	unsetenv("SOFTHCA_POLL_PROGRESS");
-	pingpong_case_q(true, quiet_on(), &mine, &theirs);
+	pingpong_rounds(WANT_BOTH | (quiet_on() ? WANT_QUIET : 0), &mine,
+			&theirs);
 	ASSERT_GT(mine, 0);
 	ASSERT_GT(theirs, 0);
 	if (quiet_on()) {
@@ -216,7 +234,7 @@ TEST(quiet_pingpong)
 
 	unsetenv("SOFTHCA_POLL_PROGRESS");
 	setenv("SOFTHCA_POLL_QUIET", "1", 1);
-	pingpong_case_q(false, true, &mine, &theirs);
+	pingpong_rounds(WANT_QUIET, &mine, &theirs);
 	ASSERT_GT(quiet_mine, 0);
 	ASSERT_GT(quiet_theirs, 0);
 }
@@ -678,4 +696,119 @@ TEST(completion_gives_sockets_back)
 	stop_case(true, &quiet, &taken);
 	ASSERT_EQ(quiet, STOP_ROUNDS);
 	ASSERT_EQ(taken, 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Held ACKs (conn.c acks_hold)                                        */
+
+/* A ping-pong's ACKs wait for the replies, in both processes. */
+TEST(acks_ride_with_replies)
+{
+	uint64_t mine, theirs;
+
+	unsetenv("SOFTHCA_POLL_PROGRESS");
+	unsetenv("SOFTHCA_NET_ACK_HOLD_US");
+	pingpong_rounds(WANT_HELD, &mine, &theirs);
+	ASSERT_GT(held_mine, 0);
+	ASSERT_GT(held_theirs, 0);
+}
+
+/* SOFTHCA_NET_ACK_HOLD_US=0: none waits. */
+TEST(ack_hold_off)
+{
+	uint64_t mine, theirs;
+
+	unsetenv("SOFTHCA_POLL_PROGRESS");
+	setenv("SOFTHCA_NET_ACK_HOLD_US", "0", 1);
+	pingpong_case(false, &mine, &theirs);
+	unsetenv("SOFTHCA_NET_ACK_HOLD_US");
+	ASSERT_U64_EQ(held_mine, 0);
+	ASSERT_U64_EQ(held_theirs, 0);
+}
+
+/* The same with packets lost and duplicated in both directions: a held
+ * ACK lost, or a request lost behind one, is recovered from as before
+ * (every message intact, in order, every send a success). */
+TEST(held_acks_under_faults)
+{
+	uint64_t mine, theirs;
+
+	unsetenv("SOFTHCA_POLL_PROGRESS");
+	unsetenv("SOFTHCA_NET_ACK_HOLD_US");
+	setenv("SOFTHCA_FAULTS", "drop=0.02,dup=0.02,seed=15", 1);
+	pingpong_rounds(WANT_HELD, &mine, &theirs);
+	unsetenv("SOFTHCA_FAULTS");
+	ASSERT_GT(held_mine, 0);
+	ASSERT_GT(held_theirs, 0);
+}
+
+#define LATE_ROUNDS 8
+#define NEVER_AGAIN 31		/* ACK timeout 4.096 us << 31: 2.4 hours */
+
+/*
+ * The child receives message r, spinning on its CQ (its ACK waits for a
+ * reply), and then makes no call into the library at all until the
+ * parent's SEND completed; then reports its net_acks_held and
+ * net_acks_late.
+ */
+static void late_child(int fd, void *arg)
+{
+	struct ep_opts o;
+	struct ep b;
+	uint64_t n[2];
+	uint32_t r;
+
+	(void)arg;
+	ep_default_opts(&o, IBV_QPT_RC);
+	o.timeout = NEVER_AGAIN;
+	ep_open_remote(&b, &o, fd);
+	for (r = 0; r < LATE_ROUNDS; r++) {
+		ASSERT_EQ(ep_post_recv(&b, r, 4096, MSG), 0);
+		duo_signal(fd, 's');
+		pp_recv(&b, r);
+		duo_expect(fd, 'c');
+		n[0] = my_counter("net_acks_held");
+		n[1] = my_counter("net_acks_late");
+		xwrite(fd, n, sizeof(n));
+	}
+	duo_expect(fd, 'x');
+	ep_destroy(&b);
+}
+
+/*
+ * A poller that stops after its message: the parent's QP never sends
+ * again (NEVER_AGAIN), so each SEND completes only if the child's held
+ * ACK goes without the child: the engine thread's timer writes it
+ * (net_acks_late).  Without that timer the parent waits in vain
+ * (ep_spin_one fails after 10 s).
+ */
+TEST(held_ack_goes_when_poller_stops)
+{
+	struct ep_opts o;
+	struct duo d;
+	struct ep a;
+	uint64_t n[2] = { 0, 0 };
+	uint32_t r;
+
+	unsetenv("SOFTHCA_POLL_PROGRESS");
+	unsetenv("SOFTHCA_NET_ACK_HOLD_US");
+	net_on();
+	duo_fork(&d, late_child, NULL);
+	ep_default_opts(&o, IBV_QPT_RC);
+	o.timeout = NEVER_AGAIN;
+	ep_open_remote(&a, &o, d.fd);
+	for (r = 0; r < LATE_ROUNDS; r++) {
+		duo_expect(d.fd, 's');
+		pp_send(&a, r);
+		ASSERT_U64_EQ(ep_spin_one(a.scq).wr_id, r);
+		duo_signal(d.fd, 'c');
+		xread(d.fd, n, sizeof(n));
+	}
+	ep_net_check();
+	duo_signal(d.fd, 'x');
+	duo_wait(&d);
+	ep_destroy(&a);
+	printf("  child: %llu ACKs held, %llu written by the timer\n",
+	       (unsigned long long)n[0], (unsigned long long)n[1]);
+	ASSERT_GT(n[1], 0);
 }
