@@ -1749,7 +1749,9 @@ static int hs_frame(struct shca_conn **cp, enum shca_hs_type t,
  * a thread found its CQ empty within SOFTHCA_NET_ACK_HOLD_US (the engine
  * thread's batch, whose completion the poller is about to see).  The wait
  * is bounded: every empty poll writes what is held first (a receiver that
- * answers nothing waits one poll), a thread that goes to sleep in a
+ * answers nothing waits one poll), so does the next batch on the
+ * connection (the peer sends more before the reply: a stream, whose
+ * sender waits for its ACKs), a thread that goes to sleep in a
  * completion channel writes it and ends "while a thread polls"
  * (shca_net_acks_out), so does a QP's modify or destroy, after the
  * batch in progress (rdma_disconnect moves the QP to the error state
@@ -1778,11 +1780,13 @@ static bool acks_hold(struct shca_conn *c)
 	if (!hold_here &&
 	    now - __atomic_load_n(&last_empty, __ATOMIC_RELAXED) > ack_hold_ns)
 		return false;
+	/* a second batch before the reply: a stream, not a ping-pong; its
+	 * sender waits for these ACKs (its window, SOFTHCA_NET_DEFER) */
+	if (c->acks_held)
+		return false;
 	for (k = c->head; k; k = k->next)
 		if (!k->ack || k->off)
 			return false;
-	if (c->acks_held)
-		return true;
 	c->acks_held = true;
 	c->held_at = now;
 	__atomic_add_fetch(&n_held, 1, __ATOMIC_RELAXED);
