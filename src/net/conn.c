@@ -1838,6 +1838,10 @@ static uint64_t acks_out(uint64_t before)
 
 void shca_net_acks_out(bool asleep)
 {
+	/* a forked child before its own start: the connections (and
+	 * sockets) are the parent's */
+	if (started_pid != shca_getpid())
+		return;
 	if (asleep) {
 		__atomic_store_n(&last_empty, 0, __ATOMIC_RELAXED);
 	} else if (!shca_in_engine() &&
