@@ -1763,8 +1763,8 @@ static int hs_frame(struct shca_conn **cp, enum shca_hs_type t,
  * than the hold (README).
  */
 static __thread bool hold_here;		/* in shca_net_poll_idle's batch */
-/* the last empty poll (atomic; a line of its own: every empty poll
- * writes it) */
+/* the last empty poll (atomic; starts a cache line, away from the
+ * globals before it: every empty poll writes it) */
 static uint64_t last_empty __attribute__((aligned(64)));
 static struct shca_timer hold_timer;
 
