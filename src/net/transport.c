@@ -1300,6 +1300,12 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 	}
 	if (progress) {
 		qp->head_retries = 0;
+		/* the WQE an RNR NAK made us wait for is done: a later copy
+		 * of it (a duplicate, a retransmission) found a receive, and
+		 * its ACK came before the RNR timer; the wait ends with it,
+		 * or nothing more would be sent until a timer that the ACK
+		 * timer replaces below */
+		qp->net.rnr_wait = false;
 		shca_sq_first(qp, &head, &tail);
 		if (qp->net.send_idx - head > tail - head) {
 			qp->net.send_idx = head;

@@ -420,3 +420,80 @@ TEST(out_of_sequence_one_nak)
 	ASSERT_EQ(qp_stat(SHCA_STAT_SEND_SEQ_ERR) - nak0, 1);
 	ASSERT_EQ(qp_stat(SHCA_STAT_DUPLICATE_REQUEST) - dup0, 1);
 }
+
+/* ------------------------------------------------------------------ */
+/* The requester: an RNR NAK, then the ACK of the same request         */
+
+#define OP_WRITE_FIRST	0x06
+#define SYN_RNR_655MS	0x20	/* RNR NAK, timer field 0: 655.36 ms */
+#define SQ_PSN(k)	((FUZZ_NET_SQ_PSN + (k)) & 0xffffff)
+
+/* The RC QP's requests (fuzz.h): the SEND at SQ_PSN(0), then the WRITE's
+ * first packet at SQ_PSN(1) */
+static struct {
+	unsigned int writes;		/* WRITE FIRST frames at SQ_PSN(1) */
+	unsigned int before_nak;	/* of them, by the end of record 1 */
+} req;
+
+static void on_sent_req(const uint8_t *p, size_t len, void *arg)
+{
+	(void)arg;
+	ASSERT(len >= BTH);
+	if (p[0] == OP_WRITE_FIRST && get_be(p + 9, 3) == SQ_PSN(1))
+		req.writes++;
+}
+
+static void ack_of(struct input *in, uint32_t psn, uint8_t syndrome)
+{
+	uint8_t *e = record(in, OP_ACK, psn, AETH);
+
+	e[0] = syndrome;
+}
+
+static void rnr_step(unsigned int rec)
+{
+	if (rec == 1) {
+		fuzz_net_rx_drain();
+		req.before_nak = req.writes;
+	}
+}
+
+/*
+ * A requester that got an RNR NAK for its SEND waits the RNR timer
+ * before it sends it again.  A copy of the SEND that was already on its
+ * way (a duplicate on the wire, a retransmission) can find a receive
+ * posted meanwhile: its ACK then comes before the timer, and completes
+ * the SEND.  The wait ends with it: here a PSN sequence NAK for the
+ * WRITE after it is answered at once, by the WRITE sent again from its
+ * first packet.  A requester still "waiting" sends nothing more until a
+ * timer (the ACK timer, 2.4 hours here, took the RNR timer's place): a
+ * ping-pong under duplicated packets stopped so (held ACKs, s24).
+ */
+TEST(ack_after_rnr_nak_ends_the_wait)
+{
+	struct fuzz_net_rx_hooks h = { on_sent_req, on_after, NULL };
+	struct input in = { .len = 0 };
+	uint64_t rnr0, seq0;
+	int i;
+
+	start(rnr_step);
+	fuzz_net_rx_drain();	/* an earlier input's requests */
+	fuzz_net_rx_set_hooks(&h);
+	memset(&req, 0, sizeof(req));
+	ack_of(&in, SQ_PSN(0), SYN_RNR_655MS);	/* the SEND: no receive */
+	ack_of(&in, SQ_PSN(0), SYN_ACK);	/* a later copy found one */
+	ack_of(&in, SQ_PSN(1), SYN_NAK_SEQ);	/* the WRITE: again */
+	rnr0 = qp_stat(SHCA_STAT_RCVD_RNR_ERR);
+	seq0 = qp_stat(SHCA_STAT_RCVD_SEQ_ERR);
+	LLVMFuzzerTestOneInput(in.b, in.len);
+	for (i = 0; i < 10000 && req.writes == req.before_nak; i++) {
+		fuzz_net_rx_drain();
+		if (req.writes == req.before_nak)
+			usleep(1000);
+	}
+	ASSERT_EQ(qp_stat(SHCA_STAT_RCVD_RNR_ERR) - rnr0, 1);
+	ASSERT_EQ(qp_stat(SHCA_STAT_RCVD_SEQ_ERR) - seq0, 1);
+	/* the original, before the NAK; and once more after it */
+	ASSERT_GT(req.before_nak, 0);
+	ASSERT_EQ(req.writes, req.before_nak + 1);
+}
