@@ -175,8 +175,7 @@ static uint32_t defer_max = DEFAULT_DEFER;
 /* SOFTHCA_NET_ACK_HOLD_US: how long at most an ACK made while an
  * application thread polls waits for a packet to go with (acks_hold; 0:
  * never held) */
-#define DEFAULT_ACK_HOLD_US	0	/* off: a ping-pong under loss
-					 * stalled with it (open, README) */
+#define DEFAULT_ACK_HOLD_US	500
 #define MAX_ACK_HOLD_US		100000
 static uint64_t ack_hold_ns = DEFAULT_ACK_HOLD_US * 1000ull;
 static uint64_t hello_ns = DEFAULT_HELLO_MS * 1000000ull;

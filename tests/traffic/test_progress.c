@@ -701,13 +701,14 @@ TEST(completion_gives_sockets_back)
 /* ------------------------------------------------------------------ */
 /* Held ACKs (conn.c acks_hold)                                        */
 
-/* A ping-pong's ACKs wait for the replies, in both processes. */
+/* A ping-pong's ACKs wait for the replies, in both processes: by
+ * default. */
 TEST(acks_ride_with_replies)
 {
 	uint64_t mine, theirs;
 
 	unsetenv("SOFTHCA_POLL_PROGRESS");
-	setenv("SOFTHCA_NET_ACK_HOLD_US", "500", 1);
+	unsetenv("SOFTHCA_NET_ACK_HOLD_US");
 	pingpong_rounds(WANT_HELD, &mine, &theirs);
 	ASSERT_GT(held_mine, 0);
 	ASSERT_GT(held_theirs, 0);
