@@ -157,9 +157,18 @@ static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shca_conn *conns;
 static shca_net_rx_fn rx_fn;
 static bool net_used;			/* a connection or datagram was seen */
-static pid_t started_pid;
+static pid_t started_pid;		/* shca_net_start's, written last */
 static int mcast_fd = -1;		/* bound to SHCA_NET_MCAST_PORT */
 static int mcast_send4 = -1, mcast_send6 = -1;
+
+/* Was the net path started in this process (not a forked parent's)?
+ * Any thread: true makes what shca_net_start set up visible to it (a
+ * completion channel's waiter races the first modify to RTR). */
+static bool started_here(void)
+{
+	return __atomic_load_n(&started_pid, __ATOMIC_ACQUIRE) ==
+	       shca_getpid();
+}
 
 /* Flood limits, read at start (docs/security.md) */
 #define DEFAULT_MAX_CONNS	4096	/* accepted sockets open at once */
@@ -1288,7 +1297,7 @@ __attribute__((destructor)) static void conn_exit_flush(void)
 	struct exit_clock e = { now + EXIT_IDLE_NS, now + EXIT_MAX_NS, 0 };
 	struct shca_conn *c;
 
-	if (!started_pid || started_pid != shca_getpid())
+	if (!started_here())
 		return;
 	while (!shca_in_engine() && any_opening(&mark) && exit_more(&e, mark))
 		poll(NULL, 0, 1);
@@ -1840,7 +1849,7 @@ void shca_net_acks_out(bool asleep)
 {
 	/* a forked child before its own start: the connections (and
 	 * sockets) are the parent's */
-	if (started_pid != shca_getpid())
+	if (!started_here())
 		return;
 	if (asleep) {
 		__atomic_store_n(&last_empty, 0, __ATOMIC_RELAXED);
@@ -2407,7 +2416,7 @@ static void want_pktinfo(int fd)
 bool shca_net_active(void)
 {
 	return __atomic_load_n(&net_used, __ATOMIC_RELAXED) &&
-	       started_pid == shca_getpid();
+	       started_here();
 }
 
 void shca_net_poll_idle(void)
@@ -2441,7 +2450,7 @@ int shca_net_start(shca_net_rx_fn fn)
 	int ret = 0;
 
 	pthread_mutex_lock(&start_lock);
-	if (started_pid == shca_getpid())
+	if (started_here())
 		goto out;
 	s = shca_slot_get();
 	if (!s) {
@@ -2490,8 +2499,9 @@ int shca_net_start(shca_net_rx_fn fn)
 	 * in accept4 */
 	shca_net_listen_start(listener_event);
 	ret = shca_engine_watch(s->udp_fd, udp_event, NULL);
-	if (!ret)
-		started_pid = shca_getpid();
+	if (!ret)	/* what was set up above, for started_here */
+		__atomic_store_n(&started_pid, shca_getpid(),
+				 __ATOMIC_RELEASE);
 out:
 	pthread_mutex_unlock(&start_lock);
 	return ret;
