@@ -2432,7 +2432,7 @@ void shca_net_poll_idle(void)
 	 * to spin on its memory (ib_write_lat pinned: 1-2% of round trips
 	 * took 2-4 ms when only an empty poll yielded; yielding every few
 	 * microseconds only measured worse for ib_send_lat) */
-	if (ack_hold_ns) {	/* held ACKs on (off by default) */
+	if (ack_hold_ns) {	/* held ACKs on (the default) */
 		acks_out(UINT64_MAX);
 		__atomic_store_n(&last_empty, shca_now_ns(),
 				 __ATOMIC_RELAXED);
