@@ -635,10 +635,24 @@ void shca_engine_streak_end(void)
 /*
  * SOFTHCA_POLL_QUIET=N: a polling thread keeps the engine asleep (see
  * outer), and the check that takes the sockets back from a poller that
- * stopped comes every N ms (1 .. QUIET_MAX_MS); 0 or unset: off, the
- * default (README: it makes WRITE latency worse).  Read once.
+ * stopped comes every N ms (1 .. QUIET_MAX_MS); 0: off.  Unset: on
+ * (QUIET_AUTO_MS) where the thread that starts the engine may run on one
+ * CPU only (taskset, an MPI rank bound to a core), off elsewhere.  With
+ * one CPU the engine thread woken for a message takes it from the very
+ * poller that reads the message anyway; with a CPU to spare the wake
+ * costs little and the streaks' epoll_ctl calls cost more (README: the
+ * unpinned READ).  Read once, at the engine's start.
  */
 #define QUIET_MAX_MS	60000u
+#define QUIET_AUTO_MS	1u
+
+static bool one_cpu(void)
+{
+	cpu_set_t set;
+
+	return !sched_getaffinity(0, sizeof(set), &set) &&
+	       CPU_COUNT(&set) == 1;
+}
 
 static bool poll_quiet_env(void)
 {
@@ -648,7 +662,9 @@ static bool poll_quiet_env(void)
 		const char *s = getenv("SOFTHCA_POLL_QUIET");
 		unsigned int ms;
 
-		if (shca_env_uint(s, QUIET_MAX_MS, &ms)) {
+		if (!s || !*s) {
+			ms = one_cpu() ? QUIET_AUTO_MS : 0;
+		} else if (shca_env_uint(s, QUIET_MAX_MS, &ms)) {
 			shca_warn("SOFTHCA_POLL_QUIET=%s: expected 0 (off) or "
 				  "a check period in ms (1 .. %u), off", s,
 				  QUIET_MAX_MS);

@@ -19,7 +19,9 @@
  *    counter moves) and gets every event;
  *  - with SOFTHCA_POLL_QUIET=1, while a thread polls, the engine thread
  *    leaves the sockets to it (engine_quiet moves in the ping-pong;
- *    stays 0 without the setting and with SOFTHCA_POLL_PROGRESS=0); a
+ *    without the setting too in processes pinned to one CPU; stays 0
+ *    without it on more CPUs, with it 0, and with
+ *    SOFTHCA_POLL_PROGRESS=0); a
  *    poller that stops without a completion has what comes next placed
  *    all the same (the engine takes the sockets back: engine_takeovers);
  *    a poll that returns a completion gives them back at once (what
@@ -34,6 +36,7 @@
  * The counters are read with `softhca stat`, from outside the process.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +119,12 @@ static void pingpong(struct ep *e, bool first, uint32_t base)
  */
 #define MAX_ROUNDS 25
 
+/* Where pp_child pins itself before it opens its device (-1: it stays
+ * where the parent was; pin_one_cpu) */
+static int child_cpu = -1;
+
+static void pin_to(int cpu);
+
 /* The child: a round, then its app_progress, engine_quiet and
  * net_acks_held over fd, until told 'x'. */
 static void pp_child(int fd, void *arg)
@@ -127,6 +136,8 @@ static void pp_child(int fd, void *arg)
 	char c;
 
 	(void)arg;
+	if (child_cpu >= 0)
+		pin_to(child_cpu);
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_open_remote(&b, &o, fd);
 	for (r = 0;; r++) {
@@ -239,14 +250,84 @@ TEST(quiet_pingpong)
 	ASSERT_GT(quiet_theirs, 0);
 }
 
-/* Off by default: the engine thread is woken as before. */
-TEST(quiet_off_by_default)
+/* The CPUs this process may run on. */
+static int my_cpus(cpu_set_t *set)
+{
+	ASSERT_EQ(sched_getaffinity(0, sizeof(*set), set), 0);
+	return CPU_COUNT(set);
+}
+
+/* This thread on CPU cpu alone, as taskset -c does. */
+static void pin_to(int cpu)
+{
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+}
+
+/* This process (and the peer it forks next) on one CPU: the first it
+ * may run on.  The peer then moves to the next one (child_cpu), as a
+ * pinned server and client sit on two cores, if there is one: two
+ * ping-pong processes on one CPU hand it to each other at every
+ * sched_yield of an empty poll, and the one that answers first seldom
+ * polls five times in a row (engine_quiet 0 in 10,000 round trips). */
+static void pin_one_cpu(void)
+{
+	cpu_set_t set;
+	int cpu, next;
+
+	my_cpus(&set);
+	for (cpu = 0; !CPU_ISSET(cpu, &set); cpu++)
+		;
+	for (next = cpu + 1; next < CPU_SETSIZE && !CPU_ISSET(next, &set);
+	     next++)
+		;
+	child_cpu = next < CPU_SETSIZE ? next : -1;
+	pin_to(cpu);
+}
+
+/* Unset, on more than one CPU: off, the engine thread is woken as
+ * before. */
+TEST(quiet_off_by_default_unpinned)
+{
+	uint64_t mine, theirs;
+	cpu_set_t set;
+
+	if (my_cpus(&set) < 2)
+		SKIP("this process may run on one CPU only: the setting's "
+		     "default is on there (quiet_on_by_default_pinned)");
+	unsetenv("SOFTHCA_POLL_PROGRESS");
+	unsetenv("SOFTHCA_POLL_QUIET");
+	pingpong_case(false, &mine, &theirs);
+	ASSERT_U64_EQ(quiet_mine, 0);
+	ASSERT_U64_EQ(quiet_theirs, 0);
+}
+
+/* Unset, in processes that may run on one CPU only: on. */
+TEST(quiet_on_by_default_pinned)
 {
 	uint64_t mine, theirs;
 
 	unsetenv("SOFTHCA_POLL_PROGRESS");
 	unsetenv("SOFTHCA_POLL_QUIET");
+	pin_one_cpu();
+	pingpong_rounds(WANT_QUIET, &mine, &theirs);
+	ASSERT_GT(quiet_mine, 0);
+	ASSERT_GT(quiet_theirs, 0);
+}
+
+/* 0 is off, pinned or not. */
+TEST(quiet_zero_is_off_pinned)
+{
+	uint64_t mine, theirs;
+
+	unsetenv("SOFTHCA_POLL_PROGRESS");
+	setenv("SOFTHCA_POLL_QUIET", "0", 1);
+	pin_one_cpu();
 	pingpong_case(false, &mine, &theirs);
+	unsetenv("SOFTHCA_POLL_QUIET");
 	ASSERT_U64_EQ(quiet_mine, 0);
 	ASSERT_U64_EQ(quiet_theirs, 0);
 }
