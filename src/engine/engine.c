@@ -391,15 +391,21 @@ static void spin_read(void)
  * forced there).  Asked again at most every 100 ms (taskset -p may
  * change it), not for every batch.  Engine thread only.
  */
+/* The CPUs this thread may run on (0: the kernel did not say). */
+static int cpus_here(void)
+{
+	cpu_set_t set;
+
+	return sched_getaffinity(0, sizeof(set), &set) ? 0 : CPU_COUNT(&set);
+}
+
 static bool spin_here(uint64_t now)
 {
 	static uint64_t asked_at;
 	static bool many;
-	cpu_set_t set;
 
 	if (!asked_at || now - asked_at >= 100000000ull) {
-		many = !sched_getaffinity(0, sizeof(set), &set) &&
-		       CPU_COUNT(&set) > 1;
+		many = cpus_here() > 1;
 		asked_at = now;
 	}
 	return many;
@@ -646,14 +652,6 @@ void shca_engine_streak_end(void)
 #define QUIET_MAX_MS	60000u
 #define QUIET_AUTO_MS	1u
 
-static bool one_cpu(void)
-{
-	cpu_set_t set;
-
-	return !sched_getaffinity(0, sizeof(set), &set) &&
-	       CPU_COUNT(&set) == 1;
-}
-
 static bool poll_quiet_env(void)
 {
 	static int on = -1;
@@ -663,7 +661,7 @@ static bool poll_quiet_env(void)
 		unsigned int ms;
 
 		if (!s || !*s) {
-			ms = one_cpu() ? QUIET_AUTO_MS : 0;
+			ms = cpus_here() == 1 ? QUIET_AUTO_MS : 0;
 		} else if (shca_env_uint(s, QUIET_MAX_MS, &ms)) {
 			shca_warn("SOFTHCA_POLL_QUIET=%s: expected 0 (off) or "
 				  "a check period in ms (1 .. %u), off", s,
