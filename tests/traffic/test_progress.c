@@ -830,6 +830,18 @@ TEST(held_acks_under_faults)
 
 #define LATE_ROUNDS 8
 #define NEVER_AGAIN 31		/* ACK timeout 4.096 us << 31: 2.4 hours */
+/*
+ * An ACK is held only if its batch comes within the hold of the child's
+ * last empty poll.  On a loaded machine (a sanitizer build beside another
+ * test on two CPUs) the child's engine thread often took the message
+ * before the child's polling thread ran again after its signal: its
+ * first poll found the completion, its last empty poll was the previous
+ * round's, no ACK was held and the timer had nothing to write (CI; 2
+ * runs in 8 beside two CPU hogs).  So the child polls its empty CQ
+ * before it signals, and the hold is long enough for the signal, the
+ * parent's post and the engine's batch to fit in it under load.
+ */
+#define LATE_HOLD_US "50000"
 
 /*
  * The child receives message r, spinning on its CQ (its ACK waits for a
@@ -839,6 +851,7 @@ TEST(held_acks_under_faults)
  */
 static void late_child(int fd, void *arg)
 {
+	struct ibv_wc wc;
 	struct ep_opts o;
 	struct ep b;
 	uint64_t n[2];
@@ -850,6 +863,7 @@ static void late_child(int fd, void *arg)
 	ep_open_remote(&b, &o, fd);
 	for (r = 0; r < LATE_ROUNDS; r++) {
 		ASSERT_EQ(ep_post_recv(&b, r, 4096, MSG), 0);
+		ASSERT_EQ(ibv_poll_cq(b.rcq, 1, &wc), 0);
 		duo_signal(fd, 's');
 		pp_recv(&b, r);
 		duo_expect(fd, 'c');
@@ -877,7 +891,7 @@ TEST(held_ack_goes_when_poller_stops)
 	uint32_t r;
 
 	unsetenv("SOFTHCA_POLL_PROGRESS");
-	setenv("SOFTHCA_NET_ACK_HOLD_US", "500", 1);
+	setenv("SOFTHCA_NET_ACK_HOLD_US", LATE_HOLD_US, 1);
 	net_on();
 	duo_fork(&d, late_child, NULL);
 	ep_default_opts(&o, IBV_QPT_RC);
