@@ -62,6 +62,7 @@ struct chunk {
 	uint32_t qpn;			/* whose payload it references (0: none) */
 	uint32_t psn;			/* ... the packet's PSN (qpn set) */
 	bool defer;			/* SHCA_NET_DEFER */
+	uint8_t cls;			/* 0, or 1 + its pool class */
 	bool ack;			/* a plain ACK (SHCA_NET_ACK) ... */
 	uint32_t ack_qpn;		/* ... of this QP */
 	size_t len, off;		/* bytes in all, bytes written */
@@ -433,9 +434,78 @@ static void fill_local(struct shca_conn *c)
 /* ------------------------------------------------------------------ */
 /* Sending                                                             */
 
+/*
+ * Chunks that hold a copy of a whole packet come and go by the hundred: a
+ * READ's responses, RD_QUEUED bytes per connection (net/transport.c), in
+ * MTU-sized copies.  From malloc, every burst freed at once let glibc
+ * give the top of its heap back, and the next burst faulted it in again:
+ * page faults and page zeroing took about a quarter of a READ
+ * responder's CPU (perf, 64 KiB ib_read_bw between two namespaces, path
+ * MTU 1024).  So such chunks come in POOL_CLASSES sizes, for payloads up
+ * to 256 << i bytes, and up to POOL_BYTES of each size wait for reuse.
+ * pool_lock: pools.
+ */
+#define POOL_CLASSES	5		/* payloads up to 256 ... 4096 */
+#define POOL_MIN	128		/* smaller payloads: malloc's */
+#define POOL_BYTES	(2u << 20)	/* kept, per class */
+#define HDR_ROOM	(MAX_PKT - SHCA_WIRE_MAX_PMTU)	/* headers, pad */
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	struct chunk *head;
+	size_t bytes;
+} pools[POOL_CLASSES];
+
+/* The bytes of a chunk of class i: one iovec and its end mark, the frame
+ * header, IB headers and pad, the payload. */
+static size_t class_size(unsigned int i)
+{
+	return sizeof(struct chunk) + 2 * sizeof(struct iovec) + FRAME_HDR +
+	       HDR_ROOM + ((size_t)256 << i) + 8;
+}
+
+/* The class of a copied payload of plen bytes, size bytes in all;
+ * 0: none (malloc's), else 1 + its index. */
+static uint8_t pool_class(size_t plen, size_t size)
+{
+	unsigned int i;
+
+	if (plen < POOL_MIN)
+		return 0;
+	for (i = 0; i < POOL_CLASSES; i++)
+		if (size <= class_size(i))
+			return (uint8_t)(i + 1);
+	return 0;
+}
+
+static struct chunk *pool_alloc(uint8_t cls)
+{
+	struct chunk *k;
+
+	pthread_mutex_lock(&pool_lock);
+	k = pools[cls - 1].head;
+	if (k) {
+		pools[cls - 1].head = k->next;
+		pools[cls - 1].bytes -= class_size(cls - 1u);
+	}
+	pthread_mutex_unlock(&pool_lock);
+	return k ? k : malloc(class_size(cls - 1u));
+}
+
 static void chunk_free(struct chunk *k)
 {
 	free(k->owned);
+	if (k->cls) {
+		size_t sz = class_size(k->cls - 1u);
+
+		pthread_mutex_lock(&pool_lock);
+		if (pools[k->cls - 1].bytes + sz <= POOL_BYTES) {
+			k->next = pools[k->cls - 1].head;
+			pools[k->cls - 1].head = k;
+			pools[k->cls - 1].bytes += sz;
+			k = NULL;
+		}
+		pthread_mutex_unlock(&pool_lock);
+	}
 	free(k);
 }
 
@@ -846,13 +916,17 @@ static struct chunk *chunk_make(const void *hdr, size_t hlen,
 	unsigned int pad = shca_wire_pad(plen);
 	size_t extra = copy ? plen : 0;
 	int niov = copy ? 1 : 1 + npl, i;
+	size_t size = sizeof(struct chunk) +
+		      (size_t)(niov + 1) * sizeof(struct iovec) + FRAME_HDR +
+		      hlen + pad + extra + 8;
+	uint8_t cls = copy ? pool_class(plen, size) : 0;
 	struct chunk *k;
 	unsigned char *p;
 
-	k = malloc(sizeof(*k) + (size_t)(niov + 1) * sizeof(struct iovec) +
-		   FRAME_HDR + hlen + pad + extra + 8);
+	k = cls ? pool_alloc(cls) : malloc(size);
 	if (!k)
 		return NULL;
+	k->cls = cls;
 	k->iov = (struct iovec *)k->hdr;
 	p = (unsigned char *)(k->iov + niov + 1);
 	k->next = NULL;
@@ -2482,6 +2556,9 @@ int shca_net_start(shca_net_rx_fn fn)
 			c->acks_held = false;
 		}
 		n_accepted = 0;
+		/* a parent's thread may have held pool_lock at fork */
+		pthread_mutex_init(&pool_lock, NULL);
+		memset(pools, 0, sizeof(pools));
 		mcast_fd = mcast_send4 = mcast_send6 = -1;
 		shca_net_listen_forget();
 	}
