@@ -92,6 +92,7 @@ static int take_slot(void)
 			continue;
 		}
 		the_slot.port = port;
+		the_slot.base = base;
 		the_slot.tcp_fd = tcp;
 		the_slot.udp_fd = udp;
 		slot_pid = shca_getpid();

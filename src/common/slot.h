@@ -24,6 +24,7 @@
 struct shca_slot {
 	int slot;		/* 0 .. SHCA_NUM_SLOTS - 1 */
 	uint16_t port;		/* base + slot */
+	uint16_t base;		/* SOFTHCA_PORT_BASE when it was taken */
 	int tcp_fd;		/* bound, not listening: the reservation
 				 * (net/listen.c listens per address) */
 	int udp_fd;		/* bound to the same port */

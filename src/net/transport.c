@@ -89,6 +89,19 @@ static int qp_send(struct shca_qp *qp, struct shca_conn *c, const void *hdr,
 	return ret;
 }
 
+/*
+ * The port of the peer slot that QP number qpn lives in: this process's
+ * SOFTHCA_PORT_BASE, as its own slot was taken with it (read once there:
+ * getenv for every packet admitted took 4% of a READ requester's CPU).
+ */
+static uint16_t slot_port(uint32_t qpn)
+{
+	const struct shca_slot *s = shca_slot_get();
+
+	return (uint16_t)((s ? s->base : shca_port_base()) +
+			  shca_qpn_slot(qpn));
+}
+
 /* RC's rules: RC, and XRC's two halves (IBA 9.8: XRC is RC). */
 static bool rc_like(const struct shca_qp *qp)
 {
@@ -224,8 +237,7 @@ int shca_net_qp_rtr(struct shca_qp *qp, const union ibv_gid *dgid,
 		return 0;
 	qp->net.conn = shca_net_conn_get(
 		sgid.raw, dgid->raw,
-		(uint16_t)(shca_port_base() +
-			   shca_qpn_slot(qp->attr.dest_qp_num)),
+		slot_port(qp->attr.dest_qp_num),
 		to_sctx(qp->ibqp.context)->dev->ifindex);
 	if (!qp->net.conn)
 		return -ENOMEM;
@@ -1363,8 +1375,7 @@ static void ud_send(struct shca_qp *qp, const struct shca_send_wqe *w,
 	if (hlen < 0 || x->nlocal > SHCA_MAX_NET_IOV)
 		return;
 	if (!shca_net_sendto(ah->attr.grh.dgid.raw,
-			     (uint16_t)(shca_port_base() +
-					shca_qpn_slot(x->dest_qpn)),
+			     slot_port(x->dest_qpn),
 			     ctx->dev->ifindex, hdr, (size_t)hlen, x->local,
 			     x->nlocal))
 		count_pkts(qp, true, 1, (uint64_t)hlen + x->length);
@@ -2157,8 +2168,7 @@ static bool admitted(struct shca_conn *c, struct shca_qp *qp)
 	       /* a link-local address names a host on one link only */
 	       (!(dgid[0] == 0xfe && (dgid[1] & 0xc0) == 0x80) ||
 		scope == to_sctx(qp->ibqp.context)->dev->ifindex) &&
-	       port == (uint16_t)(shca_port_base() +
-				  shca_qpn_slot(qp->attr.dest_qp_num));
+	       port == slot_port(qp->attr.dest_qp_num);
 }
 
 /*
