@@ -216,6 +216,28 @@ static void assert_tool_shows(pid_t pid, const char *name,
 	free(out);
 }
 
+/* Every counter of pid, as `softhca stat` shows them (a failure's
+ * evidence: what keeps an engine awake). */
+static void show_tool(pid_t pid)
+{
+	char cmd[512], want[64], *out = NULL, *line, *end;
+
+	snprintf(cmd, sizeof(cmd), "%s stat --pid %d --all 2>/dev/null",
+		 SOFTHCA_TOOL, (int)pid);
+	if (harness_run(cmd, &out) || !out)
+		return;
+	snprintf(want, sizeof(want), "pid %d slot ", (int)pid);
+	line = strstr(out, want);
+	if (line) {
+		end = strchr(line, '\n');
+		if (end)
+			*end = 0;
+		printf("  victim: %s\n", line);
+		fflush(stdout);
+	}
+	free(out);
+}
+
 static void show(const char *when, const struct snap *s)
 {
 	printf("  %s: engine_wakeups %llu net_accept_backoffs %llu "
@@ -450,6 +472,12 @@ static void flooder(int fd, void *arg)
 	show("idle", &s2);
 	printf("  engine wake-ups in the last second: %llu\n",
 	       s2.wakeups - s1.wakeups);
+	if (s2.wakeups - s1.wakeups >= 20) {
+		/* what woke it: the counters that moved in a second */
+		show_tool(t.pid);
+		pause_ms(1000);
+		show_tool(t.pid);
+	}
 	ASSERT_LT(s2.wakeups - s1.wakeups, 20);
 	/* and what happened shows in `softhca stat` */
 	assert_tool_shows(t.pid, "net_conns_refused", 1);
