@@ -102,6 +102,9 @@ enum shca_stat {
 					 * (SOFTHCA_NET_ACK_HOLD_US, conn.c) */
 	SHCA_STAT_NET_ACKS_LATE,	/* ... that waited in vain: the timer
 					 * wrote them */
+	SHCA_STAT_NET_PLACED_PKTS,	/* packets received straight into
+					 * their place: a WRITE's and a READ
+					 * response's middles (conn.c) */
 	SHCA_STAT_MAX
 };
 

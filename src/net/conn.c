@@ -2127,6 +2127,9 @@ static int read_placed(struct shca_conn *c)
 	SHCA_DMA_END();
 	if (n < 0 && errno == EAGAIN) {
 		ret = 0;		/* the buffered bytes are still there */
+		/* nothing came yet: what comes next is still expected (else
+		 * the next read takes RBUF_SIZE the usual way, copied) */
+		c->expect = true;
 		goto done;
 	}
 	if (n <= 0) {
@@ -2146,6 +2149,7 @@ static int read_placed(struct shca_conn *c)
 		good++;
 	if (good) {
 		c->placing = true;
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_PLACED_PKTS, good);
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_RCVD_PKTS, good);
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_RCVD_BYTES,
 			      (uint64_t)good * (SHCA_BTH_LEN + p.mtu));
@@ -2204,6 +2208,8 @@ static void conn_read(struct shca_conn *c)
 				}
 				continue;
 			}
+			if (c->expect)
+				return;	/* EAGAIN: still expected */
 		}
 		want = c->placing ? MIN(RBUF_SIZE - c->rlen, PLACE_GAP) :
 				    RBUF_SIZE - c->rlen;

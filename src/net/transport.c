@@ -1307,6 +1307,12 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 			if (last)
 				complete_head(qp, w, IBV_WC_SUCCESS,
 					      (uint32_t)wqe_len(qp, w));
+			else if (!w->gen &&
+				 w->npsn - 1 - w->nrecv >= PLACE_MIN)
+				/* the middles that follow, straight into
+				 * the buffer (read_place) */
+				shca_net_expect(qp->net.conn,
+						qp->ibqp.qp_num);
 			progress = true;
 		}
 	}
@@ -2181,6 +2187,76 @@ static bool admitted(struct shca_conn *c, struct shca_qp *qp)
 static __thread struct shca_lane place_lane;
 
 /*
+ * A READ's responses placed (read_place): the requester's own buffers, so
+ * the lanes of the WQE's L_Keys, and the QP's exec_lock from place_where
+ * to place_done: a flush (ibv_modify_qp to the error state) waits for the
+ * bytes under way, and no byte lands in a buffer after its WQE completed.
+ */
+static __thread struct shca_qp *rd_place_qp;
+static __thread struct shca_lane rd_place_lanes[SHCA_MAX_SGE];
+static __thread int rd_place_nl;
+
+/*
+ * Where the next middle responses of the READ at the head of qp's send
+ * queue go, for conn.c to receive them there (exec_lock held; true: p is
+ * filled, the lanes are held, and exec_lock stays held until place_done).
+ * The same checks as a response's (completer, place_read): the QP's
+ * state, the head WQE and its PSN, its L_Keys; the range within one
+ * scatter entry.
+ */
+static bool read_place(struct shca_conn *c, struct shca_qp *qp,
+		       struct shca_net_place *p)
+{
+	struct iovec iov[MAX_IOV], dst[MAX_IOV];
+	unsigned char hdr[HDR_MAX];
+	struct shca_wire_msg m;
+	struct shca_send_wqe *w;
+	uint32_t head, tail, mtu = path_mtu(qp), n;
+	int niov;
+
+	w = shca_sq_first(qp, &head, &tail);
+	if (!w || head == qp->net.assigned || c != qp->net.conn ||
+	    !qp->net.on || (qp->attr.qp_state != IBV_QPS_RTS &&
+			    qp->attr.qp_state != IBV_QPS_SQD) ||
+	    w->wr.opcode != IBV_WR_RDMA_READ || w->gen || !w->nrecv ||
+	    w->nrecv + 1 >= w->npsn || !shca_keyguard_admit_conn(c))
+		return false;
+	n = w->npsn - 1 - w->nrecv;		/* the middles left */
+	if (n < PLACE_MIN)
+		return false;
+	if (!local_hold(w->sge, MIN(w->wr.num_sge, SHCA_MAX_SGE),
+			rd_place_lanes, &rd_place_nl))
+		return false;
+	if (shca_stages.wqe_local_iov(qp, w, true, iov, &niov) !=
+		    IBV_WC_SUCCESS ||
+	    slice(iov, niov, (uint64_t)w->nrecv * mtu, (uint64_t)n * mtu, dst,
+		  MAX_IOV) < 1)
+		goto no;
+	/* the frames that fit in the first scatter entry */
+	n = MIN(n, (uint32_t)(dst[0].iov_len / mtu));
+	if (n < 2)
+		goto no;
+	/* the BTH of the next response as a softhca responder builds it
+	 * (rd_pump) */
+	memset(&m, 0, sizeof(m));
+	m.opcode = qp_opcode(qp, SHCA_OP_RC_RDMA_READ_RESPONSE_MIDDLE);
+	m.pkey = SHCA_DEFAULT_PKEY;
+	m.dqpn = qp->ibqp.qp_num;
+	m.psn = shca_psn_add(w->psn, w->nrecv);
+	if (shca_wire_build_hdr(hdr, sizeof(hdr), &m) != SHCA_BTH_LEN)
+		goto no;
+	memcpy(&p->bth, hdr, SHCA_BTH_LEN);
+	p->dst = dst[0].iov_base;
+	p->mtu = mtu;
+	p->count = n;
+	rd_place_qp = qp;
+	return true;
+no:
+	local_unhold(rd_place_lanes, rd_place_nl);
+	return false;
+}
+
+/*
  * Where the next middle packets of qpn's WRITE in progress go, for conn.c
  * to receive them there (net.h).  Everything a packet would be checked for
  * is checked again here: state, PSN, R_Key, access and bounds; the range
@@ -2198,9 +2274,12 @@ static void place_where(struct shca_conn *c, uint32_t qpn,
 	uint64_t va;
 
 	place_lane.lane = NULL;
+	rd_place_qp = NULL;
 	if (!qp || !self)
 		return;
 	pthread_mutex_lock(&qp->exec_lock);
+	if (read_place(c, qp, p))
+		return;		/* exec_lock held until place_done */
 	mtu = path_mtu(qp);
 	n = write_middles_left(qp);
 	if (!admitted(c, qp))
@@ -2236,12 +2315,50 @@ out:
 
 /* conn.c placed n middle packets of qpn's WRITE from psn on (n 0: none,
  * and place_where's answer is let go all the same). */
+/* conn.c placed n middle responses of the READ at the head of qp's send
+ * queue, from psn on (read_place; exec_lock held, let go here). */
+static void read_placed(struct shca_conn *c, struct shca_qp *qp,
+			uint32_t psn, uint32_t n)
+{
+	struct shca_send_wqe *w;
+	uint32_t head, tail;
+
+	local_unhold(rd_place_lanes, rd_place_nl);
+	rd_place_qp = NULL;
+	if (!n)
+		goto out;
+	count_pkts(qp, false, n, (uint64_t)n * (SHCA_BTH_LEN + path_mtu(qp)));
+	w = shca_sq_first(qp, &head, &tail);
+	/* nothing moved meanwhile (exec_lock was held): the checks of
+	 * read_place stand; the frames matched their PSNs */
+	if (!w || w->wr.opcode != IBV_WR_RDMA_READ ||
+	    shca_psn_add(w->psn, w->nrecv) != psn ||
+	    w->nrecv + n + 1 > w->npsn) {
+		count(qp, SHCA_STAT_DROPPED_PKTS);
+		goto out;
+	}
+	/* as the completer does for each response placed */
+	w->nrecv += n;
+	qp->net.rd_gap = false;
+	qp->head_retries = 0;
+	qp->net.rnr_wait = false;
+	arm_ack_timer(qp);
+	if (w->npsn - 1 - w->nrecv >= PLACE_MIN)
+		shca_net_expect(c, qp->ibqp.qp_num);
+out:
+	pthread_mutex_unlock(&qp->exec_lock);
+}
+
 static void place_done(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 		       uint32_t n)
 {
 	struct shca_qp *qp;
 	uint32_t mtu;
 
+	if (rd_place_qp) {
+		read_placed(c, rd_place_qp, psn, n);
+		return;
+	}
 	/* conn.c is done with the memory: a deregistration may go on (the
 	 * lane let go before exec_lock: a LOCAL_INV that holds it may be
 	 * waiting for this very lane) */

@@ -402,6 +402,126 @@ TEST(read_placement_lands_before_local_dereg_returns)
 	munmap(map, 3 * len);
 }
 
+/* ibv_modify_qp to the error state in a thread of its own. */
+struct to_err {
+	pthread_t t;
+	struct ibv_qp *qp;
+	int ret;
+	bool done;
+};
+
+static void *to_err_main(void *arg)
+{
+	struct to_err *e = arg;
+	struct ibv_qp_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_ERR;
+	e->ret = ibv_modify_qp(e->qp, &attr, IBV_QP_STATE);
+	__atomic_store_n(&e->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * The same READ, its placement stopped at the missing page, and the
+ * requester's QP moved to the error state from another thread: the flush
+ * must not overtake the bytes under way (the placement holds the QP's
+ * lock from its checks to its last byte: net/transport.c read_place), so
+ * once the WQE's completion is seen, success or flushed, nothing lands in
+ * its buffer any more.  Had the modify returned while the receive was
+ * stopped, the completion is taken and the buffer filled before the page
+ * is supplied, and the bytes received after that show.
+ */
+TEST(read_placement_lands_before_flush)
+{
+	uint32_t len = 64u << 10;
+	struct ibv_send_wr wr, *bad;
+	struct to_err e = { 0 };
+	struct ibv_sge sge;
+	struct ep_opts o;
+	uint8_t *map, *mem;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	uint64_t page;
+	struct duo d;
+	struct ep a;
+	bool first;
+	int64_t k;
+	int ufd, i;
+
+	net_env(false);
+	ufd = uffd_open();
+	mem = owner_mem(len, &map);
+	page = (uintptr_t)mem + len / 2;
+	ASSERT_EQ(madvise((void *)(uintptr_t)page, PAGE, MADV_DONTNEED), 0);
+	duo_fork(&d, read_target, &len);
+	ep_default_opts(&o, IBV_QPT_RC);
+	o.buf_size = PAGE;
+	o.timeout = 18;		/* ~1 s: the receive stops for a while */
+	ep_create(&a, &o);
+	mr = ibv_reg_mr(a.pd, mem, len, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT(mr != NULL);
+	ep_exchange(d.fd, &a.self, &a.peer);
+	ep_connect(&a, &o);
+	duo_expect(d.fd, 'u');
+	uffd_watch(ufd, mem, len);
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uintptr_t)mem;
+	sge.length = len;
+	sge.lkey = mr->lkey;
+	wr.wr_id = 7;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = a.peer.addr;
+	wr.wr.rdma.rkey = a.peer.rkey;
+	ASSERT_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	ASSERT_EQ(uffd_fault(ufd), page);
+	e.qp = a.qp;
+	ASSERT_EQ(pthread_create(&e.t, NULL, to_err_main, &e), 0);
+	for (i = 0; i < 200 && !__atomic_load_n(&e.done, __ATOMIC_ACQUIRE);
+	     i++)
+		usleep(1000);
+	first = __atomic_load_n(&e.done, __ATOMIC_ACQUIRE);
+	printf("  the modify %s the receive\n",
+	       first ? "returned before" : "waited for");
+	if (first) {
+		ep_poll(a.scq, &wc, 1);
+		memset(mem, FILL, page - (uintptr_t)mem);
+		memset((void *)(uintptr_t)(page + PAGE), FILL,
+		       (uintptr_t)mem + len - page - PAGE);
+		uffd_supply(ufd, page, FILL);
+	} else {
+		uffd_supply(ufd, page, OLD);
+	}
+	ASSERT_EQ(pthread_join(e.t, NULL), 0);
+	ASSERT_EQ(e.ret, 0);
+	if (!first) {
+		ep_poll(a.scq, &wc, 1);
+		memset(mem, FILL, len);
+	}
+	printf("  the READ ended %s\n", ibv_wc_status_str(wc.status));
+	ASSERT_EQ(wc.wr_id, 7);
+	if (wc.status != IBV_WC_SUCCESS)
+		ASSERT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+	/* whatever was still coming had its chance */
+	usleep(100 * 1000);
+	k = find_not(mem, len, FILL);
+	if (k >= 0)
+		harness_fail(__FILE__, __LINE__, "byte %lld of the READ's "
+			     "buffer is %#x, written after its completion",
+			     (long long)k, mem[k]);
+	ASSERT(!first);
+	ep_net_check();
+	duo_signal(d.fd, 'q');
+	duo_wait(&d);
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ep_destroy(&a);
+	close(ufd);
+	munmap(map, 3 * len);
+}
+
 /*
  * The loop of issue 13 on the net path: a peer WRITEs 256 KiB messages
  * round a 4 MiB MR (placed), the owner deregisters at some point, fills
