@@ -423,18 +423,23 @@ static void *to_err_main(void *arg)
 }
 
 /*
- * The same READ, its placement stopped at the missing page, and the
- * requester's QP moved to the error state from another thread: the flush
- * must not overtake the bytes under way (the placement holds the QP's
- * lock from its checks to its last byte: net/transport.c read_place), so
- * once the WQE's completion is seen, success or flushed, nothing lands in
- * its buffer any more.  Had the modify returned while the receive was
- * stopped, the completion is taken and the buffer filled before the page
- * is supplied, and the bytes received after that show.
+ * A 1 MiB READ, its placement stopped at a missing page past the first
+ * 256 KiB (which one read takes the usual way), and the requester's QP
+ * moved to the error state from another thread: the flush must not
+ * overtake the bytes under way, so once the WQE's completion is seen,
+ * success or flushed, nothing lands in its buffer any more.  Two things
+ * make the modify wait, each enough alone: the placement holds the QP's
+ * lock from its checks to its last byte (net/transport.c read_place), and
+ * a modify to the error state waits for the engine's batch in progress
+ * (qp_modify.c sync_before_error); with both taken out this fails (byte
+ * 786432 written after the flush completion).  Had the modify returned
+ * while the receive was stopped, the completion is taken and the buffer
+ * filled before the page is supplied, and the bytes received after that
+ * show.
  */
 TEST(read_placement_lands_before_flush)
 {
-	uint32_t len = 64u << 10;
+	uint32_t len = 1u << 20;
 	struct ibv_send_wr wr, *bad;
 	struct to_err e = { 0 };
 	struct ibv_sge sge;
@@ -452,7 +457,9 @@ TEST(read_placement_lands_before_flush)
 	net_env(false);
 	ufd = uffd_open();
 	mem = owner_mem(len, &map);
-	page = (uintptr_t)mem + len / 2;
+	/* past the first 256 KiB, which one read takes the usual way
+	 * (copied under the lock anyway): the placement's receive stops */
+	page = (uintptr_t)mem + 3 * (len / 4);
 	ASSERT_EQ(madvise((void *)(uintptr_t)page, PAGE, MADV_DONTNEED), 0);
 	duo_fork(&d, read_target, &len);
 	ep_default_opts(&o, IBV_QPT_RC);
