@@ -2260,7 +2260,8 @@ no:
  * Where the next middle packets of qpn's WRITE in progress go, for conn.c
  * to receive them there (net.h).  Everything a packet would be checked for
  * is checked again here: state, PSN, R_Key, access and bounds; the range
- * is held (place_lane) until place_done.
+ * is held (place_lane) until place_done.  Or, on the connection that qpn's
+ * own requests go on, the middle responses of its READ (read_place).
  */
 static void place_where(struct shca_conn *c, uint32_t qpn,
 			struct shca_net_place *p)
@@ -2313,8 +2314,6 @@ out:
 	pthread_mutex_unlock(&qp->exec_lock);
 }
 
-/* conn.c placed n middle packets of qpn's WRITE from psn on (n 0: none,
- * and place_where's answer is let go all the same). */
 /* conn.c placed n middle responses of the READ at the head of qp's send
  * queue, from psn on (read_place; exec_lock held, let go here). */
 static void read_placed(struct shca_conn *c, struct shca_qp *qp,
@@ -2349,6 +2348,9 @@ out:
 	pthread_mutex_unlock(&qp->exec_lock);
 }
 
+/* conn.c placed n middle packets of qpn's WRITE from psn on (n 0: none,
+ * and place_where's answer is let go all the same), or of a READ's
+ * responses (read_placed). */
 static void place_done(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 		       uint32_t n)
 {
