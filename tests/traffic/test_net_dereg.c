@@ -330,6 +330,47 @@ static void read_target(int fd, void *arg)
 }
 
 /*
+ * A requester whose READ of *len bytes into its own MR over mem (watched
+ * by ufd from here on, the page at page left out) is under way towards
+ * read_target; returns the MR.
+ */
+static struct ibv_mr *read_into_watched(struct ep *a, struct duo *d,
+					uint8_t *mem, uint32_t *len, int ufd,
+					uint64_t page)
+{
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	struct ep_opts o;
+	struct ibv_mr *mr;
+
+	ASSERT_EQ(madvise((void *)(uintptr_t)page, PAGE, MADV_DONTNEED), 0);
+	duo_fork(d, read_target, len);
+	ep_default_opts(&o, IBV_QPT_RC);
+	o.buf_size = PAGE;
+	o.timeout = 18;		/* ~1 s: the copy stops for a while */
+	ep_create(a, &o);
+	mr = ibv_reg_mr(a->pd, mem, *len, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT(mr != NULL);
+	ep_exchange(d->fd, &a->self, &a->peer);
+	ep_connect(a, &o);
+	duo_expect(d->fd, 'u');
+	uffd_watch(ufd, mem, *len);
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uintptr_t)mem;
+	sge.length = *len;
+	sge.lkey = mr->lkey;
+	wr.wr_id = 7;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = a->peer.addr;
+	wr.wr.rdma.rkey = a->peer.rkey;
+	ASSERT_EQ(ibv_post_send(a->qp, &wr, &bad), 0);
+	return mr;
+}
+
+/*
  * The requester's side (transport.c place_read): a 64 KiB READ's
  * responses are placed in the requester's own MR, a page in its middle
  * missing, so the engine's copy of one response stops there.  The
@@ -341,9 +382,6 @@ static void read_target(int fd, void *arg)
 TEST(read_placement_lands_before_local_dereg_returns)
 {
 	uint32_t len = 64u << 10;
-	struct ibv_send_wr wr, *bad;
-	struct ibv_sge sge;
-	struct ep_opts o;
 	uint8_t *map, *mem;
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
@@ -357,30 +395,7 @@ TEST(read_placement_lands_before_local_dereg_returns)
 	ufd = uffd_open();
 	mem = owner_mem(len, &map);
 	page = (uintptr_t)mem + len / 2;
-	ASSERT_EQ(madvise((void *)(uintptr_t)page, PAGE, MADV_DONTNEED), 0);
-	duo_fork(&d, read_target, &len);
-	ep_default_opts(&o, IBV_QPT_RC);
-	o.buf_size = PAGE;
-	o.timeout = 18;		/* ~1 s: the copy stops for a while */
-	ep_create(&a, &o);
-	mr = ibv_reg_mr(a.pd, mem, len, IBV_ACCESS_LOCAL_WRITE);
-	ASSERT(mr != NULL);
-	ep_exchange(d.fd, &a.self, &a.peer);
-	ep_connect(&a, &o);
-	duo_expect(d.fd, 'u');
-	uffd_watch(ufd, mem, len);
-	memset(&wr, 0, sizeof(wr));
-	sge.addr = (uintptr_t)mem;
-	sge.length = len;
-	sge.lkey = mr->lkey;
-	wr.wr_id = 7;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_RDMA_READ;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.rdma.remote_addr = a.peer.addr;
-	wr.wr.rdma.rkey = a.peer.rkey;
-	ASSERT_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	mr = read_into_watched(&a, &d, mem, &len, ufd, page);
 	ASSERT_EQ(uffd_fault(ufd), page);
 	dereg_at_fault(ufd, mr, mem, len, page);
 	ep_poll(a.scq, &wc, 1);
@@ -440,10 +455,7 @@ static void *to_err_main(void *arg)
 TEST(read_placement_lands_before_flush)
 {
 	uint32_t len = 1u << 20;
-	struct ibv_send_wr wr, *bad;
 	struct to_err e = { 0 };
-	struct ibv_sge sge;
-	struct ep_opts o;
 	uint8_t *map, *mem;
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
@@ -460,30 +472,7 @@ TEST(read_placement_lands_before_flush)
 	/* past the first 256 KiB, which one read takes the usual way
 	 * (copied under the lock anyway): the placement's receive stops */
 	page = (uintptr_t)mem + 3 * (len / 4);
-	ASSERT_EQ(madvise((void *)(uintptr_t)page, PAGE, MADV_DONTNEED), 0);
-	duo_fork(&d, read_target, &len);
-	ep_default_opts(&o, IBV_QPT_RC);
-	o.buf_size = PAGE;
-	o.timeout = 18;		/* ~1 s: the receive stops for a while */
-	ep_create(&a, &o);
-	mr = ibv_reg_mr(a.pd, mem, len, IBV_ACCESS_LOCAL_WRITE);
-	ASSERT(mr != NULL);
-	ep_exchange(d.fd, &a.self, &a.peer);
-	ep_connect(&a, &o);
-	duo_expect(d.fd, 'u');
-	uffd_watch(ufd, mem, len);
-	memset(&wr, 0, sizeof(wr));
-	sge.addr = (uintptr_t)mem;
-	sge.length = len;
-	sge.lkey = mr->lkey;
-	wr.wr_id = 7;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_RDMA_READ;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.rdma.remote_addr = a.peer.addr;
-	wr.wr.rdma.rkey = a.peer.rkey;
-	ASSERT_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	mr = read_into_watched(&a, &d, mem, &len, ufd, page);
 	ASSERT_EQ(uffd_fault(ufd), page);
 	e.qp = a.qp;
 	ASSERT_EQ(pthread_create(&e.t, NULL, to_err_main, &e), 0);
