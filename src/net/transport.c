@@ -2219,7 +2219,8 @@ static bool read_place(struct shca_conn *c, struct shca_qp *qp,
 	    !qp->net.on || (qp->attr.qp_state != IBV_QPS_RTS &&
 			    qp->attr.qp_state != IBV_QPS_SQD) ||
 	    w->wr.opcode != IBV_WR_RDMA_READ || w->gen || !w->nrecv ||
-	    w->nrecv + 1 >= w->npsn || !shca_keyguard_admit_conn(c))
+	    w->nrecv + 1 >= w->npsn || !admitted(c, qp) ||
+	    !shca_keyguard_admit_conn(c))
 		return false;
 	n = w->npsn - 1 - w->nrecv;		/* the middles left */
 	if (n < PLACE_MIN)
