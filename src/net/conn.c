@@ -447,7 +447,12 @@ static void fill_local(struct shca_conn *c)
  */
 #define POOL_CLASSES	5		/* payloads up to 256 ... 4096 */
 #define POOL_MIN	128		/* smaller payloads: malloc's */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+/* none kept: the sanitizers see every free, and a chunk used after it */
+#define POOL_BYTES	0u
+#else
 #define POOL_BYTES	(2u << 20)	/* kept, per class */
+#endif
 #define HDR_ROOM	(MAX_PKT - SHCA_WIRE_MAX_PMTU)	/* headers, pad */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
