@@ -383,14 +383,6 @@ static void spin_read(void)
 	spin_ns = (uint64_t)us * 1000u;
 }
 
-/*
- * Spin only where it takes no CPU from the application: a thread that
- * may run on one CPU only (taskset) shares it with the application's
- * threads, and a spin there delays the very thread it waits for
- * (README: pinned ib_write_lat 13x slower on average with the spin
- * forced there).  Asked again at most every 100 ms (taskset -p may
- * change it), not for every batch.  Engine thread only.
- */
 /* The CPUs this thread may run on (0: the kernel did not say). */
 static int cpus_here(void)
 {
@@ -399,6 +391,14 @@ static int cpus_here(void)
 	return sched_getaffinity(0, sizeof(set), &set) ? 0 : CPU_COUNT(&set);
 }
 
+/*
+ * Spin only where it takes no CPU from the application: a thread that
+ * may run on one CPU only (taskset) shares it with the application's
+ * threads, and a spin there delays the very thread it waits for
+ * (README: pinned ib_write_lat 13x slower on average with the spin
+ * forced there).  Asked again at most every 100 ms (taskset -p may
+ * change it), not for every batch.  Engine thread only.
+ */
 static bool spin_here(uint64_t now)
 {
 	static uint64_t asked_at;

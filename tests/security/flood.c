@@ -191,23 +191,35 @@ static void snap(int afd, struct snap *s)
 	s->idle_closes = b.v[SHCA_STAT_NET_IDLE_CLOSES];
 }
 
+/* pid's line of `softhca stat --all` (in *out, to free), or NULL. */
+static char *tool_line(pid_t pid, char **out)
+{
+	char cmd[512], want[64], *line, *end;
+
+	*out = NULL;
+	snprintf(cmd, sizeof(cmd), "%s stat --pid %d --all 2>/dev/null",
+		 SOFTHCA_TOOL, (int)pid);
+	ASSERT_EQ(harness_run(cmd, out), 0);
+	snprintf(want, sizeof(want), "pid %d slot ", (int)pid);
+	line = *out ? strstr(*out, want) : NULL;
+	if (line) {
+		end = strchr(line, '\n');
+		if (end)
+			*end = 0;
+	}
+	return line;
+}
+
 /* `softhca stat` shows counter name of pid at least min. */
 static void assert_tool_shows(pid_t pid, const char *name,
 			      unsigned long long min)
 {
-	char cmd[512], want[64], key[64], *out = NULL, *line, *end, *p;
+	char key[64], *out, *line, *p;
 
-	snprintf(cmd, sizeof(cmd), "%s stat --pid %d --all 2>/dev/null",
-		 SOFTHCA_TOOL, (int)pid);
-	ASSERT_EQ(harness_run(cmd, &out), 0);
-	snprintf(want, sizeof(want), "pid %d slot ", (int)pid);
-	line = strstr(out, want);
+	line = tool_line(pid, &out);
 	if (!line)
-		harness_fail(__FILE__, __LINE__, "no line %s in:\n%s", want,
-			     out);
-	end = strchr(line, '\n');
-	if (end)
-		*end = 0;
+		harness_fail(__FILE__, __LINE__, "no line for pid %d in:\n%s",
+			     (int)pid, out ? out : "");
 	snprintf(key, sizeof(key), " %s ", name);
 	p = strstr(line, key);
 	if (!p || strtoull(p + strlen(key), NULL, 10) < min)
@@ -220,18 +232,9 @@ static void assert_tool_shows(pid_t pid, const char *name,
  * evidence: what keeps an engine awake). */
 static void show_tool(pid_t pid)
 {
-	char cmd[512], want[64], *out = NULL, *line, *end;
+	char *out, *line = tool_line(pid, &out);
 
-	snprintf(cmd, sizeof(cmd), "%s stat --pid %d --all 2>/dev/null",
-		 SOFTHCA_TOOL, (int)pid);
-	if (harness_run(cmd, &out) || !out)
-		return;
-	snprintf(want, sizeof(want), "pid %d slot ", (int)pid);
-	line = strstr(out, want);
 	if (line) {
-		end = strchr(line, '\n');
-		if (end)
-			*end = 0;
 		printf("  victim: %s\n", line);
 		fflush(stdout);
 	}
