@@ -202,7 +202,47 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Ping-pong between ranks 0 and 1 (others wait): latency per size. */
+/* n round trips of size bytes between ranks 0 and 1 (others skip). */
+static void pingpong_rounds(unsigned char *buf, size_t size, long n)
+{
+	long i;
+
+	for (i = 0; i < n && rank < 2; i++) {
+		if (rank == 0) {
+			MPI_Send(buf, (int)size, MPI_BYTE, 1, 0,
+				 MPI_COMM_WORLD);
+			MPI_Recv(buf, (int)size, MPI_BYTE, 1, 0,
+				 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		} else {
+			MPI_Recv(buf, (int)size, MPI_BYTE, 0, 0,
+				 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			MPI_Send(buf, (int)size, MPI_BYTE, 0, 0,
+				 MPI_COMM_WORLD);
+		}
+	}
+}
+
+/* Seconds that n round trips take, as rank 0 measured them (every rank
+ * gets the same figure, so that all agree on the next count). */
+static double timed_rounds(unsigned char *buf, size_t size, long n)
+{
+	double t0, t;
+
+	MPI_Barrier(MPI_COMM_WORLD);
+	t0 = now();
+	pingpong_rounds(buf, size, n);
+	t = now() - t0;
+	MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+	return t;
+}
+
+/*
+ * Ping-pong between ranks 0 and 1 (others wait): latency per size.  Runs
+ * by time, not by a fixed count: a count that grows until a run takes
+ * 50 ms, then 0.3 s of warm-up and about 0.5 s measured.  A fixed 2,000
+ * round trips after 200 of warm-up measured the first connections' and
+ * registrations' costs (8 B: 4 us where a longer run gives 1).
+ */
 static void bench(void)
 {
 	static const size_t sizes[] = { 0, 8, 65536, 1 << 20 };
@@ -212,29 +252,20 @@ static void bench(void)
 	CHECK(buf, "out of memory");
 	memset(buf, 1, 1 << 20);
 	for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-		int iters = sizes[s] >= 65536 ? 200 : 2000, warm = iters / 10;
-		int i;
-		double t0 = 0;
+		long n = 16, iters;
+		double t = timed_rounds(buf, sizes[s], n), us;
 
-		MPI_Barrier(MPI_COMM_WORLD);
-		for (i = 0; i < warm + iters && rank < 2; i++) {
-			if (i == warm)
-				t0 = now();
-			if (rank == 0) {
-				MPI_Send(buf, (int)sizes[s], MPI_BYTE, 1, 0,
-					 MPI_COMM_WORLD);
-				MPI_Recv(buf, (int)sizes[s], MPI_BYTE, 1, 0,
-					 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-			} else {
-				MPI_Recv(buf, (int)sizes[s], MPI_BYTE, 0, 0,
-					 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-				MPI_Send(buf, (int)sizes[s], MPI_BYTE, 0, 0,
-					 MPI_COMM_WORLD);
-			}
+		while (t < 0.05 && n < (1L << 26)) {
+			n *= 4;
+			t = timed_rounds(buf, sizes[s], n);
 		}
+		if (t < 1e-3)
+			t = 1e-3;	/* the count's cap: not reached */
+		timed_rounds(buf, sizes[s], (long)((double)n * 0.3 / t) + 1);
+		iters = (long)((double)n * 0.5 / t) + 1;
+		us = timed_rounds(buf, sizes[s], iters) / (double)iters / 2 *
+		     1e6;
 		if (rank == 0) {
-			double us = (now() - t0) / iters / 2 * 1e6;
-
 			printf("mpi_bench: size %zu latency_us %.2f "
 			       "bandwidth_MBps %.1f\n", sizes[s], us,
 			       us > 0 ? (double)sizes[s] / us : 0);
