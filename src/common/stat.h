@@ -79,8 +79,9 @@ enum shca_stat {
 	SHCA_STAT_SEGMAP_REFRESHES,	/* a peer's segment table read again
 					 * (a miss after it changed) */
 	SHCA_STAT_MAP_FILE_BYTES,	/* bytes of the program's own files
-					 * shared as they are (shm/seg_file.c;
-					 * not in map_bytes) */
+					 * and System V segments shared as
+					 * they are (shm/seg_file.c; not in
+					 * map_bytes) */
 	/* progress (issue 15, engine.c) */
 	SHCA_STAT_APP_PROGRESS,		/* batches of the engine's work an
 					 * application thread's empty poll

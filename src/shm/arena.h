@@ -58,7 +58,7 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	15	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	16	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
 					 * receive queue's PD (rq_pd); 5: the
 					 * pool, segments, lanes, MR flags;
@@ -76,7 +76,9 @@
 					 * 14: the key index sized to the
 					 * keys (mr_index_shift, regions);
 					 * 15: the engine_quiet and
-					 * engine_takeovers counters */
+					 * engine_takeovers counters;
+					 * 16: System V segments in the
+					 * segment table (file) */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
@@ -186,12 +188,16 @@ enum {
  * entry flagged MAPPED that lies in it: the owner clears (and drains) the
  * MR entry before it frees a segment.
  */
+#define SHCA_SEG_FILE_SYSV	0x80000000u	/* shca_seg_shm.file */
+
 struct shca_seg_shm {
 	uint32_t seq;
-	/* 0: the pool backs it; n > 0: the program's own file (a sealed
-	 * memfd, shm/seg_file.c) that the owner holds open as descriptor
-	 * n - 1 (a peer opens /proc/<owner>/fd/<n - 1>), whose inode is
-	 * ino, and off is in that file */
+	/* 0: the pool backs it; SHCA_SEG_FILE_SYSV: a System V shared
+	 * memory segment of the program's, ino its shmid (a peer attaches
+	 * it with shmat), off in the segment; else n > 0: the program's own
+	 * file (a sealed memfd, shm/seg_file.c) that the owner holds open
+	 * as descriptor n - 1 (a peer opens /proc/<owner>/fd/<n - 1>),
+	 * whose inode is ino, and off is in that file */
 	uint32_t file;
 	uint64_t gen;
 	uint64_t va;

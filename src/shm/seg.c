@@ -293,7 +293,10 @@ static void seg_table_write(struct shca_arena *a, const struct shca_seg *s,
 		v.va = s->va;
 		v.len = s->len;
 		v.off = s->off;
-		if (s->file_fd >= 0) {
+		if (s->shmid >= 0) {
+			v.file = SHCA_SEG_FILE_SYSV;
+			v.ino = (uint64_t)s->shmid;
+		} else if (s->file_fd >= 0) {
 			v.file = (uint32_t)s->file_fd + 1;
 			v.ino = s->file_ino;
 		}
@@ -657,11 +660,13 @@ static void seg_release(struct shca_arena *a, struct shca_seg *s)
 	} else {
 		seg_table_write(a, s, false);
 	}
-	if (s->file_fd >= 0) {
-		/* the program's own file: nothing to give back but ours */
+	if (s->file_fd >= 0 || s->shmid >= 0) {
+		/* the program's own file or segment: nothing to give back
+		 * but our descriptor */
 		if (s->dontfork && !s->orphan)
 			madvise((void *)s->va, s->len, MADV_DOFORK);
-		close(s->file_fd);
+		if (s->file_fd >= 0)
+			close(s->file_fd);
 		goto out;
 	}
 	ret = privatize(s, a->pool_fd, maps_fd, pool_dev, pool_ino, true,
@@ -686,8 +691,16 @@ struct part {
 	uintptr_t start, end;
 	int prot;
 	int fd;			/* -1: private memory; else its file */
+	int shmid;		/* -1; else its System V segment */
+	dev_t dev;		/* ... that segment's mount */
 	uint64_t foff;		/* ... and start's offset in it */
 };
+
+/* Shared as it is (a file or a System V segment), not re-backed. */
+static bool part_in_place(const struct part *pt)
+{
+	return pt->fd >= 0 || pt->shmid >= 0;
+}
 
 /* PLAN_INLINE parts (the usual MR: one) need no allocation */
 #define PLAN_INLINE	4
@@ -699,7 +712,7 @@ struct plan {
 };
 
 static bool plan_add(struct plan *p, uintptr_t s, uintptr_t e, int prot,
-		     int fd, uint64_t foff)
+		     const struct part *in_place)
 {
 	if (!p->parts) {
 		p->parts = p->inline_parts;
@@ -717,7 +730,10 @@ static bool plan_add(struct plan *p, uintptr_t s, uintptr_t e, int prot,
 		p->parts = n;
 		p->cap = ncap;
 	}
-	p->parts[p->nparts++] = (struct part){ s, e, prot, fd, foff };
+	p->parts[p->nparts++] = in_place ?
+		(struct part){ s, e, prot, in_place->fd, in_place->shmid,
+			       in_place->dev, in_place->foff } :
+		(struct part){ s, e, prot, -1, -1, 0, 0 };
 	return true;
 }
 
@@ -782,10 +798,9 @@ static const char *plan_run(struct plan *p, uintptr_t s, uintptr_t e)
 	if (on_my_stack(s, e))
 		return "the calling thread's stack";
 	while (c < e) {
+		struct part ip = { .fd = -1, .shmid = -1 };
 		uintptr_t pe;
 		const char *no;
-		uint64_t foff = 0;
-		int fd = -1;
 
 		if ((!shca_vma_noted(c, &v) && shca_vma_find(maps_fd, c, &v)) ||
 		    v.start > c)
@@ -793,18 +808,22 @@ static const char *plan_run(struct plan *p, uintptr_t s, uintptr_t e)
 		pe = v.end < e ? v.end : e;
 		no = vma_refusal(&v);
 		/* already shared: its own segment, as it is (seg_file.c) */
-		if (no && v.shared)
-			no = shca_seg_file_open(&v, c, pe, &fd, &foff);
+		if (no && v.shared) {
+			no = shca_seg_file_open(&v, c, pe, &ip.fd, &ip.foff,
+						&ip.shmid);
+			ip.dev = makedev(v.dev_major, v.dev_minor);
+		}
 		if (no) {
 			snprintf(why, sizeof(why), "%s", no);
 			return why;
 		}
-		if (!plan_add(p, c, pe, v.prot, fd, foff)) {
-			if (fd >= 0)
-				close(fd);
+		if (!plan_add(p, c, pe, v.prot, part_in_place(&ip) ? &ip : NULL)) {
+			if (ip.fd >= 0)
+				close(ip.fd);
 			return "out of memory";
 		}
-		if (fd >= 0)	/* its own, and it splits a run in two */
+		/* its own, and it splits a run in two */
+		if (part_in_place(&ip))
 			p->nruns += 2;
 		c = v.end;
 	}
@@ -886,6 +905,7 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 	if (dontfork)
 		madvise((void *)s, len, MADV_DONTFORK);
 	seg->file_fd = -1;
+	seg->shmid = -1;
 	seg->va = s;
 	seg->len = len;
 	seg->off = off;
@@ -930,7 +950,8 @@ err_free:
 }
 
 /* A segment over [s, e) of the program's own file part->fd (taken over
- * on success), as it is: 0 or -errno (nothing changed). */
+ * on success) or System V segment part->shmid, as it is: 0 or -errno
+ * (nothing changed). */
 static int seg_file_create(struct shca_arena *a, const struct part *part,
 			   bool dontfork, struct shca_seg **out)
 {
@@ -939,8 +960,12 @@ static int seg_file_create(struct shca_arena *a, const struct part *part,
 	uint32_t slot;
 	int ret;
 
-	if (fstat(part->fd, &st))
+	if (part->shmid >= 0) {
+		st.st_ino = (ino_t)part->shmid;
+		st.st_dev = part->dev;
+	} else if (fstat(part->fd, &st)) {
 		return -errno;
+	}
 	seg = calloc(1, sizeof(*seg));
 	if (!seg)
 		return -ENOMEM;
@@ -956,6 +981,7 @@ static int seg_file_create(struct shca_arena *a, const struct part *part,
 	seg->slot = slot;
 	seg->dontfork = dontfork;
 	seg->file_fd = part->fd;
+	seg->shmid = part->shmid;
 	seg->file_ino = (uint64_t)st.st_ino;
 	seg->file_dev = st.st_dev;
 	if (seg_insert(seg)) {
@@ -967,9 +993,10 @@ static int seg_file_create(struct shca_arena *a, const struct part *part,
 		madvise((void *)seg->va, seg->len, MADV_DONTFORK);
 	seg_table_write(a, seg, true);
 	shca_stat_add(shca_stat_proc(), SHCA_STAT_MAP_FILE_BYTES, seg->len);
-	shca_dbg("seg %u gen %llu: %#lx+%zu in place, file ino %llu at %llu",
+	shca_dbg("seg %u gen %llu: %#lx+%zu in place, %s %llu at %llu",
 		 slot, (unsigned long long)seg->gen, (unsigned long)seg->va,
-		 seg->len, (unsigned long long)seg->file_ino,
+		 seg->len, seg->shmid >= 0 ? "System V shmid" : "file ino",
+		 (unsigned long long)seg->file_ino,
 		 (unsigned long long)seg->off);
 	*out = seg;
 	return 0;
@@ -991,7 +1018,7 @@ static void hold_put(struct shca_arena *a, struct shca_seg_hold *h)
  */
 static bool seg_backs(const struct shca_seg *seg, uintptr_t s, uintptr_t e)
 {
-	bool file = seg->file_fd >= 0;
+	bool file = seg->file_fd >= 0 || seg->shmid >= 0;
 	uint64_t ino = file ? seg->file_ino : (uint64_t)pool_ino;
 	dev_t dev = file ? seg->file_dev : pool_dev;
 	struct shca_vma v;
@@ -1095,13 +1122,13 @@ static const char *map_locked(struct shca_arena *a, uintptr_t s,
 		uint32_t j = k + 1;
 		int ret;
 
-		if (p.parts[k].fd >= 0) {
+		if (part_in_place(&p.parts[k])) {
 			ret = seg_file_create(a, &p.parts[k], dontfork,
 					      &created[made]);
 			if (!ret)
 				p.parts[k].fd = -1;	/* the segment's */
 		} else {
-			while (j < p.nparts && p.parts[j].fd < 0 &&
+			while (j < p.nparts && !part_in_place(&p.parts[j]) &&
 			       p.parts[j].start == p.parts[j - 1].end)
 				j++;
 			ret = seg_create(a, p.parts[k].start,

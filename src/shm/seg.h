@@ -78,12 +78,14 @@ bool shca_vma_noted(uintptr_t addr, struct shca_vma *v);
 
 /*
  * seg_file.c: [s, e) lies in v, a shared mapping; is it the program's own
- * file that peers may map as it is?  NULL: *fd is a new read-write
- * descriptor of it (O_CLOEXEC, the caller's) and *foff the file offset of
- * s; else why not.
+ * file (or System V segment) that peers may map as it is?  NULL: *foff is
+ * the offset of s in it, and either *fd is a new read-write descriptor of
+ * the file (O_CLOEXEC, the caller's) and *shmid -1, or *shmid is the
+ * segment's id and *fd -1; else why not.
  */
 const char *shca_seg_file_open(const struct shca_vma *v, uintptr_t s,
-			       uintptr_t e, int *fd, uint64_t *foff);
+			       uintptr_t e, int *fd, uint64_t *foff,
+			       int *shmid);
 
 typedef int (*shca_pages_fn)(uintptr_t start, uintptr_t end, void *arg);
 int shca_pages_scan(int pagemap_fd, uintptr_t start, uintptr_t end,
@@ -104,6 +106,9 @@ struct shca_seg {
 	 * own file, in place (seg_file.c): our descriptor of it, its
 	 * identity, and off is in that file */
 	int file_fd;
+	/* -1, or the program's System V segment, in place (seg_file.c):
+	 * its id (file_ino too), off in it, file_dev its mount's */
+	int shmid;
 	uint64_t file_ino;
 	dev_t file_dev;
 	/* no longer what the pages at va hold (the program unmapped or

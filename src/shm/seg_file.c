@@ -20,6 +20,15 @@
  * instead.  hugetlbfs files keep it too: a peer's fault on a huge page
  * the file does not hold yet raises SIGBUS when the huge pages run out.
  *
+ * A System V shared memory segment (shmget, shmat: "/SYSV<key>" on the
+ * kernel's internal mount, whose inode number is the segment's id) cannot
+ * shrink at all: it is shared as it is too, named by its id, which a peer
+ * of the same user attaches (shmat, allowed on Linux after IPC_RMID while
+ * the segment lives: UCX and others remove theirs at once).  Not a
+ * hugetlb one: its pages are reserved at shmget unless SHM_NORESERVE,
+ * which nothing shows afterwards, and without a reservation a peer's
+ * fault raises SIGBUS when the huge pages run out.
+ *
  * The descriptor is found without privileges where possible:
  *   1. /proc/self/map_files/<start>-<end> (needs CAP_CHECKPOINT_RESTORE
  *      or CAP_SYS_ADMIN on most kernels);
@@ -29,6 +38,7 @@
  *      /proc/self/fd and opened again read-write;
  * each one kept only if it is the same inode as the mapping.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <stdbool.h>
 #include <errno.h>
@@ -37,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -120,13 +131,56 @@ static int file_open(const struct shca_vma *v)
 	return fd;
 }
 
+/* Is v a mapping of a System V segment ("/SYSV" and 8 hex digits, maybe
+ * " (deleted)", on a kernel-internal mount)? */
+static bool is_sysv(const struct shca_vma *v)
+{
+	const char *n = v->name;
+	int i;
+
+	if (v->dev_major || strncmp(n, "/SYSV", 5) || v->ino > INT32_MAX)
+		return false;
+	for (i = 5; i < 13; i++)
+		if (!isxdigit((unsigned char)n[i]))
+			return false;
+	return !n[13] || !strcmp(n + 13, " (deleted)");
+}
+
+/* [s, e) of v, a System V segment: NULL (*shmid, *foff), or why not. */
+static const char *sysv_open(const struct shca_vma *v, uintptr_t s,
+			     uintptr_t e, int *shmid, uint64_t *foff)
+{
+	struct shmid_ds ds;
+	uint64_t off = v->pgoff + (s - v->start);
+	int id = (int)v->ino;
+
+	if (v->page_size != PS)
+		return "hugetlb System V segment (a peer's fault may raise "
+		       "SIGBUS: SHM_NORESERVE cannot be seen)";
+	if (shmctl(id, IPC_STAT, &ds))
+		return "System V segment: no IPC_STAT";
+	if (ds.shm_perm.uid != getuid())
+		return "System V segment of another user";
+	if ((uint64_t)ds.shm_segsz < off + (e - s))
+		return "range beyond the System V segment's end";
+	*shmid = id;
+	*foff = off;
+	return NULL;
+}
+
 const char *shca_seg_file_open(const struct shca_vma *v, uintptr_t s,
-			       uintptr_t e, int *fdp, uint64_t *foff)
+			       uintptr_t e, int *fdp, uint64_t *foff,
+			       int *shmid)
 {
 	const char *why;
 	uint64_t off;
 	int fd;
 
+	*fdp = -1;
+	*shmid = -1;
+	if ((v->prot & (PROT_READ | PROT_WRITE)) == (PROT_READ | PROT_WRITE) &&
+	    is_sysv(v))
+		return sysv_open(v, s, e, shmid, foff);
 	if (!v->ino && !v->dev_major && !v->dev_minor)
 		return "shared anonymous mapping";
 	if (v->page_size != PS)

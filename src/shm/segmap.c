@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
@@ -18,6 +19,7 @@
 #include "../common/stat.h"
 #include "../common/util.h"
 #include "arena.h"
+#include "seg.h"
 #include "segmap.h"
 
 /* a segment that could not be mapped: not tried again until a refresh */
@@ -27,7 +29,9 @@ struct seg {
 	uint64_t va, len, off, gen;
 	uint64_t ino;		/* file: the inode the entry names */
 	uint32_t slot;
-	uint32_t file;		/* 0: the pool; else the owner's fd + 1 */
+	uint32_t file;		/* 0: the pool; SHCA_SEG_FILE_SYSV: a System V
+				 * segment (ino its id); else the owner's
+				 * fd + 1 */
 	void *map;		/* NULL: not yet; MAP_REFUSED; our mapping */
 };
 
@@ -106,10 +110,20 @@ struct shca_segmap *shca_segmap_new(int pool_fd,
 	return m;
 }
 
+/* Our mapping p of s goes: a System V attach is detached whole (shmdt
+ * finds nothing but a segment's attach at its address). */
+static void map_drop(const struct seg *s, void *p)
+{
+	if (s->file == SHCA_SEG_FILE_SYSV)
+		shmdt((char *)p - s->off);
+	else
+		munmap(p, s->len);
+}
+
 static void seg_unmap(struct shca_segmap *m, struct seg *s)
 {
 	if (s->map && s->map != MAP_REFUSED) {
-		munmap(s->map, s->len);
+		map_drop(s, s->map);
 		__atomic_sub_fetch(&m->mapped, 1, __ATOMIC_RELAXED);
 	}
 	s->map = NULL;
@@ -196,6 +210,75 @@ static void *file_map(struct shca_segmap *m, const struct seg *s)
 	return p;
 }
 
+/* Is the owner in our IPC namespace (a System V id means the same segment
+ * to both)?  Asked through /proc, as CMA's permission is. */
+static bool same_ipc_ns(int owner)
+{
+	char path[64], ours[64], theirs[64];
+	ssize_t a, b;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/ipc", owner);
+	a = readlink("/proc/self/ns/ipc", ours, sizeof(ours));
+	b = readlink(path, theirs, sizeof(theirs));
+	return a > 0 && a == b && !memcmp(ours, theirs, (size_t)a);
+}
+
+/* The page size of our mapping at p (0: not known). */
+static uint64_t map_page_size(const void *p)
+{
+	struct shca_vma v;
+	int mfd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	uint64_t ps = 0;
+
+	if (mfd >= 0 && !shca_vma_find(mfd, (uintptr_t)p, &v) &&
+	    v.start <= (uintptr_t)p)
+		ps = v.page_size;
+	if (mfd >= 0)
+		close(mfd);
+	return ps;
+}
+
+/*
+ * A System V segment of the owner's: attached whole (shmat), used only if
+ * it is ours (our user's, in our IPC namespace), holds the entry's range
+ * (a segment never shrinks) and has small pages (a hugetlb one without a
+ * reservation would raise SIGBUS on a fault here).  MAP_FAILED (errno) or
+ * the address of the entry's offset in our attach.
+ */
+static void *sysv_map(struct shca_segmap *m, const struct seg *s)
+{
+	const char *why = NULL;
+	struct shmid_ds ds;
+	char *p;
+
+	if (!same_ipc_ns(m->owner)) {
+		shca_dbg("peer %d: System V segment refused: another IPC "
+			 "namespace", m->owner);
+		errno = EPERM;
+		return MAP_FAILED;
+	}
+	p = shmat((int)s->ino, NULL, 0);
+	if (p == (void *)-1)
+		return MAP_FAILED;
+	/* asked after the attach: the segment cannot go away under it */
+	if (shmctl((int)s->ino, IPC_STAT, &ds))
+		why = "no IPC_STAT";
+	else if (ds.shm_perm.uid != getuid())
+		why = "another user's";
+	else if ((uint64_t)ds.shm_segsz < s->off + s->len)
+		why = "shorter than the entry's range";
+	else if (map_page_size(p) != shca_page_size())
+		why = "not of small pages";
+	if (why) {
+		shca_dbg("peer %d: System V segment refused: %s", m->owner,
+			 why);
+		shmdt(p);
+		errno = EPERM;
+		return MAP_FAILED;
+	}
+	return p + s->off;
+}
+
 /*
  * Our mapping of s, made on first use: several readers may race to make
  * it, the first one's stays.  Never beyond the pool's size as it was
@@ -207,9 +290,13 @@ static void *seg_map(struct shca_segmap *m, struct seg *s)
 
 	if (p)
 		return p;
-	p = s->file ? file_map(m, s) :
-		      mmap(NULL, s->len, PROT_READ | PROT_WRITE, MAP_SHARED,
-			   m->pool_fd, (off_t)s->off);
+	if (s->file == SHCA_SEG_FILE_SYSV)
+		p = sysv_map(m, s);
+	else if (s->file)
+		p = file_map(m, s);
+	else
+		p = mmap(NULL, s->len, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 m->pool_fd, (off_t)s->off);
 	if (p == MAP_FAILED) {
 		shca_dbg("cannot map a segment of %llu bytes: %s",
 			 (unsigned long long)s->len, strerror(errno));
@@ -225,7 +312,7 @@ static void *seg_map(struct shca_segmap *m, struct seg *s)
 		return p;
 	}
 	if (p != MAP_REFUSED)
-		munmap(p, s->len);
+		map_drop(s, p);
 	return none;
 }
 
@@ -300,6 +387,9 @@ static bool seg_read(struct shca_segmap *m, const struct shca_seg_shm *e,
 	if (out->va + out->len < out->va || out->off + out->len < out->off)
 		return false;
 	out->map = NULL;
+	if (out->file == SHCA_SEG_FILE_SYSV)	/* bounded by it (sysv_map) */
+		return out->ino <= INT32_MAX &&
+		       out->off + out->len <= (uint64_t)INT64_MAX;
 	if (out->file)		/* bounded by the file (file_map) */
 		return out->off + out->len <= (uint64_t)INT64_MAX;
 	end = out->off + out->len;

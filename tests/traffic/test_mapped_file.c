@@ -9,7 +9,9 @@
  * descriptor, not only the registered range).  A file that can shrink
  * (an unsealed memfd, POSIX shm) keeps CMA (mr_cma, cma_xfers), with the
  * same results; shrunk under a peer, the peer's access completes in error
- * and the peer lives on.  A hugetlbfs memfd keeps CMA too.
+ * and the peer lives on.  A hugetlbfs memfd keeps CMA too.  A System V
+ * segment (shmget, removed with IPC_RMID at once, as UCX does) is shared
+ * as it is, attached by the peer; a hugetlb one keeps CMA.
  *
  * The responder is the forked process (duo_fork); its MR's address and
  * R_Key go over the socketpair; steps are single bytes.
@@ -18,6 +20,7 @@
 #include <signal.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -33,7 +36,20 @@
 #define MR_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 		   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 
-enum kind { MEMFD_SEALED, MEMFD, POSIX_SHM, HUGETLB };
+enum kind { MEMFD_SEALED, MEMFD, POSIX_SHM, HUGETLB, SYSV, SYSV_HUGETLB };
+
+#define HUGE_LEN	(2u << 20)	/* the hugetlb kinds' length */
+
+static bool is_sysv(enum kind k)
+{
+	return k == SYSV || k == SYSV_HUGETLB;
+}
+
+/* The length of kind k's memory. */
+static size_t kind_len(enum kind k)
+{
+	return k == HUGETLB || k == SYSV_HUGETLB ? HUGE_LEN : FLEN;
+}
 
 struct mr_info {
 	uint64_t addr;
@@ -45,13 +61,31 @@ struct mr_info {
 /* The process's counter name, as `softhca stat` shows it. */
 #define proc_counter(pid, name) ep_stat_counter(SOFTHCA_TOOL, pid, name)
 
-/* The file of kind k, FLEN bytes: its descriptor (the responder's). */
+/* make_file's attach of a System V segment, for map_kind */
+static void *kept_attach;
+
+/* The file of kind k, FLEN bytes: its descriptor (the responder's); a
+ * System V kind: the segment's id, already removed (IPC_RMID: it lives
+ * while attached), or -1. */
 static int make_file(enum kind k)
 {
 	char name[64];
 	int fd = -1;
 
 	switch (k) {
+	case SYSV:
+	case SYSV_HUGETLB:
+		fd = shmget(IPC_PRIVATE, kind_len(k), IPC_CREAT | 0600 |
+			    (k == SYSV_HUGETLB ? SHM_HUGETLB : 0));
+		if (fd >= 0) {
+			void *p = shmat(fd, NULL, 0);
+
+			/* attached once, so that IPC_RMID keeps it */
+			ASSERT(p != (void *)-1);
+			ASSERT_EQ(shmctl(fd, IPC_RMID, NULL), 0);
+			kept_attach = p;
+		}
+		return fd;
 	case MEMFD_SEALED:
 		fd = memfd_create("shca-test-sealed", MFD_ALLOW_SEALING);
 		ASSERT(fd >= 0);
@@ -80,6 +114,39 @@ static int make_file(enum kind k)
 	return fd;
 }
 
+/* Kind k's memory, mapped read-write. */
+static uint8_t *map_kind(enum kind k, int ffd)
+{
+	void *m;
+
+	if (is_sysv(k)) {
+		m = kept_attach;	/* make_file's */
+		kept_attach = NULL;
+		return m;
+	}
+	m = mmap(NULL, kind_len(k), PROT_READ | PROT_WRITE, MAP_SHARED, ffd,
+		 0);
+	ASSERT(m != MAP_FAILED);
+	return m;
+}
+
+/* The bytes of kind k's memory as the file (or another attach of the
+ * segment) holds them, not through the registered mapping. */
+static void read_back(enum kind k, int ffd, uint8_t *back)
+{
+	size_t len = kind_len(k);
+	void *q;
+
+	if (!is_sysv(k)) {
+		ASSERT_EQ(pread(ffd, back, len, 0), (ssize_t)len);
+		return;
+	}
+	q = shmat(ffd, NULL, SHM_RDONLY);
+	ASSERT(q != (void *)-1);
+	memcpy(back, q, len);
+	ASSERT_EQ(shmdt(q), 0);
+}
+
 /* Can this host give a memfd huge pages (hugetlbfs, a free huge page)? */
 static bool hugetlb_usable(void)
 {
@@ -105,7 +172,7 @@ static bool hugetlb_usable(void)
 static void responder(int fd, void *arg)
 {
 	enum kind k = *(enum kind *)arg;
-	size_t len = k == HUGETLB ? 2u << 20 : FLEN;
+	size_t len = kind_len(k);
 	long long mapped0, fb0;
 	struct mr_info mi;
 	struct ep_opts o;
@@ -116,8 +183,7 @@ static void responder(int fd, void *arg)
 	int ffd = make_file(k);
 
 	ASSERT(ffd >= 0);
-	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, ffd, 0);
-	ASSERT(m != MAP_FAILED);
+	m = map_kind(k, ffd);
 	memset(m, EP_SENTINEL, len);
 	ep_fill_pattern(m + R_OFF, MLEN, 2, 0);
 	w = START;
@@ -139,7 +205,7 @@ static void responder(int fd, void *arg)
 	/* the registration moved nothing: the mapping is still the file */
 	back = malloc(len);
 	ASSERT_NOT_NULL(back);
-	ASSERT_EQ(pread(ffd, back, len, 0), (ssize_t)len);
+	read_back(k, ffd, back);
 	ASSERT_EQ(ep_find_diff(back, m, len), -1);
 
 	duo_expect(fd, 'w');		/* the WRITE, READ, atomics */
@@ -147,7 +213,7 @@ static void responder(int fd, void *arg)
 		const uint8_t *v = pass ? back : m;
 
 		if (pass)
-			ASSERT_EQ(pread(ffd, back, len, 0), (ssize_t)len);
+			read_back(k, ffd, back);
 		ASSERT_EQ(ep_find_pattern_diff(v + W_OFF, MLEN, 1, 0), -1);
 		ASSERT_EQ(ep_find_non_sentinel(v + W_OFF + MLEN, 4096), -1);
 		ASSERT_EQ(ep_find_pattern_diff(v + R_OFF, MLEN, 2, 0), -1);
@@ -159,7 +225,7 @@ static void responder(int fd, void *arg)
 	free(back);
 	duo_signal(fd, 'W');
 
-	if (k != MEMFD_SEALED && k != HUGETLB) {
+	if (k == MEMFD || k == POSIX_SHM) {
 		/* shrunk under the peer: its next access must not crash it */
 		duo_expect(fd, 't');
 		ASSERT_EQ(ftruncate(ffd, 0), 0);
@@ -171,8 +237,12 @@ static void responder(int fd, void *arg)
 	}
 	duo_expect(fd, 'q');
 	ASSERT_EQ(ibv_dereg_mr(mr), 0);
-	munmap(m, len);
-	close(ffd);
+	if (is_sysv(k)) {
+		ASSERT_EQ(shmdt(m), 0);	/* the last attach: it goes */
+	} else {
+		munmap(m, len);
+		close(ffd);
+	}
 	ep_destroy(&b);
 }
 
@@ -195,7 +265,7 @@ static void run(enum kind k, bool mapped)
 	xread(d.fd, &mi, sizeof(mi));
 	ASSERT_EQ(mi.mapped, mapped ? 1 : 0);
 	/* in place: the whole file range, nothing re-backed */
-	ASSERT_EQ(mi.file_bytes, mapped ? (int64_t)FLEN : 0);
+	ASSERT_EQ(mi.file_bytes, mapped ? (int64_t)kind_len(k) : 0);
 	/* ep_post and post_atomic aim at the file's MR */
 	a.peer.addr = mi.addr;
 	a.peer.rkey = mi.rkey;
@@ -227,7 +297,7 @@ static void run(enum kind k, bool mapped)
 	ASSERT_EQ(map1 - map0, mapped ? 4 : 0);
 	ASSERT_EQ(cma1 - cma0, mapped ? 0 : 4);
 
-	if (k != MEMFD_SEALED && k != HUGETLB) {
+	if (k == MEMFD || k == POSIX_SHM) {
 		duo_signal(d.fd, 't');
 		duo_expect(d.fd, 'T');
 		ASSERT_EQ(ep_post(&a, 5, IBV_WR_RDMA_WRITE, 0, MLEN, W_OFF, 0),
@@ -261,4 +331,27 @@ TEST(hugetlb_cma)
 	if (!hugetlb_usable())
 		SKIP("no hugetlbfs memfd with a free huge page on this host");
 	run(HUGETLB, false);
+}
+
+TEST(sysv_mapped)
+{
+	run(SYSV, true);
+}
+
+/* Can this host give a System V segment a huge page? */
+static bool sysv_hugetlb_usable(void)
+{
+	int id = shmget(IPC_PRIVATE, HUGE_LEN, IPC_CREAT | 0600 | SHM_HUGETLB);
+
+	if (id < 0)
+		return false;
+	shmctl(id, IPC_RMID, NULL);
+	return true;
+}
+
+TEST(sysv_hugetlb_cma)
+{
+	if (!sysv_hugetlb_usable())
+		SKIP("no System V segment of huge pages on this host");
+	run(SYSV_HUGETLB, false);
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 
 #include "harness.h"
@@ -265,4 +266,106 @@ TEST(file_segments_only_when_they_cannot_shrink)
 	close(open_fd);
 	close(ws);
 	owner_close(&o);
+}
+
+/* Slot slot names System V segment id at offset off, len bytes. */
+static void owner_set_sysv(struct owner *o, uint32_t slot, uint64_t va,
+			   uint64_t id, uint64_t off, uint64_t len)
+{
+	struct shca_seg_shm v = { 0 };
+
+	v.gen = o->next_gen++;
+	v.va = va;
+	v.len = len;
+	v.off = off;
+	v.file = SHCA_SEG_FILE_SYSV;
+	v.ino = id;
+	shca_seg_shm_write(&o->table[slot], &v);
+	__atomic_add_fetch(&o->gen, 1, __ATOMIC_RELEASE);
+}
+
+/* A new segment of 2 pages (hugetlb: 2 MiB), 0x44 at PAGE; its id. */
+static int sysv_of(bool huge)
+{
+	size_t len = huge ? 2u << 20 : 2 * PAGE;
+	int id = shmget(IPC_PRIVATE, len, IPC_CREAT | 0600 |
+			(huge ? SHM_HUGETLB : 0));
+	unsigned char *p;
+
+	if (id < 0)
+		return -1;
+	p = shmat(id, NULL, 0);
+	ASSERT(p != (void *)-1);
+	p[PAGE] = 0x44;
+	ASSERT_EQ(shmdt(p), 0);
+	return id;
+}
+
+/* How many attach the segment now. */
+static unsigned long sysv_nattch(int id)
+{
+	struct shmid_ds ds;
+
+	ASSERT_EQ(shmctl(id, IPC_STAT, &ds), 0);
+	return (unsigned long)ds.shm_nattch;
+}
+
+/*
+ * A System V segment is attached only if it is ours (our user's), holds
+ * the whole range and has small pages (a hugetlb one may have no
+ * reservation: a fault here would raise SIGBUS); whatever id a hostile
+ * owner names, anything else is a miss.  Our attach goes with the map.
+ */
+TEST(sysv_segments_only_ours_whole_and_small_paged)
+{
+	int ok = sysv_of(false), gone = sysv_of(false), huge = sysv_of(true);
+	int other = -1;
+	struct owner o;
+
+	ASSERT(ok >= 0 && gone >= 0);
+	ASSERT_EQ(shmctl(gone, IPC_RMID, NULL), 0);	/* no such id now */
+	if (getuid() == 0) {
+		struct shmid_ds ds;
+
+		other = sysv_of(false);
+		ASSERT(other >= 0);
+		ASSERT_EQ(shmctl(other, IPC_STAT, &ds), 0);
+		ds.shm_perm.uid = 65534;
+		ds.shm_perm.mode = 0666;
+		ASSERT_EQ(shmctl(other, IPC_SET, &ds), 0);
+	}
+	owner_open(&o);
+	owner_set_sysv(&o, 1, VA1, (uint64_t)ok, PAGE, PAGE);
+	owner_set_sysv(&o, 2, VA1 + 0x10000000, (uint64_t)ok, PAGE, 2 * PAGE);
+	owner_set_sysv(&o, 3, VA1 + 0x20000000, (uint64_t)gone, 0, PAGE);
+	owner_set_sysv(&o, 4, VA1 + 0x30000000, 1ull << 32 | (uint64_t)ok,
+		       PAGE, PAGE);
+	if (huge >= 0)
+		owner_set_sysv(&o, 5, VA1 + 0x40000000, (uint64_t)huge, 0,
+			       PAGE);
+	if (other >= 0)
+		owner_set_sysv(&o, 6, VA1 + 0x50000000, (uint64_t)other, 0,
+			       PAGE);
+	ASSERT_EQ(shca_segmap_refresh(o.m), 0);
+	ASSERT_EQ(peek(&o, VA1), 0x44);			/* its page */
+	ASSERT_EQ(sysv_nattch(ok), 1);
+	ASSERT_EQ(peek(&o, VA1 + 0x10000000), -1);	/* past its end */
+	ASSERT_EQ(peek(&o, VA1 + 0x20000000), -1);	/* no such id */
+	ASSERT_EQ(peek(&o, VA1 + 0x30000000), -1);	/* not an id */
+	if (huge >= 0) {
+		ASSERT_EQ(peek(&o, VA1 + 0x40000000), -1);	/* huge pages */
+		ASSERT_EQ(sysv_nattch(huge), 0);
+	}
+	if (other >= 0) {
+		ASSERT_EQ(peek(&o, VA1 + 0x50000000), -1);	/* not ours */
+		ASSERT_EQ(sysv_nattch(other), 0);
+	}
+	ASSERT_EQ(shca_segmap_mapped(o.m), 1u);
+	owner_close(&o);
+	ASSERT_EQ(sysv_nattch(ok), 0);			/* detached */
+	shmctl(ok, IPC_RMID, NULL);
+	if (huge >= 0)
+		shmctl(huge, IPC_RMID, NULL);
+	if (other >= 0)
+		shmctl(other, IPC_RMID, NULL);
 }
