@@ -46,6 +46,15 @@ pid_t shca_getpid(void);
 /* The calling thread's id, cached per thread the same way. */
 pid_t shca_gettid(void);
 
+/*
+ * A peer's process (thread) that cannot act any more: no such pid (tid),
+ * 0 or negative, or a zombie not yet reaped (common/proc.c); a process
+ * whose leader thread exited while others run is not gone.
+ */
+#include <stdbool.h>
+bool shca_proc_gone(pid_t pid);
+bool shca_thread_gone(pid_t tid);
+
 /* The page size, asked of the kernel once (per file that asks). */
 #include <unistd.h>
 static inline uintptr_t shca_page_size(void)

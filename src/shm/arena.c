@@ -55,7 +55,7 @@ static bool plock_owner_gone(uint32_t v)
 {
 	pid_t t = (pid_t)(v & SHCA_PLOCK_TID);
 
-	return t && kill(t, 0) < 0 && errno == ESRCH;
+	return t && shca_thread_gone(t);
 }
 
 /*

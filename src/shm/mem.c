@@ -74,7 +74,7 @@ static void lane_reap(uint64_t *lane)
 	uint64_t w = __atomic_load_n(lane, __ATOMIC_RELAXED);
 	pid_t pid = SHCA_LANE_PID(w);
 
-	if (w && pid != shca_getpid() && kill(pid, 0) && errno == ESRCH)
+	if (w && pid != shca_getpid() && shca_proc_gone(pid))
 		__atomic_compare_exchange_n(lane, &w, 0, false,
 					    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
 }

@@ -1252,7 +1252,8 @@ static void drain_fork_register(void)
  * One lane whose busy bit is set: wait while it holds key for a live
  * process, without spinning (a preempted peer needs the CPU); a lane of
  * a process that died is freed.  A lane word is a peer's: any pid that is
- * not a live process (0, negative, gone) counts as dead.
+ * not a live process (0, negative, gone, a zombie its parent has not
+ * reaped yet) counts as dead.
  */
 static void drain_lane(uint64_t *lane, uint32_t key)
 {
@@ -1264,7 +1265,7 @@ static void drain_lane(uint64_t *lane, uint32_t key)
 
 		if (!w || SHCA_LANE_KEY(w) != key)
 			return;
-		if (pid <= 0 || (kill(pid, 0) && errno == ESRCH)) {
+		if (shca_proc_gone(pid)) {
 			__atomic_compare_exchange_n(lane, &w, 0, false,
 						    __ATOMIC_SEQ_CST,
 						    __ATOMIC_RELAXED);
