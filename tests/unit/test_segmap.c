@@ -199,21 +199,30 @@ TEST(entries_a_peer_cannot_map_are_skipped)
 	owner_close(&o);
 }
 
-/* Slot slot names the owner's (our) file descriptor fd as it is, at file
- * offset off, inode ino (a hostile owner may name any). */
-static void owner_set_file(struct owner *o, uint32_t slot, uint64_t va,
-			   int fd, uint64_t ino, uint64_t off)
+/* Slot slot names memory of the owner's own as it is: its file word
+ * (fd + 1, or SHCA_SEG_FILE_SYSV), inode (or segment id) ino, at offset
+ * off, len bytes (a hostile owner may name any). */
+static void owner_set_in_place(struct owner *o, uint32_t slot, uint64_t va,
+			       uint32_t file, uint64_t ino, uint64_t off,
+			       uint64_t len)
 {
 	struct shca_seg_shm v = { 0 };
 
 	v.gen = o->next_gen++;
 	v.va = va;
-	v.len = PAGE;
+	v.len = len;
 	v.off = off;
-	v.file = (uint32_t)fd + 1;
+	v.file = file;
 	v.ino = ino;
 	shca_seg_shm_write(&o->table[slot], &v);
 	__atomic_add_fetch(&o->gen, 1, __ATOMIC_RELEASE);
+}
+
+/* ... the owner's (our) file descriptor fd, one page at file offset off */
+static void owner_set_file(struct owner *o, uint32_t slot, uint64_t va,
+			   int fd, uint64_t ino, uint64_t off)
+{
+	owner_set_in_place(o, slot, va, (uint32_t)fd + 1, ino, off, PAGE);
 }
 
 static int file_of(unsigned int flags, unsigned int seals, uint64_t *ino)
@@ -268,20 +277,11 @@ TEST(file_segments_only_when_they_cannot_shrink)
 	owner_close(&o);
 }
 
-/* Slot slot names System V segment id at offset off, len bytes. */
+/* ... System V segment id, at offset off, len bytes */
 static void owner_set_sysv(struct owner *o, uint32_t slot, uint64_t va,
 			   uint64_t id, uint64_t off, uint64_t len)
 {
-	struct shca_seg_shm v = { 0 };
-
-	v.gen = o->next_gen++;
-	v.va = va;
-	v.len = len;
-	v.off = off;
-	v.file = SHCA_SEG_FILE_SYSV;
-	v.ino = id;
-	shca_seg_shm_write(&o->table[slot], &v);
-	__atomic_add_fetch(&o->gen, 1, __ATOMIC_RELEASE);
+	owner_set_in_place(o, slot, va, SHCA_SEG_FILE_SYSV, id, off, len);
 }
 
 /* A new segment of 2 pages (hugetlb: 2 MiB), 0x44 at PAGE; its id. */
