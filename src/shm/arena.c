@@ -50,7 +50,8 @@ static long plock_futex(uint32_t *w, int op, uint32_t val,
 }
 
 /* Is the thread that holds v gone?  (A thread id, not a process id:
- * kill(2) finds a thread by it; EPERM means it lives, as another user) */
+ * kill(2) finds a thread by it, EPERM means it lives, as another user;
+ * a leader thread that exited, a zombie, is gone: common/proc.c) */
 static bool plock_owner_gone(uint32_t v)
 {
 	pid_t t = (pid_t)(v & SHCA_PLOCK_TID);

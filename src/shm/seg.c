@@ -817,7 +817,8 @@ static const char *plan_run(struct plan *p, uintptr_t s, uintptr_t e)
 			snprintf(why, sizeof(why), "%s", no);
 			return why;
 		}
-		if (!plan_add(p, c, pe, v.prot, part_in_place(&ip) ? &ip : NULL)) {
+		if (!plan_add(p, c, pe, v.prot,
+			      part_in_place(&ip) ? &ip : NULL)) {
 			if (ip.fd >= 0)
 				close(ip.fd);
 			return "out of memory";
