@@ -5,8 +5,9 @@
  * any more, on the mapped path and the CMA path (the access lanes: the
  * peer claims one before it reads the MR entry, the owner drains them),
  * and a peer killed while it writes (perhaps holding a lane) does not
- * keep dereg from returning, reaped or still a zombie.  The peer's claims show in the owner's lane
- * bitmap (which the drain reads instead of every lane).
+ * keep dereg from returning, reaped or still a zombie.  The peer's claims
+ * show in the owner's lane bitmap (which the drain reads instead of every
+ * lane).
  *
  * The owner is the test's process; the writer is forked (duo_fork): it
  * writes 64 KiB messages in a loop, each carrying its sequence number in
