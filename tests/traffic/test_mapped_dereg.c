@@ -177,11 +177,6 @@ TEST(dereg_while_written_cma)
 }
 
 /*
- * A writer of 4 MiB messages spends most of its time inside a copy,
- * holding a lane; killed there (and reaped), it holds the lane still
- * until the owner's drain sees its pid gone: dereg returns all the same.
- */
-/*
  * Kills the 4 MiB writer in the middle of its messages and deregisters:
  * reaped first, or (zombie) left a zombie until after the dereg, as a
  * parent that waits for its children later does.  How many rounds found
@@ -242,6 +237,11 @@ static int dereg_after_kill(bool zombie, int rounds)
 	return held;
 }
 
+/*
+ * A writer of 4 MiB messages spends most of its time inside a copy,
+ * holding a lane; killed there (and reaped), it holds the lane still
+ * until the owner's drain sees its pid gone: dereg returns all the same.
+ */
 TEST(dereg_after_writer_killed)
 {
 	dereg_after_kill(false, 3);
