@@ -2317,8 +2317,8 @@ out:
 
 /* conn.c placed n middle responses of the READ at the head of qp's send
  * queue, from psn on (read_place; exec_lock held, let go here). */
-static void read_placed(struct shca_conn *c, struct shca_qp *qp,
-			uint32_t psn, uint32_t n)
+static void read_place_done(struct shca_conn *c, struct shca_qp *qp,
+			    uint32_t psn, uint32_t n)
 {
 	struct shca_send_wqe *w;
 	uint32_t head, tail;
@@ -2351,7 +2351,7 @@ out:
 
 /* conn.c placed n middle packets of qpn's WRITE from psn on (n 0: none,
  * and place_where's answer is let go all the same), or of a READ's
- * responses (read_placed). */
+ * responses (read_place_done). */
 static void place_done(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 		       uint32_t n)
 {
@@ -2359,7 +2359,7 @@ static void place_done(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 	uint32_t mtu;
 
 	if (rd_place_qp) {
-		read_placed(c, rd_place_qp, psn, n);
+		read_place_done(c, rd_place_qp, psn, n);
 		return;
 	}
 	/* conn.c is done with the memory: a deregistration may go on (the
