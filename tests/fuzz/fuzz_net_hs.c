@@ -321,6 +321,31 @@ static void handshake(int fd)
 	      (SHCA_HS_CTL | SHCA_HS_WELCOME << 16 | SHCA_HS_WELCOME_LEN));
 }
 
+/* A refused connect (seen once, CI27: ECONNREFUSED after ~16,000
+ * inputs, not repeated since): what the kernel holds on the listener's
+ * port then, from /proc/net/tcp (state 0A: listening). */
+static void refused_dump(unsigned int port)
+{
+	FILE *f = fopen("/proc/net/tcp", "r");
+	unsigned int lport, st, listening = 0, others = 0;
+	char line[256];
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, " %*u: %*x:%x %*x:%*x %x", &lport, &st) == 2 &&
+		    lport == port) {
+			if (st == 0x0a)
+				listening++;
+			else
+				others++;
+		}
+	fclose(f);
+	fprintf(stderr, "fuzz_net_hs: connect to port %u refused: %u "
+		"listening socket(s), %u other socket(s) on it\n", port,
+		listening, others);
+}
+
 /* A connection to softhca's listener from a new port of 127.0.0.1.  Its
  * close resets it (SO_LINGER 0): thousands of inputs a second would
  * otherwise leave as many ports in TIME_WAIT, and a second run within a
@@ -340,8 +365,11 @@ static int dial(void)
 		/* a signal (poll_ms) ends the wait, not the connecting */
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
 		socklen_t el = sizeof(int);
-		int err = 0;
+		int err = 0, e = errno;
 
+		if (e != EINTR)
+			refused_dump(ntohs(sa.sin_port));
+		errno = e;
 		CHECK(errno == EINTR);
 		CHECK(poll_ms(&p, 1, HS_WAIT_MS) == 1);
 		CHECK(!getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el));
