@@ -198,6 +198,7 @@ static void rd_clear(struct shca_qp *qp)
 {
 	qp->net.rd_head = 0;
 	qp->net.rd_count = 0;
+	qp->net.rd_fatal = false;
 }
 
 /*
@@ -274,7 +275,17 @@ void shca_net_qp_stop(struct shca_qp *qp, bool reset)
 	qp->net.rnr_wait = false;
 	qp->net.resent = false;
 	rx_reset(qp);
-	rd_clear(qp);
+	/*
+	 * The responder's own error (a NAK of remote access, invalid
+	 * request or remote operation, queued behind READ responses:
+	 * rd_answer) keeps what is queued until the NAK: the READs before
+	 * the failed request were carried out, and their responses and the
+	 * NAK go out in PSN order (IBA 9.7.5.1), as a NIC's responder sends
+	 * them before it stops.  Nothing joins the queue any more (a QP in
+	 * error takes no request).  Any other error or a reset drops it.
+	 */
+	if (reset || !qp->net.rd_fatal)
+		rd_clear(qp);
 	/* the send queue was flushed (its rendezvous' tags told) or
 	 * emptied: no slot is used any more */
 	shca_net_gen_forget(qp);
@@ -1748,6 +1759,8 @@ static bool rd_pump(struct shca_qp *qp, bool in_batch)
 			qp->net.rd_count--;
 		}
 	}
+	if (!qp->net.rd_count)
+		qp->net.rd_fatal = false;
 	if (!in_batch)
 		shca_net_flush(c);
 	return false;
@@ -1828,7 +1841,8 @@ static void rd_fill(struct shca_net_read *e, const struct shca_wire_msg *m,
  * Queue the answer of a request behind the READ responses qp has queued
  * (send_ack_flags): rd_pump sends it in its turn.  A plain ACK behind a
  * plain ACK still queued replaces it (it says all the older one said, as
- * conn.c's ack_merge).  false: not queued (the responses are another
+ * conn.c's ack_merge).  A NAK that puts the QP in error marks the queue
+ * (rd_fatal): the error transition keeps it (shca_net_qp_stop).  false: not queued (the responses are another
  * connection's, or that connection is gone: it goes out at once; or the
  * queue is full: dropped, and the requester's timer asks again).
  */
@@ -1859,6 +1873,9 @@ static bool rd_answer(struct shca_conn *c, struct shca_qp *qp,
 	e->msn = qp->net.msn;
 	e->syndrome = syndrome;
 	e->va = orig;
+	if (shca_aeth_syn_type(syndrome) == SHCA_AETH_NAK &&
+	    shca_aeth_syn_value(syndrome) != SHCA_NAK_PSN_SEQ_ERR)
+		qp->net.rd_fatal = true;
 	return true;
 }
 

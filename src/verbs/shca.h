@@ -569,6 +569,9 @@ struct shca_net_qp {
 	uint32_t rd_gen;		/* rd_conn's generation then */
 	uint32_t rd_resets;		/* its resets when the queue began */
 	bool rd_split;			/* some went on another connection */
+	bool rd_fatal;			/* the queue ends in a NAK that puts
+					 * the QP in error: the error keeps
+					 * the queue (shca_net_qp_stop) */
 	/* rendezvous of a tag-matching SRQ's tags (transport.c): the READ
 	 * of the sender's data, then the FIN, as WQEs of the send queue
 	 * that complete to no one */

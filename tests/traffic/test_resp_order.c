@@ -3,10 +3,10 @@
  * The RC responder answers requests in PSN order (IBA 9.7.5.1.x), over
  * the net path: the answer of a request behind big READs (an atomic's
  * ATOMIC ACKNOWLEDGE, the ACK of a WRITE or SEND, an RNR NAK) goes out
- * after the READs' responses, never before them.  (A remote access NAK
- * is not here: the error it reports puts the responder's QP in error,
- * which drops the READ responses still queued before it; README, "Not
- * done yet".)
+ * after the READs' responses, never before them; so does a NAK whose
+ * error puts the responder's QP in error (remote access, invalid
+ * request): the READs before it complete with their bytes, the request
+ * it answers with its error, the WQEs behind it are flushed.
  *
  * Before this test, READ responses waited in the QP's queue of
  * responses (transport.c, rd_pump) while those answers went straight
@@ -54,6 +54,9 @@ enum tail {
 	TAIL_WRITE_SEND,	/* WRITE, SEND: coalesced ACKs */
 	TAIL_RNR,		/* SEND, no receive: RNR NAK */
 	TAIL_READ_ATOMIC,	/* READ, atomic, READ, atomic, WRITE */
+	TAIL_ACCESS_NAK,	/* WRITE past the MR, SEND: NAK remote access */
+	TAIL_INVALID_NAK,	/* SEND longer than the receive, SEND: NAK
+				 * invalid request */
 };
 
 static void opts(struct ep_opts *o)
@@ -147,6 +150,19 @@ static void requester(int fd, void *arg)
 		ASSERT_EQ(ep_post(&a, 203, IBV_WR_RDMA_WRITE, TAIL, SMALL,
 				  TAIL + 1024, 0), 0);
 		break;
+	case TAIL_ACCESS_NAK:
+		/* its last SMALL / 2 bytes past the responder's MR */
+		ASSERT_EQ(ep_post(&a, 200, IBV_WR_RDMA_WRITE, TAIL, SMALL,
+				  a.size - SMALL / 2, 0), 0);
+		ASSERT_EQ(ep_post(&a, 201, IBV_WR_SEND, TAIL, SMALL, 0, 0),
+			  0);
+		break;
+	case TAIL_INVALID_NAK:
+		ASSERT_EQ(ep_post(&a, 200, IBV_WR_SEND, TAIL, SMALL, 0, 0),
+			  0);
+		ASSERT_EQ(ep_post(&a, 201, IBV_WR_SEND, TAIL, SMALL, 0, 0),
+			  0);
+		break;
 	}
 	/* nothing received until the responder has every request */
 	raise(SIGSTOP);
@@ -169,6 +185,14 @@ static void requester(int fd, void *arg)
 		ASSERT(!memcmp(a.buf + TAIL + 2048, want, SMALL));
 		expect_add(&a, 202, TAIL + 520, ADD0 + 1);
 		ep_expect(a.scq, a.qp, 203, IBV_WC_SUCCESS);
+		break;
+	case TAIL_ACCESS_NAK:
+		ep_expect(a.scq, a.qp, 200, IBV_WC_REM_ACCESS_ERR);
+		ep_expect(a.scq, a.qp, 201, IBV_WC_WR_FLUSH_ERR);
+		break;
+	case TAIL_INVALID_NAK:
+		ep_expect(a.scq, a.qp, 200, IBV_WC_REM_INV_REQ_ERR);
+		ep_expect(a.scq, a.qp, 201, IBV_WC_WR_FLUSH_ERR);
 		break;
 	}
 	ep_net_check();
@@ -198,6 +222,8 @@ static void answers(enum tail t)
 	memset(b.buf + TAIL + 1024, EP_SENTINEL, 2 * SMALL);
 	if (t == TAIL_WRITE_SEND)
 		ASSERT_EQ(ep_post_recv(&b, 1, TAIL + 1536, SMALL), 0);
+	if (t == TAIL_INVALID_NAK)
+		ASSERT_EQ(ep_post_recv(&b, 1, TAIL + 1536, SMALL / 2), 0);
 	duo_signal(d.fd, 'r');
 	ASSERT_EQ(waitpid(d.pid, &st, WUNTRACED), d.pid);
 	ASSERT(WIFSTOPPED(st));
@@ -219,6 +245,14 @@ static void answers(enum tail t)
 		ep_fill_pattern(p, SMALL, SEED + 1, 0);
 		ep_expect(b.rcq, b.qp, 1, IBV_WC_SUCCESS);
 		ASSERT(!memcmp(b.buf + TAIL + 1536, p, SMALL));
+	}
+	if (t == TAIL_ACCESS_NAK || t == TAIL_INVALID_NAK) {
+		/* the error is the responder's too: its QP in error */
+		if (t == TAIL_INVALID_NAK)
+			ep_expect(b.rcq, b.qp, 1, IBV_WC_LOC_LEN_ERR);
+		ep_wait_qp_state(b.qp, IBV_QPS_ERR);
+		ASSERT_EQ(ep_find_non_sentinel(b.buf + TAIL + 1024, 2 * SMALL),
+			  -1);
 	}
 	if (t == TAIL_ATOMIC || t == TAIL_READ_ATOMIC) {
 		memcpy(&v, b.buf + TAIL, 8);
@@ -248,4 +282,14 @@ TEST(rnr_nak_after_reads)
 TEST(reads_atomics_mixed)
 {
 	answers(TAIL_READ_ATOMIC);
+}
+
+TEST(access_nak_after_reads)
+{
+	answers(TAIL_ACCESS_NAK);
+}
+
+TEST(invalid_request_nak_after_reads)
+{
+	answers(TAIL_INVALID_NAK);
 }
