@@ -270,6 +270,57 @@ static int lookup_mr(struct shca_peer *p, const struct shca_qp_shm *q,
 }
 
 /*
+ * The access in progress goes back from the owner of q's PD (owner_key)
+ * to p; nothing when it stayed p's.
+ */
+static void owner_end(struct shca_peer *p, struct shca_peer *mp)
+{
+	if (mp == p)
+		return;
+	shca_mem_end(mp);
+	shca_mem_begin(p);
+	shca_peer_release(mp);
+}
+
+/*
+ * x's R_Key as one of the process that q's PD was imported from
+ * (docs/import.md): on hardware the PD is one object, so a QP of the
+ * importer answers the owner's R_Keys as the owner's QPs do.  The access
+ * in progress moves to the owner (p's lanes released: none of p's memory
+ * is used), the owner's lane claimed and its entry checked as any R_Key
+ * (the PD's identity there, access, bounds).  0 with *mp the owner
+ * (held, the access its; owner_end after the last byte) and *va its
+ * address; or lookup_key's errors, -ENOKEY when the PD is no import or
+ * its owner is gone.  q's imp words are p's bytes: they only name which
+ * process to ask, and that process's own entry decides.
+ */
+static int owner_key(struct shca_peer *p, const struct shca_qp_shm *q,
+		     const struct shca_xfer *x, uint32_t access, uint64_t len,
+		     struct shca_peer **mp, uint64_t *va)
+{
+	uint32_t pid = __atomic_load_n(&q->imp_pid, __ATOMIC_RELAXED);
+	struct shca_peer *o;
+	int ret;
+
+	if (!pid)
+		return -ENOKEY;
+	o = shca_peer_get((int)__atomic_load_n(&q->imp_slot,
+					       __ATOMIC_RELAXED));
+	if (!o || o == p || (uint32_t)o->pid != pid || !shca_peer_hold(o))
+		return -ENOKEY;
+	shca_mem_end(p);
+	shca_mem_begin(o);
+	ret = lookup_key(o, NULL, __atomic_load_n(&q->imp_pd, __ATOMIC_RELAXED),
+			 x->rkey, access, x->remote_addr, len, true, va);
+	if (ret) {
+		owner_end(p, o);
+		return ret;
+	}
+	*mp = o;
+	return 0;
+}
+
+/*
  * A Send with Invalidate's R_Key (IBA 9.4.4.1, 10.6.7.2.5): it must name
  * a valid type 2 window of the QP's PD bound to this QP (a type 1 window
  * or an MR cannot be invalidated so: o10-37.2.26).  The window ends with
@@ -391,21 +442,30 @@ static void fail_rc(struct shca_xfer_result *res, struct shca_peer *p,
 /*
  * The R_Key of request x for access over len bytes from its remote
  * address (o9-20 and o10-37: the QP's remote rights, then the key's):
- * true with *va; false with res saying why: no access lane came free
- * (the requester tries again), or a remote access error (RC; a UC
- * responder drops the message), an unknown key counted as one.
+ * true with *va and *mp, the process whose memory it is (p, or the owner
+ * of q's imported PD: owner_key; owner_end after the access); false with
+ * res saying why: no access lane came free (the requester tries again),
+ * or a remote access error (RC; a UC responder drops the message), an
+ * unknown key counted as one.
  */
 static bool remote_key(struct shca_peer *p, struct shca_qp_shm *q,
 		       const struct shca_xfer *x, struct shca_xfer_result *res,
-		       uint32_t access, uint64_t len, uint64_t *va)
+		       uint32_t access, uint64_t len, uint64_t *va,
+		       struct shca_peer **mp)
 {
 	int ret = (q->access & access) == access ?
 			  lookup_mr(p, q, x->rkey, access, x->remote_addr,
 				    len, va) :
 			  -EACCES;
 
-	if (!ret && net_page_fault(p, x, access, len, *va))
+	*mp = p;
+	if (ret == -ENOKEY)
+		ret = owner_key(p, q, x, access, len, mp, va);
+	if (!ret && net_page_fault(*mp, x, access, len, *va)) {
+		owner_end(p, *mp);
+		*mp = p;
 		ret = -EACCES;
+	}
 
 	if (ret == -ENOKEY)
 		bad_key(q, res, SHCA_STAT_INVALID_RKEY);
@@ -768,6 +828,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	bool rc = x->qp_type == IBV_QPT_RC;
 	bool uc = x->qp_type == IBV_QPT_UC;
 	struct shca_recv_wqe_shm *w;
+	struct shca_peer *mp = p;	/* whose memory the data go to */
 	struct iovec iov[MAX_IOV + 1];
 	uint64_t wr_id, need, va = 0;
 	uint32_t nsge = 0, imp;
@@ -829,6 +890,9 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 					    IBV_ACCESS_REMOTE_WRITE,
 					    x->remote_addr, x->length, &va) :
 				  0;
+		if (ret == -ENOKEY)
+			ret = owner_key(p, q, x, IBV_ACCESS_REMOTE_WRITE,
+					x->length, &mp, &va);
 		if (ret == -ENOKEY)
 			bad_key(q, res, SHCA_STAT_INVALID_RKEY);
 		if (ret == -EBUSY || (ret && !rc)) {
@@ -895,8 +959,9 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 			ret = shca_mem_write(p, g, x->nlocal + 1, iov, niov);
 		}
 	} else {
-		ret = shca_mem_write(p, x->local, x->nlocal, iov, niov);
+		ret = shca_mem_write(mp, x->local, x->nlocal, iov, niov);
 	}
+	owner_end(p, mp);
 	if (ret == -ESRCH) {
 		/* the responder's process is gone: nothing answers */
 		shca_plock_unlock(&rq->lock);
@@ -954,6 +1019,7 @@ static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
 	bool write = x->opcode == IBV_WR_RDMA_WRITE;
 	uint32_t access = write ? IBV_ACCESS_REMOTE_WRITE :
 				  IBV_ACCESS_REMOTE_READ;
+	struct shca_peer *mp;
 	struct iovec r;
 	uint64_t va;
 	int ret, n;
@@ -966,11 +1032,12 @@ static void do_rdma(struct shca_peer *p, struct shca_qp_shm *q,
 			res->outcome = SHCA_XFER_NO_RESPONSE;
 		return;
 	}
-	if (!remote_key(p, q, x, res, access, x->length, &va))
+	if (!remote_key(p, q, x, res, access, x->length, &va, &mp))
 		return;
 	place_range(x, va, &r, &n);
-	ret = write ? shca_mem_write(p, x->local, x->nlocal, &r, n) :
-		      shca_mem_read(p, x->local, x->nlocal, &r, 1);
+	ret = write ? shca_mem_write(mp, x->local, x->nlocal, &r, n) :
+		      shca_mem_read(mp, x->local, x->nlocal, &r, 1);
+	owner_end(p, mp);
 	if (ret == -ESRCH) {
 		res->outcome = SHCA_XFER_NO_RESPONSE;
 	} else if (ret == -EREMOTEIO) {
@@ -1019,6 +1086,7 @@ static bool atomic_done(struct shca_peer *p, struct shca_qp_shm *q,
 static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
 		      const struct shca_xfer *x, struct shca_xfer_result *res)
 {
+	struct shca_peer *mp;
 	uint64_t va, orig = 0;
 	int ret;
 
@@ -1029,10 +1097,11 @@ static void do_atomic(struct shca_peer *p, struct shca_qp_shm *q,
 		fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, SHCA_QP_PEND_REQ_ERR);
 		return;
 	}
-	if (!remote_key(p, q, x, res, IBV_ACCESS_REMOTE_ATOMIC, 8, &va))
+	if (!remote_key(p, q, x, res, IBV_ACCESS_REMOTE_ATOMIC, 8, &va, &mp))
 		return;
-	ret = shca_mem_atomic(p, va, x->opcode, x->compare_add, x->swap,
+	ret = shca_mem_atomic(mp, va, x->opcode, x->compare_add, x->swap,
 			      &orig);
+	owner_end(p, mp);
 	if (atomic_done(p, q, res, ret))
 		res->atomic_orig = orig;
 }
@@ -1048,6 +1117,7 @@ static void do_atomic_write(struct shca_peer *p, struct shca_qp_shm *q,
 			    const struct shca_xfer *x,
 			    struct shca_xfer_result *res)
 {
+	struct shca_peer *mp;
 	uint64_t va, orig;
 	int ret;
 
@@ -1057,9 +1127,10 @@ static void do_atomic_write(struct shca_peer *p, struct shca_qp_shm *q,
 		fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, SHCA_QP_PEND_REQ_ERR);
 		return;
 	}
-	if (!remote_key(p, q, x, res, IBV_ACCESS_REMOTE_WRITE, 8, &va))
+	if (!remote_key(p, q, x, res, IBV_ACCESS_REMOTE_WRITE, 8, &va, &mp))
 		return;
-	ret = shca_mem_atomic(p, va, IBV_WR_ATOMIC_WRITE, 0, x->swap, &orig);
+	ret = shca_mem_atomic(mp, va, IBV_WR_ATOMIC_WRITE, 0, x->swap, &orig);
+	owner_end(p, mp);
 	atomic_done(p, q, res, ret);
 }
 
@@ -1081,6 +1152,7 @@ static void do_atomic_write(struct shca_peer *p, struct shca_qp_shm *q,
 static void do_flush(struct shca_peer *p, struct shca_qp_shm *q,
 		     const struct shca_xfer *x, struct shca_xfer_result *res)
 {
+	struct shca_peer *mp;
 	uint32_t access = 0;
 	uint64_t va;
 
@@ -1104,9 +1176,10 @@ static void do_flush(struct shca_peer *p, struct shca_qp_shm *q,
 	if (!remote_key(p, q, x, res, access,
 			x->flush_level == SHCA_FLUSH_MR ? LOOKUP_WHOLE_MR :
 							  x->length,
-			&va))
+			&va, &mp))
 		return;
 	shca_full_fence();
+	owner_end(p, mp);
 	if (peer_gone(p))
 		res->outcome = SHCA_XFER_NO_RESPONSE;
 }

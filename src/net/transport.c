@@ -1621,15 +1621,16 @@ static struct shca_pd *rd_pd(struct shca_qp *qp,
 }
 
 /*
- * An XRC READ into an SRQ of another process of this host (docs/xrc.md,
- * "SRQs of other processes"): the bytes of one response, read through
- * the responder's rules against that process (the R_Key again, for
- * this range) into a buffer that qp_send copies.  NULL: not readable
- * now, the responses end as for a region deregistered meanwhile.
- * Engine thread.
+ * A READ of another process's memory of this host: an XRC READ into an
+ * SRQ of another process (docs/xrc.md, "SRQs of other processes"), or an
+ * R_Key of the process qp's PD was imported from (docs/import.md).  The
+ * bytes of one response, read through the responder's rules against that
+ * process (the R_Key again, for this range) into a buffer that qp_send
+ * copies.  NULL: not readable now, the responses end as for a region
+ * deregistered meanwhile.  Engine thread.
  */
-static void *rd_sibling_read(struct shca_qp *qp, const struct shca_net_read *e,
-			     uint64_t off, size_t len)
+static void *rd_other_read(struct shca_qp *qp, const struct shca_net_read *e,
+			   uint64_t off, size_t len)
 {
 	static uint8_t buf[4096];	/* the largest path MTU */
 	struct iovec v = { buf, len };
@@ -1715,7 +1716,7 @@ static bool rd_pump(struct shca_qp *qp, bool in_batch)
 		 * is refused); held (an access lane) until the packet has
 		 * its copy, so that a deregistration waits for it */
 		if (pl.iov_len && rd_sibling(qp, e)) {
-			pl.iov_base = rd_sibling_read(qp, e, off, pl.iov_len);
+			pl.iov_base = rd_other_read(qp, e, off, pl.iov_len);
 		} else if (pl.iov_len) {
 			struct shca_pd *pd = rd_pd(qp, e);
 
@@ -1725,6 +1726,10 @@ static bool rd_pump(struct shca_qp *qp, bool in_batch)
 					  IBV_ACCESS_REMOTE_READ, e->va + off,
 					  pl.iov_len, &lane, &pl.iov_base))
 				pl.iov_base = NULL;
+			/* not ours: an R_Key of the PD's owner */
+			if (!pl.iov_base && pd && pd->prot->remote)
+				pl.iov_base = rd_other_read(qp, e, off,
+							    pl.iov_len);
 		}
 		if (pl.iov_len && !pl.iov_base) {
 			rd_clear(qp);

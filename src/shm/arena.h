@@ -58,7 +58,7 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	16	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	17	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
 					 * receive queue's PD (rq_pd); 5: the
 					 * pool, segments, lanes, MR flags;
@@ -78,7 +78,9 @@
 					 * 15: the engine_quiet and
 					 * engine_takeovers counters;
 					 * 16: System V segments in the
-					 * segment table (file) */
+					 * segment table (file); 17: a QP's
+					 * imported PD (imp_slot, imp_pid,
+					 * imp_pd) */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
@@ -422,6 +424,14 @@ struct shca_qp_shm {
 				 * QP (shm/xfer.c); while not 0, an RC
 				 * request from its peer is answered RNR, as
 				 * the FIN NAKed before it */
+	/* pd an import of another process's PD (docs/import.md): that
+	 * process's slot and pid and the PD's identity in its arena, whose
+	 * R_Keys the QP answers too (engine/responder.c owner_key); 0:
+	 * none */
+	uint32_t imp_slot;
+	uint32_t imp_pid;
+	uint32_t imp_pd;
+	uint32_t imp_pad;
 	uint64_t rq_off;	/* shca_rq_shm of the RQ or of the SRQ */
 	uint64_t rcq_off;	/* shca_cq_shm of the receive CQ */
 	uint64_t xrcd;		/* XRC_RECV QP, XRC SRQ: the domain's

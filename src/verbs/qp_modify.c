@@ -416,6 +416,8 @@ void shca_qp_publish(struct shca_qp *qp)
 	struct shca_qp_shm *m = qp->shm;
 	struct shca_rq_shm *rq = qp->srq ? qp->srq->rq.shm : qp->rq.shm;
 	struct shca_arena *a = shca_arena_self();
+	const struct shca_pd *own =
+		qp->pd && qp->pd->prot->remote ? qp->pd->prot : NULL;
 
 	/* peers read these at any time: only what changed is written
 	 * (moving to ERR, the common case, writes nothing but the state) */
@@ -431,6 +433,11 @@ void shca_qp_publish(struct shca_qp *qp)
 	PUBLISH(m->rq_pd, qp->srq ? qp->srq->pd->prot->obj.handle : m->pd);
 	PUBLISH(m->rq_off, shca_arena_off(a, rq));
 	PUBLISH(m->rcq_off, qp->rcq ? shca_arena_off(a, qp->rcq->shm) : 0);
+	/* an import of another process's PD: its owner's R_Keys work
+	 * through this QP too (docs/import.md) */
+	PUBLISH(m->imp_slot, own ? (uint32_t)own->rslot : 0);
+	PUBLISH(m->imp_pid, own ? (uint32_t)own->rpid : 0);
+	PUBLISH(m->imp_pd, own ? own->rpd : 0);
 	__atomic_store_n(&m->state, qp->attr.qp_state, __ATOMIC_RELEASE);
 }
 
