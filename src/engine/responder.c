@@ -321,6 +321,58 @@ static int owner_key(struct shca_peer *p, const struct shca_qp_shm *q,
 }
 
 /*
+ * x's R_Key as one of a process that imported q's PD from p (docs/import.md,
+ * "The importer's R_Keys"): an MR that process registered in its shadow
+ * of the PD is of the PD too.  p's table of importers (arena.h
+ * shca_pd_imp_shm) names them; each that imported q's PD is asked in
+ * turn as owner_key asks the owner, with the shadow's identity there.
+ * The same results as owner_key's.  The table is p's bytes: it only says
+ * whom to ask, and that process's own entry decides.
+ */
+static int importer_key(struct shca_peer *p, const struct shca_qp_shm *q,
+			const struct shca_xfer *x, uint32_t access,
+			uint64_t len, struct shca_peer **mp, uint64_t *va)
+{
+	struct shca_pd_imp_shm *t = shca_arena_pd_imps(p->arena, p->arena_size);
+	struct shca_pd_imp_shm e;
+	unsigned int i;
+	int ret = -ENOKEY;
+
+	for (i = 0; t && ret == -ENOKEY && i < SHCA_ARENA_PD_IMPS; i++) {
+		struct shca_peer *o;
+
+		if (!shca_pd_imp_shm_read(&t[i], &e) || e.pd != q->pd)
+			continue;
+		o = shca_peer_get((int)e.slot);
+		if (!o || o == p || (uint32_t)o->pid != e.pid ||
+		    !shca_peer_hold(o))
+			continue;
+		shca_mem_end(p);
+		shca_mem_begin(o);
+		ret = lookup_key(o, NULL, e.shadow, x->rkey, access,
+				 x->remote_addr, len, true, va);
+		if (ret)
+			owner_end(p, o);
+		else
+			*mp = o;
+	}
+	return ret;
+}
+
+/* x's R_Key in another process that shares q's PD: its owner's (q's PD
+ * an import) or an importer's (q's PD imported). */
+static int shared_key(struct shca_peer *p, const struct shca_qp_shm *q,
+		      const struct shca_xfer *x, uint32_t access, uint64_t len,
+		      struct shca_peer **mp, uint64_t *va)
+{
+	int ret = owner_key(p, q, x, access, len, mp, va);
+
+	if (ret == -ENOKEY)
+		ret = importer_key(p, q, x, access, len, mp, va);
+	return ret;
+}
+
+/*
  * A Send with Invalidate's R_Key (IBA 9.4.4.1, 10.6.7.2.5): it must name
  * a valid type 2 window of the QP's PD bound to this QP (a type 1 window
  * or an MR cannot be invalidated so: o10-37.2.26).  The window ends with
@@ -460,7 +512,7 @@ static bool remote_key(struct shca_peer *p, struct shca_qp_shm *q,
 
 	*mp = p;
 	if (ret == -ENOKEY)
-		ret = owner_key(p, q, x, access, len, mp, va);
+		ret = shared_key(p, q, x, access, len, mp, va);
 	if (!ret && net_page_fault(*mp, x, access, len, *va)) {
 		owner_end(p, *mp);
 		*mp = p;
@@ -891,8 +943,8 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 					    x->remote_addr, x->length, &va) :
 				  0;
 		if (ret == -ENOKEY)
-			ret = owner_key(p, q, x, IBV_ACCESS_REMOTE_WRITE,
-					x->length, &mp, &va);
+			ret = shared_key(p, q, x, IBV_ACCESS_REMOTE_WRITE,
+					 x->length, &mp, &va);
 		if (ret == -ENOKEY)
 			bad_key(q, res, SHCA_STAT_INVALID_RKEY);
 		if (ret == -EBUSY || (ret && !rc)) {

@@ -1726,8 +1726,9 @@ static bool rd_pump(struct shca_qp *qp, bool in_batch)
 					  IBV_ACCESS_REMOTE_READ, e->va + off,
 					  pl.iov_len, &lane, &pl.iov_base))
 				pl.iov_base = NULL;
-			/* not ours: an R_Key of the PD's owner */
-			if (!pl.iov_base && pd && pd->prot->remote)
+			/* not ours: an R_Key of a process that shares the
+			 * PD (its owner, or one that imported it) */
+			if (!pl.iov_base && pd)
 				pl.iov_base = rd_other_read(qp, e, off,
 							    pl.iov_len);
 		}

@@ -166,7 +166,8 @@ static uint64_t arena_size(uint64_t heap_off)
 static int arena_create(void)
 {
 	struct shca_arena_hdr *h;
-	uint64_t qp_off, mr_off, idx_off, seg_off, lanes_off, heap_off, size;
+	uint64_t qp_off, mr_off, idx_off, seg_off, lanes_off, imp_off,
+		heap_off, size;
 	void *base;
 	int fd, pool, ret;
 
@@ -179,7 +180,10 @@ static int arena_create(void)
 	lanes_off = align_up(seg_off + (uint64_t)SHCA_ARENA_SEG_ENTRIES *
 					       sizeof(struct shca_seg_shm),
 			     PAGE);
-	heap_off = align_up(lanes_off + SHCA_ARENA_LANE_BYTES, PAGE);
+	imp_off = align_up(lanes_off + SHCA_ARENA_LANE_BYTES, 64);
+	heap_off = align_up(imp_off + SHCA_ARENA_PD_IMPS *
+					      sizeof(struct shca_pd_imp_shm),
+			    PAGE);
 	size = arena_size(heap_off);
 	/* the pool: empty, grown as memory is registered; never shrunk
 	 * (a peer's mapping of it stays valid) */
@@ -236,6 +240,7 @@ static int arena_create(void)
 	h->heap_off = heap_off;
 	h->seg_table_off = seg_off;
 	h->lanes_off = lanes_off;
+	h->pd_imp_off = imp_off;
 	life_init(&h->life);
 	shca_mr_index_init(&the_arena.mr_index, base, idx_off);
 
@@ -453,6 +458,44 @@ void shca_mr_shm_clear(struct shca_mr_shm *e)
 	mr_shm_store(e, &zero);
 }
 
+/* An importer entry (shca_pd_imp_shm): the same seqlock as the MR
+ * table's.  false: free (or never steady). */
+bool shca_pd_imp_shm_read(const struct shca_pd_imp_shm *e,
+			  struct shca_pd_imp_shm *out)
+{
+	uint32_t s1, s2;
+	int tries = 0;
+
+	do {
+		if (tries >= MR_READ_SPINS)
+			sched_yield();
+		if (tries++ == MR_READ_TRIES) {
+			memset(out, 0, sizeof(*out));
+			return false;
+		}
+		s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+		out->pd = __atomic_load_n(&e->pd, __ATOMIC_ACQUIRE);
+		out->slot = __atomic_load_n(&e->slot, __ATOMIC_ACQUIRE);
+		out->pid = __atomic_load_n(&e->pid, __ATOMIC_ACQUIRE);
+		out->shadow = __atomic_load_n(&e->shadow, __ATOMIC_ACQUIRE);
+		s2 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+	} while (s1 != s2 || (s1 & 1));
+	return out->pd != 0;
+}
+
+void shca_pd_imp_shm_write(struct shca_pd_imp_shm *e,
+			   const struct shca_pd_imp_shm *v)
+{
+	uint32_t s = e->seq;
+
+	__atomic_store_n(&e->seq, s + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->pd, v->pd, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->slot, v->slot, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->pid, v->pid, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->shadow, v->shadow, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
+}
+
 /* A segment table entry: the same seqlock as the MR table's. */
 bool shca_seg_shm_read(const struct shca_seg_shm *e, struct shca_seg_shm *out)
 {
@@ -528,7 +571,7 @@ void *shca_arena_map_peer(int fd, pid_t owner, size_t *size)
 {
 	struct shca_arena_hdr hdr;
 	struct stat st;
-	uint64_t qp_end, mr_end, seg_end, lanes_end;
+	uint64_t qp_end, mr_end, seg_end, lanes_end, imp_end;
 	void *base;
 	int seals;
 
@@ -554,6 +597,8 @@ void *shca_arena_map_peer(int fd, pid_t owner, size_t *size)
 	seg_end = hdr.seg_table_off + (uint64_t)SHCA_ARENA_SEG_ENTRIES *
 					      sizeof(struct shca_seg_shm);
 	lanes_end = hdr.lanes_off + SHCA_ARENA_LANE_BYTES;
+	imp_end = hdr.pd_imp_off + (uint64_t)SHCA_ARENA_PD_IMPS *
+					   sizeof(struct shca_pd_imp_shm);
 	if (hdr.size < HDR_SIZE || hdr.size > SHCA_ARENA_MAX_SIZE ||
 	    (uint64_t)st.st_size != hdr.size ||
 	    hdr.qp_table_off < sizeof(hdr) || hdr.qp_table_off % 8 ||
@@ -563,7 +608,9 @@ void *shca_arena_map_peer(int fd, pid_t owner, size_t *size)
 	    SHCA_MR_INDEX_BYTES > hdr.size - hdr.mr_index_off ||
 	    hdr.seg_table_off < sizeof(hdr) || hdr.seg_table_off % 8 ||
 	    seg_end > hdr.size || hdr.lanes_off < sizeof(hdr) ||
-	    hdr.lanes_off % 8 || lanes_end > hdr.size)
+	    hdr.lanes_off % 8 || lanes_end > hdr.size ||
+	    hdr.pd_imp_off < sizeof(hdr) || hdr.pd_imp_off % 8 ||
+	    imp_end > hdr.size)
 		return refuse_arena(owner, "its size or layout does not fit");
 	base = mmap(NULL, hdr.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		    0);

@@ -80,7 +80,8 @@
 					 * 16: System V segments in the
 					 * segment table (file); 17: a QP's
 					 * imported PD (imp_slot, imp_pid,
-					 * imp_pd) */
+					 * imp_pd), the PDs' importers
+					 * (pd_imp_off) */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
@@ -131,6 +132,7 @@ struct shca_arena_hdr {
 	uint64_t seg_table_off;	/* struct shca_seg_shm[SEG_ENTRIES] */
 	uint64_t lanes_off;	/* uint64_t[SHCA_ARENA_LANES], then the busy
 				 * bitmap: SHCA_ARENA_LANE_BYTES in all */
+	uint64_t pd_imp_off;	/* struct shca_pd_imp_shm[SHCA_ARENA_PD_IMPS] */
 	/* the key index's current region: 2^shift groups (owner, release
 	 * store when it doubles; shm/mrkey.c) */
 	uint32_t mr_index_shift;
@@ -149,6 +151,24 @@ struct shca_arena_hdr {
 	 * again finds nothing new (shm/segmap.c).  Only a hint: a peer
 	 * checks each entry's own gen before it uses a mapping */
 	uint64_t seg_table_gen __attribute__((aligned(64)));
+};
+
+/*
+ * A process that imported a PD of this one (docs/import.md, "The
+ * importer's R_Keys"): a QP of that PD here answers the R_Keys of the
+ * importer's MRs in its shadow of the PD.  Written by the owner between
+ * two increments of seq (odd while writing, verbs/import_rem.c); read by
+ * whoever carries out a request to such a QP (engine/responder.c
+ * importer_key), again when seq changed.  pd 0: free.
+ */
+#define SHCA_ARENA_PD_IMPS	256
+struct shca_pd_imp_shm {
+	uint32_t seq;
+	uint32_t pd;		/* the PD's identity here */
+	uint32_t slot;		/* the importer's slot and pid */
+	uint32_t pid;
+	uint32_t shadow;	/* its shadow's identity in its arena */
+	uint32_t pad;
 };
 
 /*
@@ -533,6 +553,18 @@ static inline struct shca_seg_shm *shca_arena_seg_table(const void *base)
 				       shca_arena_hdr(base)->seg_table_off);
 }
 
+/* The importers of the owner's PDs (base's own, or a peer's: bounded by
+ * size, NULL if the header's offset does not fit). */
+static inline struct shca_pd_imp_shm *shca_arena_pd_imps(void *base,
+							 size_t size)
+{
+	return (struct shca_pd_imp_shm *)shca_arena_ptr(
+		base, size,
+		__atomic_load_n(&shca_arena_hdr(base)->pd_imp_off,
+				__ATOMIC_RELAXED),
+		SHCA_ARENA_PD_IMPS * sizeof(struct shca_pd_imp_shm));
+}
+
 static inline uint64_t *shca_arena_lanes(const void *base)
 {
 	return (uint64_t *)((char *)base + shca_arena_hdr(base)->lanes_off);
@@ -566,6 +598,11 @@ static inline struct shca_mr_shm *shca_arena_mr_table(const void *base)
  * may be a hostile peer's, so the retries are bounded).
  */
 bool shca_mr_shm_read(const struct shca_mr_shm *e, struct shca_mr_shm *out);
+/* The same for an importer entry (false: free). */
+bool shca_pd_imp_shm_read(const struct shca_pd_imp_shm *e,
+			  struct shca_pd_imp_shm *out);
+void shca_pd_imp_shm_write(struct shca_pd_imp_shm *e,
+			   const struct shca_pd_imp_shm *v);
 void shca_mr_shm_write(struct shca_mr_shm *e, const struct shca_mr_shm *val);
 void shca_mr_shm_clear(struct shca_mr_shm *e);
 /* A segment table entry, the same way (false: free or not holding

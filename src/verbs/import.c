@@ -423,6 +423,8 @@ static struct ibv_pd *rimport_pd(struct ibv_context *ctx,
 		spd->rpid = pid;
 		spd->rpd = id;
 		__atomic_store_n(&spd->remote, true, __ATOMIC_RELEASE);
+		/* the owner's QPs of the PD answer our R_Keys in it */
+		shca_rimport_pd_shadow(rf, handle, spd->obj.handle, false);
 	}
 	p->type = SHCA_OT_PD;
 	p->ctx = ctx;

@@ -24,6 +24,12 @@
  *             destroy a PD, an MR or a DM of the file through an import
  *             (the owner's own verb: EBUSY for a PD or a DM in use; the
  *             lanes drained)
+ *   IMP_PD_SHADOW, IMP_PD_DROP (no answer)
+ *             the importer made a shadow of a PD of the file (its
+ *             identity there, and the importer's slot), or destroyed
+ *             it: the owner's table of importers (arena.h
+ *             shca_pd_imp_shm), whose R_Keys its QPs of the PD answer
+ *             (docs/import.md, "The importer's R_Keys")
  *
  * Imports take no reference (the kernel's import is a query by handle):
  * the owner's objects stay its own, and its destroy ends them for every
@@ -68,6 +74,9 @@
 /* a connection proves its file within this time of its start, or is
  * closed */
 #define IMP_PROVE_WAIT_S	5
+/* entries of one process in the table of importers (a process imports
+ * a PD once per context): one cannot take every place */
+#define IMP_MAX_SHADOWS_PER_PEER	32
 
 /* At the start of every command file. */
 struct cmd_rec {
@@ -86,12 +95,16 @@ enum imp_op {
 	IMP_DEREG_MR,
 	IMP_DM,
 	IMP_FREE_DM,
+	IMP_PD_SHADOW,
+	IMP_PD_DROP,
 };
 
 struct imp_req {
 	uint64_t magic;
 	uint32_t op;
 	uint32_t handle;
+	uint32_t shadow;		/* IMP_PD_SHADOW, _DROP */
+	int32_t slot;			/* IMP_PD_SHADOW: the importer's */
 };
 
 struct imp_ans {
@@ -235,11 +248,109 @@ static int srv_destroy(struct imp_srv *s, enum shca_otype t, uint32_t handle)
 	return shca_mr_destroy(container_of(o, struct shca_mr, obj));
 }
 
+/* ------------------------------------------------------------------ */
+/* The importers of this process's PDs                                 */
+
+/*
+ * The table peers read (arena.h shca_pd_imp_shm), and which connection
+ * each entry came on: an entry lives until its importer destroys its
+ * shadow (IMP_PD_DROP), its connection ends, or the PD goes here
+ * (shca_rimport_pd_gone).  Written under tab_lock, by the engine thread
+ * (the requests) and by whichever thread destroys a PD.
+ */
+static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct imp_srv *tab_conn[SHCA_ARENA_PD_IMPS];	/* NULL: free */
+static unsigned int tab_used;				/* entries used */
+
+static struct shca_pd_imp_shm *tab(void)
+{
+	struct shca_arena *a = shca_arena_self();
+
+	return a ? shca_arena_pd_imps(a->base, a->size) : NULL;
+}
+
+/* The entries of s (NULL: of any connection) that match pd and shadow
+ * (0: any) freed; tab_lock held. */
+static void tab_free(struct imp_srv *s, uint32_t pd, uint32_t shadow)
+{
+	static const struct shca_pd_imp_shm none;
+	struct shca_pd_imp_shm *t, e;
+	unsigned int i;
+
+	if (!tab_used)
+		return;		/* (every PD's destroy comes here) */
+	t = tab();
+	for (i = 0; t && tab_used && i < SHCA_ARENA_PD_IMPS; i++) {
+		if (!tab_conn[i] || (s && tab_conn[i] != s) ||
+		    !shca_pd_imp_shm_read(&t[i], &e) ||
+		    (pd && e.pd != pd) || (shadow && e.shadow != shadow))
+			continue;
+		shca_pd_imp_shm_write(&t[i], &none);
+		tab_conn[i] = NULL;
+		tab_used--;
+	}
+}
+
+/* IMP_PD_SHADOW: r's importer (s's process, its slot as it says) made
+ * shadow r->shadow of the PD r->handle names.  A full table, or one that
+ * holds IMP_MAX_SHADOWS_PER_PEER of that process's, takes no more: that
+ * importer's R_Keys fail through our QPs.  A slot that is not the
+ * process's only makes the entry useless (the responder finds another
+ * pid there). */
+static void srv_pd_shadow(struct imp_srv *s, const struct imp_req *r)
+{
+	struct shca_obj *o = shca_obj_find_file(SHCA_OT_PD, r->handle, s->dev,
+						s->ino);
+	struct shca_pd_imp_shm *t, e = { 0 };
+	unsigned int i, mine = 0, free_at = SHCA_ARENA_PD_IMPS;
+
+	if (!o)
+		return;
+	e.pd = container_of(o, struct shca_pd, obj)->prot->obj.handle;
+	shca_obj_put(o);
+	if (!r->shadow || r->slot < 0 || r->slot >= (int32_t)SHCA_NUM_SLOTS)
+		return;
+	e.slot = (uint32_t)r->slot;
+	e.pid = (uint32_t)s->peer;
+	e.shadow = r->shadow;
+	pthread_mutex_lock(&tab_lock);
+	t = tab();
+	for (i = 0; t && i < SHCA_ARENA_PD_IMPS; i++) {
+		struct shca_pd_imp_shm c;
+
+		if (!tab_conn[i]) {
+			free_at = MIN(free_at, i);
+			continue;
+		}
+		mine += tab_conn[i]->peer == s->peer;
+		if (tab_conn[i] == s && shca_pd_imp_shm_read(&t[i], &c) &&
+		    c.pd == e.pd && c.shadow == e.shadow)
+			break;		/* known already */
+	}
+	if (t && i == SHCA_ARENA_PD_IMPS && free_at < SHCA_ARENA_PD_IMPS &&
+	    mine < IMP_MAX_SHADOWS_PER_PEER) {
+		shca_pd_imp_shm_write(&t[free_at], &e);
+		tab_conn[free_at] = s;
+		tab_used++;
+	}
+	pthread_mutex_unlock(&tab_lock);
+}
+
+void shca_rimport_pd_gone(uint32_t pd)
+{
+	pthread_mutex_lock(&tab_lock);
+	tab_free(NULL, pd, 0);
+	pthread_mutex_unlock(&tab_lock);
+}
+
 /* The end of a connection (engine thread). */
 static void srv_end(int fd, struct imp_srv *s)
 {
 	struct imp_srv **pp;
 
+	pthread_mutex_lock(&tab_lock);
+	tab_free(s, 0, 0);
+	pthread_mutex_unlock(&tab_lock);
 	shca_timer_cancel(&s->timer);
 	shca_engine_unwatch(fd);
 	close(fd);
@@ -311,6 +422,15 @@ static void srv_event(int fd, uint32_t events, void *arg)
 	case IMP_FREE_DM:
 		a.ret = srv_destroy(s, SHCA_OT_DM, r.handle);
 		break;
+	case IMP_PD_SHADOW:
+		srv_pd_shadow(s, &r);
+		return;			/* no answer */
+	case IMP_PD_DROP:
+		pthread_mutex_lock(&tab_lock);
+		if (r.shadow)
+			tab_free(s, 0, r.shadow);
+		pthread_mutex_unlock(&tab_lock);
+		return;
 	default:
 		a.ret = -EINVAL;
 		break;
@@ -380,7 +500,7 @@ void shca_rimport_serve(void)
 static int rf_call_fd(struct shca_rfile *rf, uint32_t op, uint32_t handle,
 		      int fd, struct imp_ans *a, int *got)
 {
-	struct imp_req r = { IMP_MAGIC, op, handle };
+	struct imp_req r = { IMP_MAGIC, op, handle, 0, 0 };
 	int ret = -EIO;
 	ssize_t n;
 
@@ -521,6 +641,20 @@ int shca_rimport_pd(struct shca_rfile *rf, uint32_t handle, int *slot,
 	*pid = rf->pid;
 	*pd_id = a.pd;
 	return 0;
+}
+
+/* IMP_PD_SHADOW (drop false) or IMP_PD_DROP: a message with no answer. */
+void shca_rimport_pd_shadow(struct shca_rfile *rf, uint32_t handle,
+			    uint32_t shadow, bool drop)
+{
+	const struct shca_slot *me = shca_slot_get();
+	struct imp_req r = { IMP_MAGIC, drop ? IMP_PD_DROP : IMP_PD_SHADOW,
+			     handle, shadow, me ? me->slot : -1 };
+
+	pthread_mutex_lock(&rf->lock);
+	if (rf->fd >= 0 && (me || drop))
+		(void)shca_sock_send_fds(rf->fd, &r, sizeof(r), NULL, 0);
+	pthread_mutex_unlock(&rf->lock);
 }
 
 int shca_rimport_mr(struct shca_rfile *rf, uint32_t handle,

@@ -103,8 +103,19 @@ int shca_pd_destroy(struct shca_pd *pd)
 		shca_obj_put(&pd->obj);
 		return ret;
 	}
-	if (shca_pd_is_parent(pd))
+	if (shca_pd_is_parent(pd)) {
 		pdom_release(pd);
+	} else if (pd->remote) {
+		/* a shadow (docs/import.md): the owner forgets it */
+		struct shca_rfile *rf =
+			sctx->ufile ? shca_ufile_rfile(sctx->ufile) : NULL;
+
+		if (rf)
+			shca_rimport_pd_shadow(rf, 0, pd->obj.handle, true);
+	} else {
+		/* ours: who imported it is forgotten */
+		shca_rimport_pd_gone(pd->obj.handle);
+	}
 	pthread_mutex_lock(&sctx->lock);
 	sctx->npd--;
 	pthread_mutex_unlock(&sctx->lock);

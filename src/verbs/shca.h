@@ -884,6 +884,14 @@ int shca_rimport_pd(struct shca_rfile *rf, uint32_t handle, int *slot,
 		    pid_t *pid, uint32_t *pd_id);
 int shca_rimport_mr(struct shca_rfile *rf, uint32_t handle,
 		    struct shca_rmr *m);
+/* Tell the owner that this process made shadow (its identity here) of
+ * its PD handle, or (drop) destroyed it: the owner's QPs of the PD then
+ * answer, or no longer answer, the R_Keys of our MRs in the shadow
+ * (docs/import.md).  No answer awaited. */
+void shca_rimport_pd_shadow(struct shca_rfile *rf, uint32_t handle,
+			    uint32_t shadow, bool drop);
+/* This process's PD of identity pd is gone: its importers' entries go. */
+void shca_rimport_pd_gone(uint32_t pd);
 /* import_dm against the owner: its length and memfd (*fd), 0 or -errno */
 int shca_rimport_dm(struct shca_rfile *rf, uint32_t handle,
 		    uint64_t *length, int *fd);

@@ -229,7 +229,9 @@ static int impostor_arena(pid_t pid, bool sealed)
 	h.seg_table_off = h.heap_off;
 	h.lanes_off = h.seg_table_off +
 		      SHCA_ARENA_SEG_ENTRIES * sizeof(struct shca_seg_shm);
-	h.heap_off = h.lanes_off + SHCA_ARENA_LANE_BYTES;
+	h.pd_imp_off = h.lanes_off + SHCA_ARENA_LANE_BYTES;
+	h.heap_off = h.pd_imp_off +
+		     SHCA_ARENA_PD_IMPS * sizeof(struct shca_pd_imp_shm);
 	if (h.heap_off > size)
 		h.heap_off = size;
 	if (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))

@@ -25,6 +25,17 @@
  *              5 s; a bounded wait of 30 s here)
  *   per_peer   one process holds at most 64 connections: the next is
  *              closed at once, and served once one is given back
+ *   shadows    IMP_PD_SHADOW and IMP_PD_DROP (no answer; the table of
+ *              importers in the owner's arena, read here as a peer
+ *              reads it): before a file is proven, the connection
+ *              closes; a shadow of a PD of the proven file is one entry
+ *              (the PD's identity, the slot it says, the pid the kernel
+ *              says), once however often it comes; another file's PD, a
+ *              slot out of range, a shadow 0: nothing; one process
+ *              takes at most 32 entries; a DROP of another connection's
+ *              shadow changes nothing, of its own frees it; the
+ *              connection's end frees the rest, the PD's destroy its
+ *              own
  *
  * After each, a forked child imports the context and the PD as a
  * legitimate importer does.
@@ -40,8 +51,10 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "arena_peer.h"
 #include "common.h"
 #include "fdpass.h"
+#include "shm/arena.h"
 #include "shm/sock.h"
 
 /* The wire of src/shm/peer.c and src/verbs/import_rem.c, as an attacker
@@ -52,7 +65,8 @@
 #define MAX_PER_PEER	64
 
 enum { OP_FILE = 1, OP_PD, OP_MR, OP_DEALLOC_PD, OP_DEREG_MR, OP_DM,
-       OP_FREE_DM, OP_BOGUS = 77 };
+       OP_FREE_DM, OP_PD_SHADOW, OP_PD_DROP, OP_BOGUS = 77 };
+#define MAX_SHADOWS_PER_PEER	32
 
 struct ctrl_req {
 	uint64_t magic;
@@ -64,6 +78,8 @@ struct req {
 	uint64_t magic;
 	uint32_t op;
 	uint32_t handle;
+	uint32_t shadow;
+	int32_t slot;
 };
 
 struct ans {
@@ -190,7 +206,7 @@ static bool xchg(int fd, const void *p, size_t len, const int *fds, int nfds,
 static bool request(int fd, uint32_t op, uint32_t handle, int file,
 		    struct ans *a)
 {
-	struct req r = { IMP_MAGIC, op, handle };
+	struct req r = { IMP_MAGIC, op, handle, 0, 0 };
 
 	return xchg(fd, &r, sizeof(r), &file, file >= 0, a);
 }
@@ -199,7 +215,7 @@ static bool request(int fd, uint32_t op, uint32_t handle, int file,
 static void request_fd(int fd, uint32_t op, uint32_t handle, struct ans *a,
 		       int *got)
 {
-	struct req r = { IMP_MAGIC, op, handle };
+	struct req r = { IMP_MAGIC, op, handle, 0, 0 };
 
 	*got = -1;
 	ASSERT_EQ(shca_sock_send_fds(fd, &r, sizeof(r), NULL, 0), 0);
@@ -282,7 +298,7 @@ static void legit(struct importer *im, const struct owner *w)
 TEST(records)
 {
 	struct importer im;
-	struct req r = { IMP_MAGIC, OP_PD, 0 };
+	struct req r = { IMP_MAGIC, OP_PD, 0, 0, 0 };
 	char longer[sizeof(r) + 8];
 	struct owner w;
 	struct ans a;
@@ -465,5 +481,102 @@ TEST(per_peer)
 	close(fd);
 	for (i = 1; i < MAX_PER_PEER; i++)
 		close(fds[i]);
+	owner_close(&w);
+}
+
+/* A message with no answer (IMP_PD_SHADOW, _DROP). */
+static void note(int fd, uint32_t op, uint32_t handle, uint32_t shadow,
+		 int32_t slot)
+{
+	struct req r = { IMP_MAGIC, op, handle, shadow, slot };
+
+	ASSERT_EQ(shca_sock_send_fds(fd, &r, sizeof(r), NULL, 0), 0);
+}
+
+/* What fd sent is done: the owner answers in order. */
+static void settle(int fd, const struct owner *w)
+{
+	struct ans a;
+
+	ASSERT(request(fd, OP_PD, w->pd->handle, -1, &a));
+	ASSERT_EQ(a.ret, 0);
+}
+
+TEST(shadows)
+{
+	struct importer im;
+	struct shca_pd_imp_shm e;
+	struct owner w;
+	struct ans a;
+	struct ibv_pd *pd3;
+	uint32_t i;
+	int fd, fd2;
+	char *self;
+
+	importer_fork(&im);
+	owner_open(&w);
+	self = arena_own_base();
+	/* before a file is proven: closed */
+	fd = ctl_connect();
+	note(fd, OP_PD_SHADOW, w.pd->handle, 0x1234, owner_slot);
+	ASSERT(!request(fd, OP_PD, w.pd->handle, -1, &a));
+	close(fd);
+	ASSERT_EQ(arena_pd_imps(self, 0, 0, NULL), 0);
+
+	fd = ctl_connect();
+	ASSERT(request(fd, OP_FILE, 0, w.ctx->cmd_fd, &a));
+	ASSERT_EQ(a.ret, 0);
+	note(fd, OP_PD_SHADOW, w.pd->handle, 0x1234, owner_slot);
+	note(fd, OP_PD_SHADOW, w.pd->handle, 0x1234, owner_slot);
+	settle(fd, &w);
+	ASSERT_EQ(arena_pd_imps(self, 0, 0, &e), 1);
+	ASSERT_EQ(e.pd, w.pd->handle);
+	ASSERT_EQ(e.shadow, 0x1234);
+	ASSERT_EQ(e.slot, (uint32_t)owner_slot);
+	ASSERT_EQ(e.pid, (uint32_t)getpid());
+	/* another file's PD, a slot out of range, no shadow: nothing */
+	note(fd, OP_PD_SHADOW, w.pd2->handle, 0x2345, owner_slot);
+	note(fd, OP_PD_SHADOW, w.pd->handle, 0x3456, -1);
+	note(fd, OP_PD_SHADOW, w.pd->handle, 0x3456, 1 << 20);
+	note(fd, OP_PD_SHADOW, w.pd->handle, 0, owner_slot);
+	settle(fd, &w);
+	ASSERT_EQ(arena_pd_imps(self, 0, 0, NULL), 1);
+	/* one process takes at most 32 places */
+	for (i = 0; i < MAX_SHADOWS_PER_PEER + 8; i++)
+		note(fd, OP_PD_SHADOW, w.pd->handle, 0x10000 + i,
+		     owner_slot);
+	settle(fd, &w);
+	ASSERT_EQ(arena_pd_imps(self, w.pd->handle, 0, NULL),
+		  MAX_SHADOWS_PER_PEER);
+	/* a DROP: another connection's shadow stays, our own goes */
+	fd2 = ctl_connect();
+	ASSERT(request(fd2, OP_FILE, 0, w.ctx->cmd_fd, &a));
+	ASSERT_EQ(a.ret, 0);
+	note(fd2, OP_PD_DROP, 0, 0x1234, 0);
+	settle(fd2, &w);
+	ASSERT_EQ(arena_pd_imps(self, 0, 0x1234, NULL), 1);
+	note(fd, OP_PD_DROP, 0, 0x1234, 0);
+	settle(fd, &w);
+	ASSERT_EQ(arena_pd_imps(self, 0, 0x1234, NULL), 0);
+	ASSERT_EQ(arena_pd_imps(self, 0, 0, NULL), MAX_SHADOWS_PER_PEER - 1);
+	/* the connection's end: the rest */
+	close(fd);
+	settle(fd2, &w);
+	for (i = 0; i < 1000 && arena_pd_imps(self, 0, 0, NULL); i++)
+		usleep(10000);	/* the owner's engine sees the hang-up */
+	ASSERT_EQ(arena_pd_imps(self, 0, 0, NULL), 0);
+	/* the PD's destroy: its entries */
+	pd3 = ibv_alloc_pd(w.ctx);
+	ASSERT_NOT_NULL(pd3);
+	note(fd2, OP_PD_SHADOW, pd3->handle, 0x4567, owner_slot);
+	note(fd2, OP_PD_SHADOW, w.pd->handle, 0x5678, owner_slot);
+	settle(fd2, &w);
+	ASSERT_EQ(arena_pd_imps(self, 0, 0, NULL), 2);
+	ASSERT_EQ(ibv_dealloc_pd(pd3), 0);
+	ASSERT_EQ(arena_pd_imps(self, 0, 0, &e), 1);
+	ASSERT_EQ(e.shadow, 0x5678);
+	close(fd2);
+
+	legit(&im, &w);
 	owner_close(&w);
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* This process's arena, as a peer maps it: see arena_peer.h. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,4 +26,40 @@ char *arena_own_base(void)
 	fclose(f);
 	ASSERT_NE(lo, 0);
 	return (char *)lo;
+}
+
+/* One entry read as a peer reads it (a seqlock, read again while the
+ * owner's engine writes it): false if free. */
+static bool imp_read(const struct shca_pd_imp_shm *t,
+		     struct shca_pd_imp_shm *e)
+{
+	uint32_t s1, s2;
+
+	do {
+		s1 = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
+		e->pd = __atomic_load_n(&t->pd, __ATOMIC_ACQUIRE);
+		e->slot = __atomic_load_n(&t->slot, __ATOMIC_ACQUIRE);
+		e->pid = __atomic_load_n(&t->pid, __ATOMIC_ACQUIRE);
+		e->shadow = __atomic_load_n(&t->shadow, __ATOMIC_ACQUIRE);
+		s2 = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
+	} while (s1 != s2 || (s1 & 1));
+	return e->pd != 0;
+}
+
+unsigned int arena_pd_imps(char *base, uint32_t pd, uint32_t shadow,
+			   struct shca_pd_imp_shm *last)
+{
+	struct shca_pd_imp_shm *t, e;
+	unsigned int i, n = 0;
+
+	t = shca_arena_pd_imps(base, shca_arena_hdr(base)->size);
+	ASSERT_NOT_NULL(t);
+	for (i = 0; i < SHCA_ARENA_PD_IMPS; i++)
+		if (imp_read(&t[i], &e) && (!pd || e.pd == pd) &&
+		    (!shadow || e.shadow == shadow)) {
+			n++;
+			if (last)
+				*last = e;
+		}
+	return n;
 }

@@ -26,6 +26,16 @@
  * key fails the same way (a WRITE, then a READ on QPs made again); a key
  * that is neither the importer's nor the owner's, the same.
  *
+ * And the other way (docs/import.md, "The importer's R_Keys"): an MR the
+ * importer registers in the imported PD is of the owner's PD too, so a
+ * QP a2 of the owner answers its R_Key.  j2 (the importer's own PD)
+ * connected to a2 WRITEs, READs (several packets) and FETCH_ADDs the
+ * importer's buffer through a2; the R_Key of an MR of the importer's own
+ * PD (not the shared one) gets REM_ACCESS_ERR there, nothing written.
+ * The owner's table of importers holds the importer's shadow while the
+ * import lives, and no longer once the importer unimported it (the
+ * shadow destroyed, the owner told), its context still open.
+ *
  * Each on the same-host path (mapped and CMA) and on the net path
  * (SOFTHCA_NET=1: the importer's engine is the responder).
  */
@@ -36,9 +46,11 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "arena_peer.h"
 #include "common.h"
 #include "ep.h"
 #include "import_ep.h"
+#include "shm/arena.h"
 
 #define BUF	65536u
 #define MSG	1024u
@@ -61,8 +73,9 @@ struct arg {
 
 /* The importer's commands (struct import_cmd): C check the owner's buf,
  * w a WRITEs sbuf's pattern seed to off through i2, r a READs its own
- * buf's first MSG bytes back, A the owner's word is ATOM_V + seed, D
- * dereg, Q quit. */
+ * buf's first MSG bytes back, A the owner's word is ATOM_V + seed, q a
+ * QP a2 made and connected to the importer's, T the owner's table of
+ * importers holds seed entries for its PD, D dereg, Q quit. */
 static void cmd(int sock, char op, uint32_t off, uint32_t len, uint32_t seed)
 {
 	import_cmd_send(sock, op, off, len, seed, 0, IBV_WC_SUCCESS);
@@ -83,6 +96,64 @@ static void pair(struct ep *i, struct ep *j, const struct importer *im,
 		       (uint8_t *)(uintptr_t)im->of.addr, BUF);
 	import_ep_make(j, IBV_QPT_RC, im->ctx, lpd, lmr, lbuf, BUF);
 	import_ep_pair(i, j);
+}
+
+/* The importer's MR in the imported PD, through the owner's QP a2. */
+static void importer_keys(int sock, const struct importer *im,
+			  struct ibv_pd *lpd, struct ibv_mr *lmr,
+			  uint8_t *lbuf)
+{
+	struct ep_info a2;
+	struct ibv_mr *bmr;
+	uint8_t *bbuf;
+	struct ep j2;
+	uint64_t v = ATOM_V;
+
+	ASSERT_EQ(posix_memalign((void **)&bbuf, 4096, BUF), 0);
+	memset(bbuf, EP_SENTINEL, BUF);
+	memcpy(bbuf + AWORD, &v, 8);
+	bmr = ibv_reg_mr(im->pd, bbuf, BUF, IMPORT_ALL_ACCESS);
+	ASSERT_NOT_NULL(bmr);
+	import_ep_make(&j2, IBV_QPT_RC, im->ctx, lpd, lmr, lbuf, BUF);
+	import_cmd_send(sock, 'q', 0, 0, 0, 0, IBV_WC_SUCCESS);
+	xread(sock, &a2, sizeof(a2));
+	import_ep_connect(&j2, &a2, 7);
+	xwrite(sock, &j2.self, sizeof(j2.self));
+	duo_expect(sock, 'c');
+	duo_expect(sock, 'k');
+	/* a2 is the owner's: our key in the shared PD, our address */
+	j2.peer.rkey = bmr->rkey;
+	j2.peer.addr = (uintptr_t)bbuf;
+
+	ASSERT_EQ(ep_post(&j2, 1, IBV_WR_RDMA_WRITE, LSRC, BIGLEN, BIG, 0),
+		  0);
+	ep_expect(j2.scq, j2.qp, 1, IBV_WC_SUCCESS);
+	ASSERT_EQ(ep_find_pattern_diff(bbuf + BIG, BIGLEN, 7, 0), -1);
+	ASSERT_EQ(ep_find_non_sentinel(bbuf + BIG + BIGLEN, 64), -1);
+	ASSERT_EQ(ep_find_non_sentinel(bbuf + BIG - 64, 64), -1);
+	memset(lbuf + LDST, EP_SENTINEL, BIGLEN + 64);
+	ASSERT_EQ(ep_post(&j2, 2, IBV_WR_RDMA_READ, LDST, BIGLEN, BIG, 0), 0);
+	ep_expect(j2.scq, j2.qp, 2, IBV_WC_SUCCESS);
+	ASSERT_EQ(ep_find_pattern_diff(lbuf + LDST, BIGLEN, 7, 0), -1);
+	ASSERT_EQ(ep_find_non_sentinel(lbuf + LDST + BIGLEN, 64), -1);
+	ep_post_atomic(&j2, 3, IBV_WR_ATOMIC_FETCH_AND_ADD, LRES, AWORD, 3, 0);
+	ep_expect(j2.scq, j2.qp, 3, IBV_WC_SUCCESS);
+	memcpy(&v, lbuf + LRES, 8);
+	ASSERT_U64_EQ(v, ATOM_V);
+	memcpy(&v, bbuf + AWORD, 8);
+	ASSERT_U64_EQ(v, ATOM_V + 3);
+
+	/* an MR of our own PD is not of the shared one */
+	memset(lbuf + LDST, EP_SENTINEL, MSG);
+	j2.peer.rkey = lmr->rkey;
+	j2.peer.addr = (uintptr_t)lbuf;
+	ASSERT_EQ(ep_post(&j2, 4, IBV_WR_RDMA_WRITE, LSRC, MSG, LDST, 0), 0);
+	ep_expect(j2.scq, j2.qp, 4, IBV_WC_REM_ACCESS_ERR);
+	ASSERT_EQ(ep_find_non_sentinel(lbuf + LDST, MSG), -1);
+
+	import_ep_unmake(&j2);
+	ASSERT_EQ(ibv_dereg_mr(bmr), 0);
+	free(bbuf);
 }
 
 static void importer(int sock, void *arg)
@@ -191,27 +262,51 @@ static void importer(int sock, void *arg)
 	ASSERT_EQ(ep_find_non_sentinel(lbuf + LDST, MSG), -1);
 	owner_check(sock, DDST, MSG, 0);
 
-	if (getenv("SOFTHCA_NET"))
-		ASSERT_GT(ep_tcp_bytes(), 0);
-	cmd(sock, 'Q', 0, 0, 0);
 	import_ep_unmake(&i);
 	import_ep_unmake(&j);
+	importer_keys(sock, &im, lpd, lmr, lbuf);
+
+	if (getenv("SOFTHCA_NET"))
+		ASSERT_GT(ep_tcp_bytes(), 0);
 	ASSERT_EQ(ibv_dereg_mr(lmr), 0);
 	ASSERT_EQ(ibv_dealloc_pd(lpd), 0);
 	free(lbuf);
-	importer_end(&im);
+	/* the shadow goes with the imports, the context still open: the
+	 * owner forgets it */
+	cmd(sock, 'T', 0, 0, 1);
+	ibv_unimport_mr(im.mr);
+	ibv_unimport_pd(im.pd);
+	cmd(sock, 'T', 0, 0, 0);
+	cmd(sock, 'Q', 0, 0, 0);
+	ASSERT_EQ(ibv_close_device(im.ctx), 0);
+}
+
+/* The owner's table (arena at self) holds n entries for PD identity pd,
+ * once the importer's message (on its own connection) reached our
+ * engine thread: waited for, up to 10 s. */
+static void owner_imps(char *self, uint32_t pd, unsigned int n)
+{
+	int k;
+
+	for (k = 0; k < 1000 && arena_pd_imps(self, pd, 0, NULL) != n; k++)
+		usleep(10000);
+	ASSERT_EQ(arena_pd_imps(self, pd, 0, NULL), n);
 }
 
 static void owner(const struct arg *ar, bool net)
 {
 	struct import_owner ow;
 	struct import_cmd c;
-	struct ep a;
+	struct ep a, a2;
+	bool have_a2 = false;
 	uint64_t v = ATOM_V;
+	char *self;
 
 	import_env(net, ar->cma);
 	import_owner_begin(&ow, importer, (void *)ar, BUF, IMPORT_ALL_ACCESS,
 			   IMPORT_ALL_ACCESS);
+	/* before the importer's arena is mapped beside ours */
+	self = arena_own_base();
 	ep_fill_pattern(ow.buf, MSG, 9, 0);
 	memcpy(ow.buf + AWORD, &v, 8);
 	import_ep_make(&a, IBV_QPT_RC, ow.ctx, ow.pd, ow.smr, ow.sbuf, BUF);
@@ -245,6 +340,16 @@ static void owner(const struct arg *ar, bool net)
 			ASSERT_EQ(ep_find_non_sentinel(ow.sbuf + c.len, 64),
 				  -1);
 			break;
+		case 'q':
+			import_ep_make(&a2, IBV_QPT_RC, ow.ctx, ow.pd, ow.smr,
+				       ow.sbuf, BUF);
+			have_a2 = true;
+			xwrite(ow.d.fd, &a2.self, sizeof(a2.self));
+			import_owner_connect(&ow, &a2);
+			break;
+		case 'T':
+			owner_imps(self, ow.pd->handle, c.seed);
+			break;
 		case 'D':
 			import_owner_dereg(&ow);
 			break;
@@ -254,6 +359,8 @@ static void owner(const struct arg *ar, bool net)
 		duo_signal(ow.d.fd, 'k');
 	}
 	import_owner_wait(&ow);
+	if (have_a2)
+		import_ep_unmake(&a2);
 	import_ep_unmake(&a);
 	import_owner_end(&ow);
 }
