@@ -78,7 +78,8 @@ enum ibv_wc_status shca_wqe_local_iov(struct shca_qp *qp,
 
 /*
  * The local side with the L_Keys of another process's MRs too: a QP on
- * an import of that process's PD (verbs/import_key.c) reaches them
+ * a PD shared with that process (an import of its PD, or a PD of ours it
+ * imported: verbs/import_key.c) reaches them
  * through a bounce buffer in io, copied in now (gather) or out when the
  * response is placed (scatter: shca_imp_put).  Where the transport is
  * done with the local memory when xmit returns (shca_imp_route_ok: not
@@ -92,8 +93,7 @@ static enum ibv_wc_status local_iov(struct shca_qp *qp,
 {
 	enum ibv_wc_status st = shca_wqe_local_iov(qp, w, write, iov, niov);
 
-	if (st == IBV_WC_LOC_PROT_ERR && qp->pd &&
-	    __atomic_load_n(&qp->pd->prot->remote, __ATOMIC_ACQUIRE) &&
+	if (st == IBV_WC_LOC_PROT_ERR && shca_pd_shared(qp->pd) &&
 	    shca_imp_route_ok(qp->ibqp.qp_type, qp->route) &&
 	    !(w->wr.send_flags & IBV_SEND_INLINE))
 		st = shca_imp_sge_iov(qp->pd->prot, w->sge, w->wr.num_sge,

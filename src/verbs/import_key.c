@@ -6,15 +6,19 @@
  * A QP of this process on an import of another process's PD (a shadow
  * PD, import_rem.c) may name in its gather and scatter lists the L_Key
  * of any MR of that PD, as a QP of the owner would: on hardware the key
- * means the same MR in both processes.  Such a key is not in this
- * process's MR table; the MR is the owner's, in the owner's memory.  It
- * is reached the way a same-host peer reaches an R_Key (shm/mem.h): an
- * access lane of the owner's claimed, the entry read from the owner's
- * arena under it (key, the PD's identity, the MR's local rights, bounds:
- * engine/responder.c shca_owner_lkey), the bytes copied through the
- * owner's mapped segments or CMA, the lane released -- so the owner's
+ * means the same MR in both processes.  The other way round too: a QP
+ * of the owner on a PD of its own that another process imported may
+ * name the L_Key of an MR that process registered in its shadow of the
+ * PD (the owner's table of importers, import_rem.c).  Such a key is not
+ * in this process's MR table; the MR is the other process's, in its
+ * memory.  It is reached the way a same-host peer reaches an R_Key
+ * (shm/mem.h): an access lane of that process's claimed, the entry read
+ * from its arena under it (key, the PD's identity there, the MR's local
+ * rights, bounds: engine/responder.c shca_owner_lkey), the bytes copied
+ * through its mapped segments or CMA, the lane released -- so its
  * ibv_dereg_mr waits for the copy, and after it the key fails (a Local
- * Protection Error, as on hardware).
+ * Protection Error, as on hardware).  "The owner" below is that other
+ * process, whichever side of the import it is.
  *
  * The data go through a bounce buffer of this process: a gather list's
  * bytes are copied in before the request goes out, a scatter list's
@@ -33,23 +37,26 @@
 #include "../shm/mem.h"
 #include "../shm/peer.h"
 
-/* The owner of pd (a shadow), held; NULL if it is gone (its slot empty
- * or another process's now). */
-static struct shca_peer *owner_hold(const struct shca_pd *pd)
+/* The process in slot, if it is still pid, held; NULL if it is gone
+ * (its slot empty or another process's now). */
+static struct shca_peer *sharer_hold(int slot, pid_t pid)
 {
-	struct shca_peer *p = shca_peer_get(pd->rslot);
+	struct shca_peer *p = shca_peer_get(slot);
 
-	if (!p || p->self || p->pid != pd->rpid || !shca_peer_hold(p))
+	if (!p || p->self || p->pid != pid || !shca_peer_hold(p))
 		return NULL;
 	return p;
 }
 
-/* One SGE of the owner's MR: its bytes to buf (put false) or from buf;
- * buf NULL: the key checked only.  0 or -errno. */
-static int owner_copy(const struct shca_pd *pd, const struct ibv_sge *s,
-		      unsigned int access, void *buf, bool put)
+/* One SGE of an MR of the process in slot (pid) in the PD of identity pd
+ * there: its bytes to buf (put false) or from buf; buf NULL: the key
+ * checked only.  0 or -errno (-ENOKEY: no such key of that PD there,
+ * -ESRCH: the process is gone). */
+static int sharer_copy(int slot, pid_t pid, uint32_t pd,
+		       const struct ibv_sge *s, unsigned int access, void *buf,
+		       bool put)
 {
-	struct shca_peer *p = owner_hold(pd);
+	struct shca_peer *p = sharer_hold(slot, pid);
 	struct iovec l, r;
 	uint64_t va;
 	int ret;
@@ -57,8 +64,8 @@ static int owner_copy(const struct shca_pd *pd, const struct ibv_sge *s,
 	if (!p)
 		return -ESRCH;
 	shca_mem_begin(p);
-	ret = shca_owner_lkey(p, pd->rpd, s->lkey, access, s->addr,
-			      s->length, &va);
+	ret = shca_owner_lkey(p, pd, s->lkey, access, s->addr, s->length,
+			      &va);
 	if (!ret && buf) {
 		l.iov_base = buf;
 		l.iov_len = s->length;
@@ -69,6 +76,34 @@ static int owner_copy(const struct shca_pd *pd, const struct ibv_sge *s,
 	}
 	shca_mem_end(p);
 	shca_peer_release(p);
+	return ret;
+}
+
+/*
+ * One SGE of an MR of another process that shares pd (docs/import.md):
+ * the owner's, pd being an import of its PD; or, pd being ours, an
+ * importer's in its shadow of pd (our table of importers, import_rem.c:
+ * each asked in turn).  As sharer_copy.
+ */
+static int shared_copy(const struct shca_pd *pd, const struct ibv_sge *s,
+		      unsigned int access, void *buf, bool put)
+{
+	struct shca_arena *a;
+	struct shca_pd_imp_shm *t, e;
+	unsigned int i;
+	int ret = -ENOKEY;
+
+	if (pd->remote)
+		return sharer_copy(pd->rslot, pd->rpid, pd->rpd, s, access,
+				   buf, put);
+	a = shca_arena_self();
+	t = a ? shca_arena_pd_imps(a->base, a->size) : NULL;
+	for (i = 0; t && (ret == -ENOKEY || ret == -ESRCH) &&
+		    i < SHCA_ARENA_PD_IMPS;
+	     i++)
+		if (shca_pd_imp_shm_read(&t[i], &e) && e.pd == pd->obj.handle)
+			ret = sharer_copy((int)e.slot, (pid_t)e.pid, e.shadow,
+					  s, access, buf, put);
 	return ret;
 }
 
@@ -92,7 +127,7 @@ enum ibv_wc_status shca_imp_sge_iov(struct shca_pd *pd,
 	int i, k = 0, nown = 0;
 	void *ours;
 
-	if (!pd->remote)
+	if (!shca_pd_shared(pd))
 		return IBV_WC_LOC_PROT_ERR;
 	/* which SGEs are the owner's (not in our table), and how much */
 	for (i = 0; i < n; i++)
@@ -124,7 +159,7 @@ enum ibv_wc_status shca_imp_sge_iov(struct shca_pd *pd,
 				goto fail;
 			iov[k].iov_base = (char *)io->buf + off;
 			if (!write &&
-			    owner_copy(pd, s, access, iov[k].iov_base, false))
+			    shared_copy(pd, s, access, iov[k].iov_base, false))
 				goto fail;
 			io->sge[io->nsge] = *s;
 			io->off[io->nsge++] = off;
@@ -149,16 +184,10 @@ enum ibv_wc_status shca_imp_put(struct shca_imp_io *io)
 	int i;
 
 	for (i = 0; i < io->nsge; i++)
-		if (owner_copy(io->pd, &io->sge[i], IBV_ACCESS_LOCAL_WRITE,
+		if (shared_copy(io->pd, &io->sge[i], IBV_ACCESS_LOCAL_WRITE,
 			       (char *)io->buf + io->off[i], true))
 			return IBV_WC_LOC_PROT_ERR;
 	return IBV_WC_SUCCESS;
-}
-
-/* Is pd an import of another process's PD? */
-static bool is_shadow(const struct shca_pd *pd)
-{
-	return pd && __atomic_load_n(&pd->prot->remote, __ATOMIC_ACQUIRE);
 }
 
 /* Are the keys of these SGEs all MRs of ours (in pd, for access)? */
@@ -207,7 +236,7 @@ bool shca_imp_qp_keys_ok(struct shca_pd *pd, enum ibv_qp_type type,
 			 int n)
 {
 	(void)route;
-	if (!is_shadow(pd) || !n)
+	if (!shca_pd_shared(pd) || !n)
 		return true;
 	switch (type) {
 	case IBV_QPT_RC:
@@ -423,7 +452,7 @@ static bool bounce_move(struct imp_bounce *b, uint64_t len, bool put)
 			else
 				memcpy(p, m.iov_base, s.length);
 			SHCA_DMA_END();
-		} else if (owner_copy(b->pd, &s, access, p, put)) {
+		} else if (shared_copy(b->pd, &s, access, p, put)) {
 			return false;
 		}
 		p += s.length;
@@ -445,7 +474,7 @@ static bool keys_usable(struct shca_pd *pd, const struct ibv_sge *sge, int n,
 		t += sge[i].length;
 		if (!shca_lookup_mr(pd, sge[i].lkey, access, sge[i].addr,
 				    sge[i].length, false) &&
-		    owner_copy(pd, &sge[i], access, NULL, false))
+		    shared_copy(pd, &sge[i], access, NULL, false))
 			return false;
 	}
 	*total = t;
@@ -468,7 +497,7 @@ int shca_imp_tm_add(struct shca_pd *pd, const struct ibv_sge *sge, int n,
 	uint64_t total;
 
 	*imp = 0;
-	if (!is_shadow(pd) || n <= 0 || !sge)
+	if (!shca_pd_shared(pd) || n <= 0 || !sge)
 		return 0;
 	pd = pd->prot;
 	if (all_ours(pd, sge, n, IBV_ACCESS_LOCAL_WRITE) ||
@@ -498,7 +527,7 @@ int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
 	uint64_t total;
 	int ret;
 
-	if (!is_shadow(pd) || wr->num_sge <= 0 ||
+	if (!shca_pd_shared(pd) || wr->num_sge <= 0 ||
 	    (uint32_t)wr->num_sge > rq->max_sge || !wr->sg_list ||
 	    all_ours(pd, wr->sg_list, wr->num_sge, IBV_ACCESS_LOCAL_WRITE))
 		return shca_rq_post_one(rq, wr);	/* (a bad list too) */
@@ -610,7 +639,7 @@ void shca_imp_send_store(struct shca_qp *qp, struct shca_send_wqe *w)
 	struct shca_pd *pd;
 	uint64_t total;
 
-	if (!w->wr.num_sge || !qp->pd || !is_shadow(qp->pd) ||
+	if (!w->wr.num_sge || !qp->pd || !shca_pd_shared(qp->pd) ||
 	    shca_imp_route_ok(qp->ibqp.qp_type, qp->route))
 		return;
 	pd = qp->pd->prot;

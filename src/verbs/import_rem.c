@@ -299,17 +299,21 @@ static void tab_free(struct imp_srv *s, uint32_t pd, uint32_t shadow)
  * pid there). */
 static void srv_pd_shadow(struct imp_srv *s, const struct imp_req *r)
 {
-	struct shca_obj *o = shca_obj_find_file(SHCA_OT_PD, r->handle, s->dev,
-						s->ino);
 	struct shca_pd_imp_shm *t, e = { 0 };
 	unsigned int i, mine = 0, free_at = SHCA_ARENA_PD_IMPS;
+	struct shca_obj *o;
+	struct shca_pd *pd;
 
-	if (!o)
-		return;
-	e.pd = container_of(o, struct shca_pd, obj)->prot->obj.handle;
-	shca_obj_put(o);
 	if (!r->shadow || r->slot < 0 || r->slot >= (int32_t)SHCA_NUM_SLOTS)
 		return;
+	o = shca_obj_find_file(SHCA_OT_PD, r->handle, s->dev, s->ino);
+	if (!o)
+		return;
+	pd = container_of(o, struct shca_pd, obj)->prot;
+	e.pd = pd->obj.handle;
+	/* our WQEs on it may name the importer's L_Keys (import_key.c) */
+	__atomic_store_n(&pd->imported, true, __ATOMIC_RELEASE);
+	shca_obj_put(o);
 	e.slot = (uint32_t)r->slot;
 	e.pid = (uint32_t)s->peer;
 	e.shadow = r->shadow;

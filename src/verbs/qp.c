@@ -621,10 +621,9 @@ static void sq_store(struct shca_qp *qp, const struct ibv_send_wr *wr)
 			       (size_t)wr->num_sge * sizeof(struct ibv_sge));
 		w->wr.sg_list = w->sge;
 		w->wr.send_flags &= ~(unsigned int)IBV_SEND_INLINE;
-		/* the owner's L_Keys on the net path's RC: a bounce of
-		 * the WQE's own (import_key.c) */
-		if (qp->pd &&
-		    __atomic_load_n(&qp->pd->prot->remote, __ATOMIC_ACQUIRE))
+		/* another process's L_Keys on the net path's RC: a
+		 * bounce of the WQE's own (import_key.c) */
+		if (shca_pd_shared(qp->pd))
 			shca_imp_send_store(qp, w);
 	}
 	__atomic_store_n(&sq->tail, sq->tail + 1, __ATOMIC_RELEASE);

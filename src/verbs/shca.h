@@ -285,7 +285,20 @@ struct shca_pd {
 	int rslot;
 	pid_t rpid;
 	uint32_t rpd;
+	/* a PD of ours that another process imported (import_rem.c, the
+	 * table of importers): the L_Keys of its MRs in its shadow may come
+	 * in our WQEs (import_key.c); set once, never cleared */
+	bool imported;
 };
+
+/* Is pd shared with another process (an import of another's, or
+ * imported by one): may our WQEs on it name another process's L_Keys
+ * (verbs/import_key.c)? */
+static inline bool shca_pd_shared(const struct shca_pd *pd)
+{
+	return pd && (__atomic_load_n(&pd->prot->remote, __ATOMIC_ACQUIRE) ||
+		      __atomic_load_n(&pd->prot->imported, __ATOMIC_ACQUIRE));
+}
 
 static inline bool shca_pd_is_parent(const struct shca_pd *pd)
 {

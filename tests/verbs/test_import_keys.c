@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Issue 14: the owner's R_Keys through a QP of the importer's on the
- * imported PD (docs/import.md, "The owner's R_Keys").  On hardware the PD
+ * Issue 14: each process's keys through the other's QPs on a PD shared
+ * by import (docs/import.md, "The owner's R_Keys", "The importer's
+ * R_Keys").  First the owner's R_Keys through a QP of the importer's on
+ * the imported PD.  On hardware the PD
  * is one object in both processes, so a QP of the importer answers a
  * remote access with the key of any MR of that PD, the owner's too: a
  * server that imports a PD and an MR hands the MR's R_Key to its clients.
@@ -32,6 +34,9 @@
  * connected to a2 WRITEs, READs (several packets) and FETCH_ADDs the
  * importer's buffer through a2; the R_Key of an MR of the importer's own
  * PD (not the shared one) gets REM_ACCESS_ERR there, nothing written.
+ * The importer's L_Keys in the owner's WQEs on a2: a WRITE gathered from
+ * the importer's buffer, a READ and a receive scattered into it; a key
+ * of nothing: LOC_PROT_ERR.
  * The owner's table of importers holds the importer's shadow while the
  * import lives, and no longer once the importer unimported it (the
  * shadow destroyed, the owner told), its context still open.
@@ -74,8 +79,10 @@ struct arg {
 /* The importer's commands (struct import_cmd): C check the owner's buf,
  * w a WRITEs sbuf's pattern seed to off through i2, r a READs its own
  * buf's first MSG bytes back, A the owner's word is ATOM_V + seed, q a
- * QP a2 made and connected to the importer's, T the owner's table of
- * importers holds seed entries for its PD, D dereg, Q quit. */
+ * QP a2 made and connected to the importer's, L a2's WQEs with the
+ * importer's L_Key seed over its buffer at tag (below), P a2's receive
+ * polled, T the owner's table of importers holds seed entries for its
+ * PD, D dereg, Q quit. */
 static void cmd(int sock, char op, uint32_t off, uint32_t len, uint32_t seed)
 {
 	import_cmd_send(sock, op, off, len, seed, 0, IBV_WC_SUCCESS);
@@ -142,6 +149,23 @@ static void importer_keys(int sock, const struct importer *im,
 	ASSERT_U64_EQ(v, ATOM_V);
 	memcpy(&v, bbuf + AWORD, 8);
 	ASSERT_U64_EQ(v, ATOM_V + 3);
+
+	/* our L_Key in the owner's WQEs (owner_lkeys) */
+	memset(lbuf + LDST, EP_SENTINEL, MSG + 64);
+	import_cmd_send(sock, 'L', 0, 0, bmr->lkey, (uintptr_t)bbuf,
+			IBV_WC_SUCCESS);
+	duo_expect(sock, 'k');
+	ASSERT_EQ(ep_find_pattern_diff(lbuf + LDST, MSG, 7, 0), -1);
+	ASSERT_EQ(ep_find_non_sentinel(lbuf + LDST + MSG, 64), -1);
+	ASSERT_EQ(ep_find_pattern_diff(bbuf + IDST, MSG, 7, 0), -1);
+	ASSERT_EQ(ep_find_non_sentinel(bbuf + IDST + MSG, 64), -1);
+	/* a2's receive names our buffer: our SEND lands there once the
+	 * owner polls */
+	ASSERT_EQ(ep_post(&j2, 5, IBV_WR_SEND, LSRC + MSG, MSG, 0, 0), 0);
+	ep_expect(j2.scq, j2.qp, 5, IBV_WC_SUCCESS);
+	cmd(sock, 'P', 0, MSG, 0);
+	ASSERT_EQ(ep_find_pattern_diff(bbuf + ODST, MSG, 7, MSG), -1);
+	ASSERT_EQ(ep_find_non_sentinel(bbuf + ODST + MSG, 64), -1);
 
 	/* an MR of our own PD is not of the shared one */
 	memset(lbuf + LDST, EP_SENTINEL, MSG);
@@ -293,6 +317,27 @@ static void owner_imps(char *self, uint32_t pd, unsigned int n)
 	ASSERT_EQ(arena_pd_imps(self, pd, 0, NULL), n);
 }
 
+/*
+ * L: a2's WQEs with the importer's L_Key lkey over its buffer at addr:
+ * a WRITE of its bytes at BIG (seed 7) to the importer's QP's buffer at
+ * LDST, a READ of that buffer's LSRC into its bytes at IDST, and a
+ * receive into its bytes at ODST (the importer SENDs, then P: a key of
+ * nothing on a then, a local protection error).  The importer checks
+ * its bytes.
+ */
+static void owner_lkeys(struct ep *a2, uint32_t lkey, uint64_t addr)
+{
+	struct ibv_sge sge = { addr + ODST, MSG, lkey };
+
+	ASSERT_EQ(ep_post_key(a2, 11, IBV_WR_RDMA_WRITE, addr + BIG, lkey,
+			      MSG, LDST, 0), 0);
+	ep_expect(a2->scq, a2->qp, 11, IBV_WC_SUCCESS);
+	ASSERT_EQ(ep_post_key(a2, 12, IBV_WR_RDMA_READ, addr + IDST, lkey,
+			      MSG, LSRC, 0), 0);
+	ep_expect(a2->scq, a2->qp, 12, IBV_WC_SUCCESS);
+	ASSERT_EQ(import_post_recv(a2->qp, NULL, 13, &sge, 1), 0);
+}
+
 static void owner(const struct arg *ar, bool net)
 {
 	struct import_owner ow;
@@ -350,6 +395,23 @@ static void owner(const struct arg *ar, bool net)
 		case 'T':
 			owner_imps(self, ow.pd->handle, c.seed);
 			break;
+		case 'L':
+			owner_lkeys(&a2, c.seed, c.tag);
+			break;
+		case 'P': {
+			struct ibv_wc wc = ep_expect(a2.rcq, a2.qp, 13,
+						     IBV_WC_SUCCESS);
+
+			ASSERT_EQ(wc.byte_len, c.len);
+			/* a key of nothing, on a (a2 stays up): failed
+			 * before anything is sent */
+			ASSERT_EQ(ep_post_key(&a, 14, IBV_WR_RDMA_WRITE,
+					      (uintptr_t)ow.sbuf,
+					      ow.smr->lkey ^ 0x5a5a5a00, MSG,
+					      LDST, 0), 0);
+			ep_expect(a.scq, a.qp, 14, IBV_WC_LOC_PROT_ERR);
+			break;
+		}
 		case 'D':
 			import_owner_dereg(&ow);
 			break;
