@@ -64,8 +64,7 @@ static int sharer_copy(int slot, pid_t pid, uint32_t pd,
 	if (!p)
 		return -ESRCH;
 	shca_mem_begin(p);
-	ret = shca_owner_lkey(p, pd, s->lkey, access, s->addr, s->length,
-			      &va);
+	ret = shca_owner_lkey(p, pd, s->lkey, access, s->addr, s->length, &va);
 	if (!ret && buf) {
 		l.iov_base = buf;
 		l.iov_len = s->length;
@@ -86,7 +85,7 @@ static int sharer_copy(int slot, pid_t pid, uint32_t pd,
  * each asked in turn).  As sharer_copy.
  */
 static int shared_copy(const struct shca_pd *pd, const struct ibv_sge *s,
-		      unsigned int access, void *buf, bool put)
+		       unsigned int access, void *buf, bool put)
 {
 	struct shca_arena *a;
 	struct shca_pd_imp_shm *t, e;
@@ -94,12 +93,12 @@ static int shared_copy(const struct shca_pd *pd, const struct ibv_sge *s,
 	int ret = -ENOKEY;
 
 	if (pd->remote)
-		return sharer_copy(pd->rslot, pd->rpid, pd->rpd, s, access,
-				   buf, put);
+		return sharer_copy(pd->rslot, pd->rpid, pd->rpd, s, access, buf,
+				   put);
 	a = shca_arena_self();
 	t = a ? shca_arena_pd_imps(a->base, a->size) : NULL;
-	for (i = 0; t && (ret == -ENOKEY || ret == -ESRCH) &&
-		    i < SHCA_ARENA_PD_IMPS;
+	for (i = 0;
+	     t && (ret == -ENOKEY || ret == -ESRCH) && i < SHCA_ARENA_PD_IMPS;
 	     i++)
 		if (shca_pd_imp_shm_read(&t[i], &e) && e.pd == pd->obj.handle)
 			ret = sharer_copy((int)e.slot, (pid_t)e.pid, e.shadow,
@@ -185,7 +184,7 @@ enum ibv_wc_status shca_imp_put(struct shca_imp_io *io)
 
 	for (i = 0; i < io->nsge; i++)
 		if (shared_copy(io->pd, &io->sge[i], IBV_ACCESS_LOCAL_WRITE,
-			       (char *)io->buf + io->off[i], true))
+				(char *)io->buf + io->off[i], true))
 			return IBV_WC_LOC_PROT_ERR;
 	return IBV_WC_SUCCESS;
 }

@@ -120,6 +120,8 @@ struct shca_rfile {
 	int fd;				/* the control connection */
 	int slot;
 	pid_t pid;
+	pid_t opener;			/* this process (a forked child
+					 * shares the connection) */
 	pthread_mutex_t lock;		/* one request at a time */
 };
 
@@ -261,6 +263,18 @@ static int srv_destroy(struct imp_srv *s, enum shca_otype t, uint32_t handle)
 static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct imp_srv *tab_conn[SHCA_ARENA_PD_IMPS];	/* NULL: free */
 static unsigned int tab_used;				/* entries used */
+static pid_t tab_pid;			/* whose they are (not a forked
+					 * child's: its arena is new) */
+
+/* A forked child's copy of the entries is its parent's (its arena is
+ * new): forgotten.  tab_lock held. */
+static void tab_own(void)
+{
+	if (tab_used && tab_pid != shca_getpid()) {
+		memset(tab_conn, 0, sizeof(tab_conn));
+		tab_used = 0;
+	}
+}
 
 static struct shca_pd_imp_shm *tab(void)
 {
@@ -277,6 +291,7 @@ static void tab_free(struct imp_srv *s, uint32_t pd, uint32_t shadow)
 	struct shca_pd_imp_shm *t, e;
 	unsigned int i;
 
+	tab_own();
 	if (!tab_used)
 		return;		/* (every PD's destroy comes here) */
 	t = tab();
@@ -318,6 +333,7 @@ static void srv_pd_shadow(struct imp_srv *s, const struct imp_req *r)
 	e.pid = (uint32_t)s->peer;
 	e.shadow = r->shadow;
 	pthread_mutex_lock(&tab_lock);
+	tab_own();
 	t = tab();
 	for (i = 0; t && i < SHCA_ARENA_PD_IMPS; i++) {
 		struct shca_pd_imp_shm c;
@@ -336,6 +352,7 @@ static void srv_pd_shadow(struct imp_srv *s, const struct imp_req *r)
 		shca_pd_imp_shm_write(&t[free_at], &e);
 		tab_conn[free_at] = s;
 		tab_used++;
+		tab_pid = shca_getpid();
 	}
 	pthread_mutex_unlock(&tab_lock);
 }
@@ -610,6 +627,7 @@ struct ibv_context *shca_rimport_device(int cmd_fd)
 	rf->fd = fd;
 	rf->slot = rec.slot;
 	rf->pid = pid;
+	rf->opener = shca_getpid();
 	pthread_mutex_init(&rf->lock, NULL);
 	ret = rf_call(rf, IMP_FILE, 0, cmd_fd, &a);
 	a.dev[sizeof(a.dev) - 1] = '\0';
@@ -655,6 +673,9 @@ void shca_rimport_pd_shadow(struct shca_rfile *rf, uint32_t handle,
 	struct imp_req r = { IMP_MAGIC, drop ? IMP_PD_DROP : IMP_PD_SHADOW,
 			     handle, shadow, me ? me->slot : -1 };
 
+	/* a forked child's shadows are its parent's entries */
+	if (rf->opener != shca_getpid())
+		return;
 	pthread_mutex_lock(&rf->lock);
 	if (rf->fd >= 0 && (me || drop))
 		(void)shca_sock_send_fds(rf->fd, &r, sizeof(r), NULL, 0);
