@@ -1,7 +1,8 @@
 #!/bin/bash
 # perftest, unmodified, over softhca_lo between two processes: the RC
 # latency and bandwidth tests over all sizes (-a; atomics have one size),
-# and the UC, UD and XRC variants perftest offers.  A test that completes and
+# the UC, UD and XRC variants perftest offers, and its --odp.  A test that
+# completes and
 # reports passes; the figures are the benchmark's business (bench/).
 # -F: perftest estimates the CPU's clock before its report and, when the
 # estimate is noisy (r^2 < 0.9 on a loaded machine), stops with "Can't
@@ -43,4 +44,10 @@ pt ib_send_lat-XRC ib_send_lat -c XRC -n 100
 pt ib_send_bw-XRC ib_send_bw -c XRC -n 100
 pt ib_write_bw-XRC ib_write_bw -c XRC -n 100
 pt ib_read_bw-XRC ib_read_bw -c XRC -n 100
+# On-demand paging (docs/dm-odp.md): perftest registers its buffers with
+# IBV_ACCESS_ON_DEMAND after checking the device's per-transport ODP
+# capabilities.  (Debian's perftest 4.5 has no --use_dm.)
+pt ib_send_lat-odp ib_send_lat --odp -n 100
+pt ib_write_bw-odp ib_write_bw --odp -n 100
+pt ib_read_bw-odp ib_read_bw --odp -n 100
 finish

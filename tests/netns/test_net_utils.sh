@@ -10,10 +10,11 @@
 #  - ibv_{rc,uc,ud,srq}_pingpong, smoke tests: server in a, client in b
 #    connecting to a's veth address, each on its own veth IPv4 GID (the
 #    IPv6 GID too); events (-e), sizes 1 B to 1 MiB, a longer run, -N and
-#    -t; a side that says "invalid data in page" (-c) fails;
-#  - perftest's ib_{send,write,read,atomic}_{lat,bw} (RC), the UC and UD
-#    variants, and a few with their exchange over rdma_cm (-z); smoke
-#    tests too (perftest does not look at the payload);
+#    -t, on-demand paging (-o, -O, -P) and device memory (-j); a side that
+#    says "invalid data in page" (-c) fails; ibv_xsrq_pingpong (XRC);
+#  - perftest's ib_{send,write,read,atomic}_{lat,bw} (RC), the UC, UD and
+#    XRC variants, --odp, and a few with their exchange over rdma_cm (-z);
+#    smoke tests too (perftest does not look at the payload);
 #  - rdmacm-utils: rping -V (it compares every ping's data; each line i
 #    must be ping i), rdma_server/rdma_client, rdma_xserver/rdma_xclient
 #    -c x, ucmatose, udaddy, mckey
@@ -31,7 +32,7 @@
 . "$(dirname "$0")/lib.sh"
 netns_require_root
 need ibv_devinfo ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong \
-	ibv_srq_pingpong ib_send_lat ib_send_bw ib_write_lat ib_write_bw \
+	ibv_srq_pingpong ibv_xsrq_pingpong ib_send_lat ib_send_bw ib_write_lat ib_write_bw \
 	ib_read_lat ib_read_bw ib_atomic_lat ib_atomic_bw rping rdma_server \
 	rdma_client rdma_xserver rdma_xclient udaddy mckey ucmatose stdbuf ss
 
@@ -235,6 +236,26 @@ pp rc-new-send ibv_rc_pingpong -N
 pp rc-timestamps ibv_rc_pingpong -t
 pp rc-ipv6 ibv_rc_pingpong -6 -s 4096 -n 200 -c
 pp ud-ipv6 ibv_ud_pingpong -6 -s 1024 -n 200 -c
+# on-demand paging (explicit, implicit, prefetched) and device memory
+# (docs/dm-odp.md), between the namespaces
+pp rc-odp ibv_rc_pingpong -o -n 200 -c
+pp rc-odp-implicit ibv_rc_pingpong -o -O -n 200 -c
+pp rc-odp-prefetch ibv_rc_pingpong -o -P -n 200 -c
+pp rc-dm ibv_rc_pingpong -j -n 200
+
+# XRC (docs/xrc.md): ibv_xsrq_pingpong's SRQs in a domain, its XRC_SEND
+# and XRC_RECV QPs between the namespaces; it prints "success" on both
+# sides when every message came back
+gate xsrq "xsrq: ibv_xsrq_pingpong (a <- b)" && {
+	port
+	NETNS_PAIR_PORT=$P netns_pair a b 20 \
+		ibv_xsrq_pingpong -d "$DEV" -g "$GA4" -p "$P" -- \
+		ibv_xsrq_pingpong -d "$DEV" -g "$GB4" -p "$P" "$A4"
+	timed_out xsrq "xsrq: ibv_xsrq_pingpong (a <- b)"
+	pair_ok "xsrq: ibv_xsrq_pingpong (a <- b)" &&
+		out_has xsrq client '^success$' &&
+		out_has xsrq server '^success$'
+}
 
 # --- perftest: smoke tests --------------------------------------------------
 # pt NAME PROG ARGS...: server in a, client in b toward a, once the server
@@ -290,6 +311,11 @@ pt ib_send_lat-UC ib_send_lat -c UC -n 200
 pt ib_write_bw-UC ib_write_bw -c UC -n 100
 pt ib_send_lat-UD ib_send_lat -c UD -n 200
 pt ib_send_bw-UD ib_send_bw -c UD -n 100
+pt ib_send_lat-XRC ib_send_lat -c XRC -n 200
+pt ib_write_bw-XRC ib_write_bw -c XRC -n 100
+pt ib_read_bw-XRC ib_read_bw -c XRC -n 100
+pt ib_write_bw-odp ib_write_bw --odp -n 100
+pt ib_read_bw-odp ib_read_bw --odp -n 100
 RDMA_CM=1 pt ib_send_lat-z ib_send_lat -n 200
 RDMA_CM=1 pt ib_write_bw-z ib_write_bw -n 100
 RDMA_CM=1 pt ib_read_lat-z ib_read_lat -n 200
