@@ -38,8 +38,9 @@
  * the importer's buffer, a READ and a receive scattered into it; a key
  * of nothing: LOC_PROT_ERR.
  * The owner's table of importers holds the importer's shadow while the
- * import lives, and no longer once the importer unimported it (the
- * shadow destroyed, the owner told), its context still open.
+ * import lives (a forked child's unimport changes nothing), and no
+ * longer once the importer unimported it (the shadow destroyed, the
+ * owner told), its context still open.
  *
  * Each on the same-host path (mapped and CMA) and on the net path
  * (SOFTHCA_NET=1: the importer's engine is the responder).
@@ -49,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 #include "arena_peer.h"
@@ -180,6 +182,23 @@ static void importer_keys(int sock, const struct importer *im,
 	free(bbuf);
 }
 
+/* A forked child unimports the MR and the PD (its shadow destroyed, in
+ * its copy of the process) and exits. */
+static void unimport_in_child(struct importer *im)
+{
+	pid_t pid = fork();
+	int st;
+
+	ASSERT_GE(pid, 0);
+	if (!pid) {
+		ibv_unimport_mr(im->mr);
+		ibv_unimport_pd(im->pd);
+		_exit(0);
+	}
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 static void importer(int sock, void *arg)
 {
 	struct ibv_sge none;
@@ -296,7 +315,10 @@ static void importer(int sock, void *arg)
 	ASSERT_EQ(ibv_dealloc_pd(lpd), 0);
 	free(lbuf);
 	/* the shadow goes with the imports, the context still open: the
-	 * owner forgets it */
+	 * owner forgets it; a forked child's unimport does not (the
+	 * shadow is still ours, its connection is ours too) */
+	cmd(sock, 'T', 0, 0, 1);
+	unimport_in_child(&im);
 	cmd(sock, 'T', 0, 0, 1);
 	ibv_unimport_mr(im.mr);
 	ibv_unimport_pd(im.pd);
