@@ -270,8 +270,8 @@ static int lookup_mr(struct shca_peer *p, const struct shca_qp_shm *q,
 }
 
 /*
- * The access in progress goes back from the owner of q's PD (owner_key)
- * to p; nothing when it stayed p's.
+ * The access in progress goes back from another process that shares q's
+ * PD (shared_key) to p; nothing when it stayed p's.
  */
 static void owner_end(struct shca_peer *p, struct shca_peer *mp)
 {
@@ -282,36 +282,21 @@ static void owner_end(struct shca_peer *p, struct shca_peer *mp)
 	shca_peer_release(mp);
 }
 
-/*
- * x's R_Key as one of the process that q's PD was imported from
- * (docs/import.md): on hardware the PD is one object, so a QP of the
- * importer answers the owner's R_Keys as the owner's QPs do.  The access
- * in progress moves to the owner (p's lanes released: none of p's memory
- * is used), the owner's lane claimed and its entry checked as any R_Key
- * (the PD's identity there, access, bounds).  0 with *mp the owner
- * (held, the access its; owner_end after the last byte) and *va its
- * address; or lookup_key's errors, -ENOKEY when the PD is no import or
- * its owner is gone.  q's imp words are p's bytes: they only name which
- * process to ask, and that process's own entry decides.
- */
-static int owner_key(struct shca_peer *p, const struct shca_qp_shm *q,
-		     const struct shca_xfer *x, uint32_t access, uint64_t len,
-		     struct shca_peer **mp, uint64_t *va)
+/* shared_key's question to one process: the one in slot if it is pid,
+ * its PD of identity pd there. */
+static int sharer_key(struct shca_peer *p, uint32_t slot, uint32_t pid,
+		      uint32_t pd, uint32_t key, uint32_t access, uint64_t addr,
+		      uint64_t len, bool remote, struct shca_peer **mp,
+		      uint64_t *va)
 {
-	uint32_t pid = __atomic_load_n(&q->imp_pid, __ATOMIC_RELAXED);
-	struct shca_peer *o;
+	struct shca_peer *o = pid ? shca_peer_get((int)slot) : NULL;
 	int ret;
 
-	if (!pid)
-		return -ENOKEY;
-	o = shca_peer_get((int)__atomic_load_n(&q->imp_slot,
-					       __ATOMIC_RELAXED));
 	if (!o || o == p || (uint32_t)o->pid != pid || !shca_peer_hold(o))
 		return -ENOKEY;
 	shca_mem_end(p);
 	shca_mem_begin(o);
-	ret = lookup_key(o, NULL, __atomic_load_n(&q->imp_pd, __ATOMIC_RELAXED),
-			 x->rkey, access, x->remote_addr, len, true, va);
+	ret = lookup_key(o, NULL, pd, key, access, addr, len, remote, va);
 	if (ret) {
 		owner_end(p, o);
 		return ret;
@@ -321,54 +306,46 @@ static int owner_key(struct shca_peer *p, const struct shca_qp_shm *q,
 }
 
 /*
- * x's R_Key as one of a process that imported q's PD from p (docs/import.md,
- * "The importer's R_Keys"): an MR that process registered in its shadow
- * of the PD is of the PD too.  p's table of importers (arena.h
- * shca_pd_imp_shm) names them; each that imported q's PD is asked in
- * turn as owner_key asks the owner, with the shadow's identity there.
- * The same results as owner_key's.  The table is p's bytes: it only says
- * whom to ask, and that process's own entry decides.
+ * key as one of another process that shares q's PD (docs/import.md): on
+ * hardware the PD is one object, so a QP answers the keys of every MR of
+ * it, whichever process registered it.  Asked in turn: the process q's
+ * PD was imported from (q's imp words, "The owner's R_Keys"), then each
+ * process that imported q's PD from p (p's table of importers,
+ * shca_pd_imp_shm: "The importer's R_Keys"), with the PD's identity in
+ * each.  remote: an R_Key (an MR's or a type 1 window's, remote rights);
+ * else an L_Key (an MR's, local rights).  The access in progress moves
+ * to that process (p's lanes released: none of p's memory is used), its
+ * lane claimed and its entry checked as any key's (PD identity, access,
+ * bounds).  0 with *mp that process (held, the access its; owner_end
+ * after the last byte), *mpd the PD's identity there and *va; or
+ * lookup_key's errors, -ENOKEY when nobody that shares the PD has the
+ * key.  The imp words and the table are p's bytes: they only say whom to
+ * ask, and that process's own entry decides.
  */
-static int importer_key(struct shca_peer *p, const struct shca_qp_shm *q,
-			const struct shca_xfer *x, uint32_t access,
-			uint64_t len, struct shca_peer **mp, uint64_t *va)
+static int shared_key(struct shca_peer *p, const struct shca_qp_shm *q,
+		      uint32_t key, uint32_t access, uint64_t addr,
+		      uint64_t len, bool remote, struct shca_peer **mp,
+		      uint32_t *mpd, uint64_t *va)
 {
-	struct shca_pd_imp_shm *t = shca_arena_pd_imps(p->arena, p->arena_size);
-	struct shca_pd_imp_shm e;
+	uint32_t pd = __atomic_load_n(&q->imp_pd, __ATOMIC_RELAXED);
+	struct shca_pd_imp_shm *t, e;
 	unsigned int i;
-	int ret = -ENOKEY;
+	int ret;
 
+	ret = sharer_key(p, __atomic_load_n(&q->imp_slot, __ATOMIC_RELAXED),
+			 __atomic_load_n(&q->imp_pid, __ATOMIC_RELAXED), pd,
+			 key, access, addr, len, remote, mp, va);
+	if (!ret)
+		*mpd = pd;
+	t = shca_arena_pd_imps(p->arena, p->arena_size);
 	for (i = 0; t && ret == -ENOKEY && i < SHCA_ARENA_PD_IMPS; i++) {
-		struct shca_peer *o;
-
 		if (!shca_pd_imp_shm_read(&t[i], &e) || e.pd != q->pd)
 			continue;
-		o = shca_peer_get((int)e.slot);
-		if (!o || o == p || (uint32_t)o->pid != e.pid ||
-		    !shca_peer_hold(o))
-			continue;
-		shca_mem_end(p);
-		shca_mem_begin(o);
-		ret = lookup_key(o, NULL, e.shadow, x->rkey, access,
-				 x->remote_addr, len, true, va);
-		if (ret)
-			owner_end(p, o);
-		else
-			*mp = o;
+		ret = sharer_key(p, e.slot, e.pid, e.shadow, key, access, addr,
+				 len, remote, mp, va);
+		if (!ret)
+			*mpd = e.shadow;
 	}
-	return ret;
-}
-
-/* x's R_Key in another process that shares q's PD: its owner's (q's PD
- * an import) or an importer's (q's PD imported). */
-static int shared_key(struct shca_peer *p, const struct shca_qp_shm *q,
-		      const struct shca_xfer *x, uint32_t access, uint64_t len,
-		      struct shca_peer **mp, uint64_t *va)
-{
-	int ret = owner_key(p, q, x, access, len, mp, va);
-
-	if (ret == -ENOKEY)
-		ret = importer_key(p, q, x, access, len, mp, va);
 	return ret;
 }
 
@@ -505,6 +482,7 @@ static bool remote_key(struct shca_peer *p, struct shca_qp_shm *q,
 		       uint32_t access, uint64_t len, uint64_t *va,
 		       struct shca_peer **mp)
 {
+	uint32_t mpd;
 	int ret = (q->access & access) == access ?
 			  lookup_mr(p, q, x->rkey, access, x->remote_addr,
 				    len, va) :
@@ -512,7 +490,8 @@ static bool remote_key(struct shca_peer *p, struct shca_qp_shm *q,
 
 	*mp = p;
 	if (ret == -ENOKEY)
-		ret = shared_key(p, q, x, access, len, mp, va);
+		ret = shared_key(p, q, x->rkey, access, x->remote_addr, len,
+				 true, mp, &mpd, va);
 	if (!ret && net_page_fault(*mp, x, access, len, *va)) {
 		owner_end(p, *mp);
 		*mp = p;
@@ -532,37 +511,63 @@ static bool remote_key(struct shca_peer *p, struct shca_qp_shm *q,
 /*
  * Build the responder's scatter list for len bytes from a receive WQE:
  * every SGE needs its L_Key, the receive queue's PD (an SRQ's own, not
- * the QP's) and local write.  skip bytes at
- * the start go to `head` instead (the UD GRH).
+ * the QP's) and local write.  The keys of a QP's own receive queue may
+ * all be another process's that shares its PD (docs/import.md: the
+ * importer's poster names them as they are when none is its own): the
+ * first that p lacks moves the access to that process (shared_key), and
+ * every SGE must then be of it.  *mp is whose memory the list is (p, or
+ * that process: owner_end after the write); on an error the access is
+ * p's again.  An SRQ's WQEs naming another process's keys carry a bounce
+ * buffer instead (verbs/import_key.c).
  */
 static int build_scatter(struct shca_peer *p, struct shca_qp_shm *q,
 			 const struct shca_recv_wqe_shm *w, uint32_t nsge,
-			 uint64_t len, struct iovec *iov, int *niov)
+			 uint64_t len, struct iovec *iov, int *niov,
+			 struct shca_peer **mp)
 {
 	uint64_t left = len;
-	uint32_t i;
-	int n = 0, ret;
+	uint32_t i, mpd = 0;
+	int n = 0, ret = 0;
 
+	*mp = p;
 	for (i = 0; i < nsge && left; i++) {
 		const struct ibv_sge *s = &w->sge[i];
 		uint64_t take = MIN((uint64_t)s->length, left), va;
 
 		if (!take)
 			continue;
-		ret = lookup_key(p, q, q->rq_pd, s->lkey,
-				 IBV_ACCESS_LOCAL_WRITE, s->addr, take, false,
-				 &va);
+		if (*mp == p)
+			ret = lookup_key(p, q, q->rq_pd, s->lkey,
+					 IBV_ACCESS_LOCAL_WRITE, s->addr, take,
+					 false, &va);
+		else
+			ret = lookup_key(*mp, NULL, mpd, s->lkey,
+					 IBV_ACCESS_LOCAL_WRITE, s->addr, take,
+					 false, &va);
+		if (ret == -ENOKEY && !n && !q->has_srq)
+			ret = shared_key(p, q, s->lkey, IBV_ACCESS_LOCAL_WRITE,
+					 s->addr, take, false, mp, &mpd, &va);
 		if (ret)
-			return ret == -EBUSY ? ret : -EACCES;
-		if (n == MAX_IOV)
-			return -E2BIG;
+			break;
+		if (n == MAX_IOV) {
+			ret = -E2BIG;
+			break;
+		}
 		iov[n].iov_base = (void *)(uintptr_t)va;
 		iov[n].iov_len = take;
 		n++;
 		left -= take;
 	}
+	if (!ret && left)
+		ret = -EMSGSIZE;
+	if (ret) {
+		owner_end(p, *mp);
+		*mp = p;
+		return ret == -EBUSY || ret == -E2BIG || ret == -EMSGSIZE ?
+			       ret : -EACCES;
+	}
 	*niov = n;
-	return left ? -EMSGSIZE : 0;
+	return 0;
 }
 
 /*
@@ -771,6 +776,7 @@ static void do_rndv(struct shca_peer *p, struct shca_qp_shm *q,
 	bool incomplete = t->rv_len > cap;
 	uint64_t need = incomplete ? sizeof(t->head) : t->rv_len;
 	bool net = x->rndv_read != NULL;	/* the QP reads (net path) */
+	struct shca_peer *mp;
 	struct iovec iov[MAX_IOV], src;
 	struct ibv_wc wc;
 	int niov = 0, ret;
@@ -793,7 +799,7 @@ static void do_rndv(struct shca_peer *p, struct shca_qp_shm *q,
 		rndv_fail(p, q, rq, t, x, IBV_WC_REM_ACCESS_ERR);
 		return;
 	}
-	ret = build_scatter(p, q, w, nsge, need, iov, &niov);
+	ret = build_scatter(p, q, w, nsge, need, iov, &niov, &mp);
 	if (ret == -EBUSY) {
 		shca_plock_unlock(&rq->lock);
 		lanes_busy(res, x);
@@ -804,6 +810,7 @@ static void do_rndv(struct shca_peer *p, struct shca_qp_shm *q,
 		return;
 	}
 	if (net && !incomplete) {
+		owner_end(p, mp);
 		rndv_net(p, q, rq, x, t);
 		return;
 	}
@@ -813,8 +820,9 @@ static void do_rndv(struct shca_peer *p, struct shca_qp_shm *q,
 	} else {
 		src = rv->src;
 	}
-	ret = niov ? shca_mem_write(p, &src, 1, iov, niov) :
+	ret = niov ? shca_mem_write(mp, &src, 1, iov, niov) :
 		     (peer_gone(p) ? -ESRCH : 0);
+	owner_end(p, mp);
 	if (ret == -ESRCH) {
 		shca_plock_unlock(&rq->lock);
 		res->outcome = SHCA_XFER_NO_RESPONSE;
@@ -883,7 +891,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	struct shca_peer *mp = p;	/* whose memory the data go to */
 	struct iovec iov[MAX_IOV + 1];
 	uint64_t wr_id, need, va = 0;
-	uint32_t nsge = 0, imp;
+	uint32_t nsge = 0, imp, mpd;
 	struct ibv_wc wc;
 	struct shca_tm_rndv rv;
 	struct shca_tm_rx t;
@@ -943,8 +951,10 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 					    x->remote_addr, x->length, &va) :
 				  0;
 		if (ret == -ENOKEY)
-			ret = shared_key(p, q, x, IBV_ACCESS_REMOTE_WRITE,
-					 x->length, &mp, &va);
+			ret = shared_key(p, q, x->rkey,
+					 IBV_ACCESS_REMOTE_WRITE,
+					 x->remote_addr, x->length, true, &mp,
+					 &mpd, &va);
 		if (ret == -ENOKEY)
 			bad_key(q, res, SHCA_STAT_INVALID_RKEY);
 		if (ret == -EBUSY || (ret && !rc)) {
@@ -979,7 +989,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 				fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, 0);
 			return;
 		}
-		ret = build_scatter(p, q, w, nsge, need, iov, &niov);
+		ret = build_scatter(p, q, w, nsge, need, iov, &niov, &mp);
 		if (ret == -EBUSY) {
 			shca_plock_unlock(&rq->lock);
 			lanes_busy(res, x);
@@ -1008,7 +1018,8 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 			g[0].iov_len = SHCA_GRH_LEN;
 			memcpy(g + 1, x->local,
 			       sizeof(*g) * (size_t)x->nlocal);
-			ret = shca_mem_write(p, g, x->nlocal + 1, iov, niov);
+			ret = shca_mem_write(mp, g, x->nlocal + 1, iov,
+					     niov);
 		}
 	} else {
 		ret = shca_mem_write(mp, x->local, x->nlocal, iov, niov);

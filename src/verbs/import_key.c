@@ -512,13 +512,33 @@ int shca_imp_tm_add(struct shca_pd *pd, const struct ibv_sge *sge, int n,
 	return 0;
 }
 
+/* Is no SGE's key a usable MR of ours (in pd, for access)? */
+static bool none_ours(struct shca_pd *pd, const struct ibv_sge *sge, int n,
+		      unsigned int access)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (sge[i].length &&
+		    shca_lookup_mr(pd, sge[i].lkey, access, sge[i].addr,
+				   sge[i].length, false))
+			return false;
+	return true;
+}
+
 /*
  * A receive WR for rq, whose PD is pd (a QP's or an SRQ's, tag-matching
- * or not): an ordinary one is posted as it is; one that names the
- * owner's L_Keys on an import of its PD gets a bounce (above).
+ * or not): an ordinary one is posted as it is; so is one of a QP's own
+ * queue (own_rq) whose keys are all the other process's: whoever carries
+ * the message out scatters it there itself, under that process's lanes
+ * (engine/responder.c build_scatter), and a key that fails then is the
+ * responder's local protection error and the sender's NAK, as on
+ * hardware.  One that mixes our keys with the other process's, or of an
+ * SRQ (whose PD the responder does not know to be shared), gets a bounce
+ * (above).
  */
 int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
-		       const struct ibv_recv_wr *wr)
+		       const struct ibv_recv_wr *wr, bool own_rq)
 {
 	struct ibv_recv_wr w;
 	struct imp_bounce *b;
@@ -533,6 +553,9 @@ int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
 	if (shca_rq_count(rq) >= rq->max_wr)
 		return -ENOMEM;
 	pd = pd->prot;
+	if (own_rq && none_ours(pd, wr->sg_list, wr->num_sge,
+				IBV_ACCESS_LOCAL_WRITE))
+		return shca_rq_post_one(rq, wr);
 	/* a key that fails now: as a bad key of ours, at the responder */
 	if (!keys_usable(pd, wr->sg_list, wr->num_sge,
 			 IBV_ACCESS_LOCAL_WRITE, &total))

@@ -750,7 +750,7 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	for (; !ret && wr; wr = wr->next) {
 		/* the owner's L_Keys on an import of its PD: through a
 		 * bounce buffer (docs/import.md) */
-		ret = shca_imp_post_recv(rq, qp->pd, wr);
+		ret = shca_imp_post_recv(rq, qp->pd, wr, true);
 		if (ret)
 			*bad = wr;
 		else if (state == IBV_QPS_ERR)

@@ -938,10 +938,12 @@ enum ibv_wc_status shca_imp_sge_iov(struct shca_pd *pd,
 /* scatter: buf to the owner's memory, its keys checked again */
 enum ibv_wc_status shca_imp_put(struct shca_imp_io *io);
 void shca_imp_done(struct shca_imp_io *io);
-/* Post one receive WR on rq of pd: the owner's L_Keys on an import of
- * its PD through a bounce buffer; 0 or -errno. */
+/* Post one receive WR on rq of pd (own_rq: a QP's own queue, not an
+ * SRQ): another process's L_Keys on a PD shared with it as they are
+ * (own_rq, all of them that process's) or through a bounce buffer; 0 or
+ * -errno. */
 int shca_imp_post_recv(struct shca_rq *rq, struct shca_pd *pd,
-		       const struct ibv_recv_wr *wr);
+		       const struct ibv_recv_wr *wr, bool own_rq);
 /* A tag-matching SRQ's TAG_ADD on pd (sge[0..n), n checked): *imp 0
  * when it goes as it is, else a bounce's tag and *bsge the one SGE that
  * names the bounce instead; 0 or -ENOMEM. */

@@ -582,7 +582,7 @@ int shca_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	for (; wr; wr = wr->next) {
 		/* the owner's L_Keys on an import of its PD: through a
 		 * bounce buffer (docs/import.md) */
-		ret = shca_imp_post_recv(rq, srq->pd, wr);
+		ret = shca_imp_post_recv(rq, srq->pd, wr, false);
 		if (ret) {
 			*bad = wr;
 			break;

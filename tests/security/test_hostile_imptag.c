@@ -2,8 +2,11 @@
 /*
  * A forged bounce tag (docs/import.md, "Bounce buffers"; docs/security.md).
  *
- * An importer's receive that names the owner's L_Keys is posted naming a
- * bounce buffer; the WQE's own SGEs stay in a private record named by a
+ * An importer's receive on an SRQ that names the owner's L_Keys is posted
+ * naming a bounce buffer (on a QP's own queue it goes as it is, the
+ * responder scattering into the owner's memory: the QPs here take their
+ * receives from SRQs of the imported PD, one each); the WQE's own SGEs
+ * stay in a private record named by a
  * tag (20-bit index, 12-bit generation) that rides in the ring WQE and
  * comes back in the completion's vendor_err, where the importer's poll
  * finds the record and copies the bounce to those SGEs.  A same-host
@@ -101,7 +104,8 @@ static struct shca_qp_shm *qp_shm(uint32_t qpn)
 	return NULL;
 }
 
-/* The tag the last receive posted on qp carries (its ring WQE's imp). */
+/* The tag the last receive posted for qp carries (its SRQ's ring WQE's
+ * imp: the QP's record names its SRQ's queue). */
 static uint32_t last_tag(struct ibv_qp *qp)
 {
 	struct shca_qp_shm *q = qp_shm(qp->qp_num);
@@ -179,10 +183,33 @@ static void expect(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status st)
 	ASSERT_EQ(wc[0].vendor_err, 0);
 }
 
-static void post(struct ibv_qp *qp, uint64_t wr_id, struct ibv_sge *sge,
-		 int n)
+static void post(struct ep *e, uint64_t wr_id, struct ibv_sge *sge, int n)
 {
-	ASSERT_EQ(import_post_recv(qp, NULL, wr_id, sge, n), 0);
+	ASSERT_EQ(import_post_recv(e->qp, e->srq, wr_id, sge, n), 0);
+}
+
+/* An RC QP on pd (in INIT) that takes its receives from an SRQ of pd of
+ * its own. */
+static void make_on_srq(struct ep *e, struct ibv_context *ic,
+			struct ibv_pd *pd, struct ibv_mr *mr, uint8_t *buf)
+{
+	struct ibv_srq_init_attr sa;
+	struct ibv_srq *srq;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 16;
+	sa.attr.max_sge = 2;
+	srq = ibv_create_srq(pd, &sa);
+	ASSERT_NOT_NULL(srq);
+	import_ep_make_srq(e, IBV_QPT_RC, ic, pd, srq, mr, buf, BUF, 0);
+}
+
+static void unmake_on_srq(struct ep *e)
+{
+	struct ibv_srq *srq = e->srq;
+
+	import_ep_unmake(e);
+	ASSERT_EQ(ibv_destroy_srq(srq), 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -232,8 +259,8 @@ static void recv_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 	uint32_t t;
 
 	/* two QPs on the imported PD, in INIT: they take receives */
-	import_ep_make(&i1, IBV_QPT_RC, ic, pd, mr, obuf, BUF);
-	import_ep_make(&i2, IBV_QPT_RC, ic, pd, mr, obuf, BUF);
+	make_on_srq(&i1, ic, pd, mr, obuf);
+	make_on_srq(&i2, ic, pd, mr, obuf);
 
 	/* no_record: index 0, past the table, a slot never used */
 	forge(i1.qp, 1, IBV_WC_SUCCESS, 64, 0xabc00000u);
@@ -248,7 +275,7 @@ static void recv_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 
 	/* stale: the live record's index, another generation */
 	sge[0] = (struct ibv_sge){ of->addr + A_OFF, A_LEN, mr->lkey };
-	post(i1.qp, 10, sge, 1);
+	post(&i1, 10, sge, 1);
 	t = last_tag(i1.qp);
 	forge(i1.qp, 11, IBV_WC_SUCCESS, A_LEN, t + (1u << 20));
 	expect(i1.rcq, 11, IBV_WC_LOC_PROT_ERR);
@@ -270,7 +297,7 @@ static void recv_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 	sge[0] = (struct ibv_sge){ of->addr + B_OFF, B_LEN, mr->lkey };
 	sge[1] = (struct ibv_sge){ of->addr + B_OFF + B_GAP, B_LEN,
 				   mr->lkey };
-	post(i2.qp, 20, sge, 2);
+	post(&i2, 20, sge, 2);
 	t = last_tag(i2.qp);
 	forge(i1.qp, 21, IBV_WC_SUCCESS, 2 * B_LEN, t);
 	expect(i1.rcq, 21, IBV_WC_SUCCESS);
@@ -280,7 +307,7 @@ static void recv_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 
 	/* too_long: more than the record's bounce holds */
 	sge[0] = (struct ibv_sge){ of->addr + C_OFF, C_LEN, mr->lkey };
-	post(i1.qp, 30, sge, 1);
+	post(&i1, 30, sge, 1);
 	t = last_tag(i1.qp);
 	forge(i1.qp, 31, IBV_WC_SUCCESS, 60000, t);
 	expect(i1.rcq, 31, IBV_WC_LOC_LEN_ERR);
@@ -293,7 +320,7 @@ static void recv_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 	forge_tm(i1.qp, 40, 64, 0x00300009u);
 	expect(i1.rcq, 40, IBV_WC_LOC_PROT_ERR);
 	sge[0] = (struct ibv_sge){ of->addr + D_OFF, D_LEN, mr->lkey };
-	post(i1.qp, 41, sge, 1);
+	post(&i1, 41, sge, 1);
 	t = last_tag(i1.qp);
 	forge_tm(i1.qp, 42, D_LEN, t);
 	expect(i1.rcq, 42, IBV_WC_SUCCESS);
@@ -301,8 +328,8 @@ static void recv_cases(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 	owner_is(sock);
 
 	/* the WQEs still in the rings name records that are gone */
-	import_ep_unmake(&i1);
-	import_ep_unmake(&i2);
+	unmake_on_srq(&i1);
+	unmake_on_srq(&i2);
 	owner_is(sock);
 }
 
@@ -324,14 +351,14 @@ static void send_case(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 	ASSERT_NOT_NULL(lpd);
 	lmr = ibv_reg_mr(lpd, lbuf, BUF, IBV_ACCESS_LOCAL_WRITE);
 	ASSERT_NOT_NULL(lmr);
-	import_ep_make(&i, IBV_QPT_RC, ic, pd, mr, obuf, BUF);
+	make_on_srq(&i, ic, pd, mr, obuf);
 	import_ep_make(&j, IBV_QPT_RC, ic, lpd, lmr, lbuf, BUF);
 	import_ep_pair(&i, &j);
 
 	/* a receive of i's, to learn where the records are: the SEND's
 	 * record is the next slot, generation 0 (a fresh table) */
 	sge = (struct ibv_sge){ of->addr + A_OFF, A_LEN, mr->lkey };
-	post(i.qp, 1, &sge, 1);
+	post(&i, 1, &sge, 1);
 	t = last_tag(i.qp);
 	ASSERT_EQ(t >> 20, 0);
 	owner_fill(sock, S_OFF, S_LEN, 9);
@@ -352,7 +379,7 @@ static void send_case(int sock, struct ibv_context *ic, struct ibv_pd *pd,
 	ASSERT_EQ(ep_find_non_sentinel(lbuf + S_LEN, 64), -1);
 	ASSERT_GT(ep_tcp_bytes(), 0);
 
-	import_ep_unmake(&i);
+	unmake_on_srq(&i);
 	import_ep_unmake(&j);
 	ASSERT_EQ(ibv_dereg_mr(lmr), 0);
 	ASSERT_EQ(ibv_dealloc_pd(lpd), 0);

@@ -18,6 +18,10 @@
  *              completion channel fired and the CQ was polled (the QP
  *              case) or through the extended CQ (ibv_cq_ex, the SRQ
  *              case); three more, one with immediate data, the same
+ *              (each naming the owner's MR only: on the QP's own queue
+ *              posted as it is, the responder scattering into the
+ *              owner's memory; the mixed one and an SRQ's through a
+ *              bounce)
  *   len        a receive shorter than the message: LOC_LEN_ERR at the
  *              importer, REM_INV_REQ_ERR at the owner, nothing placed
  *   bounds     a receive past the end of the owner's MR: LOC_PROT_ERR,
@@ -25,9 +29,13 @@
  *   ud         a UD receive names the owner's MR: the GRH and the payload
  *              land there
  *   dereg      a receive posted, then the owner deregisters the MR,
- *              then SENDs: LOC_PROT_ERR at the importer's poll, nothing
- *              placed, the QP to error; a receive posted after (on a QP
- *              made again): LOC_PROT_ERR as well
+ *              then SENDs: LOC_PROT_ERR at the importer, nothing placed,
+ *              the QP to error; the sender REM_OP_ERR on a QP's own
+ *              queue (its receive names the owner's key as it is: the
+ *              responder meets the bad key, as on hardware), success on
+ *              an SRQ (a bounce: the key fails at the importer's poll,
+ *              after the ACK); a receive posted after (on a QP made
+ *              again): LOC_PROT_ERR as well
  *   sends      i on the imported PD, connected to j (the importer's own
  *              PD): SEND and WRITE gather from the owner's MR, READ and
  *              an atomic land in it (the owner looks), a READ of several
@@ -375,7 +383,8 @@ static void recv_cases(int sock, const struct arg *ar, struct ibv_context *ic,
 		sge[0] = (struct ibv_sge){ of->addr + RECV, MSG, mr->lkey };
 		ASSERT_EQ(post_recv(&i, 4, sge, 1), 0);
 		cmd(sock, 'D', 0, 0, 0, IBV_WC_SUCCESS);
-		cmd(sock, 'S', 0, MSG, 1, IBV_WC_SUCCESS);
+		cmd(sock, 'S', 0, MSG, 1,
+		    ar->srq ? IBV_WC_SUCCESS : IBV_WC_REM_OP_ERR);
 		expect_recv(&i, 4, IBV_WC_LOC_PROT_ERR);
 		owner_check(sock, RECV, MSG, 0);
 		/* the QP goes to error, as for a bad key of ours */
