@@ -471,11 +471,11 @@ static void fail_rc(struct shca_xfer_result *res, struct shca_peer *p,
 /*
  * The R_Key of request x for access over len bytes from its remote
  * address (o9-20 and o10-37: the QP's remote rights, then the key's):
- * true with *va and *mp, the process whose memory it is (p, or the owner
- * of q's imported PD: owner_key; owner_end after the access); false with
- * res saying why: no access lane came free (the requester tries again),
- * or a remote access error (RC; a UC responder drops the message), an
- * unknown key counted as one.
+ * true with *va and *mp, the process whose memory it is (p, or another
+ * process that shares q's PD: shared_key; owner_end after the access);
+ * false with res saying why: no access lane came free (the requester
+ * tries again), or a remote access error (RC; a UC responder drops the
+ * message), an unknown key counted as one.
  */
 static bool remote_key(struct shca_peer *p, struct shca_qp_shm *q,
 		       const struct shca_xfer *x, struct shca_xfer_result *res,

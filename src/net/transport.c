@@ -1623,7 +1623,7 @@ static struct shca_pd *rd_pd(struct shca_qp *qp,
 /*
  * A READ of another process's memory of this host: an XRC READ into an
  * SRQ of another process (docs/xrc.md, "SRQs of other processes"), or an
- * R_Key of the process qp's PD was imported from (docs/import.md).  The
+ * R_Key of a process that shares qp's PD (docs/import.md).  The
  * bytes of one response, read through the responder's rules against that
  * process (the R_Key again, for this range) into a buffer that qp_send
  * copies.  NULL: not readable now, the responses end as for a region
@@ -1728,7 +1728,7 @@ static bool rd_pump(struct shca_qp *qp, bool in_batch)
 				pl.iov_base = NULL;
 			/* not ours: an R_Key of a process that shares the
 			 * PD (its owner, or one that imported it) */
-			if (!pl.iov_base && pd)
+			if (!pl.iov_base && shca_pd_shared(pd))
 				pl.iov_base = rd_other_read(qp, e, off,
 							    pl.iov_len);
 		}
@@ -1848,9 +1848,10 @@ static void rd_fill(struct shca_net_read *e, const struct shca_wire_msg *m,
  * (send_ack_flags): rd_pump sends it in its turn.  A plain ACK behind a
  * plain ACK still queued replaces it (it says all the older one said, as
  * conn.c's ack_merge).  A NAK that puts the QP in error marks the queue
- * (rd_fatal): the error transition keeps it (shca_net_qp_stop).  false: not queued (the responses are another
- * connection's, or that connection is gone: it goes out at once; or the
- * queue is full: dropped, and the requester's timer asks again).
+ * (rd_fatal): the error transition keeps it (shca_net_qp_stop).  false:
+ * not queued (the responses are another connection's, or that connection
+ * is gone: it goes out at once; or the queue is full: dropped, and the
+ * requester's timer asks again).
  */
 static bool rd_answer(struct shca_conn *c, struct shca_qp *qp,
 		      uint8_t opcode, uint32_t psn, uint8_t syndrome,

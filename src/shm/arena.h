@@ -159,7 +159,7 @@ struct shca_arena_hdr {
  * importer's MRs in its shadow of the PD.  Written by the owner between
  * two increments of seq (odd while writing, verbs/import_rem.c); read by
  * whoever carries out a request to such a QP (engine/responder.c
- * importer_key), again when seq changed.  pd 0: free.
+ * shared_key), again when seq changed.  pd 0: free.
  */
 #define SHCA_ARENA_PD_IMPS	256
 struct shca_pd_imp_shm {
@@ -446,7 +446,7 @@ struct shca_qp_shm {
 				 * the FIN NAKed before it */
 	/* pd an import of another process's PD (docs/import.md): that
 	 * process's slot and pid and the PD's identity in its arena, whose
-	 * R_Keys the QP answers too (engine/responder.c owner_key); 0:
+	 * keys the QP answers too (engine/responder.c shared_key); 0:
 	 * none */
 	uint32_t imp_slot;
 	uint32_t imp_pid;

@@ -353,6 +353,13 @@ static void srv_pd_shadow(struct imp_srv *s, const struct imp_req *r)
 		tab_conn[free_at] = s;
 		tab_used++;
 		tab_pid = shca_getpid();
+		/* a destroy of the PD since the look-up above may have
+		 * forgotten its entries before this one was there */
+		o = shca_obj_find_file(SHCA_OT_PD, r->handle, s->dev, s->ino);
+		if (o)
+			shca_obj_put(o);
+		else
+			tab_free(s, e.pd, e.shadow);
 	}
 	pthread_mutex_unlock(&tab_lock);
 }
