@@ -3,10 +3,10 @@
  * Issue 14: each process's keys through the other's QPs on a PD shared
  * by import (docs/import.md, "The owner's R_Keys", "The importer's
  * R_Keys").  First the owner's R_Keys through a QP of the importer's on
- * the imported PD.  On hardware the PD
- * is one object in both processes, so a QP of the importer answers a
- * remote access with the key of any MR of that PD, the owner's too: a
- * server that imports a PD and an MR hands the MR's R_Key to its clients.
+ * the imported PD.  On hardware the PD is one object in both processes,
+ * so a QP of the importer answers a remote access with the key of any MR
+ * of that PD, the owner's too: a server that imports a PD and an MR
+ * hands the MR's R_Key to its clients.
  *
  * The owner (the parent) shares an MR over buf; the importer (a forked
  * child) imports its PD and MR and makes QP i on the imported PD, whose
@@ -36,8 +36,7 @@
  * PD (not the shared one) gets REM_ACCESS_ERR there, nothing written.
  * The importer's L_Keys in the owner's WQEs on a2: a WRITE gathered from
  * the importer's buffer, a READ and a receive scattered into it; a key
- * of nothing: LOC_PROT_ERR.
- * The owner's table of importers holds the importer's shadow while the
+ * of nothing: LOC_PROT_ERR.  The owner's table of importers holds the importer's shadow while the
  * import lives (a forked child's unimport changes nothing), and no
  * longer once the importer unimported it (the shadow destroyed, the
  * owner told), its context still open.
