@@ -648,6 +648,7 @@ int shca_seg_privatize(const struct shca_seg *seg, int pool_fd, int mfd,
 /* Frees a segment no MR holds (any lanes drained); lock held. */
 static void seg_release(struct shca_arena *a, struct shca_seg *s)
 {
+	struct shca_lock_runs locks;
 	bool whole;
 	int ret;
 
@@ -669,8 +670,12 @@ static void seg_release(struct shca_arena *a, struct shca_seg *s)
 			close(s->file_fd);
 		goto out;
 	}
+	/* what the program locked stays locked (the private memory put
+	 * back is not) */
+	shca_lock_runs_read(s->va, s->va + s->len, &locks);
 	ret = privatize(s, a->pool_fd, maps_fd, pool_dev, pool_ino, true,
 			&whole);
+	shca_lock_runs_apply(&locks);
 	if (ret)	/* the memory stays in the pool: its range too */
 		shca_warn("seg: %#lx+%zu stays shared memory: %s",
 			  (unsigned long)s->va, s->len, strerror(-ret));
@@ -865,6 +870,7 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 {
 	struct copy_arg c = { .base = s, .fd = a->pool_fd };
 	size_t len = e - s, done = 0;
+	struct shca_lock_runs locks;
 	struct shca_heap_blk *blk;
 	struct shca_seg *seg;
 	uint32_t slot;
@@ -874,6 +880,8 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 	seg = calloc(1, sizeof(*seg));
 	if (!seg)
 		return -ENOMEM;
+	/* what the program locked stays locked (the new mapping is not) */
+	shca_lock_runs_read(s, e, &locks);
 	ret = seg_slot_take(&slot);
 	if (ret)
 		goto err_free;
@@ -905,6 +913,7 @@ static int seg_create(struct shca_arena *a, uintptr_t s, uintptr_t e,
 				 parts[i].end - parts[i].start, parts[i].prot);
 	if (dontfork)
 		madvise((void *)s, len, MADV_DONTFORK);
+	shca_lock_runs_apply(&locks);
 	seg->file_fd = -1;
 	seg->shmid = -1;
 	seg->va = s;
@@ -942,6 +951,7 @@ err_undo:
 		    parts[i].start < s + done)
 			mprotect((void *)parts[i].start,
 				 parts[i].end - parts[i].start, parts[i].prot);
+	shca_lock_runs_apply(&locks);
 	pool_free(a->pool_fd, off, len, true, blk);
 err_slot:
 	slot_used[slot / 8] &= (uint8_t)~(1u << (slot % 8));

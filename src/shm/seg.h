@@ -87,6 +87,26 @@ const char *shca_seg_file_open(const struct shca_vma *v, uintptr_t s,
 			       uintptr_t e, int *fd, uint64_t *foff,
 			       int *shmid);
 
+/*
+ * The parts of a range the program locked in memory (mlock, mlock2,
+ * mlockall's current mappings): a mapping put over them (mmap MAP_FIXED,
+ * mremap) starts unlocked (unless mlockall(MCL_FUTURE) holds), so seg.c
+ * reads them before it re-backs or gives back a range and locks them
+ * again afterwards (seg_vm.c).  At most SHCA_LOCK_RUNS runs (VMAs): a
+ * range of more locked mappings keeps the first ones locked only.
+ */
+#define SHCA_LOCK_RUNS	16
+struct shca_lock_runs {
+	unsigned int n;
+	struct {
+		uintptr_t start, end;
+		bool onfault;		/* mlock2's MLOCK_ONFAULT */
+	} run[SHCA_LOCK_RUNS];
+};
+void shca_lock_runs_read(uintptr_t start, uintptr_t end,
+			 struct shca_lock_runs *r);
+void shca_lock_runs_apply(const struct shca_lock_runs *r);
+
 typedef int (*shca_pages_fn)(uintptr_t start, uintptr_t end, void *arg);
 int shca_pages_scan(int pagemap_fd, uintptr_t start, uintptr_t end,
 		    shca_pages_fn fn, void *arg);

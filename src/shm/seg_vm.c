@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * What the kernel says about this process's own memory, for shm/seg.c:
- * which mapping covers an address, and which pages of a range hold data.
+ * which mapping covers an address, which pages of a range hold data, and
+ * which parts of it the program locked (smaps' VmFlags).
  *
  * Nothing here takes a lock or allocates: the functions run in a child
  * right after fork() as well (seg.c's atfork handler), where only system
@@ -9,6 +10,9 @@
  * /proc/self/pagemap, opened by this very process).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -300,4 +304,116 @@ int shca_pages_scan(int pagemap_fd, uintptr_t start, uintptr_t end,
 		__atomic_store_n(&no_scan, true, __ATOMIC_RELAXED);
 	}
 	return scan_by_read(pagemap_fd, start, end, fn, arg);
+}
+
+/* ------------------------------------------------------------------ */
+/* mlock state (seg.h)                                                 */
+
+/* A file read a line at a time into out (longer lines cut), without
+ * allocating: false at its end. */
+struct lines {
+	int fd;
+	size_t len, pos;
+	char buf[4096];
+};
+
+static bool line_next(struct lines *l, char *out, size_t n)
+{
+	size_t k = 0;
+
+	for (;;) {
+		char c;
+
+		if (l->pos == l->len) {
+			ssize_t r = read(l->fd, l->buf, sizeof(l->buf));
+
+			if (r <= 0) {
+				out[k] = '\0';
+				return k > 0;
+			}
+			l->len = (size_t)r;
+			l->pos = 0;
+		}
+		c = l->buf[l->pos++];
+		if (c == '\n')
+			break;
+		if (k + 1 < n)
+			out[k++] = c;
+	}
+	out[k] = '\0';
+	return true;
+}
+
+/* Is flag (two letters) among the VmFlags of line? */
+static bool vm_flag(const char *line, const char *flag)
+{
+	const char *p = line + strlen("VmFlags:");
+
+	for (; (p = strstr(p, flag)); p += 2)
+		if (p[-1] == ' ' && (p[2] == ' ' || p[2] == '\0'))
+			return true;
+	return false;
+}
+
+/* Does /proc/self/status say some of our memory is locked (VmLck)?
+ * true when it cannot be read: smaps then decides. */
+static bool any_locked(void)
+{
+	struct lines l = { .fd = open("/proc/self/status",
+				      O_RDONLY | O_CLOEXEC) };
+	char line[256];
+	bool any = true;
+
+	if (l.fd < 0)
+		return true;
+	while (line_next(&l, line, sizeof(line)))
+		if (!strncmp(line, "VmLck:", 6)) {
+			any = strtoull(line + 6, NULL, 10) != 0;
+			break;
+		}
+	close(l.fd);
+	return any;
+}
+
+void shca_lock_runs_read(uintptr_t start, uintptr_t end,
+			 struct shca_lock_runs *r)
+{
+	struct lines l;
+	unsigned long lo = 0, hi = 0;
+	char line[512];
+	bool in = false;
+
+	r->n = 0;
+	if (!any_locked())
+		return;		/* the usual case: one short read */
+	l.fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
+	l.len = l.pos = 0;
+	if (l.fd < 0)
+		return;
+	while (r->n < SHCA_LOCK_RUNS && line_next(&l, line, sizeof(line))) {
+		/* a mapping's first line, "start-end perms ...": its
+		 * attribute lines ("Size:", "AnonHugePages:") never read
+		 * as two numbers */
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+			in = lo < end && hi > start;
+			continue;
+		}
+		if (!in || strncmp(line, "VmFlags:", 8) || !vm_flag(line, "lo"))
+			continue;
+		r->run[r->n].start = lo > start ? lo : start;
+		r->run[r->n].end = hi < end ? hi : end;
+		r->run[r->n].onfault = vm_flag(line, "lf");
+		r->n++;
+	}
+	close(l.fd);
+}
+
+void shca_lock_runs_apply(const struct shca_lock_runs *r)
+{
+	for (unsigned int i = 0; i < r->n; i++)
+		/* as the program had it; a failure leaves it unlocked, as
+		 * the new mapping is */
+		(void)mlock2((void *)r->run[i].start,
+			     r->run[i].end - r->run[i].start,
+			     r->run[i].onfault ? MLOCK_ONFAULT : 0);
 }

@@ -12,11 +12,14 @@
  * mappings and RSS in /proc/self, mincore for untouched pages.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -327,6 +330,72 @@ TEST(posix_memalign_aligned)
 	ASSERT(same(v, n, 4));
 	ASSERT_EQ(ibv_dereg_mr(mr), 0);
 	ASSERT(same(v, n, 4));
+	free(v);
+	teardown(&e);
+}
+
+/* Is every page of [p, p + n) in a mapping whose smaps VmFlags say
+ * locked ("lo")? */
+static bool locked(const void *p, size_t n)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	uintptr_t s = (uintptr_t)p, e = s + n, covered = s;
+	unsigned long lo = 0, hi = 0;
+	char line[512];
+	bool in = false;
+
+	ASSERT_NOT_NULL(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+			in = lo < e && hi > s;
+			continue;
+		}
+		/* VmFlags' two-letter flags, each after a space */
+		if (in && !strncmp(line, "VmFlags:", 8) &&
+		    strstr(line, " lo") && lo <= covered && hi > covered)
+			covered = hi;
+	}
+	fclose(f);
+	return covered >= e;
+}
+
+/* A buffer the program locked in memory (mlock) stays locked when its
+ * registration re-backs it by the pool, and when its deregistration
+ * gives it back (README: mlock state carried across both). */
+TEST(mlock_carried)
+{
+	struct env e = setup();
+	size_t n = 16 * PS;
+	struct ibv_mr *mr;
+	void *v;
+
+	ASSERT_EQ(posix_memalign(&v, PS, n), 0);
+	fill(v, n, 6);
+	/* (ASan's and TSan's mlock do nothing: the VMA is not locked) */
+	if (mlock(v, n) || !locked(v, n)) {
+		free(v);
+		teardown(&e);
+		SKIP("mlock of 64 KiB failed or locked nothing "
+		     "(RLIMIT_MEMLOCK, a sanitizer)");
+	}
+	mr = ibv_reg_mr(e.pd, v, n, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT(in_pool(v));
+	ASSERT(locked(v, n));
+	ASSERT(same(v, n, 6));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT(!in_pool(v));
+	ASSERT(locked(v, n));
+	ASSERT(same(v, n, 6));
+	/* and one never locked stays unlocked both ways */
+	ASSERT_EQ(munlock(v, n), 0);
+	mr = ibv_reg_mr(e.pd, v, n, RW);
+	ASSERT_NOT_NULL(mr);
+	ASSERT(mr_mapped(&e, mr));
+	ASSERT(!locked(v, PS));
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT(!locked(v, PS));
 	free(v);
 	teardown(&e);
 }
