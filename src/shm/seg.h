@@ -13,7 +13,7 @@
  *
  *   seg.c      segments: create, reference, restore; the drain of lanes
  *   seg_fork.c fork(): the child gets a private copy, never the live pool
- *   seg_vm.c   what the kernel says: mappings, populated pages
+ *   seg_vm.c   what the kernel says: mappings, populated pages, locks
  *   seg_file.c memory that is already a shared file: handed as it is
  */
 #ifndef SOFTHCA_SHM_SEG_H
