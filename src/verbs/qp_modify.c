@@ -433,7 +433,7 @@ void shca_qp_publish(struct shca_qp *qp)
 	PUBLISH(m->rq_pd, qp->srq ? qp->srq->pd->prot->obj.handle : m->pd);
 	PUBLISH(m->rq_off, shca_arena_off(a, rq));
 	PUBLISH(m->rcq_off, qp->rcq ? shca_arena_off(a, qp->rcq->shm) : 0);
-	/* an import of another process's PD: its owner's R_Keys work
+	/* an import of another process's PD: its owner's keys work
 	 * through this QP too (docs/import.md) */
 	PUBLISH(m->imp_slot, own ? (uint32_t)own->rslot : 0);
 	PUBLISH(m->imp_pid, own ? (uint32_t)own->rpid : 0);

@@ -899,7 +899,7 @@ int shca_rimport_mr(struct shca_rfile *rf, uint32_t handle,
 		    struct shca_rmr *m);
 /* Tell the owner that this process made shadow (its identity here) of
  * its PD handle, or (drop) destroyed it: the owner's QPs of the PD then
- * answer, or no longer answer, the R_Keys of our MRs in the shadow
+ * take, or no longer take, the keys of our MRs in the shadow
  * (docs/import.md).  No answer awaited. */
 void shca_rimport_pd_shadow(struct shca_rfile *rf, uint32_t handle,
 			    uint32_t shadow, bool drop);
