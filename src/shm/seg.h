@@ -92,7 +92,7 @@ const char *shca_seg_file_open(const struct shca_vma *v, uintptr_t s,
  * mlockall's current mappings): a mapping put over them (mmap MAP_FIXED,
  * mremap) starts unlocked (unless mlockall(MCL_FUTURE) holds), so seg.c
  * reads them before it re-backs or gives back a range and locks them
- * again afterwards (seg_vm.c).  At most SHCA_LOCK_RUNS runs (VMAs): a
+ * again afterwards (seg_vm.c), when SOFTHCA_MAP_MLOCK=1 asks it to.  At most SHCA_LOCK_RUNS runs (VMAs): a
  * range of more locked mappings keeps the first ones locked only.
  */
 #define SHCA_LOCK_RUNS	16
