@@ -129,7 +129,7 @@ bool shca_map_enabled(void)
  * parts, each remap locks them again).  Off by default: knowing whether
  * anything is locked takes a read of /proc/self/status before each remap
  * (and of smaps when something is), 24.6 us more per registration and
- * deregistration of 64 KiB (103.5 against 78.9 us, 4 runs each,
+ * deregistration of 64 KiB (103.6 against 79.0 us, 4 runs each,
  * alternated, CPU 1), for the few programs that lock their buffers.
  */
 static pthread_once_t mlock_once = PTHREAD_ONCE_INIT;
