@@ -65,6 +65,7 @@ struct chunk {
 	uint8_t cls;			/* 0, or 1 + its pool class */
 	bool ack;			/* a plain ACK (SHCA_NET_ACK) ... */
 	uint32_t ack_qpn;		/* ... of this QP */
+	bool untraced;			/* ... whose trace waits (trace_tail) */
 	size_t len, off;		/* bytes in all, bytes written */
 	int niov;
 	struct iovec *iov;		/* [0]: frame and IB headers */
@@ -339,6 +340,25 @@ static void trace(const uint8_t src[16], const uint8_t dst[16],
 	shca_pcap_write(pcap, src, dst, buf, len, NULL);
 }
 
+/*
+ * A plain ACK queued last is traced when no later ACK can be folded into
+ * it any more (ack_merge): before anything is queued behind it, before a
+ * byte of it is written, or when the queue goes.  The trace then holds
+ * what went out, once, where it went, and as many ACKs as were counted.
+ * c->lock held.
+ */
+static void trace_tail(struct shca_conn *c)
+{
+	struct chunk *t = c->tail;
+
+	if (!t || !t->untraced)
+		return;
+	t->untraced = false;
+	trace(c->addr.src, c->addr.dst,
+	      (const unsigned char *)t->iov[0].iov_base + FRAME_HDR,
+	      t->iov[0].iov_len - FRAME_HDR, NULL, 0);
+}
+
 static void count_sent(size_t len)
 {
 	struct shca_stat_block *s = shca_stat_proc();
@@ -518,6 +538,7 @@ static void queue_free(struct shca_conn *c)
 {
 	struct chunk *k, *n;
 
+	trace_tail(c);
 	for (k = c->head; k; k = n) {
 		n = k->next;
 		chunk_free(k);
@@ -555,6 +576,11 @@ static void flush_locked(struct shca_conn *c)
 		if (shca_now_ns() < c->stall_until)
 			return;
 		c->stall_until = 0;
+	}
+	if (c->state == CONN_UP && c->tail && c->tail->untraced) {
+		/* written now, as it is: nothing more folds into it */
+		trace_tail(c);
+		c->tail->ack = false;
 	}
 	while (c->state == CONN_UP && c->head) {
 		struct iovec v[MAX_WRITE_IOV];
@@ -941,6 +967,7 @@ static struct chunk *chunk_make(const void *hdr, size_t hlen,
 	k->defer = false;
 	k->ack = false;
 	k->ack_qpn = 0;
+	k->untraced = false;
 	k->off = 0;
 	k->len = FRAME_HDR + hlen + plen + pad;
 	{
@@ -978,6 +1005,7 @@ static struct chunk *chunk_make(const void *hdr, size_t hlen,
 
 static void enqueue_locked(struct shca_conn *c, struct chunk *k)
 {
+	trace_tail(c);		/* before what goes behind it */
 	if (c->tail)
 		c->tail->next = k;
 	else
@@ -1074,7 +1102,10 @@ static bool fault_take(struct shca_conn *c, struct chunk *k, bool *dup,
 		return true;
 	}
 	*dup = fault_roll(faults.dup);
-	*reset = fault_roll(faults.reset);
+	/* a break after a packet that goes out: not while the connection
+	 * is still opening (its queue would be lost each time, and a long
+	 * window would never let it come up) */
+	*reset = c->state == CONN_UP && fault_roll(faults.reset);
 	if (fault_roll(faults.delay)) {
 		struct delayed *d = calloc(1, sizeof(*d));
 
@@ -1163,8 +1194,18 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 		chunk_free(k);
 		return ret;
 	}
-	trace(c->addr.src, c->addr.dst, hdr, hlen, pl, npl);
+	/* traced as sent (before the faults); a plain ACK that is queued
+	 * last, into which a later one may be folded, when that is over
+	 * (trace_tail) */
+	if (!(flags & SHCA_NET_ACK)) {
+		trace_tail(c);
+		trace(c->addr.src, c->addr.dst, hdr, hlen, pl, npl);
+	}
 	if (faults.on && fault_take(c, k, &dup, &reset)) {
+		if (flags & SHCA_NET_ACK) {
+			trace_tail(c);
+			trace(c->addr.src, c->addr.dst, hdr, hlen, pl, npl);
+		}
 		k = NULL;
 	} else {
 		struct chunk *d = dup ? chunk_make(hdr, hlen, pl, npl, plen,
@@ -1175,7 +1216,11 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 			ret = SHCA_NET_MERGED;
 		} else {
 			enqueue_locked(c, k);
+			if ((flags & SHCA_NET_ACK) && d)
+				trace(c->addr.src, c->addr.dst, hdr, hlen, pl,
+				      npl);
 			k->ack = (flags & SHCA_NET_ACK) && !d;
+			k->untraced = k->ack;
 			k->ack_qpn = qpn;
 			k->defer = flags & SHCA_NET_DEFER;
 		}

@@ -43,6 +43,15 @@
 #define COPY_BELOW	512		/* payloads copied rather than referenced */
 #define HDR_MAX		64
 #define PLACE_MIN	8		/* middle packets worth a placement */
+/*
+ * A message of many packets asks for an ACK (AckReq) every ACK_EVERY of
+ * them, as rxe (every 64) and hfi1 (every 16) do, not only with its last:
+ * the requester learns that the responder is getting it, and an ACK that
+ * covers more of the head WQE is progress, which resets the head's retry
+ * count (completer).  Without it a 1 MiB message under heavy faults or
+ * frequent connection resets ran out of retries while it moved on.
+ */
+#define ACK_EVERY	64
 
 /* The QP's counters, or the process's for what reached no QP. */
 static struct shca_stat_block *qp_stats(struct shca_qp *qp)
@@ -250,6 +259,7 @@ int shca_net_qp_rtr(struct shca_qp *qp, const union ibv_gid *dgid,
 void shca_net_qp_rts(struct shca_qp *qp)
 {
 	qp->net.next_psn = qp->attr.sq_psn;
+	qp->net.acked = qp->attr.sq_psn;
 	qp->net.send_idx = qp->net.assigned = qp->sq.head;
 	qp->net.send_pkt = 0;
 	qp->net.rd_gap = false;
@@ -646,6 +656,8 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 			m.imm_be = w->wr.imm_data;
 			m.se = w->wr.send_flags & IBV_SEND_SOLICITED;
 			m.ackreq = rc_like(qp);
+		} else if ((k + 1) % ACK_EVERY == 0) {
+			m.ackreq = rc_like(qp);
 		}
 		npl = slice(iov, niov, off, take, pl, MAX_IOV);
 		if (npl < 0)
@@ -969,6 +981,27 @@ static bool lossless(struct shca_qp *qp)
  */
 #define PROBE_EVERY	4
 
+/*
+ * Where the head goes out again from when its ACK timer expires after
+ * something was lost: its first packet no ACK or NAK covered (IBA
+ * 9.7.6.1.3: the requester retries from the first unacknowledged PSN),
+ * as rxe does, rather than its first: a long message under faults keeps
+ * what got through.  (A READ resumes from its first missing response
+ * whatever psn says: go_back.)  A responder that lost the message since
+ * (an RNR NAK makes it expect the first packet again) answers with a
+ * PSN sequence NAK.  The probe of a connection that lost nothing still
+ * sends the head whole: a responder that is only slow (the copy of a
+ * gathered 2 GiB SEND takes it longer than seven ACK timeouts) is kept
+ * from a RETRY_EXC_ERR by that resend, which keeps the connection busy
+ * (rc_timer counts no timeout while it writes); placing a SEND's packets
+ * as they come, as a NIC does, would make that unneeded.
+ */
+static uint32_t resume_psn(const struct shca_qp *qp,
+			   const struct shca_send_wqe *w)
+{
+	return wqe_has_psn(w, qp->net.acked) ? qp->net.acked : w->psn;
+}
+
 static void probe_head(struct shca_qp *qp, uint32_t head,
 		       struct shca_send_wqe *w)
 {
@@ -1030,7 +1063,7 @@ static void rc_timer(struct shca_qp *qp)
 	} else {
 		qp->net.resets = shca_net_conn_resets(qp->net.conn);
 		qp->net.ahead_dropped = false;
-		go_back(qp, head, w->psn);
+		go_back(qp, head, resume_psn(qp, w));
 	}
 	rc_execute(qp);
 	if (!shca_timer_armed(&qp->retry_timer))
@@ -1167,6 +1200,19 @@ static enum place place_read(struct shca_qp *qp, struct shca_send_wqe *w,
 	return PLACED;
 }
 
+/*
+ * upto: the first PSN an ACK or NAK does not cover.  Does it cover more
+ * than any before?  Then qp->net.acked moves to it.  A head that
+ * completed covers everything before its successor (completer).
+ */
+static bool acks_more(struct shca_qp *qp, uint32_t upto)
+{
+	if (!shca_psn_gt(upto, qp->net.acked))
+		return false;
+	qp->net.acked = upto;
+	return true;
+}
+
 /* An ACK, NAK or response for QP qp (exec_lock held). */
 static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 {
@@ -1193,6 +1239,13 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 		implied_acks(qp, m->psn, t == SHCA_AETH_ACK);
 		w = shca_sq_first(qp, &head, &tail);
 		progress = head != h0;
+		/* an ACK, or a sequence NAK, that covers packets of the head
+		 * not covered before: the responder got more of it */
+		if ((t == SHCA_AETH_ACK ||
+		     (t == SHCA_AETH_NAK && v == SHCA_NAK_PSN_SEQ_ERR)) &&
+		    acks_more(qp, t == SHCA_AETH_ACK ?
+					  shca_psn_add(m->psn, 1) : m->psn))
+			progress = true;
 		if (t == SHCA_AETH_RNR_NAK && w && wqe_has_psn(w, m->psn)) {
 			count(qp, SHCA_STAT_RCVD_RNR_ERR);
 			if (qp->attr.rnr_retry != 7 &&
@@ -1328,6 +1381,9 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 		}
 	}
 	if (progress) {
+		/* IBA 9.7.6.1.3 counts retries of a request that gets no
+		 * answer; one that is being answered starts afresh (rxe and
+		 * hfi1 reset the count with every ACK that moves on) */
 		qp->head_retries = 0;
 		/* the WQE an RNR NAK made us wait for is done: a later copy
 		 * of it (a duplicate, a retransmission) found a receive, and
@@ -1335,7 +1391,10 @@ static void completer(struct shca_qp *qp, const struct shca_wire_msg *m)
 		 * or nothing more would be sent until a timer that the ACK
 		 * timer replaces below */
 		qp->net.rnr_wait = false;
-		shca_sq_first(qp, &head, &tail);
+		w = shca_sq_first(qp, &head, &tail);
+		/* the WQEs before the head are covered */
+		if (w && head != qp->net.assigned)
+			(void)acks_more(qp, w->psn);
 		if (qp->net.send_idx - head > tail - head) {
 			qp->net.send_idx = head;
 			qp->net.send_pkt = 0;
@@ -2177,6 +2236,32 @@ static uint32_t write_middles_left(const struct shca_qp *qp)
 }
 
 /*
+ * Of those, the ones conn.c may receive straight to their place: up to
+ * the next that asks for an ACK (ACK_EVERY), which is read the usual way
+ * to be answered (a placed frame's BTH must match the expected one, and
+ * the placement expects no AckReq).
+ */
+static uint32_t write_placeable(const struct shca_qp *qp)
+{
+	/* the next packet's place in its message */
+	uint32_t k = (qp->net.epsn - qp->net.rx_first_psn) & SHCA_PSN_MASK;
+	uint32_t to_ack = ACK_EVERY - 1 - k % ACK_EVERY;
+
+	return MIN(write_middles_left(qp), to_ack);
+}
+
+/* A middle packet of an RC message that asks for an ACK (ACK_EVERY) gets
+ * one, coalesced with what follows in its batch (the MSN of the last
+ * message done: this one is not yet). */
+static void middle_ack(struct shca_conn *c, struct shca_qp *qp,
+		       const struct shca_wire_msg *m)
+{
+	if (m->ackreq && rc_like(qp))
+		send_ack_flags(c, qp, SHCA_OP_RC_ACKNOWLEDGE, m->psn, ACK_OK,
+			       0, SHCA_NET_ACK);
+}
+
+/*
  * Admission (docs/security.md "Net admission"): an RC/UC packet is for qp
  * only when it came on a connection whose other end the handshake proved
  * to be qp's destination: the address of its dgid and the slot of its
@@ -2307,7 +2392,7 @@ static void place_where(struct shca_conn *c, uint32_t qpn,
 	if (read_place(c, qp, p))
 		return;		/* exec_lock held until place_done */
 	mtu = path_mtu(qp);
-	n = write_middles_left(qp);
+	n = write_placeable(qp);
 	if (!admitted(c, qp))
 		goto out;
 	if (!shca_qp_state_can_receive(qp->attr.qp_state) ||
@@ -2407,7 +2492,7 @@ static void place_done(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 		qp->net.epsn = shca_psn_add(psn, n);
 		qp->net.rx_len += (uint64_t)n * mtu;
 		qp->net.nak_sent = false;
-		if (write_middles_left(qp) >= PLACE_MIN)
+		if (write_placeable(qp) >= PLACE_MIN)
 			shca_net_expect(c, qpn);
 	} else {
 		/* as for any packet out of place: the requester sends it
@@ -2456,7 +2541,8 @@ static void write_packet(struct shca_conn *c, struct shca_qp *qp,
 	    res.status == IBV_WC_SUCCESS) {
 		qp->net.rx_len = off + m->payload_len;
 		qp->net.rx_active = true;
-		if (write_middles_left(qp) >= PLACE_MIN)
+		middle_ack(c, qp, m);
+		if (write_placeable(qp) >= PLACE_MIN)
 			shca_net_expect(c, qp->ibqp.qp_num);
 		return;
 	}
@@ -2506,6 +2592,7 @@ static void data_packet(struct shca_conn *c, struct shca_qp *qp,
 			return;
 		}
 		qp->net.rx_active = true;
+		middle_ack(c, qp, m);
 		return;
 	}
 	if (mask & SHCA_OPM_FIRST) {

@@ -542,6 +542,9 @@ struct shca_net_qp {
 	uint32_t resets;
 	bool ahead_dropped;
 	bool probe;			/* rc_send_window: the head only */
+	uint32_t acked;			/* the first PSN no ACK or NAK has
+					 * covered yet: one that moves it is
+					 * progress (transport.c completer) */
 	/* responder */
 	uint32_t epsn, msn;
 	bool nak_sent;			/* PSN sequence NAK not yet answered */
