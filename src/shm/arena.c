@@ -400,18 +400,25 @@ void shca_arena_free(void *p)
 #define MR_READ_SPINS	64	/* retries before yielding the CPU */
 #define MR_READ_TRIES	(MR_READ_SPINS + 256)
 
+/*
+ * Before each try of a seqlocked read: the writer (the owner) may have
+ * been preempted between its stores, so yield to it after a while, and
+ * give up in the end (false), as if the entry were free.
+ */
+static bool seq_try(int *tries)
+{
+	if (*tries >= MR_READ_SPINS)
+		sched_yield();
+	return (*tries)++ != MR_READ_TRIES;
+}
+
 bool shca_mr_shm_read(const struct shca_mr_shm *e, struct shca_mr_shm *out)
 {
 	uint32_t s1, s2;
 	int tries = 0;
 
 	do {
-		/* the writer (the owner) may have been preempted between
-		 * its stores: yield to it after a while, and give up in
-		 * the end, as if the entry were free */
-		if (tries >= MR_READ_SPINS)
-			sched_yield();
-		if (tries++ == MR_READ_TRIES) {
+		if (!seq_try(&tries)) {
 			memset(out, 0, sizeof(*out));
 			return false;
 		}
@@ -467,9 +474,7 @@ bool shca_pd_imp_shm_read(const struct shca_pd_imp_shm *e,
 	int tries = 0;
 
 	do {
-		if (tries >= MR_READ_SPINS)
-			sched_yield();
-		if (tries++ == MR_READ_TRIES) {
+		if (!seq_try(&tries)) {
 			memset(out, 0, sizeof(*out));
 			return false;
 		}
@@ -503,9 +508,7 @@ bool shca_seg_shm_read(const struct shca_seg_shm *e, struct shca_seg_shm *out)
 	int tries = 0;
 
 	do {
-		if (tries >= MR_READ_SPINS)
-			sched_yield();
-		if (tries++ == MR_READ_TRIES) {
+		if (!seq_try(&tries)) {
 			memset(out, 0, sizeof(*out));
 			return false;
 		}
