@@ -60,7 +60,8 @@ struct chunk {
 	struct chunk *next;
 	void *owned;
 	uint32_t qpn;			/* whose payload it references (0: none) */
-	uint32_t psn;			/* ... the packet's PSN (qpn set) */
+	uint32_t psn;			/* ... the (first) packet's PSN (qpn set) */
+	uint32_t frames;		/* packets: 1, or a train's */
 	bool defer;			/* SHCA_NET_DEFER */
 	uint8_t cls;			/* 0, or 1 + its pool class */
 	bool ack;			/* a plain ACK (SHCA_NET_ACK) ... */
@@ -359,11 +360,11 @@ static void trace_tail(struct shca_conn *c)
 	      t->iov[0].iov_len - FRAME_HDR, NULL, 0);
 }
 
-static void count_sent(size_t len)
+static void count_sent(uint32_t pkts, size_t len)
 {
 	struct shca_stat_block *s = shca_stat_proc();
 
-	shca_stat_add(s, SHCA_STAT_SENT_PKTS, 1);
+	shca_stat_add(s, SHCA_STAT_SENT_PKTS, pkts);
 	shca_stat_add(s, SHCA_STAT_SENT_BYTES, len);
 }
 
@@ -589,7 +590,7 @@ static void flush_locked(struct shca_conn *c)
 		int n = 0, i;
 		ssize_t w;
 
-		/* whole chunks (a chunk has at most SHCA_MAX_NET_IOV + 2) */
+		/* whole chunks (a chunk has at most MAX_WRITE_IOV) */
 		for (k = c->head; k && n + k->niov <= MAX_WRITE_IOV;
 		     k = k->next) {
 			size_t skip = k->off;
@@ -939,11 +940,13 @@ static int connect_locked(struct shca_conn *c)
 	return 0;
 }
 
+/* What a pad (IBA 9.2: 0-3 bytes to a 4-byte boundary) is made of. */
+static const unsigned char pad_zero[4];
+
 static struct chunk *chunk_make(const void *hdr, size_t hlen,
 				const struct iovec *pl, int npl, size_t plen,
 				bool copy, void *owned)
 {
-	static const unsigned char zero[4];
 	unsigned int pad = shca_wire_pad(plen);
 	size_t extra = copy ? plen : 0;
 	int niov = copy ? 1 : 1 + npl, i;
@@ -964,6 +967,7 @@ static struct chunk *chunk_make(const void *hdr, size_t hlen,
 	k->owned = owned;
 	k->qpn = 0;
 	k->psn = 0;
+	k->frames = 1;
 	k->defer = false;
 	k->ack = false;
 	k->ack_qpn = 0;
@@ -997,7 +1001,7 @@ static struct chunk *chunk_make(const void *hdr, size_t hlen,
 		if (pl[i].iov_len)
 			k->iov[k->niov++] = pl[i];
 	if (pad) {
-		k->iov[k->niov].iov_base = (void *)zero;
+		k->iov[k->niov].iov_base = (void *)pad_zero;
 		k->iov[k->niov++].iov_len = pad;
 	}
 	return k;
@@ -1013,7 +1017,7 @@ static void enqueue_locked(struct shca_conn *c, struct chunk *k)
 	c->tail = k;
 	c->queued += k->len;
 	__atomic_fetch_add(&c->activity, 1, __ATOMIC_RELAXED);
-	count_sent(k->len - FRAME_HDR);
+	count_sent(k->frames, k->len - (size_t)k->frames * FRAME_HDR);
 }
 
 struct delayed {
@@ -1151,6 +1155,19 @@ static bool ack_merge(struct shca_conn *c, const struct chunk *k,
 	return true;
 }
 
+/* c is up or coming up (opened here if it is down and ours to open):
+ * 0, or -errno.  c->lock held. */
+static int usable_locked(struct shca_conn *c)
+{
+	int ret = 0;
+
+	if (c->state == CONN_DOWN && !c->incoming)
+		ret = connect_locked(c);
+	if (!ret && c->state != CONN_UP && c->state != CONN_CONNECTING)
+		ret = -ENOTCONN;
+	return ret;
+}
+
 int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 		  size_t hlen, const struct iovec *pl, int npl,
 		  unsigned int flags, void *owned)
@@ -1185,10 +1202,7 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 		}
 	}
 	pthread_mutex_lock(&c->lock);
-	if (c->state == CONN_DOWN && !c->incoming)
-		ret = connect_locked(c);
-	if (!ret && c->state != CONN_UP && c->state != CONN_CONNECTING)
-		ret = -ENOTCONN;
+	ret = usable_locked(c);
 	if (ret) {
 		pthread_mutex_unlock(&c->lock);
 		chunk_free(k);
@@ -1249,33 +1263,129 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 	return ret;
 }
 
+int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
+			const struct shca_net_pkt *p, int n)
+{
+	size_t hbytes = 0, len = 0;
+	int niov = 0, i, j, ret;
+	struct chunk *k;
+	unsigned char *h;
+
+	if (n <= 0 || n > SHCA_NET_TRAIN)
+		return n ? -EINVAL : 0;
+	if (faults.on) {
+		/* the injector rolls for each packet (and copies it) */
+		for (i = 0; i < n; i++) {
+			ret = shca_net_send(c, qpn, p[i].hdr, p[i].hlen,
+					    p[i].pl, p[i].npl, SHCA_NET_MORE,
+					    NULL);
+			if (ret < 0)
+				return i ? i : ret;
+		}
+		return n;
+	}
+	for (i = 0; i < n; i++) {
+		size_t plen = 0;
+
+		if (p[i].npl < 0 || p[i].npl > SHCA_MAX_NET_IOV)
+			return -EINVAL;
+		for (j = 0; j < p[i].npl; j++) {
+			plen += p[i].pl[j].iov_len;
+			niov += p[i].pl[j].iov_len != 0;
+		}
+		if (p[i].hlen + plen + FRAME_HDR > MAX_PKT)
+			return -EMSGSIZE;
+		niov += 1 + (shca_wire_pad(plen) != 0);
+		hbytes += FRAME_HDR + p[i].hlen;
+		len += FRAME_HDR + p[i].hlen + plen + shca_wire_pad(plen);
+	}
+	if (niov > MAX_WRITE_IOV)
+		return -EINVAL;
+	k = malloc(sizeof(*k) + (size_t)(niov + 1) * sizeof(struct iovec) +
+		   hbytes);
+	if (!k)
+		return -ENOMEM;
+	memset(k, 0, sizeof(*k));
+	k->iov = (struct iovec *)k->hdr;
+	k->qpn = qpn;
+	k->psn = psn & SHCA_PSN_MASK;
+	k->frames = (uint32_t)n;
+	k->len = len;
+	h = (unsigned char *)(k->iov + niov + 1);
+	for (i = 0; i < n; i++) {
+		size_t plen = 0;
+		unsigned int pad;
+		uint32_t be;
+
+		for (j = 0; j < p[i].npl; j++)
+			plen += p[i].pl[j].iov_len;
+		pad = shca_wire_pad(plen);
+		be = htonl((uint32_t)(p[i].hlen + plen + pad));
+		memcpy(h, &be, FRAME_HDR);
+		memcpy(h + FRAME_HDR, p[i].hdr, p[i].hlen);
+		k->iov[k->niov].iov_base = h;
+		k->iov[k->niov++].iov_len = FRAME_HDR + p[i].hlen;
+		h += FRAME_HDR + p[i].hlen;
+		for (j = 0; j < p[i].npl; j++)
+			if (p[i].pl[j].iov_len)
+				k->iov[k->niov++] = p[i].pl[j];
+		if (pad) {
+			k->iov[k->niov].iov_base = (void *)pad_zero;
+			k->iov[k->niov++].iov_len = pad;
+		}
+	}
+	pthread_mutex_lock(&c->lock);
+	ret = usable_locked(c);
+	if (ret) {
+		pthread_mutex_unlock(&c->lock);
+		free(k);
+		return ret;
+	}
+	trace_tail(c);
+	for (i = 0; i < n; i++)
+		trace(c->addr.src, c->addr.dst, p[i].hdr, p[i].hlen, p[i].pl,
+		      p[i].npl);
+	enqueue_locked(c, k);
+	c->must_write = true;
+	if (c->queued > (1u << 20))
+		flush_unless_full(c);
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
 /*
- * The chunk's payload, which it references, copied into memory of its own
- * (the bytes not yet written).  false: out of memory.  c->lock held.
+ * The bytes of chunk k not yet written, headers and payloads, copied into
+ * memory of its own (a train interleaves them): the written part stays
+ * behind one iovec that the writer skips, so k->off and k->len go on
+ * meaning what they did.  false: out of memory.  c->lock held.
  */
 static bool chunk_own(struct chunk *k)
 {
-	size_t skip = k->off, n = 0;
+	size_t skip = k->off, n = k->len - k->off;
 	unsigned char *b, *d;
 	int i;
 
-	for (i = 1; i < k->niov; i++)
-		n += k->iov[i].iov_len;
-	b = malloc(n ? n : 1);
+	b = malloc(n);
 	if (!b)
 		return false;
 	d = b;
-	skip = skip > k->iov[0].iov_len ? skip - k->iov[0].iov_len : 0;
-	for (i = 1; i < k->niov; i++) {
+	SHCA_DMA_BEGIN();	/* payloads in registered memory */
+	for (i = 0; i < k->niov; i++) {
 		size_t l = k->iov[i].iov_len;
 
-		if (skip < l)
-			memcpy(d + skip, (char *)k->iov[i].iov_base + skip,
-			       l - skip);
+		if (skip < l) {
+			memcpy(d, (char *)k->iov[i].iov_base + skip, l - skip);
+			d += l - skip;
+		}
 		skip = skip > l ? skip - l : 0;
-		k->iov[i].iov_base = d;
-		d += l;
 	}
+	SHCA_DMA_END();
+	/* every chunk has room for two iovecs (niov >= 1, and the end) */
+	k->iov[0].iov_base = NULL;
+	k->iov[0].iov_len = k->off;
+	k->iov[1].iov_base = b;
+	k->iov[1].iov_len = n;
+	k->niov = 2;
 	free(k->owned);
 	k->owned = b;
 	k->qpn = 0;
@@ -1293,8 +1403,11 @@ static void forget_locked(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 	struct chunk **pp, *k;
 
 	for (pp = &c->head; (k = *pp);) {
+		/* a train's PSNs [k->psn, + frames) meet [psn, + n)? */
 		if (k->qpn != qpn ||
-		    (n && (uint32_t)shca_psn_diff(k->psn, psn) >= n)) {
+		    (n && (uint32_t)(shca_psn_diff(k->psn, psn) +
+				     (int32_t)k->frames - 1) >=
+				  n + k->frames - 1)) {
 			pp = &k->next;
 			continue;
 		}
@@ -2775,7 +2888,6 @@ int shca_net_sendto(const uint8_t gid[16], uint16_t port,
 		    unsigned int ifindex, const void *hdr, size_t hlen,
 		    const struct iovec *pl, int npl)
 {
-	static const unsigned char zero[4];
 	struct iovec v[SHCA_MAX_NET_IOV + 2];
 	struct sockaddr_storage ss;
 	union mcast_ctl ctl;
@@ -2794,7 +2906,7 @@ int shca_net_sendto(const uint8_t gid[16], uint16_t port,
 		plen += pl[i].iov_len;
 	}
 	if (shca_wire_pad(plen)) {
-		v[n].iov_base = (void *)zero;
+		v[n].iov_base = (void *)pad_zero;
 		v[n++].iov_len = shca_wire_pad(plen);
 	}
 	fd = mcast ? mcast_sender(gid_is_v4(gid)) : s->udp_fd;
@@ -2838,7 +2950,7 @@ int shca_net_sendto(const uint8_t gid[16], uint16_t port,
 		SHCA_DMA_END();
 		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
 			return -errno;
-		count_sent(hlen + plen);
+		count_sent(1, hlen + plen);
 	}
 	return 0;
 }

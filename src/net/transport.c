@@ -563,18 +563,28 @@ static bool may_wait(const struct shca_qp *qp, const struct shca_wire_msg *m,
 	       (!qp->net.resent || shca_psn_ge(m->psn, qp->net.resent_end));
 }
 
+/* A packet made ready to send: its headers, payload and shca_net_send
+ * flags. */
+struct pkt {
+	unsigned char hdr[HDR_MAX];
+	size_t hlen;
+	struct iovec *pl;	/* the caller's room */
+	int npl;
+	unsigned int flags;
+};
+
 /*
- * Send packet k of WQE w (SEND/WRITE data packets; READ and atomics send
- * their one request).  0, or -ENOTCONN/-errno from the socket layer.
+ * Packet k of WQE w (SEND/WRITE data packets; READ and atomics send their
+ * one request), its payload sliced into pl (room for max iovecs).  0,
+ * -E2BIG when the payload needs more iovecs than that, or -errno.
  */
-static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
+static int make_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 		       const struct iovec *iov, int niov, uint64_t len,
-		       uint32_t psn0, uint32_t k, bool copy)
+		       uint32_t psn0, uint32_t k, bool copy, struct pkt *out,
+		       struct iovec *pl, int max)
 {
 	uint32_t mtu = path_mtu(qp), n = npkts(len, mtu);
 	struct shca_wire_msg m;
-	unsigned char hdr[HDR_MAX];
-	struct iovec pl[MAX_IOV];
 	int npl = 0;
 	ssize_t hlen;
 	enum ibv_wr_opcode op = w->wr.opcode;
@@ -659,9 +669,9 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 		} else if ((k + 1) % ACK_EVERY == 0) {
 			m.ackreq = rc_like(qp);
 		}
-		npl = slice(iov, niov, off, take, pl, MAX_IOV);
+		npl = slice(iov, niov, off, take, pl, max);
 		if (npl < 0)
-			return -EINVAL;
+			return max < MAX_IOV ? -E2BIG : -EINVAL;
 		m.payload_len = (uint32_t)take;
 		m.payload = take ? pl[0].iov_base : NULL;
 		/* a bounce buffer (verbs/import_key.c) goes with its WQE's
@@ -682,13 +692,97 @@ build:
 		if (m.xrc_srqn > SHCA_QPN_MASK)
 			m.xrc_srqn = 0;
 	}
-	hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &m);
+	hlen = shca_wire_build_hdr(out->hdr, sizeof(out->hdr), &m);
 	if (hlen < 0)
 		return (int)hlen;
-	return qp_send(qp, qp->net.conn, hdr, (size_t)hlen, pl, npl,
-		       (copy ? SHCA_NET_COPY : 0) | SHCA_NET_MORE |
-		       (may_wait(qp, &m, n, copy || !npl) ? SHCA_NET_DEFER : 0),
+	out->hlen = (size_t)hlen;
+	out->pl = pl;
+	out->npl = npl;
+	out->flags = (copy ? SHCA_NET_COPY : 0) | SHCA_NET_MORE |
+		     (may_wait(qp, &m, n, copy || !npl) ? SHCA_NET_DEFER : 0);
+	return 0;
+}
+
+/* Send packet k of WQE w: 0, or -ENOTCONN/-errno from the socket layer. */
+static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
+		       const struct iovec *iov, int niov, uint64_t len,
+		       uint32_t psn0, uint32_t k, bool copy)
+{
+	struct iovec pl[MAX_IOV];
+	struct pkt p;
+	int ret;
+
+	ret = make_packet(qp, w, iov, niov, len, psn0, k, copy, &p, pl,
+			  MAX_IOV);
+	if (ret)
+		return ret;
+	return qp_send(qp, qp->net.conn, p.hdr, p.hlen, p.pl, p.npl, p.flags,
 		       NULL);
+}
+
+/*
+ * Send WQE w's data packets from *kp on, as many as one train takes
+ * (shca_net_send_train); a packet that holds a copy of its payload, or
+ * that may wait for the peer's answer, goes alone.  *kp moves past what
+ * was queued.  0, or -ENOTCONN/-errno from the socket layer.
+ */
+static int send_train(struct shca_qp *qp, const struct shca_send_wqe *w,
+		      const struct iovec *iov, int niov, uint64_t len,
+		      uint32_t *kp)
+{
+	struct pkt p[SHCA_NET_TRAIN];
+	struct shca_net_pkt t[SHCA_NET_TRAIN];
+	struct iovec pl[SHCA_NET_TRAIN_IOV];
+	uint32_t k = *kp;
+	uint64_t bytes = 0;
+	int n = 0, used = 0, ret = 0, sent, i;
+
+	for (; k < w->npsn && n < SHCA_NET_TRAIN; k++) {
+		ret = make_packet(qp, w, iov, niov, len, w->psn, k, false,
+				  &p[n], pl + used, SHCA_NET_TRAIN_IOV - used);
+		if (ret == -E2BIG && n) {
+			ret = 0;
+			break;		/* no room left: the next train's */
+		}
+		if (ret)
+			break;
+		if (p[n].flags & (SHCA_NET_COPY | SHCA_NET_DEFER)) {
+			if (n)
+				break;	/* goes alone, after this train */
+			ret = qp_send(qp, qp->net.conn, p[0].hdr, p[0].hlen,
+				      p[0].pl, p[0].npl, p[0].flags, NULL);
+			if (!ret)
+				k++;
+			*kp = k;
+			return ret;
+		}
+		used += p[n].npl;
+		n++;
+	}
+	if (!n) {
+		*kp = k;
+		return ret;
+	}
+	for (i = 0; i < n; i++) {
+		t[i].hdr = p[i].hdr;
+		t[i].hlen = p[i].hlen;
+		t[i].pl = p[i].pl;
+		t[i].npl = p[i].npl;
+	}
+	sent = shca_net_send_train(qp->net.conn, qp->ibqp.qp_num,
+				   shca_psn_add(w->psn, *kp), t, n);
+	if (sent < 0)
+		return sent;
+	for (i = 0; i < sent; i++) {
+		int j;
+
+		bytes += p[i].hlen;
+		for (j = 0; j < p[i].npl; j++)
+			bytes += p[i].pl[j].iov_len;
+	}
+	count_pkts(qp, true, (uint32_t)sent, bytes);
+	*kp += (uint32_t)sent;
+	return sent < n ? -ENOTCONN : ret;
 }
 
 /* ------------------------------------------------------------------ */
@@ -925,11 +1019,9 @@ static void rc_send_window(struct shca_qp *qp)
 			ret = send_packet(qp, w, iov, niov, len, w->psn,
 					  qp->net.send_pkt, false);
 		} else {
-			for (k = qp->net.send_pkt; k < w->npsn && !ret; k++) {
-				ret = send_packet(qp, w, iov, niov, len,
-						  w->psn, k, false);
-				if (!ret)
-					qp->net.send_pkt = k + 1;
+			for (k = qp->net.send_pkt; k < w->npsn && !ret;) {
+				ret = send_train(qp, w, iov, niov, len, &k);
+				qp->net.send_pkt = k;
 			}
 		}
 		if (ret) {
