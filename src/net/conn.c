@@ -62,6 +62,7 @@ struct chunk {
 	uint32_t qpn;			/* whose payload it references (0: none) */
 	uint32_t psn;			/* ... the (first) packet's PSN (qpn set) */
 	uint32_t frames;		/* packets: 1, or a train's */
+	size_t ib_bytes;		/* the packets' bytes (counted) */
 	bool defer;			/* SHCA_NET_DEFER */
 	uint8_t cls;			/* 0, or 1 + its pool class */
 	bool ack;			/* a plain ACK (SHCA_NET_ACK) ... */
@@ -121,6 +122,7 @@ struct shca_conn {
 	uint32_t expect_qpn;
 	bool placing;			/* frames were placed: read little
 					 * before the next placement */
+	bool runs;			/* the peer sends run frames (net.h) */
 	/* who is at the other end (handshake.h) */
 	enum conn_hs hs;
 	bool bound;			/* outgoing: from addr.src (the QP's
@@ -974,6 +976,7 @@ static struct chunk *chunk_make(const void *hdr, size_t hlen,
 	k->untraced = false;
 	k->off = 0;
 	k->len = FRAME_HDR + hlen + plen + pad;
+	k->ib_bytes = hlen + plen + pad;
 	{
 		uint32_t be = htonl((uint32_t)(hlen + plen + pad));
 
@@ -1017,7 +1020,7 @@ static void enqueue_locked(struct shca_conn *c, struct chunk *k)
 	c->tail = k;
 	c->queued += k->len;
 	__atomic_fetch_add(&c->activity, 1, __ATOMIC_RELAXED);
-	count_sent(k->frames, k->len - (size_t)k->frames * FRAME_HDR);
+	count_sent(k->frames, k->ib_bytes);
 }
 
 struct delayed {
@@ -1263,13 +1266,60 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 	return ret;
 }
 
+/* A payload piece at the end of k's iovecs: the one before it, a payload
+ * too if join, grows if the piece goes on where it ends (a run's
+ * payloads, one after the other in the application's buffer, are one
+ * copy for the kernel). */
+static void iov_append(struct chunk *k, const struct iovec *v, bool join)
+{
+	struct iovec *last = &k->iov[k->niov - 1];
+
+	if (!v->iov_len)
+		return;
+	if (join && (char *)last->iov_base + last->iov_len == v->iov_base)
+		last->iov_len += v->iov_len;
+	else
+		k->iov[k->niov++] = *v;
+}
+
+/*
+ * How many packets from p[i] on go in one run frame (net.h): p[i] and
+ * those after it with the same BTH but for the PSN, which counts up, and
+ * payloads of p[i]'s length plen, a multiple of 4; none asks for an ACK.
+ * 1: p[i] goes alone.
+ */
+static int run_len(const struct shca_net_pkt *p, int i, int n, size_t plen)
+{
+	struct shca_bth want;
+	int r = 1, j;
+
+	if (p[i].hlen != SHCA_BTH_LEN || !plen || plen % 4)
+		return 1;
+	memcpy(&want, p[i].hdr, SHCA_BTH_LEN);
+	if (shca_bth_ackreq(&want))
+		return 1;
+	for (; i + r < n && r < SHCA_NET_RUN_MAX; r++) {
+		size_t l = 0;
+
+		if (p[i + r].hlen != SHCA_BTH_LEN)
+			break;
+		for (j = 0; j < p[i + r].npl; j++)
+			l += p[i + r].pl[j].iov_len;
+		shca_bth_set_psn(&want, shca_bth_psn(&want) + 1);
+		if (l != plen || memcmp(&want, p[i + r].hdr, SHCA_BTH_LEN))
+			break;
+	}
+	return r;
+}
+
 int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 			const struct shca_net_pkt *p, int n)
 {
 	size_t hbytes = 0, len = 0;
-	int niov = 0, i, j, ret;
+	int niov = 0, i, j, r, ret;
 	struct chunk *k;
 	unsigned char *h;
+	bool join;
 
 	if (n <= 0 || n > SHCA_NET_TRAIN)
 		return n ? -EINVAL : 0;
@@ -1301,6 +1351,7 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 	}
 	if (niov > MAX_WRITE_IOV)
 		return -EINVAL;
+	/* room for every packet in a frame of its own: runs take less */
 	k = malloc(sizeof(*k) + (size_t)(niov + 1) * sizeof(struct iovec) +
 		   hbytes);
 	if (!k)
@@ -1310,15 +1361,34 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 	k->qpn = qpn;
 	k->psn = psn & SHCA_PSN_MASK;
 	k->frames = (uint32_t)n;
-	k->len = len;
+	k->ib_bytes = len - (size_t)n * FRAME_HDR;
 	h = (unsigned char *)(k->iov + niov + 1);
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n;) {
 		size_t plen = 0;
 		unsigned int pad;
 		uint32_t be;
 
 		for (j = 0; j < p[i].npl; j++)
 			plen += p[i].pl[j].iov_len;
+		r = run_len(p, i, n, plen);
+		if (r > 1) {
+			be = htonl(SHCA_NET_RUN | (uint32_t)r);
+			memcpy(h, &be, FRAME_HDR);
+			be = htonl((uint32_t)plen);
+			memcpy(h + FRAME_HDR, &be, 4);
+			memcpy(h + FRAME_HDR + 4, p[i].hdr, SHCA_BTH_LEN);
+			k->iov[k->niov].iov_base = h;
+			k->iov[k->niov++].iov_len = SHCA_NET_RUN_HDR;
+			h += SHCA_NET_RUN_HDR;
+			k->len += SHCA_NET_RUN_HDR + (size_t)r * plen;
+			join = false;
+			for (; r > 0; r--, i++) {
+				for (j = 0; j < p[i].npl; j++)
+					iov_append(k, &p[i].pl[j], join);
+				join = true;
+			}
+			continue;
+		}
 		pad = shca_wire_pad(plen);
 		be = htonl((uint32_t)(p[i].hlen + plen + pad));
 		memcpy(h, &be, FRAME_HDR);
@@ -1326,6 +1396,7 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 		k->iov[k->niov].iov_base = h;
 		k->iov[k->niov++].iov_len = FRAME_HDR + p[i].hlen;
 		h += FRAME_HDR + p[i].hlen;
+		k->len += FRAME_HDR + p[i].hlen + plen + pad;
 		for (j = 0; j < p[i].npl; j++)
 			if (p[i].pl[j].iov_len)
 				k->iov[k->niov++] = p[i].pl[j];
@@ -1333,6 +1404,7 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 			k->iov[k->niov].iov_base = (void *)pad_zero;
 			k->iov[k->niov++].iov_len = pad;
 		}
+		i++;
 	}
 	pthread_mutex_lock(&c->lock);
 	ret = usable_locked(c);
@@ -2126,6 +2198,51 @@ static void answered(struct shca_conn *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/*
+ * The run frame (net.h) at c->rbuf + off, whose word said n packets,
+ * handed up as its packets: each BTH is written over the 12 bytes before
+ * its payload, the end of the payload before it, once that packet is
+ * handled.  The frame's bytes when it was whole, 0 when more must come
+ * first, -1 when the stream is broken (a run no softhca sends).
+ */
+static ssize_t deliver_run(struct shca_conn *c, size_t off, uint32_t n,
+			   uint64_t *pkts, uint64_t *bytes)
+{
+	unsigned char *b = c->rbuf + off;
+	size_t have = c->rlen - off, total;
+	struct shca_bth bth;
+	uint32_t plen, i;
+
+	if (n < 1 || n > SHCA_NET_RUN_MAX)
+		return -1;
+	if (have < SHCA_NET_RUN_HDR)
+		return 0;
+	memcpy(&plen, b + FRAME_HDR, 4);
+	plen = ntohl(plen);
+	if (!plen || plen % 4 || plen > SHCA_WIRE_MAX_PMTU)
+		return -1;
+	total = SHCA_NET_RUN_HDR + (size_t)n * plen;
+	if (have < total)
+		return 0;
+	b += FRAME_HDR + 4;	/* the first BTH */
+	memcpy(&bth, b, SHCA_BTH_LEN);
+	for (i = 0; i < n; i++) {
+		unsigned char *pkt = b + (size_t)i * plen;
+
+		if (i) {
+			shca_bth_set_psn(&bth, shca_bth_psn(&bth) + 1);
+			memcpy(pkt, &bth, SHCA_BTH_LEN);
+		}
+		if (pcap)
+			shca_pcap_write(pcap, c->addr.dst, c->addr.src, pkt,
+					SHCA_BTH_LEN + plen, NULL);
+		rx_fn(c, &c->addr, pkt, SHCA_BTH_LEN + plen);
+	}
+	*pkts += i;
+	*bytes += (uint64_t)i * (SHCA_BTH_LEN + plen);
+	return (ssize_t)total;
+}
+
 /* Cut the stream into frames and hand them up.  false: the stream is
  * broken (a length no IB packet has). */
 static bool deliver(struct shca_conn *c)
@@ -2168,6 +2285,24 @@ static bool deliver(struct shca_conn *c)
 			hs_refused("a packet before the handshake", c);
 			ok = false;
 			break;
+		}
+		if (len & SHCA_NET_RUN) {
+			ssize_t r = deliver_run(c, off, len & ~SHCA_NET_RUN,
+						&pkts, &bytes);
+
+			c->runs = true;
+
+			if (r < 0) {
+				shca_stat_add(s, SHCA_STAT_DROPPED_PKTS, 1);
+				shca_dbg("net: run of %u packets: closing",
+					 len & ~SHCA_NET_RUN);
+				ok = false;
+				break;
+			}
+			if (!r)
+				break;
+			off += (size_t)r;
+			continue;
 		}
 		if (len < SHCA_BTH_LEN || len > MAX_PKT) {
 			shca_stat_add(s, SHCA_STAT_DROPPED_PKTS, 1);
@@ -2225,6 +2360,11 @@ void shca_net_expect(struct shca_conn *c, uint32_t qpn)
 /* What is read the usual way between placements: the end of one WRITE and
  * the start of the next, not the next one whole (it would be copied) */
 #define PLACE_GAP	(2 * (FRAME_HDR + MAX_PKT))
+/* From a peer that sends run frames, a read the usual way takes no more
+ * than a few of them: the start of a WRITE says where its runs go, and
+ * what was read before that is copied (a quarter of each 1 MiB WRITE with
+ * reads of RBUF_SIZE; between two namespaces, path MTU 1024) */
+#define RUNS_READ	(64 * 1024)
 
 /* Frame j of a placement: its length word and BTH as expected? */
 static bool place_match(const unsigned char *h, const struct shca_net_place *p,
@@ -2236,6 +2376,118 @@ static bool place_match(const unsigned char *h, const struct shca_net_place *p,
 	shca_bth_set_psn(&want, shca_bth_psn(&p->bth) + j);
 	return !memcmp(h, &be, FRAME_HDR) &&
 	       !memcmp(h + FRAME_HDR, &want, SHCA_BTH_LEN);
+}
+
+/*
+ * The run frame (net.h) that the transport expects, received straight to
+ * its place (read_placed): its header into the buffer, with one recvmsg,
+ * and its payloads to p->dst, as much as has come.  Payload bytes already
+ * buffered are copied there.  If the run came only in part, the buffer
+ * is left holding a run frame of the packets still to come (the PSN moved
+ * on) and the bytes of the first of them.  What is not the expected run
+ * (another frame; a run of more packets or for another PSN) is put back
+ * in the buffer, as if read the usual way: what it overwrote at p->dst is
+ * inside the WRITE or READ in progress, which its own packets write
+ * again.  1, 0 or -1 as read_placed; *good: the packets placed.
+ */
+static int read_run(struct shca_conn *c, const struct shca_net_place *p,
+		    uint32_t *good)
+{
+	const size_t hdr = SHCA_NET_RUN_HDR;
+	size_t pre = c->rlen, have = pre > hdr ? pre - hdr : 0, cap, hb, d;
+	size_t total, kept;
+	struct shca_bth want = p->bth, bth;
+	struct msghdr mh = { 0 };
+	struct iovec v[2];
+	uint32_t word, plen, n;
+	ssize_t got;
+	int nv = 0;
+
+	*good = 0;
+	cap = (size_t)MIN(p->count, (uint32_t)SHCA_NET_RUN_MAX) * p->mtu;
+	if (have >= cap || pre + cap > RBUF_SIZE - hdr)
+		return 0;
+	if (pre < hdr) {
+		v[nv].iov_base = c->rbuf + pre;
+		v[nv++].iov_len = hdr - pre;
+	}
+	v[nv].iov_base = p->dst + have;
+	v[nv++].iov_len = cap - have;
+	mh.msg_iov = v;
+	mh.msg_iovlen = (size_t)nv;
+	SHCA_DMA_BEGIN();	/* straight into registered memory */
+	do {
+		got = recvmsg(c->fd, &mh, MSG_DONTWAIT);
+	} while (got < 0 && errno == EINTR);
+	SHCA_DMA_END();
+	if (got < 0 && errno == EAGAIN) {
+		c->expect = true;	/* nothing came: still expected */
+		return 0;
+	}
+	if (got <= 0)
+		return -1;
+	/* the header's bytes in the buffer, and d bytes at p->dst + have */
+	hb = pre < hdr ? pre + MIN((size_t)got, hdr - pre) : pre;
+	d = (size_t)got - (hb - pre);
+	c->rlen = hb;
+	if (hb < hdr) {
+		c->expect = true;	/* not even the header yet */
+		return 1;
+	}
+	memcpy(&word, c->rbuf, 4);
+	memcpy(&plen, c->rbuf + FRAME_HDR, 4);
+	memcpy(&bth, c->rbuf + FRAME_HDR + 4, SHCA_BTH_LEN);
+	word = ntohl(word);
+	plen = ntohl(plen);
+	n = word & ~SHCA_NET_RUN;
+	if ((word & (SHCA_HS_CTL | SHCA_NET_RUN)) != SHCA_NET_RUN || n < 1 ||
+	    n > p->count || n > SHCA_NET_RUN_MAX || plen != p->mtu ||
+	    memcmp(&bth, &want, SHCA_BTH_LEN)) {
+		/* not the run expected: the bytes go back, in order */
+		SHCA_DMA_BEGIN();
+		memcpy(c->rbuf + c->rlen, p->dst + have, d);
+		SHCA_DMA_END();
+		c->rlen += d;
+		return 1;
+	}
+	c->runs = true;
+	SHCA_DMA_BEGIN();
+	memcpy(p->dst, c->rbuf + hdr, have);	/* buffered before */
+	total = have + d;
+	if (total >= (size_t)n * plen) {
+		/* whole: what came after it is the next frame's */
+		*good = n;
+		kept = total - (size_t)n * plen;
+		memcpy(c->rbuf, p->dst + (size_t)n * plen, kept);
+		c->rlen = kept;
+	} else {
+		/* in part: a run of the rest, and what came of it */
+		*good = (uint32_t)(total / plen);
+		kept = total - (size_t)*good * plen;
+		word = htonl(SHCA_NET_RUN | (n - *good));
+		memcpy(c->rbuf, &word, 4);
+		shca_bth_set_psn(&bth, shca_bth_psn(&bth) + *good);
+		memcpy(c->rbuf + FRAME_HDR + 4, &bth, SHCA_BTH_LEN);
+		memcpy(c->rbuf + hdr, p->dst + (size_t)*good * plen, kept);
+		c->rlen = hdr + kept;
+		if (!*good)
+			c->expect = true;	/* still expected */
+	}
+	SHCA_DMA_END();
+	return 1;
+}
+
+/* Is the next frame on c a run frame (net.h)?  The word buffered says;
+ * without it, whether the peer has been sending runs. */
+static bool run_next(const struct shca_conn *c)
+{
+	uint32_t word;
+
+	if (c->rlen < FRAME_HDR)
+		return c->runs;
+	memcpy(&word, c->rbuf, 4);
+	word = ntohl(word);
+	return (word & (SHCA_HS_CTL | SHCA_NET_RUN)) == SHCA_NET_RUN;
 }
 
 /*
@@ -2264,6 +2516,10 @@ static int read_placed(struct shca_conn *c)
 	k = MIN(p.count, (uint32_t)PLACE_MAX);
 	fsz = FL + (size_t)p.mtu;
 	c->placing = false;
+	if (p.count >= 2 && run_next(c)) {
+		ret = read_run(c, &p, &good);
+		goto placed;
+	}
 	if (k < 2 || k * fsz > RBUF_SIZE || pre >= fsz ||
 	    (pre >= FL && !place_match(c->rbuf, &p, 0))) {
 		ret = 0;
@@ -2310,13 +2566,6 @@ static int read_placed(struct shca_conn *c)
 	while (good < k && total >= (good + 1) * fsz &&
 	       place_match(hb[good], &p, good))
 		good++;
-	if (good) {
-		c->placing = true;
-		shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_PLACED_PKTS, good);
-		shca_stat_add(shca_stat_proc(), SHCA_STAT_RCVD_PKTS, good);
-		shca_stat_add(shca_stat_proc(), SHCA_STAT_RCVD_BYTES,
-			      (uint64_t)good * (SHCA_BTH_LEN + p.mtu));
-	}
 	/* the rest of the stream, whatever it is, as if read the usual way */
 	SHCA_DMA_BEGIN();
 	for (pos = good * fsz, j = good; pos < total; j++) {
@@ -2331,6 +2580,14 @@ static int read_placed(struct shca_conn *c)
 		pos += d;
 	}
 	SHCA_DMA_END();
+placed:
+	if (good) {
+		c->placing = true;
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_PLACED_PKTS, good);
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_RCVD_PKTS, good);
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_RCVD_BYTES,
+			      (uint64_t)good * (SHCA_BTH_LEN + p.mtu));
+	}
 done:
 	__atomic_load_n(&placed_fn, __ATOMIC_RELAXED)(
 		c, c->expect_qpn, shca_bth_psn(&p.bth), good);
@@ -2375,6 +2632,7 @@ static void conn_read(struct shca_conn *c)
 				return;	/* EAGAIN: still expected */
 		}
 		want = c->placing ? MIN(RBUF_SIZE - c->rlen, PLACE_GAP) :
+		       c->runs	  ? MIN(RBUF_SIZE - c->rlen, RUNS_READ) :
 				    RBUF_SIZE - c->rlen;
 		n = recv(c->fd, c->rbuf + c->rlen, want, 0);
 		if (n < 0 && errno == EINTR)

@@ -141,6 +141,23 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
  */
 #define SHCA_NET_TRAIN		32
 #define SHCA_NET_TRAIN_IOV	256
+
+/*
+ * On the stream, IB frames are a 4-byte length word (network order) and
+ * the packet.  Packets of a train that differ only in their PSN, which
+ * counts up, with payloads of one length and no pad, and no AckReq (the
+ * middle packets of a message) go as one run frame, as a segmentation
+ * offload sends them, so that the receiver reads them with one copy:
+ *   word: SHCA_NET_RUN | n (n packets, 1 .. SHCA_NET_RUN_MAX)
+ *   4 bytes: the payload length of each (network order; a multiple of 4)
+ *   the first packet's BTH (12 bytes)
+ *   n payloads
+ * The receiver hands them up as the n packets they stand for (the pcap
+ * trace shows those too).  Control frames (handshake.h) set the top bit.
+ */
+#define SHCA_NET_RUN		0x40000000u
+#define SHCA_NET_RUN_HDR	20
+#define SHCA_NET_RUN_MAX	SHCA_NET_TRAIN
 struct shca_net_pkt {
 	const void *hdr;
 	size_t hlen;

@@ -721,6 +721,39 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 }
 
 /*
+ * Is packet k of w a middle packet that follows one (prev, packet k - 1,
+ * as make_packet made it), neither asking for an ACK?  Then its headers
+ * are prev's with the next PSN: no extension header (a BTH alone: not
+ * XRC), no RETH, ImmDt or SE (the first and the last packet's).
+ */
+static bool middle_after_middle(const struct shca_send_wqe *w, uint32_t k,
+				const struct pkt *prev)
+{
+	return k >= 2 && k + 1 < w->npsn && k % ACK_EVERY &&
+	       (k + 1) % ACK_EVERY && prev->hlen == SHCA_BTH_LEN;
+}
+
+/* Such a packet: prev's BTH with the next PSN, the payload [off, off +
+ * mtu) of the message sliced into pl (room for max).  0 or -E2BIG. */
+static int next_middle(const struct iovec *iov, int niov, uint64_t off,
+		       uint32_t mtu, const struct pkt *prev, struct pkt *out,
+		       struct iovec *pl, int max)
+{
+	struct shca_bth bth;
+
+	out->npl = slice(iov, niov, off, mtu, pl, max);
+	if (out->npl < 0)
+		return -E2BIG;
+	memcpy(&bth, prev->hdr, SHCA_BTH_LEN);
+	shca_bth_set_psn(&bth, shca_bth_psn(&bth) + 1);
+	memcpy(out->hdr, &bth, SHCA_BTH_LEN);
+	out->hlen = SHCA_BTH_LEN;
+	out->pl = pl;
+	out->flags = prev->flags;
+	return 0;
+}
+
+/*
  * Send WQE w's data packets from *kp on, as many as one train takes
  * (shca_net_send_train); a packet that holds a copy of its payload, or
  * that may wait for the peer's answer, goes alone.  *kp moves past what
@@ -733,13 +766,19 @@ static int send_train(struct shca_qp *qp, const struct shca_send_wqe *w,
 	struct pkt p[SHCA_NET_TRAIN];
 	struct shca_net_pkt t[SHCA_NET_TRAIN];
 	struct iovec pl[SHCA_NET_TRAIN_IOV];
-	uint32_t k = *kp;
+	uint32_t k = *kp, mtu = path_mtu(qp);
 	uint64_t bytes = 0;
 	int n = 0, used = 0, ret = 0, sent, i;
 
 	for (; k < w->npsn && n < SHCA_NET_TRAIN; k++) {
-		ret = make_packet(qp, w, iov, niov, len, w->psn, k, false,
-				  &p[n], pl + used, SHCA_NET_TRAIN_IOV - used);
+		if (n && middle_after_middle(w, k, &p[n - 1]))
+			ret = next_middle(iov, niov, (uint64_t)k * mtu, mtu,
+					  &p[n - 1], &p[n], pl + used,
+					  SHCA_NET_TRAIN_IOV - used);
+		else
+			ret = make_packet(qp, w, iov, niov, len, w->psn, k,
+					  false, &p[n], pl + used,
+					  SHCA_NET_TRAIN_IOV - used);
 		if (ret == -E2BIG && n) {
 			ret = 0;
 			break;		/* no room left: the next train's */

@@ -22,7 +22,10 @@ worst case), and the slot of the victim's legitimate peer.  It tries:
   own_slot         a complete handshake as itself (its own slot, answered
                    from its own UDP port), then WRITE, READ, a READ from
                    the duplicate window, WRITEs at later PSNs (NAK
-                   probing), a wrong R_Key, UC and SEND frames
+                   probing), a wrong R_Key, UC and SEND frames, a WRITE
+                   whose middle packets come in a run frame
+  bad_run          run frames (net/net.h) no softhca sends: no packets,
+                   too many, payloads empty, unaligned or too long
   unused_addr      connecting to the victim's slot port on an address the
                    victim does not use
   rc_datagram      an RC WRITE in a UDP datagram to the victim's slot
@@ -48,12 +51,16 @@ import sys
 import time
 
 CTL = 0x80000000
+VERSION = 2             # net/handshake.h SHCA_HS_VERSION
 HELLO, PROOF, WELCOME = 1, 2, 3
 NONCE = 16
 MAC = 32
 SLOTS = 1024
 
 OP_RC_SEND_ONLY = 0x04
+OP_RC_WRITE_FIRST = 0x06
+OP_RC_WRITE_MIDDLE = 0x07
+OP_RC_WRITE_LAST = 0x08
 OP_RC_WRITE_ONLY = 0x0a
 OP_RC_READ_REQUEST = 0x0c
 OP_UC_WRITE_ONLY = 0x2a
@@ -95,12 +102,22 @@ def send_pkt(a, psn):
     return bth(OP_RC_SEND_ONLY, a.qpn, psn, True) + b"EVIL-SEND-BYTES!"
 
 
+RUN = 0x40000000         # net/net.h SHCA_NET_RUN: n packets in one frame
+
+
+def run_frame(n, plen, first_bth, body=None):
+    """A run frame (net/net.h): n packets of plen bytes of payload."""
+    return (struct.pack(">II", RUN | n, plen) + first_bth +
+            (b"R" * (n * plen) if body is None else body))
+
+
 def ctl(t, body):
     return struct.pack(">I", CTL | t << 16 | len(body)) + body
 
 
 def hello(port, secret=False):
-    return ctl(HELLO, bytes([1, 1 if secret else 0]) + struct.pack(">H", port)
+    return ctl(HELLO, bytes([VERSION, 1 if secret else 0]) +
+               struct.pack(">H", port)
                + os.urandom(NONCE))
 
 
@@ -163,6 +180,8 @@ def handshake_own(a, secret_flag=False, mac=bytes(MAC)):
     d, frm = u.recvfrom(256)
     ok("own_slot: a CHALLENGE came to our slot port",
        len(d) == 26 and d[:4] == b"SHCH", "datagram %r" % d[:8])
+    ok("own_slot: the CHALLENGE speaks our version (else every attack "
+       "below fails at the HELLO)", d[4] == VERSION, "version %d" % d[4])
     acc, srcport = struct.unpack(">HH", d[6:10])
     ok("own_slot: the CHALLENGE names our connection",
        acc == a.port and srcport == s.getsockname()[1],
@@ -219,11 +238,33 @@ def attack(a):
            len(got) == 36 and struct.unpack(">I", got[:4])[0] ==
            CTL | WELCOME << 16 | 32 and not closed,
            "%d bytes, closed %s" % (len(got), closed))
-        s.sendall(stream)
+        # ... and a WRITE whose middle packets come as a run frame
+        first = (bth(OP_RC_WRITE_FIRST, a.qpn, e) +
+                 reth(a.addr, a.rkey, 6 * 256) + b"F" * 256)
+        last = bth(OP_RC_WRITE_LAST, a.qpn, e + 5, True) + b"L" * 256
+        s.sendall(stream + frame(first) +
+                  run_frame(4, 256, bth(OP_RC_WRITE_MIDDLE, a.qpn, e + 1)) +
+                  frame(last))
         got, closed = collect(s, 2)
         ok("own_slot: no NAK, no READ response, no ACK", got == b"",
            "%d bytes: %r" % (len(got), got[:32]))
+        ok("own_slot: the connection stays (nothing broke the protocol)",
+           not closed)
         s.close()
+        # run frames no softhca sends break the stream: closed at once
+        mid = bth(OP_RC_WRITE_MIDDLE, a.qpn, e + 1)
+        for what, n, plen in (("no packets", 0, 256),
+                              ("more than 32 packets", 33, 256),
+                              ("an empty payload", 4, 0),
+                              ("a payload of 6 bytes", 4, 6),
+                              ("a payload over 4096", 2, 8192)):
+            s, got, closed = handshake_own(a)
+            s.sendall(run_frame(n, plen, mid))
+            got, closed = collect(s, 1)
+            ok("bad_run (%s): nothing comes back, closed" % what,
+               got == b"" and closed,
+               "%d bytes, closed %s" % (len(got), closed))
+            s.close()
     else:
         # without the secret's flag
         s = connect(a.target, a.port, a.source)
