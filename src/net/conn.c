@@ -468,7 +468,8 @@ static void fill_local(struct shca_conn *c)
  * to 256 << i bytes, and up to POOL_BYTES of each size wait for reuse.
  * pool_lock: pools.
  */
-#define POOL_CLASSES	5		/* payloads up to 256 ... 4096 */
+#define POOL_CLASSES	8		/* payloads up to 256 ... 32768 (a
+					 * copied train, READ responses) */
 #define POOL_MIN	128		/* smaller payloads: malloc's */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 /* none kept: the sanitizers see every free, and a chunk used after it */
@@ -1266,27 +1267,11 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 	return ret;
 }
 
-/* A payload piece at the end of k's iovecs: the one before it, a payload
- * too if join, grows if the piece goes on where it ends (a run's
- * payloads, one after the other in the application's buffer, are one
- * copy for the kernel). */
-static void iov_append(struct chunk *k, const struct iovec *v, bool join)
-{
-	struct iovec *last = &k->iov[k->niov - 1];
-
-	if (!v->iov_len)
-		return;
-	if (join && (char *)last->iov_base + last->iov_len == v->iov_base)
-		last->iov_len += v->iov_len;
-	else
-		k->iov[k->niov++] = *v;
-}
-
 /*
  * How many packets from p[i] on go in one run frame (net.h): p[i] and
  * those after it with the same BTH but for the PSN, which counts up, and
- * payloads of p[i]'s length plen, a multiple of 4; none asks for an ACK.
- * 1: p[i] goes alone.
+ * payloads of p[i]'s length plen, a multiple of 4; none asks for an ACK;
+ * SHCA_NET_RUN_BYTES of payload at most.  1: p[i] goes alone.
  */
 static int run_len(const struct shca_net_pkt *p, int i, int n, size_t plen)
 {
@@ -1298,7 +1283,9 @@ static int run_len(const struct shca_net_pkt *p, int i, int n, size_t plen)
 	memcpy(&want, p[i].hdr, SHCA_BTH_LEN);
 	if (shca_bth_ackreq(&want))
 		return 1;
-	for (; i + r < n && r < SHCA_NET_RUN_MAX; r++) {
+	for (; i + r < n && r < SHCA_NET_RUN_MAX &&
+	       (size_t)(r + 1) * plen <= SHCA_NET_RUN_BYTES;
+	     r++) {
 		size_t l = 0;
 
 		if (p[i + r].hlen != SHCA_BTH_LEN)
@@ -1312,14 +1299,108 @@ static int run_len(const struct shca_net_pkt *p, int i, int n, size_t plen)
 	return r;
 }
 
-int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
-			const struct shca_net_pkt *p, int n)
-{
-	size_t hbytes = 0, len = 0;
-	int niov = 0, i, j, r, ret;
+/*
+ * A train's frames being written into its chunk k: headers into the
+ * chunk's own bytes at h, payloads referenced (iovecs; a piece that goes
+ * on where the one before it ends, both payloads, makes that one longer:
+ * a run's payloads are one copy for the kernel) or, with copy, copied
+ * after their headers, so that the chunk is one iovec.
+ */
+struct frames_out {
 	struct chunk *k;
 	unsigned char *h;
-	bool join;
+	bool copy;
+	bool join;		/* the last iovec is a payload's */
+};
+
+static void out_own(struct frames_out *o, const void *b, size_t len)
+{
+	struct chunk *k = o->k;
+
+	memcpy(o->h, b, len);
+	if (!o->copy) {
+		if (k->niov && !o->join && (unsigned char *)k->iov[k->niov - 1]
+			.iov_base + k->iov[k->niov - 1].iov_len == o->h)
+			k->iov[k->niov - 1].iov_len += len;
+		else
+			k->iov[k->niov++] = (struct iovec){ o->h, len };
+	}
+	o->h += len;
+	o->join = false;
+}
+
+static void out_payload(struct frames_out *o, const struct iovec *v)
+{
+	struct chunk *k = o->k;
+	struct iovec *last = k->niov ? &k->iov[k->niov - 1] : NULL;
+
+	if (!v->iov_len)
+		return;
+	if (o->copy) {
+		memcpy(o->h, v->iov_base, v->iov_len);
+		o->h += v->iov_len;
+	} else if (o->join &&
+		   (char *)last->iov_base + last->iov_len == v->iov_base) {
+		last->iov_len += v->iov_len;
+	} else {
+		k->iov[k->niov++] = *v;
+		o->join = true;
+	}
+}
+
+static void out_pad(struct frames_out *o, unsigned int pad)
+{
+	if (!pad)
+		return;
+	if (o->copy) {
+		memset(o->h, 0, pad);
+		o->h += pad;
+	} else {
+		o->k->iov[o->k->niov++] =
+			(struct iovec){ (void *)pad_zero, pad };
+		o->join = false;
+	}
+}
+
+/* Packet p's frame, or the run frame of p and the r - 1 after it. */
+static void out_frame(struct frames_out *o, const struct shca_net_pkt *p,
+		      int r, size_t plen)
+{
+	unsigned char w[SHCA_NET_RUN_HDR];
+	uint32_t be;
+	int i, j;
+
+	if (r > 1) {
+		be = htonl(SHCA_NET_RUN | (uint32_t)r);
+		memcpy(w, &be, FRAME_HDR);
+		be = htonl((uint32_t)plen);
+		memcpy(w + FRAME_HDR, &be, 4);
+		memcpy(w + FRAME_HDR + 4, p->hdr, SHCA_BTH_LEN);
+		out_own(o, w, SHCA_NET_RUN_HDR);
+		o->k->len += SHCA_NET_RUN_HDR + (size_t)r * plen;
+		for (i = 0; i < r; i++)
+			for (j = 0; j < p[i].npl; j++)
+				out_payload(o, &p[i].pl[j]);
+		return;
+	}
+	be = htonl((uint32_t)(p->hlen + plen + shca_wire_pad(plen)));
+	out_own(o, &be, FRAME_HDR);
+	out_own(o, p->hdr, p->hlen);
+	for (j = 0; j < p->npl; j++)
+		out_payload(o, &p->pl[j]);
+	out_pad(o, shca_wire_pad(plen));
+	o->k->len += FRAME_HDR + p->hlen + plen + shca_wire_pad(plen);
+}
+
+int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
+			const struct shca_net_pkt *p, int n,
+			unsigned int flags)
+{
+	struct frames_out o = { .copy = flags & SHCA_NET_COPY };
+	size_t hbytes = 0, len = 0, size, plen[SHCA_NET_TRAIN];
+	int niov = 0, i, j, r, ret;
+	uint8_t cls = 0;
+	struct chunk *k;
 
 	if (n <= 0 || n > SHCA_NET_TRAIN)
 		return n ? -EINVAL : 0;
@@ -1327,7 +1408,9 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 		/* the injector rolls for each packet (and copies it) */
 		for (i = 0; i < n; i++) {
 			ret = shca_net_send(c, qpn, p[i].hdr, p[i].hlen,
-					    p[i].pl, p[i].npl, SHCA_NET_MORE,
+					    p[i].pl, p[i].npl,
+					    (flags & SHCA_NET_COPY) |
+						    SHCA_NET_MORE,
 					    NULL);
 			if (ret < 0)
 				return i ? i : ret;
@@ -1335,82 +1418,58 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 		return n;
 	}
 	for (i = 0; i < n; i++) {
-		size_t plen = 0;
-
 		if (p[i].npl < 0 || p[i].npl > SHCA_MAX_NET_IOV)
 			return -EINVAL;
+		plen[i] = 0;
 		for (j = 0; j < p[i].npl; j++) {
-			plen += p[i].pl[j].iov_len;
+			plen[i] += p[i].pl[j].iov_len;
 			niov += p[i].pl[j].iov_len != 0;
 		}
-		if (p[i].hlen + plen + FRAME_HDR > MAX_PKT)
+		if (p[i].hlen + plen[i] + FRAME_HDR > MAX_PKT)
 			return -EMSGSIZE;
-		niov += 1 + (shca_wire_pad(plen) != 0);
+		niov += 1 + (shca_wire_pad(plen[i]) != 0);
 		hbytes += FRAME_HDR + p[i].hlen;
-		len += FRAME_HDR + p[i].hlen + plen + shca_wire_pad(plen);
+		len += FRAME_HDR + p[i].hlen + plen[i] + shca_wire_pad(plen[i]);
 	}
-	if (niov > MAX_WRITE_IOV)
-		return -EINVAL;
 	/* room for every packet in a frame of its own: runs take less */
-	k = malloc(sizeof(*k) + (size_t)(niov + 1) * sizeof(struct iovec) +
-		   hbytes);
+	if (o.copy) {
+		niov = 1;
+		hbytes = len;
+	} else if (niov > MAX_WRITE_IOV) {
+		return -EINVAL;
+	}
+	size = sizeof(*k) + (size_t)(niov + 1) * sizeof(struct iovec) + hbytes;
+	if (o.copy)
+		cls = pool_class(len, size);
+	k = cls ? pool_alloc(cls) : malloc(size);
 	if (!k)
 		return -ENOMEM;
 	memset(k, 0, sizeof(*k));
+	k->cls = cls;
 	k->iov = (struct iovec *)k->hdr;
-	k->qpn = qpn;
+	/* a copy references nothing of the QP's */
+	k->qpn = o.copy ? 0 : qpn;
 	k->psn = psn & SHCA_PSN_MASK;
 	k->frames = (uint32_t)n;
 	k->ib_bytes = len - (size_t)n * FRAME_HDR;
-	h = (unsigned char *)(k->iov + niov + 1);
-	for (i = 0; i < n;) {
-		size_t plen = 0;
-		unsigned int pad;
-		uint32_t be;
-
-		for (j = 0; j < p[i].npl; j++)
-			plen += p[i].pl[j].iov_len;
-		r = run_len(p, i, n, plen);
-		if (r > 1) {
-			be = htonl(SHCA_NET_RUN | (uint32_t)r);
-			memcpy(h, &be, FRAME_HDR);
-			be = htonl((uint32_t)plen);
-			memcpy(h + FRAME_HDR, &be, 4);
-			memcpy(h + FRAME_HDR + 4, p[i].hdr, SHCA_BTH_LEN);
-			k->iov[k->niov].iov_base = h;
-			k->iov[k->niov++].iov_len = SHCA_NET_RUN_HDR;
-			h += SHCA_NET_RUN_HDR;
-			k->len += SHCA_NET_RUN_HDR + (size_t)r * plen;
-			join = false;
-			for (; r > 0; r--, i++) {
-				for (j = 0; j < p[i].npl; j++)
-					iov_append(k, &p[i].pl[j], join);
-				join = true;
-			}
-			continue;
-		}
-		pad = shca_wire_pad(plen);
-		be = htonl((uint32_t)(p[i].hlen + plen + pad));
-		memcpy(h, &be, FRAME_HDR);
-		memcpy(h + FRAME_HDR, p[i].hdr, p[i].hlen);
-		k->iov[k->niov].iov_base = h;
-		k->iov[k->niov++].iov_len = FRAME_HDR + p[i].hlen;
-		h += FRAME_HDR + p[i].hlen;
-		k->len += FRAME_HDR + p[i].hlen + plen + pad;
-		for (j = 0; j < p[i].npl; j++)
-			if (p[i].pl[j].iov_len)
-				k->iov[k->niov++] = p[i].pl[j];
-		if (pad) {
-			k->iov[k->niov].iov_base = (void *)pad_zero;
-			k->iov[k->niov++].iov_len = pad;
-		}
-		i++;
+	o.k = k;
+	o.h = (unsigned char *)(k->iov + niov + 1);
+	SHCA_DMA_BEGIN();	/* copies read registered memory */
+	for (i = 0; i < n; i += r) {
+		r = run_len(p, i, n, plen[i]);
+		out_frame(&o, &p[i], r, plen[i]);
+	}
+	SHCA_DMA_END();
+	if (o.copy) {
+		k->iov[0].iov_base = o.h - k->len;
+		k->iov[0].iov_len = k->len;
+		k->niov = 1;
 	}
 	pthread_mutex_lock(&c->lock);
 	ret = usable_locked(c);
 	if (ret) {
 		pthread_mutex_unlock(&c->lock);
-		free(k);
+		chunk_free(k);
 		return ret;
 	}
 	trace_tail(c);
@@ -2390,21 +2449,52 @@ static bool place_match(const unsigned char *h, const struct shca_net_place *p,
  * inside the WRITE or READ in progress, which its own packets write
  * again.  1, 0 or -1 as read_placed; *good: the packets placed.
  */
+/* The run header at the start of c's buffer: is it the run p expects
+ * (its first BTH, no more packets than expected, p->mtu each)?  *n: its
+ * packets. */
+static bool run_expected(const struct shca_conn *c,
+			 const struct shca_net_place *p, uint32_t *n)
+{
+	struct shca_bth bth;
+	uint32_t word, plen;
+
+	memcpy(&word, c->rbuf, 4);
+	memcpy(&plen, c->rbuf + FRAME_HDR, 4);
+	memcpy(&bth, c->rbuf + FRAME_HDR + 4, SHCA_BTH_LEN);
+	word = ntohl(word);
+	*n = word & ~SHCA_NET_RUN;
+	return (word & (SHCA_HS_CTL | SHCA_NET_RUN)) == SHCA_NET_RUN &&
+	       *n >= 1 && *n <= p->count && *n <= SHCA_NET_RUN_MAX &&
+	       ntohl(plen) == p->mtu &&
+	       !memcmp(&bth, &p->bth, SHCA_BTH_LEN);
+}
+
 static int read_run(struct shca_conn *c, const struct shca_net_place *p,
 		    uint32_t *good)
 {
 	const size_t hdr = SHCA_NET_RUN_HDR;
 	size_t pre = c->rlen, have = pre > hdr ? pre - hdr : 0, cap, hb, d;
 	size_t total, kept;
-	struct shca_bth want = p->bth, bth;
 	struct msghdr mh = { 0 };
+	struct shca_bth bth;
 	struct iovec v[2];
-	uint32_t word, plen, n;
+	uint32_t word, n;
 	ssize_t got;
 	int nv = 0;
 
 	*good = 0;
-	cap = (size_t)MIN(p->count, (uint32_t)SHCA_NET_RUN_MAX) * p->mtu;
+	/* the run's own bytes when its header is in; else as many as a
+	 * softhca sender puts in one (what comes after them is copied back
+	 * to the buffer) */
+	if (pre >= hdr) {
+		if (!run_expected(c, p, &n))
+			return 0;
+		cap = (size_t)n * p->mtu;
+	} else {
+		cap = MIN((size_t)MIN(p->count, (uint32_t)SHCA_NET_RUN_MAX) *
+				  p->mtu,
+			  (size_t)SHCA_NET_RUN_BYTES);
+	}
 	if (have >= cap || pre + cap > RBUF_SIZE - hdr)
 		return 0;
 	if (pre < hdr) {
@@ -2434,15 +2524,7 @@ static int read_run(struct shca_conn *c, const struct shca_net_place *p,
 		c->expect = true;	/* not even the header yet */
 		return 1;
 	}
-	memcpy(&word, c->rbuf, 4);
-	memcpy(&plen, c->rbuf + FRAME_HDR, 4);
-	memcpy(&bth, c->rbuf + FRAME_HDR + 4, SHCA_BTH_LEN);
-	word = ntohl(word);
-	plen = ntohl(plen);
-	n = word & ~SHCA_NET_RUN;
-	if ((word & (SHCA_HS_CTL | SHCA_NET_RUN)) != SHCA_NET_RUN || n < 1 ||
-	    n > p->count || n > SHCA_NET_RUN_MAX || plen != p->mtu ||
-	    memcmp(&bth, &want, SHCA_BTH_LEN)) {
+	if (!run_expected(c, p, &n)) {
 		/* not the run expected: the bytes go back, in order */
 		SHCA_DMA_BEGIN();
 		memcpy(c->rbuf + c->rlen, p->dst + have, d);
@@ -2454,21 +2536,22 @@ static int read_run(struct shca_conn *c, const struct shca_net_place *p,
 	SHCA_DMA_BEGIN();
 	memcpy(p->dst, c->rbuf + hdr, have);	/* buffered before */
 	total = have + d;
-	if (total >= (size_t)n * plen) {
+	if (total >= (size_t)n * p->mtu) {
 		/* whole: what came after it is the next frame's */
 		*good = n;
-		kept = total - (size_t)n * plen;
-		memcpy(c->rbuf, p->dst + (size_t)n * plen, kept);
+		kept = total - (size_t)n * p->mtu;
+		memcpy(c->rbuf, p->dst + (size_t)n * p->mtu, kept);
 		c->rlen = kept;
 	} else {
 		/* in part: a run of the rest, and what came of it */
-		*good = (uint32_t)(total / plen);
-		kept = total - (size_t)*good * plen;
+		*good = (uint32_t)(total / p->mtu);
+		kept = total - (size_t)*good * p->mtu;
 		word = htonl(SHCA_NET_RUN | (n - *good));
 		memcpy(c->rbuf, &word, 4);
+		memcpy(&bth, c->rbuf + FRAME_HDR + 4, SHCA_BTH_LEN);
 		shca_bth_set_psn(&bth, shca_bth_psn(&bth) + *good);
 		memcpy(c->rbuf + FRAME_HDR + 4, &bth, SHCA_BTH_LEN);
-		memcpy(c->rbuf + hdr, p->dst + (size_t)*good * plen, kept);
+		memcpy(c->rbuf + hdr, p->dst + (size_t)*good * p->mtu, kept);
 		c->rlen = hdr + kept;
 		if (!*good)
 			c->expect = true;	/* still expected */

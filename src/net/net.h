@@ -130,8 +130,9 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 		  unsigned int flags, void *owned);
 /*
  * A train: consecutive packets of one WQE of QP qpn, queued together as by
- * shca_net_send(.., SHCA_NET_MORE) each, with their payloads referenced,
- * in one chunk of the queue (one allocation, one lock, one count for the
+ * shca_net_send(.., SHCA_NET_MORE | flags) each, with their payloads
+ * referenced, or copied (flags SHCA_NET_COPY: READ responses), in one
+ * chunk of the queue (one allocation, one lock, one count for the
  * lot instead of one each: per-packet work was half of a 1 MiB WRITE
  * requester's CPU between two namespaces).  PSNs count up from the
  * first's.  At most SHCA_NET_TRAIN packets and SHCA_NET_TRAIN_IOV payload
@@ -158,6 +159,9 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 #define SHCA_NET_RUN		0x40000000u
 #define SHCA_NET_RUN_HDR	20
 #define SHCA_NET_RUN_MAX	SHCA_NET_TRAIN
+/* A softhca sender puts no more payload bytes than this in one run (a
+ * receiver placing one reads this much before it knows) */
+#define SHCA_NET_RUN_BYTES	(32 * 1024)
 struct shca_net_pkt {
 	const void *hdr;
 	size_t hlen;
@@ -165,7 +169,8 @@ struct shca_net_pkt {
 	int npl;
 };
 int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
-			const struct shca_net_pkt *p, int n);
+			const struct shca_net_pkt *p, int n,
+			unsigned int flags);
 /*
  * QP qpn is destroyed or in error: its packets still queued on c that
  * reference the application's memory (which it may free now) are dropped,

@@ -809,7 +809,7 @@ static int send_train(struct shca_qp *qp, const struct shca_send_wqe *w,
 		t[i].npl = p[i].npl;
 	}
 	sent = shca_net_send_train(qp->net.conn, qp->ibqp.qp_num,
-				   shca_psn_add(w->psn, *kp), t, n);
+				   shca_psn_add(w->psn, *kp), t, n, 0);
 	if (sent < 0)
 		return sent;
 	for (i = 0; i < sent; i++) {
@@ -1855,6 +1855,90 @@ static bool rd_sibling(const struct shca_qp *qp, const struct shca_net_read *e)
 	       shca_qpn_slot(e->xrc_srqn) != shca_qpn_slot(qp->ibqp.qp_num);
 }
 
+/* The headers of response k (of n) of READ e, plen bytes of payload, into
+ * hdr (HDR_MAX): their length, or -errno. */
+static ssize_t rd_hdr(const struct shca_qp *qp, const struct shca_net_read *e,
+		      uint32_t k, uint32_t n, uint64_t plen, unsigned char *hdr)
+{
+	struct shca_wire_msg r;
+
+	memset(&r, 0, sizeof(r));
+	r.opcode = n == 1 ? SHCA_OP_RC_RDMA_READ_RESPONSE_ONLY :
+		   k == 0 ? SHCA_OP_RC_RDMA_READ_RESPONSE_FIRST :
+		   k + 1 == n ? SHCA_OP_RC_RDMA_READ_RESPONSE_LAST :
+				SHCA_OP_RC_RDMA_READ_RESPONSE_MIDDLE;
+	r.opcode = qp_opcode(qp, r.opcode);
+	r.pkey = SHCA_DEFAULT_PKEY;
+	r.dqpn = qp->attr.dest_qp_num;
+	r.psn = shca_psn_add(e->psn, k);
+	r.syndrome = ACK_OK;
+	r.msn = e->msn & SHCA_PSN_MASK;
+	r.payload_len = (uint32_t)plen;
+	return shca_wire_build_hdr(hdr, HDR_MAX, &r);
+}
+
+/*
+ * READ e's next responses, as many as a copied train takes (RD_TRAIN
+ * bytes), the memory held once for all of them while they are copied.
+ * 1: none sent here (e is a sibling's, or the range is not one hold: the
+ * responses go one by one, which find where it ends), 0: sent, -1: the
+ * connection is gone.
+ */
+#define RD_TRAIN	SHCA_NET_RUN_BYTES
+static int rd_train(struct shca_qp *qp, struct shca_conn *c,
+		    struct shca_net_read *e, uint32_t mtu)
+{
+	uint32_t n = npkts(e->len, mtu), k = e->sent, t, i;
+	uint64_t off = (uint64_t)k * mtu, tlen, bytes = 0;
+	unsigned char hdr[SHCA_NET_TRAIN][HDR_MAX];
+	struct shca_net_pkt tp[SHCA_NET_TRAIN];
+	struct iovec pl[SHCA_NET_TRAIN];
+	struct shca_lane lane = { NULL, 0 };
+	struct shca_pd *pd;
+	void *base = NULL;
+	ssize_t hlen;
+	int sent;
+
+	t = MIN(MIN(n - k, (uint32_t)SHCA_NET_TRAIN), RD_TRAIN / mtu);
+	if (t < 2 || rd_sibling(qp, e))
+		return 1;
+	tlen = MIN((uint64_t)t * mtu, e->len - off);
+	pd = rd_pd(qp, e);
+	if (!pd || shca_stages.hold(shca_peer_self(), qp->ibqp.qp_num,
+				    pd->prot->obj.handle, e->rkey,
+				    IBV_ACCESS_REMOTE_READ, e->va + off, tlen,
+				    &lane, &base))
+		return 1;
+	for (i = 0; i < t; i++) {
+		pl[i].iov_base = (char *)base + (uint64_t)i * mtu;
+		pl[i].iov_len = MIN((uint64_t)mtu, tlen - (uint64_t)i * mtu);
+		hlen = rd_hdr(qp, e, k + i, n, pl[i].iov_len, hdr[i]);
+		if (hlen < 0) {
+			shca_stages.unhold(&lane);
+			return -1;
+		}
+		tp[i].hdr = hdr[i];
+		tp[i].hlen = (size_t)hlen;
+		tp[i].pl = &pl[i];
+		tp[i].npl = pl[i].iov_len ? 1 : 0;
+	}
+	sent = shca_net_send_train(c, qp->ibqp.qp_num,
+				   shca_psn_add(e->psn, k), tp, (int)t,
+				   SHCA_NET_COPY);
+	shca_stages.unhold(&lane);	/* copied (or dropped) */
+	if (sent <= 0)
+		return -1;
+	for (i = 0; i < (uint32_t)sent; i++)
+		bytes += tp[i].hlen + pl[i].iov_len;
+	count_pkts(qp, true, (uint32_t)sent, bytes);
+	e->sent += (uint32_t)sent;
+	if (e->sent == n) {
+		qp->net.rd_head++;
+		qp->net.rd_count--;
+	}
+	return 0;
+}
+
 /* Send qp's READ responses until none is left or the connection is full:
  * true when some are left.  in_batch: serving a request of a received
  * batch, whose end writes what is queued (conn.c deliver), so that the
@@ -1877,7 +1961,6 @@ static bool rd_pump(struct shca_qp *qp, bool in_batch)
 		uint32_t n = npkts(e->len, mtu), k = e->sent;
 		uint64_t off = (uint64_t)k * mtu;
 		unsigned char hdr[HDR_MAX];
-		struct shca_wire_msg r;
 		struct iovec pl = { NULL, 0 };
 		struct shca_lane lane = { NULL, 0 };
 		ssize_t hlen;
@@ -1899,6 +1982,13 @@ static bool rd_pump(struct shca_qp *qp, bool in_batch)
 			qp->net.rd_head++;
 			qp->net.rd_count--;
 			continue;
+		}
+		switch (rd_train(qp, c, e, mtu)) {
+		case 0:
+			continue;
+		case -1:
+			rd_clear(qp);	/* the connection is gone */
+			goto out;
 		}
 		pl.iov_len = MIN((uint64_t)mtu, e->len - MIN((uint64_t)e->len, off));
 		/* the memory again: a region deregistered since then ends
@@ -1926,20 +2016,7 @@ static bool rd_pump(struct shca_qp *qp, bool in_batch)
 			rd_clear(qp);
 			break;
 		}
-		memset(&r, 0, sizeof(r));
-		r.opcode = n == 1 ? SHCA_OP_RC_RDMA_READ_RESPONSE_ONLY :
-			   k == 0 ? SHCA_OP_RC_RDMA_READ_RESPONSE_FIRST :
-			   k + 1 == n ? SHCA_OP_RC_RDMA_READ_RESPONSE_LAST :
-					SHCA_OP_RC_RDMA_READ_RESPONSE_MIDDLE;
-		r.opcode = qp_opcode(qp, r.opcode);
-		r.pkey = SHCA_DEFAULT_PKEY;
-		r.dqpn = qp->attr.dest_qp_num;
-		r.psn = shca_psn_add(e->psn, k);
-		r.syndrome = ACK_OK;
-		r.msn = e->msn & SHCA_PSN_MASK;
-		r.payload_len = (uint32_t)pl.iov_len;
-		r.payload = pl.iov_base;
-		hlen = shca_wire_build_hdr(hdr, sizeof(hdr), &r);
+		hlen = rd_hdr(qp, e, k, n, pl.iov_len, hdr);
 		sent = hlen < 0 ? -1 :
 		       qp_send(qp, c, hdr, (size_t)hlen, &pl,
 			       pl.iov_len ? 1 : 0,
@@ -1955,6 +2032,7 @@ static bool rd_pump(struct shca_qp *qp, bool in_batch)
 			qp->net.rd_count--;
 		}
 	}
+out:
 	if (!qp->net.rd_count)
 		qp->net.rd_fatal = false;
 	if (!in_batch)
