@@ -129,21 +129,6 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 		  size_t hlen, const struct iovec *pl, int npl,
 		  unsigned int flags, void *owned);
 /*
- * A train: consecutive packets of one WQE of QP qpn, queued together as by
- * shca_net_send(.., SHCA_NET_MORE | flags) each, with their payloads
- * referenced, or copied (flags SHCA_NET_COPY: READ responses), in one
- * chunk of the queue (one allocation, one lock, one count for the
- * lot instead of one each: per-packet work was half of a 1 MiB WRITE
- * requester's CPU between two namespaces).  PSNs count up from the
- * first's.  At most SHCA_NET_TRAIN packets and SHCA_NET_TRAIN_IOV payload
- * iovecs.  Returns how many were queued (all of them unless the fault
- * injector, which handles packets one by one, or the connection stopped
- * it), or -errno when none was (as shca_net_send).
- */
-#define SHCA_NET_TRAIN		32
-#define SHCA_NET_TRAIN_IOV	256
-
-/*
  * On the stream, IB frames are a 4-byte length word (network order) and
  * the packet.  Packets of a train that differ only in their PSN, which
  * counts up, with payloads of one length and no pad, and no AckReq (the
@@ -162,6 +147,22 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 /* A softhca sender puts no more payload bytes than this in one run (a
  * receiver placing one reads this much before it knows) */
 #define SHCA_NET_RUN_BYTES	(32 * 1024)
+
+/*
+ * A train: consecutive packets of one WQE of QP qpn, queued together as by
+ * shca_net_send(.., SHCA_NET_MORE | flags) each, with their payloads
+ * referenced, or copied (flags SHCA_NET_COPY: READ responses), in one
+ * chunk of the queue (one allocation, one lock, one count for the
+ * lot instead of one each: per-packet work was half of a 1 MiB WRITE
+ * requester's CPU between two namespaces).  PSNs count up from the
+ * first's.  At most SHCA_NET_TRAIN packets and SHCA_NET_TRAIN_IOV payload
+ * iovecs.  Returns how many were queued (all of them unless the fault
+ * injector, which handles packets one by one, or the connection stopped
+ * it), or -errno when none was (as shca_net_send).
+ */
+#define SHCA_NET_TRAIN		32
+#define SHCA_NET_TRAIN_IOV	256
+
 struct shca_net_pkt {
 	const void *hdr;
 	size_t hlen;
