@@ -1159,16 +1159,22 @@ static bool ack_merge(struct shca_conn *c, const struct chunk *k,
 	return true;
 }
 
-/* c is up or coming up (opened here if it is down and ours to open):
- * 0, or -errno.  c->lock held. */
-static int usable_locked(struct shca_conn *c)
+/* c->lock taken with c up or coming up (opened here if it is down and
+ * ours to open): 0; or -errno, with the lock let go and k, which was to
+ * be queued, freed. */
+static int lock_usable(struct shca_conn *c, struct chunk *k)
 {
 	int ret = 0;
 
+	pthread_mutex_lock(&c->lock);
 	if (c->state == CONN_DOWN && !c->incoming)
 		ret = connect_locked(c);
 	if (!ret && c->state != CONN_UP && c->state != CONN_CONNECTING)
 		ret = -ENOTCONN;
+	if (ret) {
+		pthread_mutex_unlock(&c->lock);
+		chunk_free(k);
+	}
 	return ret;
 }
 
@@ -1205,13 +1211,9 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 			k->psn = shca_bth_psn(&bth);
 		}
 	}
-	pthread_mutex_lock(&c->lock);
-	ret = usable_locked(c);
-	if (ret) {
-		pthread_mutex_unlock(&c->lock);
-		chunk_free(k);
+	ret = lock_usable(c, k);
+	if (ret)
 		return ret;
-	}
 	/* traced as sent (before the faults); a plain ACK that is queued
 	 * last, into which a later one may be folded, when that is over
 	 * (trace_tail) */
@@ -1465,13 +1467,9 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 		k->iov[0].iov_len = k->len;
 		k->niov = 1;
 	}
-	pthread_mutex_lock(&c->lock);
-	ret = usable_locked(c);
-	if (ret) {
-		pthread_mutex_unlock(&c->lock);
-		chunk_free(k);
+	ret = lock_usable(c, k);
+	if (ret)
 		return ret;
-	}
 	trace_tail(c);
 	for (i = 0; i < n; i++)
 		trace(c->addr.src, c->addr.dst, p[i].hdr, p[i].hlen, p[i].pl,
@@ -2449,6 +2447,21 @@ static bool place_match(const unsigned char *h, const struct shca_net_place *p,
  * inside the WRITE or READ in progress, which its own packets write
  * again.  1, 0 or -1 as read_placed; *good: the packets placed.
  */
+/* One non-blocking receive from c into v[n], straight into registered
+ * memory: what recvmsg returns. */
+static ssize_t recv_placed(struct shca_conn *c, struct iovec *v, size_t n)
+{
+	struct msghdr mh = { .msg_iov = v, .msg_iovlen = n };
+	ssize_t got;
+
+	SHCA_DMA_BEGIN();
+	do {
+		got = recvmsg(c->fd, &mh, MSG_DONTWAIT);
+	} while (got < 0 && errno == EINTR);
+	SHCA_DMA_END();
+	return got;
+}
+
 /* The run header at the start of c's buffer: is it the run p expects
  * (its first BTH, no more packets than expected, p->mtu each)?  *n: its
  * packets. */
@@ -2475,7 +2488,6 @@ static int read_run(struct shca_conn *c, const struct shca_net_place *p,
 	const size_t hdr = SHCA_NET_RUN_HDR;
 	size_t pre = c->rlen, have = pre > hdr ? pre - hdr : 0, cap, hb, d;
 	size_t total, kept;
-	struct msghdr mh = { 0 };
 	struct shca_bth bth;
 	struct iovec v[2];
 	uint32_t word, n;
@@ -2503,13 +2515,7 @@ static int read_run(struct shca_conn *c, const struct shca_net_place *p,
 	}
 	v[nv].iov_base = p->dst + have;
 	v[nv++].iov_len = cap - have;
-	mh.msg_iov = v;
-	mh.msg_iovlen = (size_t)nv;
-	SHCA_DMA_BEGIN();	/* straight into registered memory */
-	do {
-		got = recvmsg(c->fd, &mh, MSG_DONTWAIT);
-	} while (got < 0 && errno == EINTR);
-	SHCA_DMA_END();
+	got = recv_placed(c, v, (size_t)nv);
 	if (got < 0 && errno == EAGAIN) {
 		c->expect = true;	/* nothing came: still expected */
 		return 0;
@@ -2586,7 +2592,6 @@ static int read_placed(struct shca_conn *c)
 	enum { FL = FRAME_HDR + SHCA_BTH_LEN };
 	unsigned char hb[PLACE_MAX][FL];
 	struct iovec v[2 * PLACE_MAX];
-	struct msghdr mh = { 0 };
 	struct shca_net_place p;
 	size_t pre = c->rlen, fsz, total, pos;
 	uint32_t k, j, good = 0;
@@ -2620,13 +2625,7 @@ static int read_placed(struct shca_conn *c)
 	first = pre >= FL;
 	v[first].iov_base = (char *)v[first].iov_base + (pre - first * FL);
 	v[first].iov_len -= pre - first * FL;
-	mh.msg_iov = v + first;
-	mh.msg_iovlen = 2 * k - (size_t)first;
-	SHCA_DMA_BEGIN();	/* straight into registered memory */
-	do {
-		n = recvmsg(c->fd, &mh, MSG_DONTWAIT);
-	} while (n < 0 && errno == EINTR);
-	SHCA_DMA_END();
+	n = recv_placed(c, v + first, 2 * k - (size_t)first);
 	if (n < 0 && errno == EAGAIN) {
 		ret = 0;		/* the buffered bytes are still there */
 		/* nothing came yet: what comes next is still expected (else
