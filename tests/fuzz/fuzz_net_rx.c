@@ -260,8 +260,43 @@ static size_t drain_handshake(struct drain *d, const unsigned char *f,
 }
 
 /*
+ * A run frame (net/net.h: word, payload length, the first BTH, the
+ * payloads) at f, have bytes of it in: each of its packets checked as
+ * sent, with the PSN counting up.  Its bytes, or 0 until it is whole.
+ */
+static size_t run_sent(const unsigned char *f, size_t have, uint32_t word)
+{
+	unsigned char pkt[SHCA_BTH_LEN + FUZZ_NET_PMTU];
+	uint32_t n = word & ~SHCA_NET_RUN, plen, i;
+	struct shca_bth bth;
+	size_t total;
+
+	CHECK(!(word & SHCA_HS_CTL) && n >= 1 && n <= SHCA_NET_RUN_MAX);
+	if (have < SHCA_NET_RUN_HDR)
+		return 0;
+	memcpy(&plen, f + 4, 4);
+	plen = ntohl(plen);
+	CHECK(plen && plen % 4 == 0 && plen <= FUZZ_NET_PMTU &&
+	      (size_t)n * plen <= SHCA_NET_RUN_BYTES);
+	total = SHCA_NET_RUN_HDR + (size_t)n * plen;
+	if (have < total)
+		return 0;
+	memcpy(&bth, f + 8, SHCA_BTH_LEN);
+	CHECK(!shca_bth_ackreq(&bth));
+	for (i = 0; i < n; i++) {
+		if (i)
+			shca_bth_set_psn(&bth, shca_bth_psn(&bth) + 1);
+		memcpy(pkt, &bth, SHCA_BTH_LEN);
+		memcpy(pkt + SHCA_BTH_LEN, f + SHCA_NET_RUN_HDR +
+			(size_t)i * plen, plen);
+		check_sent(pkt, SHCA_BTH_LEN + plen);
+	}
+	return total;
+}
+
+/*
  * Cut what arrived into frames (conn.c: a 4-byte length, then an IB
- * packet), after the handshake's.
+ * packet, or a run frame of several), after the handshake's.
  */
 static void drain_frames(struct drain *d)
 {
@@ -275,6 +310,14 @@ static void drain_frames(struct drain *d)
 		if (!d->hello) {
 			size_t n = drain_handshake(d, d->buf + off,
 						   d->len - off);
+
+			if (!n)
+				break;
+			off += n;
+			continue;
+		}
+		if (flen & SHCA_NET_RUN) {
+			size_t n = run_sent(d->buf + off, d->len - off, flen);
 
 			if (!n)
 				break;

@@ -167,6 +167,11 @@ static void seed_rc_rdma(struct seed_buf *b, unsigned int v)
 		rec(b, RC, MSG(SHCA_OP_RC_RDMA_READ_REQUEST,
 			       .va = FUZZ_NET_IOVA, .dma_len = 600,
 			       .ackreq = true));
+		/* the whole MR: its 14 middle responses go as a run frame
+		 * (net/net.h), which the drain cuts into packets */
+		rec(b, RC, MSG(SHCA_OP_RC_RDMA_READ_REQUEST,
+			       .va = FUZZ_NET_IOVA, .dma_len = FUZZ_NET_MR_LEN,
+			       .ackreq = true));
 		rec(b, RC, MSG(SHCA_OP_RC_RDMA_READ_REQUEST,
 			       .va = FUZZ_NET_IOVA + 8, .dma_len = 0,
 			       .ackreq = true));
