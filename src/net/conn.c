@@ -1476,6 +1476,10 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 		      p[i].npl);
 	enqueue_locked(c, k);
 	c->must_write = true;
+	/* fault "stall" (it keeps payloads referenced: trains go on): rolled
+	 * for each packet, as shca_net_send does */
+	for (i = 0; i < n && faults.stall > 0; i++)
+		stall_maybe(c);
 	if (c->queued > (1u << 20))
 		flush_unless_full(c);
 	pthread_mutex_unlock(&c->lock);
