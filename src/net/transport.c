@@ -771,14 +771,15 @@ static int send_train(struct shca_qp *qp, const struct shca_send_wqe *w,
 	int n = 0, used = 0, ret = 0, sent, i;
 
 	for (; k < w->npsn && n < SHCA_NET_TRAIN; k++) {
+		/* a packet's payload in MAX_IOV pieces at most, as alone */
+		int room = MIN(SHCA_NET_TRAIN_IOV - used, MAX_IOV);
+
 		if (n && middle_after_middle(w, k, &p[n - 1]))
 			ret = next_middle(iov, niov, (uint64_t)k * mtu, mtu,
-					  &p[n - 1], &p[n], pl + used,
-					  SHCA_NET_TRAIN_IOV - used);
+					  &p[n - 1], &p[n], pl + used, room);
 		else
 			ret = make_packet(qp, w, iov, niov, len, w->psn, k,
-					  false, &p[n], pl + used,
-					  SHCA_NET_TRAIN_IOV - used);
+					  false, &p[n], pl + used, room);
 		if (ret == -E2BIG && n) {
 			ret = 0;
 			break;		/* no room left: the next train's */
