@@ -2351,8 +2351,6 @@ static bool deliver(struct shca_conn *c)
 			ssize_t r = deliver_run(c, off, len & ~SHCA_NET_RUN,
 						&pkts, &bytes);
 
-			c->runs = true;
-
 			if (r < 0) {
 				shca_stat_add(s, SHCA_STAT_DROPPED_PKTS, 1);
 				shca_dbg("net: run of %u packets: closing",
@@ -2362,6 +2360,7 @@ static bool deliver(struct shca_conn *c)
 			}
 			if (!r)
 				break;
+			c->runs = true;
 			off += (size_t)r;
 			continue;
 		}
@@ -2439,18 +2438,6 @@ static bool place_match(const unsigned char *h, const struct shca_net_place *p,
 	       !memcmp(h + FRAME_HDR, &want, SHCA_BTH_LEN);
 }
 
-/*
- * The run frame (net.h) that the transport expects, received straight to
- * its place (read_placed): its header into the buffer, with one recvmsg,
- * and its payloads to p->dst, as much as has come.  Payload bytes already
- * buffered are copied there.  If the run came only in part, the buffer
- * is left holding a run frame of the packets still to come (the PSN moved
- * on) and the bytes of the first of them.  What is not the expected run
- * (another frame; a run of more packets or for another PSN) is put back
- * in the buffer, as if read the usual way: what it overwrote at p->dst is
- * inside the WRITE or READ in progress, which its own packets write
- * again.  1, 0 or -1 as read_placed; *good: the packets placed.
- */
 /* One non-blocking receive from c into v[n], straight into registered
  * memory: what recvmsg returns. */
 static ssize_t recv_placed(struct shca_conn *c, struct iovec *v, size_t n)
@@ -2486,6 +2473,18 @@ static bool run_expected(const struct shca_conn *c,
 	       !memcmp(&bth, &p->bth, SHCA_BTH_LEN);
 }
 
+/*
+ * The run frame (net.h) that the transport expects, received straight to
+ * its place (read_placed): its header into the buffer, with one recvmsg,
+ * and its payloads to p->dst, as much as has come.  Payload bytes already
+ * buffered are copied there.  If the run came only in part, the buffer
+ * is left holding a run frame of the packets still to come (the PSN moved
+ * on) and the bytes of the first of them.  What is not the expected run
+ * (another frame; a run of more packets or for another PSN) is put back
+ * in the buffer, as if read the usual way: what it overwrote at p->dst is
+ * inside the WRITE or READ in progress, which its own packets write
+ * again.  1, 0 or -1 as read_placed; *good: the packets placed.
+ */
 static int read_run(struct shca_conn *c, const struct shca_net_place *p,
 		    uint32_t *good)
 {
