@@ -432,6 +432,7 @@ struct conn_ident {
 	struct shca_net_addr addr;
 	uint16_t port;
 	bool bound;
+	bool incoming;
 };
 
 static void conn_ident(struct shca_conn *c, struct conn_ident *id)
@@ -440,6 +441,7 @@ static void conn_ident(struct shca_conn *c, struct conn_ident *id)
 	id->addr = c->addr;
 	id->port = sa_port(&c->peer);
 	id->bound = c->bound;
+	id->incoming = c->incoming;	/* adopt() clears it */
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -1844,10 +1846,10 @@ static struct shca_conn *adopt(struct shca_conn *in, uint16_t port)
 	for (c = conns; c; c = c->next) {
 		struct conn_ident id;
 
-		if (c == in || c->incoming)
+		if (c == in)
 			continue;
 		conn_ident(c, &id);
-		if (!memcmp(id.addr.dst, in->addr.dst, 16) &&
+		if (!id.incoming && !memcmp(id.addr.dst, in->addr.dst, 16) &&
 		    (!id.bound || !memcmp(id.addr.src, in->addr.src, 16)) &&
 		    id.port == port)
 			break;
@@ -3123,10 +3125,9 @@ struct shca_conn *shca_net_conn_get(const uint8_t sgid[16],
 	for (c = conns; c; c = c->next) {
 		struct conn_ident id;
 
-		if (c->incoming)
-			continue;
 		conn_ident(c, &id);
-		if (!memcmp(id.addr.dst, gid, 16) && id.port == port &&
+		if (!id.incoming && !memcmp(id.addr.dst, gid, 16) &&
+		    id.port == port &&
 		    (!sgid || (id.bound && !memcmp(id.addr.src, sgid, 16))))
 			break;
 	}
