@@ -45,6 +45,7 @@
 #include "../common/stat.h"
 #include "../common/util.h"
 #include "../engine/engine.h"
+#include "../shm/mem.h"
 #include "../wire/pcap.h"
 #include "../wire/wire.h"
 #include "handshake.h"
@@ -63,6 +64,9 @@ struct chunk {
 	uint32_t psn;			/* ... the (first) packet's PSN (qpn set) */
 	uint32_t frames;		/* packets: 1, or a train's */
 	size_t ib_bytes;		/* the packets' bytes (counted) */
+	struct shca_lane lane;		/* held for the registered memory it
+					 * references, not the QP's (READ
+					 * responses): shca_net_drain_key */
 	bool defer;			/* SHCA_NET_DEFER */
 	uint8_t cls;			/* 0, or 1 + its pool class */
 	bool ack;			/* a plain ACK (SHCA_NET_ACK) ... */
@@ -524,6 +528,7 @@ static struct chunk *pool_alloc(uint8_t cls)
 
 static void chunk_free(struct chunk *k)
 {
+	shca_mem_lane_put(&k->lane);	/* the socket took its bytes */
 	free(k->owned);
 	if (k->cls) {
 		size_t sz = class_size(k->cls - 1u);
@@ -973,6 +978,7 @@ static struct chunk *chunk_make(const void *hdr, size_t hlen,
 	k->qpn = 0;
 	k->psn = 0;
 	k->frames = 1;
+	k->lane.lane = NULL;
 	k->defer = false;
 	k->ack = false;
 	k->ack_qpn = 0;
@@ -1398,7 +1404,7 @@ static void out_frame(struct frames_out *o, const struct shca_net_pkt *p,
 
 int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 			const struct shca_net_pkt *p, int n,
-			unsigned int flags)
+			unsigned int flags, struct shca_lane *lane)
 {
 	struct frames_out o = { .copy = flags & SHCA_NET_COPY };
 	size_t hbytes = 0, len = 0, size, plen[SHCA_NET_TRAIN];
@@ -1451,8 +1457,9 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 	memset(k, 0, sizeof(*k));
 	k->cls = cls;
 	k->iov = (struct iovec *)k->hdr;
-	/* a copy references nothing of the QP's */
-	k->qpn = o.copy ? 0 : qpn;
+	/* a copy references nothing of the QP's; memory held by a lane is
+	 * not the QP's either (not released with its WQEs) */
+	k->qpn = o.copy || lane ? 0 : qpn;
 	k->psn = psn & SHCA_PSN_MASK;
 	k->frames = (uint32_t)n;
 	k->ib_bytes = len - (size_t)n * FRAME_HDR;
@@ -1472,6 +1479,10 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 	ret = lock_usable(c, k);
 	if (ret)
 		return ret;
+	if (lane && !o.copy) {
+		k->lane = *lane;	/* the chunk's now */
+		lane->lane = NULL;
+	}
 	trace_tail(c);
 	for (i = 0; i < n; i++)
 		trace(c->addr.src, c->addr.dst, p[i].hdr, p[i].hlen, p[i].pl,
@@ -1524,6 +1535,7 @@ static bool chunk_own(struct chunk *k)
 	free(k->owned);
 	k->owned = b;
 	k->qpn = 0;
+	shca_mem_lane_put(&k->lane);
 	return true;
 }
 
@@ -1581,6 +1593,33 @@ void shca_net_release(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 	if (c->head)
 		forget_locked(c, qpn, psn & SHCA_PSN_MASK, n);
 	pthread_mutex_unlock(&c->lock);
+}
+
+void shca_net_drain_key(uint32_t key)
+{
+	struct shca_conn *c;
+	struct chunk *k;
+
+	/* a forked child's connections are its parent's */
+	if (!started_here())
+		return;
+	pthread_mutex_lock(&conns_lock);
+	for (c = conns; c; c = c->next) {
+		pthread_mutex_lock(&c->lock);
+		for (k = c->head; k; k = k->next) {
+			if (!k->lane.lane ||
+			    SHCA_LANE_KEY(k->lane.word) != key)
+				continue;
+			if (!chunk_own(k)) {
+				/* out of memory: the stream is lost, and
+				 * the memory is not read any more */
+				shca_mem_lane_put(&k->lane);
+				conn_fail(c);
+			}
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&conns_lock);
 }
 
 void shca_net_flush(struct shca_conn *c)

@@ -169,9 +169,22 @@ struct shca_net_pkt {
 	const struct iovec *pl;
 	int npl;
 };
+struct shca_lane;
 int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 			const struct shca_net_pkt *p, int n,
-			unsigned int flags);
+			unsigned int flags, struct shca_lane *lane);
+/*
+ * lane (NULL: none): an access lane held for the registered memory the
+ * payloads are in (net/transport.c rd_train: READ responses, which the
+ * responder's deregistration may not wait for).  When the train is
+ * queued referencing them, the chunk takes the lane (lane->lane NULL
+ * after) and lets it go once the socket took the bytes; a drain of its
+ * key first copies them (shca_net_drain_key).  Else it stays the
+ * caller's.
+ */
+/* The lanes of key held by queued chunks: their unwritten bytes copied,
+ * the lanes let go (shm/seg.c shca_seg_drain's hook; any thread). */
+void shca_net_drain_key(uint32_t key);
 /*
  * QP qpn is destroyed or in error: its packets still queued on c that
  * reference the application's memory (which it may free now) are dropped,

@@ -32,6 +32,7 @@
 #include "../engine/xport.h"
 #include "../shm/host.h"
 #include "../shm/mem.h"
+#include "../shm/seg.h"
 #include "../verbs/shca.h"
 #include "../wire/wire.h"
 #include "net.h"
@@ -239,6 +240,8 @@ int shca_net_qp_rtr(struct shca_qp *qp, const union ibv_gid *dgid,
 		return ret;
 	listen_dev(qp, &sgid);
 	shca_net_set_placement(place_where, place_done);
+	/* READ responses queued hold lanes: a drain copies them first */
+	shca_seg_set_drain_hook(shca_net_drain_key);
 	qp->net.epsn = qp->attr.rq_psn;
 	qp->net.msn = 0;
 	qp->net.nak_sent = false;
@@ -810,7 +813,7 @@ static int send_train(struct shca_qp *qp, const struct shca_send_wqe *w,
 		t[i].npl = p[i].npl;
 	}
 	sent = shca_net_send_train(qp->net.conn, qp->ibqp.qp_num,
-				   shca_psn_add(w->psn, *kp), t, n, 0);
+				   shca_psn_add(w->psn, *kp), t, n, 0, NULL);
 	if (sent < 0)
 		return sent;
 	for (i = 0; i < sent; i++) {
@@ -1879,11 +1882,14 @@ static ssize_t rd_hdr(const struct shca_qp *qp, const struct shca_net_read *e,
 }
 
 /*
- * READ e's next responses, as many as a copied train takes (RD_TRAIN
- * bytes), the memory held once for all of them while they are copied.
- * 1: none sent here (e is a sibling's, or the range is not one hold: the
- * responses go one by one, which find where it ends), 0: sent, -1: the
- * connection is gone.
+ * READ e's next responses, as many as a train takes (RD_TRAIN bytes),
+ * the memory held once for all of them: the train references it and
+ * keeps the lane until the socket has taken the bytes; a deregistration
+ * meanwhile gives them a copy first (conn.c shca_net_drain_key), so it
+ * never waits for a peer that stopped reading.  1: none sent here (e is
+ * a sibling's, or the range is not one hold: the responses go one by
+ * one, copied, which find where it ends), 0: sent, -1: the connection
+ * is gone.
  */
 #define RD_TRAIN	SHCA_NET_RUN_BYTES
 static int rd_train(struct shca_qp *qp, struct shca_conn *c,
@@ -1923,10 +1929,13 @@ static int rd_train(struct shca_qp *qp, struct shca_conn *c,
 		tp[i].pl = &pl[i];
 		tp[i].npl = pl[i].iov_len ? 1 : 0;
 	}
+	/* referenced, the lane held until the socket takes them (a
+	 * deregistration copies them first: shca_net_drain_key); copied
+	 * when this process has no lanes to hold */
 	sent = shca_net_send_train(c, qp->ibqp.qp_num,
 				   shca_psn_add(e->psn, k), tp, (int)t,
-				   SHCA_NET_COPY);
-	shca_stages.unhold(&lane);	/* copied (or dropped) */
+				   lane.lane ? 0 : SHCA_NET_COPY, &lane);
+	shca_stages.unhold(&lane);	/* unless the train took it */
 	if (sent <= 0)
 		return -1;
 	for (i = 0; i < (uint32_t)sent; i++)

@@ -1280,6 +1280,25 @@ static void drain_fork_child(void)
 
 static pthread_once_t drain_once = PTHREAD_ONCE_INIT;
 
+static void (*drain_hook)(uint32_t key);
+
+void shca_seg_set_drain_hook(void (*fn)(uint32_t key))
+{
+	__atomic_store_n(&drain_hook, fn, __ATOMIC_RELEASE);
+}
+
+/* This process's lanes of key that wait on a socket, let go (the hook;
+ * again while a lane is waited for: a READ response being queued when
+ * the drain began takes its lane into the queue after the first call). */
+static void drain_own(uint32_t key)
+{
+	void (*hook)(uint32_t) = __atomic_load_n(&drain_hook,
+						 __ATOMIC_ACQUIRE);
+
+	if (hook)
+		hook(key);
+}
+
 static void drain_fork_register(void)
 {
 	if (pthread_atfork(NULL, NULL, drain_fork_child))
@@ -1314,6 +1333,8 @@ static void drain_lane(uint64_t *lane, uint32_t key)
 			sched_yield();
 			continue;
 		}
+		if (pid == shca_getpid() && waits % 256 == 64)
+			drain_own(key);
 		if (waits == 64 + 20000 && !warned) {	/* ~1 s */
 			shca_warn("dereg of key %#x waits for pid %d", key,
 				  (int)pid);
@@ -1371,6 +1392,7 @@ void shca_seg_drain(uint32_t key)
 
 	if (!a)
 		return;
+	drain_own(key);
 	lanes = shca_arena_lanes(a->base);
 	busy = shca_lanes_busy(lanes);
 	pthread_once(&drain_once, drain_fork_register);

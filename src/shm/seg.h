@@ -51,6 +51,13 @@ void shca_seg_unmap(struct shca_seg_hold *h);
  * process names key; frees the lanes of dead ones (arena.h's protocol).
  */
 void shca_seg_drain(uint32_t key);
+/*
+ * What a drain of key runs first, in the draining thread: lanes of key
+ * that this process holds for bytes that may wait (the net path's queued
+ * READ responses, net/conn.c) are let go there, their bytes copied, so
+ * that the drain never waits on a socket.  Set once.
+ */
+void shca_seg_set_drain_hook(void (*fn)(uint32_t key));
 
 /* ---- shared by seg.c, seg_fork.c and seg_vm.c ---- */
 

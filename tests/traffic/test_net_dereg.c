@@ -5,10 +5,12 @@
  * reads the old range any more.  The net path's responder reaches its
  * own registered memory through the same access lanes as same-host
  * peers (engine/responder.c shca_respond_hold): a WRITE's middle packets
- * received straight into place (net/conn.c read_placed) and each READ
- * response's copy hold one, so the drain of ibv_dereg_mr waits for them;
- * and none is held between two reads of the socket, so a peer that stops
- * in the middle of a WRITE keeps no deregistration waiting.
+ * received straight into place (net/conn.c read_placed) and each train
+ * of READ responses hold one, so the drain of ibv_dereg_mr waits for
+ * them; none is held between two reads of the socket, so a peer that
+ * stops in the middle of a WRITE keeps no deregistration waiting, and
+ * READ responses queued behind a full socket are given a copy by the
+ * drain, so a peer that stops reading keeps none waiting either.
  *
  * Every case runs SOFTHCA_NET=1 (both processes: the writer or reader is
  * forked) and checks that TCP carried the bytes.  The owner's memory
@@ -603,6 +605,46 @@ TEST(dereg_while_read_net)
 	memset(mem, FILL, len);
 	owner_close(&a, &d, &rep);
 	printf("  %llu READs, then status %s\n", (unsigned long long)rep.ok,
+	       ibv_wc_status_str((enum ibv_wc_status)rep.status));
+	ASSERT_EQ(rep.tainted, 0);
+	ASSERT_EQ(rep.status, IBV_WC_REM_ACCESS_ERR);
+	munmap(map, 3 * len);
+}
+
+/*
+ * A peer that stops reading (SIGSTOP) while READ responses wait in the
+ * responder's queue behind a full socket: they reference the owner's
+ * memory and hold its lane until the socket takes them (net/transport.c
+ * rd_train), and a deregistration gives them a copy of their own first
+ * (net/conn.c shca_net_drain_key) instead of waiting for a reader that
+ * may never come back.  Let go, the peer gets no byte written after
+ * dereg returned: its READ cut short is refused when asked again.
+ */
+TEST(stopped_reader_does_not_block_dereg)
+{
+	const uint32_t len = 16u << 20;
+	struct peer_arg pa = { true, 1000000, 16 };
+	uint8_t *map, *mem;
+	struct ibv_mr *mr;
+	struct report rep;
+	struct duo d;
+	struct ep a;
+
+	net_env(true);
+	mem = owner_mem(len, &map);
+	duo_fork(&d, peer, &pa);
+	mr = owner_open(&a, &d, mem, len, len,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	duo_expect(d.fd, 'u');
+	usleep(20000);		/* its READs under way */
+	ASSERT_EQ(kill(d.pid, SIGSTOP), 0);
+	usleep(100000);		/* the socket full, responses queued */
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	memset(mem, FILL, len);
+	ASSERT_EQ(kill(d.pid, SIGCONT), 0);
+	owner_close(&a, &d, &rep);
+	printf("  dereg returned with the reader stopped; %llu READs, then "
+	       "status %s\n", (unsigned long long)rep.ok,
 	       ibv_wc_status_str((enum ibv_wc_status)rep.status));
 	ASSERT_EQ(rep.tainted, 0);
 	ASSERT_EQ(rep.status, IBV_WC_REM_ACCESS_ERR);
