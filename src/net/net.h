@@ -159,6 +159,14 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
  * iovecs.  Returns how many were queued (all of them unless the fault
  * injector, which handles packets one by one, or the connection stopped
  * it), or -errno when none was (as shca_net_send).
+ *
+ * lane (NULL: none): an access lane held for the registered memory the
+ * payloads are in (net/transport.c rd_train: READ responses, which the
+ * responder's deregistration may not wait for).  When the train is
+ * queued referencing them, the chunk takes the lane (lane->lane NULL
+ * after) and lets it go once the socket took the bytes; a drain of its
+ * key first copies them (shca_net_drain_key).  Else it stays the
+ * caller's.
  */
 #define SHCA_NET_TRAIN		32
 #define SHCA_NET_TRAIN_IOV	256
@@ -173,15 +181,6 @@ struct shca_lane;
 int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 			const struct shca_net_pkt *p, int n,
 			unsigned int flags, struct shca_lane *lane);
-/*
- * lane (NULL: none): an access lane held for the registered memory the
- * payloads are in (net/transport.c rd_train: READ responses, which the
- * responder's deregistration may not wait for).  When the train is
- * queued referencing them, the chunk takes the lane (lane->lane NULL
- * after) and lets it go once the socket took the bytes; a drain of its
- * key first copies them (shca_net_drain_key).  Else it stays the
- * caller's.
- */
 /* The lanes of key held by queued chunks: their unwritten bytes copied,
  * the lanes let go (shm/seg.c shca_seg_drain's hook; any thread). */
 void shca_net_drain_key(uint32_t key);
