@@ -1280,30 +1280,27 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 /*
  * How many packets from p[i] on go in one run frame (net.h): p[i] and
  * those after it with the same BTH but for the PSN, which counts up, and
- * payloads of p[i]'s length plen, a multiple of 4; none asks for an ACK;
- * SHCA_NET_RUN_BYTES of payload at most.  1: p[i] goes alone.
+ * payloads (plen[], their lengths) of p[i]'s length, a multiple of 4;
+ * none asks for an ACK; SHCA_NET_RUN_BYTES of payload at most.  1: p[i]
+ * goes alone.
  */
-static int run_len(const struct shca_net_pkt *p, int i, int n, size_t plen)
+static int run_len(const struct shca_net_pkt *p, const size_t *plen, int i,
+		   int n)
 {
 	struct shca_bth want;
-	int r = 1, j;
+	int r = 1;
 
-	if (p[i].hlen != SHCA_BTH_LEN || !plen || plen % 4)
+	if (p[i].hlen != SHCA_BTH_LEN || !plen[i] || plen[i] % 4)
 		return 1;
 	memcpy(&want, p[i].hdr, SHCA_BTH_LEN);
 	if (shca_bth_ackreq(&want))
 		return 1;
 	for (; i + r < n && r < SHCA_NET_RUN_MAX &&
-	       (size_t)(r + 1) * plen <= SHCA_NET_RUN_BYTES;
+	       (size_t)(r + 1) * plen[i] <= SHCA_NET_RUN_BYTES;
 	     r++) {
-		size_t l = 0;
-
-		if (p[i + r].hlen != SHCA_BTH_LEN)
-			break;
-		for (j = 0; j < p[i + r].npl; j++)
-			l += p[i + r].pl[j].iov_len;
 		shca_bth_set_psn(&want, shca_bth_psn(&want) + 1);
-		if (l != plen || memcmp(&want, p[i + r].hdr, SHCA_BTH_LEN))
+		if (p[i + r].hlen != SHCA_BTH_LEN || plen[i + r] != plen[i] ||
+		    memcmp(&want, p[i + r].hdr, SHCA_BTH_LEN))
 			break;
 	}
 	return r;
@@ -1467,7 +1464,7 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 	o.h = (unsigned char *)(k->iov + niov + 1);
 	SHCA_DMA_BEGIN();	/* copies read registered memory */
 	for (i = 0; i < n; i += r) {
-		r = run_len(p, i, n, plen[i]);
+		r = run_len(p, plen, i, n);
 		out_frame(&o, &p[i], r, plen[i]);
 	}
 	SHCA_DMA_END();

@@ -80,16 +80,25 @@ static void count_pkts(struct shca_qp *qp, bool sent, uint32_t n,
 		      bytes);
 }
 
+/* A packet's bytes, as counted: headers and payload. */
+static uint64_t pkt_bytes(size_t hlen, const struct iovec *pl, int npl)
+{
+	uint64_t bytes = hlen;
+	int i;
+
+	for (i = 0; i < npl; i++)
+		bytes += pl[i].iov_len;
+	return bytes;
+}
+
 /* shca_net_send for qp's packet, counted. */
 static int qp_send(struct shca_qp *qp, struct shca_conn *c, const void *hdr,
 		   size_t hlen, const struct iovec *pl, int npl,
 		   unsigned int flags, void *owned)
 {
-	uint64_t bytes = hlen;
-	int i, ret;
+	uint64_t bytes = pkt_bytes(hlen, pl, npl);
+	int ret;
 
-	for (i = 0; i < npl; i++)
-		bytes += pl[i].iov_len;
 	ret = shca_net_send(c, qp ? qp->ibqp.qp_num : 0, hdr, hlen, pl, npl,
 			    flags, owned);
 	if (ret == SHCA_NET_MERGED)
@@ -816,13 +825,8 @@ static int send_train(struct shca_qp *qp, const struct shca_send_wqe *w,
 				   shca_psn_add(w->psn, *kp), t, n, 0, NULL);
 	if (sent < 0)
 		return sent;
-	for (i = 0; i < sent; i++) {
-		int j;
-
-		bytes += p[i].hlen;
-		for (j = 0; j < p[i].npl; j++)
-			bytes += p[i].pl[j].iov_len;
-	}
+	for (i = 0; i < sent; i++)
+		bytes += pkt_bytes(p[i].hlen, p[i].pl, p[i].npl);
 	count_pkts(qp, true, (uint32_t)sent, bytes);
 	*kp += (uint32_t)sent;
 	return sent < n ? -ENOTCONN : ret;
@@ -1939,7 +1943,7 @@ static int rd_train(struct shca_qp *qp, struct shca_conn *c,
 	if (sent <= 0)
 		return -1;
 	for (i = 0; i < (uint32_t)sent; i++)
-		bytes += tp[i].hlen + pl[i].iov_len;
+		bytes += pkt_bytes(tp[i].hlen, tp[i].pl, tp[i].npl);
 	count_pkts(qp, true, (uint32_t)sent, bytes);
 	e->sent += (uint32_t)sent;
 	if (e->sent == n) {
