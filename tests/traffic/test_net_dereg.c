@@ -577,12 +577,13 @@ TEST(dereg_while_written_net_mapped)
 }
 
 /*
- * READs of 64 KiB in a loop; the owner deregisters and changes the bytes:
- * no READ that succeeded holds a changed byte, and the READs end refused.
+ * READs of msg bytes round an MR of len in a loop; the owner deregisters
+ * and changes the bytes, with the reader stopped (SIGSTOP) over the
+ * deregistration if stop: no READ that succeeded holds a changed byte,
+ * and the READs end refused.
  */
-TEST(dereg_while_read_net)
+static void dereg_while_read(uint32_t len, uint32_t msg, bool stop)
 {
-	const uint32_t len = 1u << 20, msg = 64u << 10;
 	/* ~270 ms: a READ cut short by the dereg is asked again then; a
 	 * shorter timer can expire on a slow machine (TSan) while the
 	 * responses are still coming, and the requester's go-back-N starts
@@ -600,15 +601,28 @@ TEST(dereg_while_read_net)
 	mr = owner_open(&a, &d, mem, len, msg,
 			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
 	duo_expect(d.fd, 'u');
-	usleep(20000);
+	usleep(20000);		/* its READs under way */
+	if (stop) {
+		ASSERT_EQ(kill(d.pid, SIGSTOP), 0);
+		usleep(100000);	/* the socket full, responses queued */
+	}
 	ASSERT_EQ(ibv_dereg_mr(mr), 0);
 	memset(mem, FILL, len);
+	if (stop)
+		ASSERT_EQ(kill(d.pid, SIGCONT), 0);
 	owner_close(&a, &d, &rep);
-	printf("  %llu READs, then status %s\n", (unsigned long long)rep.ok,
+	printf("  %s%llu READs, then status %s\n",
+	       stop ? "dereg returned with the reader stopped; " : "",
+	       (unsigned long long)rep.ok,
 	       ibv_wc_status_str((enum ibv_wc_status)rep.status));
 	ASSERT_EQ(rep.tainted, 0);
 	ASSERT_EQ(rep.status, IBV_WC_REM_ACCESS_ERR);
 	munmap(map, 3 * len);
+}
+
+TEST(dereg_while_read_net)
+{
+	dereg_while_read(1u << 20, 64u << 10, false);
 }
 
 /*
@@ -618,37 +632,12 @@ TEST(dereg_while_read_net)
  * rd_train), and a deregistration gives them a copy of their own first
  * (net/conn.c shca_net_drain_key) instead of waiting for a reader that
  * may never come back.  Let go, the peer gets no byte written after
- * dereg returned: its READ cut short is refused when asked again.
+ * dereg returned: its READ cut short (16 MiB, one READ of the whole MR)
+ * is refused when asked again.
  */
 TEST(stopped_reader_does_not_block_dereg)
 {
-	const uint32_t len = 16u << 20;
-	struct peer_arg pa = { true, 1000000, 16 };
-	uint8_t *map, *mem;
-	struct ibv_mr *mr;
-	struct report rep;
-	struct duo d;
-	struct ep a;
-
-	net_env(true);
-	mem = owner_mem(len, &map);
-	duo_fork(&d, peer, &pa);
-	mr = owner_open(&a, &d, mem, len, len,
-			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-	duo_expect(d.fd, 'u');
-	usleep(20000);		/* its READs under way */
-	ASSERT_EQ(kill(d.pid, SIGSTOP), 0);
-	usleep(100000);		/* the socket full, responses queued */
-	ASSERT_EQ(ibv_dereg_mr(mr), 0);
-	memset(mem, FILL, len);
-	ASSERT_EQ(kill(d.pid, SIGCONT), 0);
-	owner_close(&a, &d, &rep);
-	printf("  dereg returned with the reader stopped; %llu READs, then "
-	       "status %s\n", (unsigned long long)rep.ok,
-	       ibv_wc_status_str((enum ibv_wc_status)rep.status));
-	ASSERT_EQ(rep.tainted, 0);
-	ASSERT_EQ(rep.status, IBV_WC_REM_ACCESS_ERR);
-	munmap(map, 3 * len);
+	dereg_while_read(16u << 20, 16u << 20, true);
 }
 
 /*
