@@ -523,22 +523,23 @@ static bool poll_progress_env(void)
 
 /*
  * An application thread that found nothing to poll is the engine for one
- * batch (run_lock held), if epoll has one: its signals wait and it cannot
- * be cancelled while the callbacks run, as in the engine thread.  The
- * batch's size, or 0.
+ * batch (run_lock held), if epoll has one: it cannot be cancelled while
+ * the callbacks run, as in the engine thread.  Its signals are not held
+ * back (two system calls a batch, on the path of every message it
+ * receives): a handler that runs meanwhile finds the library as inside
+ * any verb, where rdma-core gives no async-signal safety either (mlx5's
+ * poll holds the CQ's lock), and the batch's sends never raise SIGPIPE
+ * (MSG_NOSIGNAL, as on the post path).  The batch's size, or 0.
  */
 static int app_batch(void)
 {
 	struct epoll_event evs[16];
-	sigset_t all, old;
 	int n, cs;
 
 	n = epoll_wait(epfd, evs, 16, 0);
 	if (n <= 0)
 		return 0;
 	cs = shca_cancel_off();
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
 	in_engine = true;
 	__atomic_store_n(&run_cpu, sched_getcpu(), __ATOMIC_RELAXED);
 	shca_stat_add(shca_stat_proc(), SHCA_STAT_APP_PROGRESS, 1);
@@ -546,7 +547,6 @@ static int app_batch(void)
 	__atomic_store_n(&run_cpu, -1, __ATOMIC_RELAXED);
 	in_engine = false;
 	__atomic_store_n(&app_runs, app_runs + 1, __ATOMIC_RELEASE);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	shca_cancel_restore(cs);
 	return n;
 }
