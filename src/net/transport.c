@@ -45,14 +45,24 @@
 #define HDR_MAX		64
 #define PLACE_MIN	8		/* middle packets worth a placement */
 /*
- * A message of many packets asks for an ACK (AckReq) every ACK_EVERY of
+ * A message of many packets asks for an ACK (AckReq) every ack_every() of
  * them, as rxe (every 64) and hfi1 (every 16) do, not only with its last:
  * the requester learns that the responder is getting it, and an ACK that
  * covers more of the head WQE is progress, which resets the head's retry
  * count (completer).  Without it a 1 MiB message under heavy faults or
  * frequent connection resets ran out of retries while it moved on.
+ * Every ACK_EVERY packets, or every ACK_BYTES of payload where the path
+ * MTU is small: between two namespaces (path MTU 1024) an ACK every 64
+ * KiB was a sendmsg per 64 KiB for the responder of a bulk WRITE, and
+ * each AckReq packet ends a placement (conn.c), read the usual way.
  */
 #define ACK_EVERY	64
+#define ACK_BYTES	(256u << 10)
+
+static uint32_t ack_every(uint32_t mtu)
+{
+	return MAX(ACK_EVERY, ACK_BYTES / mtu);
+}
 
 /* The QP's counters, or the process's for what reached no QP. */
 static struct shca_stat_block *qp_stats(struct shca_qp *qp)
@@ -678,7 +688,7 @@ static int make_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 			m.imm_be = w->wr.imm_data;
 			m.se = w->wr.send_flags & IBV_SEND_SOLICITED;
 			m.ackreq = rc_like(qp);
-		} else if ((k + 1) % ACK_EVERY == 0) {
+		} else if ((k + 1) % ack_every(mtu) == 0) {
 			m.ackreq = rc_like(qp);
 		}
 		npl = slice(iov, niov, off, take, pl, max);
@@ -739,10 +749,12 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
  * XRC), no RETH, ImmDt or SE (the first and the last packet's).
  */
 static bool middle_after_middle(const struct shca_send_wqe *w, uint32_t k,
-				const struct pkt *prev)
+				uint32_t mtu, const struct pkt *prev)
 {
-	return k >= 2 && k + 1 < w->npsn && k % ACK_EVERY &&
-	       (k + 1) % ACK_EVERY && prev->hlen == SHCA_BTH_LEN;
+	uint32_t every = ack_every(mtu);
+
+	return k >= 2 && k + 1 < w->npsn && k % every && (k + 1) % every &&
+	       prev->hlen == SHCA_BTH_LEN;
 }
 
 /* Such a packet: prev's BTH with the next PSN, the payload [off, off +
@@ -786,7 +798,7 @@ static int send_train(struct shca_qp *qp, const struct shca_send_wqe *w,
 		/* a packet's payload in MAX_IOV pieces at most, as alone */
 		int room = MIN(SHCA_NET_TRAIN_IOV - used, MAX_IOV);
 
-		if (n && middle_after_middle(w, k, &p[n - 1]))
+		if (n && middle_after_middle(w, k, mtu, &p[n - 1]))
 			ret = next_middle(iov, niov, (uint64_t)k * mtu, mtu,
 					  &p[n - 1], &p[n], pl + used, room);
 		else
@@ -2460,7 +2472,7 @@ static uint32_t write_middles_left(const struct shca_qp *qp)
 
 /*
  * Of those, the ones conn.c may receive straight to their place: up to
- * the next that asks for an ACK (ACK_EVERY), which is read the usual way
+ * the next that asks for an ACK (ack_every), which is read the usual way
  * to be answered (a placed frame's BTH must match the expected one, and
  * the placement expects no AckReq).
  */
@@ -2468,12 +2480,13 @@ static uint32_t write_placeable(const struct shca_qp *qp)
 {
 	/* the next packet's place in its message */
 	uint32_t k = (qp->net.epsn - qp->net.rx_first_psn) & SHCA_PSN_MASK;
-	uint32_t to_ack = ACK_EVERY - 1 - k % ACK_EVERY;
+	uint32_t every = ack_every(path_mtu(qp));
+	uint32_t to_ack = every - 1 - k % every;
 
 	return MIN(write_middles_left(qp), to_ack);
 }
 
-/* A middle packet of an RC message that asks for an ACK (ACK_EVERY) gets
+/* A middle packet of an RC message that asks for an ACK (ack_every) gets
  * one, coalesced with what follows in its batch (the MSN of the last
  * message done: this one is not yet). */
 static void middle_ack(struct shca_conn *c, struct shca_qp *qp,
