@@ -124,8 +124,11 @@ struct shca_conn {
 	size_t rlen;
 	bool expect;			/* shca_net_expect: expect_qpn's */
 	uint32_t expect_qpn;
-	bool placing;			/* frames were placed: read little
-					 * before the next placement */
+	uint8_t placing;		/* frames were placed: read little
+					 * (place_gap) before the next
+					 * placement, for PLACE_MISSES usual
+					 * reads that expect none */
+	uint32_t place_mtu;		/* the last placement's path MTU */
 	bool runs;			/* the peer sends run frames (net.h) */
 	/* who is at the other end (handshake.h) */
 	enum conn_hs hs;
@@ -2458,6 +2461,23 @@ void shca_net_expect(struct shca_conn *c, uint32_t qpn)
 /* What is read the usual way between placements: the end of one WRITE and
  * the start of the next, not the next one whole (it would be copied) */
 #define PLACE_GAP	(2 * (FRAME_HDR + MAX_PKT))
+/* Usual reads, after a placement, that may expect none before reads are
+ * large again: the end of a WRITE, and what comes before the start of the
+ * next (an ACK, a short SEND), keep reads small for the next WRITE. */
+#define PLACE_MISSES	4
+
+/*
+ * How much a usual read takes after a placement: the two frames of the
+ * last placement's path MTU that end one WRITE and start the next (its
+ * LAST, the next's FIRST), then the next placement; more would take the
+ * next WRITE's middles into the buffer, to be copied from there.
+ */
+static size_t place_gap(const struct shca_conn *c)
+{
+	size_t mtu = c->place_mtu ? c->place_mtu : SHCA_WIRE_MAX_PMTU;
+
+	return MIN((size_t)PLACE_GAP, 2 * (FRAME_HDR + 128 + mtu));
+}
 /* From a peer that sends run frames, a read the usual way takes no more
  * than a few of them: the start of a WRITE says where its runs go, and
  * what was read before that is copied (a quarter of each 1 MiB WRITE with
@@ -2644,7 +2664,6 @@ static int read_placed(struct shca_conn *c)
 	__atomic_load_n(&place_fn, __ATOMIC_ACQUIRE)(c, c->expect_qpn, &p);
 	k = MIN(p.count, (uint32_t)PLACE_MAX);
 	fsz = FL + (size_t)p.mtu;
-	c->placing = false;
 	if (p.count >= 2 && run_next(c)) {
 		ret = read_run(c, &p, &good);
 		goto placed;
@@ -2705,7 +2724,8 @@ static int read_placed(struct shca_conn *c)
 	SHCA_DMA_END();
 placed:
 	if (good) {
-		c->placing = true;
+		c->placing = PLACE_MISSES;
+		c->place_mtu = p.mtu;
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_PLACED_PKTS, good);
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_RCVD_PKTS, good);
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_RCVD_BYTES,
@@ -2754,7 +2774,7 @@ static void conn_read(struct shca_conn *c)
 			if (c->expect)
 				return;	/* EAGAIN: still expected */
 		}
-		want = c->placing ? MIN(RBUF_SIZE - c->rlen, PLACE_GAP) :
+		want = c->placing ? MIN(RBUF_SIZE - c->rlen, place_gap(c)) :
 		       c->runs	  ? MIN(RBUF_SIZE - c->rlen, RUNS_READ) :
 				    RBUF_SIZE - c->rlen;
 		n = recv(c->fd, c->rbuf + c->rlen, want, 0);
@@ -2772,8 +2792,8 @@ static void conn_read(struct shca_conn *c)
 			conn_close(c);
 			return;
 		}
-		if (!c->expect)
-			c->placing = false;
+		if (!c->expect && c->placing)
+			c->placing--;
 		/* a short read emptied the socket: no recv for EAGAIN (epoll
 		 * says when more comes) */
 		if ((size_t)n < want && !c->expect)
