@@ -477,7 +477,7 @@ static void fill_local(struct shca_conn *c)
  * to 256 << i bytes, and up to POOL_BYTES of each size wait for reuse.
  * pool_lock: pools.
  */
-#define POOL_CLASSES	8		/* payloads up to 256 ... 32768 (a
+#define POOL_CLASSES	9		/* payloads up to 256 ... 65536 (a
 					 * copied train, READ responses) */
 #define POOL_MIN	128		/* smaller payloads: malloc's */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

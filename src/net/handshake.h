@@ -39,7 +39,7 @@
 
 #include "../common/sha256.h"
 
-#define SHCA_HS_VERSION		2
+#define SHCA_HS_VERSION		3
 #define SHCA_HS_NONCE		16
 #define SHCA_HS_MAC		SHCA_SHA256_LEN
 #define SHCA_HS_CTL		0x80000000u

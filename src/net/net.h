@@ -145,8 +145,10 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
 #define SHCA_NET_RUN_HDR	20
 #define SHCA_NET_RUN_MAX	SHCA_NET_TRAIN
 /* A softhca sender puts no more payload bytes than this in one run (a
- * receiver placing one reads this much before it knows) */
-#define SHCA_NET_RUN_BYTES	(32 * 1024)
+ * receiver placing one reads this much before it knows): 64 KiB, one
+ * receive of a 64 KiB message's middles between two namespaces (path
+ * MTU 1024; handshake version 3, 32 KiB before) */
+#define SHCA_NET_RUN_BYTES	(64 * 1024)
 
 /*
  * A train: consecutive packets of one WQE of QP qpn, queued together as by
@@ -168,8 +170,8 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
  * key first copies them (shca_net_drain_key).  Else it stays the
  * caller's.
  */
-#define SHCA_NET_TRAIN		32
-#define SHCA_NET_TRAIN_IOV	256
+#define SHCA_NET_TRAIN		64
+#define SHCA_NET_TRAIN_IOV	512
 
 struct shca_net_pkt {
 	const void *hdr;

@@ -69,7 +69,7 @@
 #define SQ_DEPTH	16
 #define CQ_DEPTH	1024
 #define MAX_DRAINS	8
-#define DRAIN_BUF	(64 * 1024)
+#define DRAIN_BUF	(2 * SHCA_NET_RUN_BYTES)	/* a whole run and more */
 #define FRAME_MAX	(SHCA_WIRE_MAX_PMTU + 128)	/* conn.c's MAX_PKT */
 
 /* Where the receive WQEs and the RC requests keep their data in the MR. */

@@ -51,7 +51,7 @@ import sys
 import time
 
 CTL = 0x80000000
-VERSION = 2             # net/handshake.h SHCA_HS_VERSION
+VERSION = 3             # net/handshake.h SHCA_HS_VERSION
 HELLO, PROOF, WELCOME = 1, 2, 3
 NONCE = 16
 MAC = 32
@@ -254,7 +254,7 @@ def attack(a):
         # run frames no softhca sends break the stream: closed at once
         mid = bth(OP_RC_WRITE_MIDDLE, a.qpn, e + 1)
         for what, n, plen in (("no packets", 0, 256),
-                              ("more than 32 packets", 33, 256),
+                              ("more than 64 packets", 65, 256),
                               ("an empty payload", 4, 0),
                               ("a payload of 6 bytes", 4, 6),
                               ("a payload over 4096", 2, 8192)):
