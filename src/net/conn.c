@@ -2458,25 +2458,21 @@ void shca_net_expect(struct shca_conn *c, uint32_t qpn)
 }
 
 #define PLACE_MAX	32		/* frames per recvmsg */
-/* What is read the usual way between placements: the end of one WRITE and
- * the start of the next, not the next one whole (it would be copied) */
-#define PLACE_GAP	(2 * (FRAME_HDR + MAX_PKT))
 /* Usual reads, after a placement, that may expect none before reads are
  * large again: the end of a WRITE, and what comes before the start of the
  * next (an ACK, a short SEND), keep reads small for the next WRITE. */
 #define PLACE_MISSES	4
 
 /*
- * How much a usual read takes after a placement: the two frames of the
- * last placement's path MTU that end one WRITE and start the next (its
- * LAST, the next's FIRST), then the next placement; more would take the
- * next WRITE's middles into the buffer, to be copied from there.
+ * How much a usual read takes after a placement (c->placing): the two
+ * frames of the last placement's path MTU that end one WRITE and start
+ * the next (its LAST, the next's FIRST), then the next placement; more
+ * would take the next WRITE's middles into the buffer, to be copied from
+ * there.
  */
 static size_t place_gap(const struct shca_conn *c)
 {
-	size_t mtu = c->place_mtu ? c->place_mtu : SHCA_WIRE_MAX_PMTU;
-
-	return MIN((size_t)PLACE_GAP, 2 * (FRAME_HDR + 128 + mtu));
+	return 2 * (FRAME_HDR + HDR_ROOM + (size_t)c->place_mtu);
 }
 /* From a peer that sends run frames, a read the usual way takes no more
  * than a few of them: the start of a WRITE says where its runs go, and

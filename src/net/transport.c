@@ -744,15 +744,15 @@ static int send_packet(struct shca_qp *qp, const struct shca_send_wqe *w,
 
 /*
  * Is packet k of w a middle packet that follows one (prev, packet k - 1,
- * as make_packet made it), neither asking for an ACK?  Then its headers
- * are prev's with the next PSN: no extension header (a BTH alone: not
- * XRC), no RETH, ImmDt or SE (the first and the last packet's).
+ * as make_packet made it), neither asking for an ACK (one in every
+ * `every`: ack_every of the path MTU, taken once a train)?  Then its
+ * headers are prev's with the next PSN: no extension header (a BTH
+ * alone: not XRC), no RETH, ImmDt or SE (the first and the last
+ * packet's).
  */
 static bool middle_after_middle(const struct shca_send_wqe *w, uint32_t k,
-				uint32_t mtu, const struct pkt *prev)
+				uint32_t every, const struct pkt *prev)
 {
-	uint32_t every = ack_every(mtu);
-
 	return k >= 2 && k + 1 < w->npsn && k % every && (k + 1) % every &&
 	       prev->hlen == SHCA_BTH_LEN;
 }
@@ -790,7 +790,7 @@ static int send_train(struct shca_qp *qp, const struct shca_send_wqe *w,
 	struct pkt p[SHCA_NET_TRAIN];
 	struct shca_net_pkt t[SHCA_NET_TRAIN];
 	struct iovec pl[SHCA_NET_TRAIN_IOV];
-	uint32_t k = *kp, mtu = path_mtu(qp);
+	uint32_t k = *kp, mtu = path_mtu(qp), every = ack_every(mtu);
 	uint64_t bytes = 0;
 	int n = 0, used = 0, ret = 0, sent, i;
 
@@ -798,7 +798,7 @@ static int send_train(struct shca_qp *qp, const struct shca_send_wqe *w,
 		/* a packet's payload in MAX_IOV pieces at most, as alone */
 		int room = MIN(SHCA_NET_TRAIN_IOV - used, MAX_IOV);
 
-		if (n && middle_after_middle(w, k, mtu, &p[n - 1]))
+		if (n && middle_after_middle(w, k, every, &p[n - 1]))
 			ret = next_middle(iov, niov, (uint64_t)k * mtu, mtu,
 					  &p[n - 1], &p[n], pl + used, room);
 		else
