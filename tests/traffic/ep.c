@@ -254,6 +254,8 @@ void ep_create(struct ep *e, const struct ep_opts *o)
 		e->gid_index = 0;
 		e->mtu = IBV_MTU_4096;
 	}
+	if (o->mtu)
+		e->mtu = o->mtu;
 	e->pd = ibv_alloc_pd(e->ctx);
 	ASSERT_NOT_NULL(e->pd);
 	if (o->pdom) {

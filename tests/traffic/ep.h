@@ -66,6 +66,7 @@ struct ep_opts {
 	int rnr_retry;			/* default 7 */
 	int timeout;			/* default 14 */
 	int retry_cnt;			/* default 7 */
+	enum ibv_mtu mtu;		/* path MTU; 0: the device's */
 	struct ibv_srq *srq;		/* the caller's SRQ (in its PD) */
 	bool use_srq;			/* or one of the endpoint's own */
 	void *cq_context;		/* of both CQs */

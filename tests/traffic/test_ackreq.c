@@ -37,10 +37,8 @@ static void open_at(struct ep *e, int fd, enum ibv_mtu mtu, size_t buf_size)
 
 	ep_default_opts(&o, IBV_QPT_RC);
 	o.buf_size = buf_size;
-	ep_create(e, &o);
-	e->mtu = mtu;
-	ep_exchange(fd, &e->self, &e->peer);
-	ep_connect(e, &o);
+	o.mtu = mtu;
+	ep_open_remote(e, &o, fd);
 }
 
 /* The responder: its MTU from the parent, then it waits for 'x'. */

@@ -191,6 +191,7 @@ static void side_open(struct tm_side *s, int fd)
 	s->fd = fd;
 	s->unexp = 0;
 	opts(&o);
+	o.mtu = g_mtu;
 	ep_create(&s->b, &o);
 	s->srq = tm_srq(&s->b, 16);
 	ASSERT_NOT_NULL(s->srq);
@@ -206,8 +207,6 @@ static void side_open(struct tm_side *s, int fd)
 	ASSERT_NOT_NULL(s->b.qp);
 	s->b.self.qpn = s->b.qp->qp_num;
 	to_init(s->b.qp);
-	if (g_mtu)
-		s->b.mtu = g_mtu;
 	ep_exchange(fd, &s->b.self, &s->b.peer);
 	ep_connect(&s->b, &o);
 }
@@ -1489,11 +1488,8 @@ static void run(enum kase k, enum path p)
 	/* as many FINs held as the send queue is deep */
 	if (holds_fins(k))
 		o.max_send_wr = FIN_SQ;
-	ep_create(&a, &o);
-	if (g_mtu)
-		a.mtu = g_mtu;
-	ep_exchange(d.fd, &a.self, &a.peer);
-	ep_connect(&a, &o);
+	o.mtu = g_mtu;
+	ep_open_remote(&a, &o, d.fd);
 	if (holds_fins(k)) {
 		g_qpn = a.qp->qp_num;
 		g_rnr0 = my_counter("send_rnr_err");
