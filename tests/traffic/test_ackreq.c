@@ -13,6 +13,13 @@
  * pcap_read.h, nothing of softhca's codec): the distinct PSNs of its RDMA
  * WRITE packets with AckReq set, so that a packet sent again counts once.
  * Both ends use the path MTU under test; each WRITE is read back.
+ * The ACK timeout is ~1 s (timeout 18), not ep.c's 67 ms: a TSan build
+ * that writes a trace record per packet, on two busy cores, took longer
+ * than 67 ms for 256 packets now and then, and each expiry sends the
+ * head again whole (transport.c probe_head), 4096 packets at MTU 256,
+ * which put the READ behind it past its retries (CI: RETRY_EXC_ERR, 5 in
+ * 8 runs beside two busy loops, none in 10 with timeout 18).  What is
+ * counted here is which packets ask, not when the timer fires.
  *
  *   ackreq_per_mib_mtu_256    1 MiB WRITEs at path MTU 256: 16 a WRITE
  *                             (every 256 packets)
@@ -40,6 +47,7 @@ static void open_at(struct ep *e, int fd, enum ibv_mtu mtu, size_t buf_size)
 	ep_default_opts(&o, IBV_QPT_RC);
 	o.buf_size = buf_size;
 	o.mtu = mtu;
+	o.timeout = 18;		/* ~1 s: see the top of the file */
 	ep_open_remote(e, &o, fd);
 }
 
