@@ -273,16 +273,33 @@ struct shca_recv_wqe_shm {
 	struct ibv_sge sge[];	/* max_sge entries */
 };
 
+/*
+ * The counters of the rings below sit on cache lines of their own, one
+ * for each side that writes, and each side keeps the last counter it
+ * read of the other side (tail_seen, head_seen): a WQE or completion
+ * moves one line between the processes and the counter line only now
+ * and then, where every post, take, push and poll used to pull the one
+ * line that held the lock and both counters (a same-host 8 B ib_send_bw
+ * spent half its time in those misses).  A seen counter only lags the
+ * true one, and is read again before anything is refused.
+ */
+#define SHCA_LINE	64
+
 struct shca_rq_shm {
-	struct shca_plock lock;		/* consumers */
-	uint32_t size;			/* slots, power of two */
+	/* consumers' line: whoever takes a WQE, under lock */
+	struct shca_plock lock;
+	uint32_t head;			/* consumer counter, release */
+	uint32_t tail_seen;		/* a tail read before: up to it the
+					 * WQEs are posted */
+	uint32_t limit_pending;		/* SRQ: limit reached, owner reports */
+	/* the owner's line, as it posts */
+	_Alignas(SHCA_LINE) uint32_t tail;	/* producer counter, release */
+	/* set by the owner, read by all */
+	_Alignas(SHCA_LINE) uint32_t size;	/* slots, power of two */
 	uint32_t max_wr;		/* as reported */
 	uint32_t max_sge;
 	uint32_t wqe_size;
-	uint32_t head;			/* consumer counter, under lock */
-	uint32_t tail;			/* producer counter, owner, release */
 	uint32_t srq_limit;		/* SRQ: armed limit, 0 = disarmed */
-	uint32_t limit_pending;		/* SRQ: limit reached, owner reports */
 	uint64_t buf_off;
 	uint64_t tm_off;		/* TM SRQ: its shca_tm_shm, 0: none;
 					 * owner, at creation */
@@ -331,8 +348,27 @@ struct shca_tm_shm {
 /* What a CQ ring holds: the ibv_wc plus what ibv_cq_ex can read. */
 struct shca_cqe {
 	struct ibv_wc wc;
-	uint64_t ts_ns;		/* device clock: CLOCK_MONOTONIC, ns */
+	uint64_t ts_ns;		/* device clock: CLOCK_MONOTONIC, ns; bit
+				 * 63: SHCA_CQE_PHASE (shca_cqe_ts) */
 };
+
+/*
+ * An entry is there for the owner when its phase bit is its lap's (the
+ * producer stores ts_ns last, release): set in the ring's even laps of
+ * the producer counter, clear in its odd ones, so that a zeroed ring
+ * holds none and each lap's stale entries read as not there.  The owner
+ * polls the entry's line only, never the producers' counter line.
+ */
+#define SHCA_CQE_PHASE	(1ull << 63)
+static inline uint64_t shca_cqe_phase(uint32_t i, uint32_t slots)
+{
+	return (i & slots) ? 0 : SHCA_CQE_PHASE;
+}
+
+static inline uint64_t shca_cqe_ts(const struct shca_cqe *e)
+{
+	return e->ts_ns & ~SHCA_CQE_PHASE;
+}
 _Static_assert(sizeof(struct shca_cqe) == 56,
 	       "15 CQs of SHCA_MAX_CQE entries fit in the arena (test_churn)");
 
@@ -395,15 +431,20 @@ enum {
 };
 
 struct shca_cq_shm {
-	struct shca_plock lock;		/* producers */
-	uint32_t size;			/* slots, power of two */
-	uint32_t cqe;			/* capacity, as reported */
-	uint32_t head;			/* consumer counter, owner, release */
-	uint32_t tail;			/* producer counter, under lock */
+	/* producers' line: peers and the owner's engine, under lock */
+	struct shca_plock lock;
+	uint32_t tail;			/* producer counter, release */
+	uint32_t head_seen;		/* a head read before: the slots
+					 * before it are free */
 	uint32_t armed;			/* SHCA_CQ_ARM_* under lock */
 	uint32_t overflow;		/* overrun: the CQ is in error */
 	uint32_t notify_pending;	/* a peer fired the arm: owner reports */
 	uint32_t overflow_pending;	/* a peer overran it: owner reports */
+	/* the owner's line, as it polls */
+	_Alignas(SHCA_LINE) uint32_t head;	/* consumer counter, release */
+	/* set by the owner, read by all */
+	_Alignas(SHCA_LINE) uint32_t size;	/* slots, power of two */
+	uint32_t cqe;			/* capacity, as reported */
 	uint32_t timestamps;		/* producers fill shca_cqe.ts_ns */
 	uint32_t chan_idx;		/* owner's channel table index + 1, 0:
 					 * none; a peer whose completion fires

@@ -39,7 +39,7 @@ int shca_cqshm_init(struct shca_cq_shm *cq, uint32_t cqe, bool timestamps,
 	shca_plock_init(&cq->lock);
 	cq->size = size;
 	cq->cqe = size - 1;
-	cq->head = cq->tail = 0;
+	cq->head = cq->tail = cq->head_seen = 0;
 	cq->timestamps = timestamps;
 	cq->ring_off = shca_arena_off(a, ring);
 	*ring_out = ring;
@@ -51,6 +51,15 @@ void shca_cqshm_fini(struct shca_cq_shm *cq, void **ring)
 	shca_arena_free(*ring);
 	*ring = NULL;
 	cq->ring_off = 0;
+}
+
+/* Entry e is counter i's, there for the owner (SHCA_CQE_PHASE). */
+static void cqe_publish(struct shca_cqe *e, uint64_t ts, uint32_t i,
+			uint32_t slots)
+{
+	__atomic_store_n(&e->ts_ns,
+			 (ts & ~SHCA_CQE_PHASE) | shca_cqe_phase(i, slots),
+			 __ATOMIC_RELEASE);
 }
 
 /*
@@ -90,13 +99,16 @@ int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe, void **ring_io)
 	}
 	/* a ring a peer broke loses its entries, nothing else */
 	old = cq_ring(a->base, a->size, cq, &osize);
-	for (i = 0; old && i < n; i++)
+	for (i = 0; old && i < n; i++) {
 		ring[i] = old[(cq->head + i) & (osize - 1)];
+		cqe_publish(&ring[i], ring[i].ts_ns, i, size);
+	}
 	shca_arena_free(*ring_io);
 	*ring_io = ring;
 	cq->ring_off = shca_arena_off(a, ring);
 	cq->size = size;
 	cq->cqe = size - 1;
+	cq->head_seen = 0;
 	__atomic_store_n(&cq->head, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&cq->tail, n, __ATOMIC_RELEASE);
 	shca_plock_unlock(&cq->lock);
@@ -121,16 +133,18 @@ int shca_cqshm_push(void *base, size_t size, struct shca_cq_shm *cq,
 		ret = SHCA_CQ_DEAD;
 		goto out;
 	}
-	if (cq->tail - __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE) >=
-	    cq->cqe) {
+	/* the owner's line only when the head seen says full */
+	if (cq->tail - cq->head_seen >= cq->cqe)
+		cq->head_seen = __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE);
+	if (cq->tail - cq->head_seen >= cq->cqe) {
 		cq->overflow = 1;
 		ret = SHCA_CQ_OVERRUN;
 		goto out;
 	}
 	e = &ring[cq->tail & (slots - 1)];
 	e->wc = *wc;
-	if (cq->timestamps)
-		e->ts_ns = device_clock_ns();
+	cqe_publish(e, cq->timestamps ? device_clock_ns() : 0, cq->tail,
+		    slots);
 	__atomic_store_n(&cq->tail, cq->tail + 1, __ATOMIC_RELEASE);
 	if (cq->armed == SHCA_CQ_ARM_ALL ||
 	    (cq->armed == SHCA_CQ_ARM_SOLICITED &&
@@ -146,13 +160,18 @@ out:
 struct shca_cqe *shca_cqshm_peek(struct shca_cq_shm *cq)
 {
 	struct shca_arena *a = shca_arena_self();
-	uint32_t tail = __atomic_load_n(&cq->tail, __ATOMIC_ACQUIRE), slots;
-	struct shca_cqe *ring;
+	uint32_t head = cq->head, slots;
+	struct shca_cqe *ring = cq_ring(a->base, a->size, cq, &slots);
+	struct shca_cqe *e;
 
-	if (cq->head == tail)
+	if (!ring)
 		return NULL;
-	ring = cq_ring(a->base, a->size, cq, &slots);
-	return ring ? &ring[cq->head & (slots - 1)] : NULL;
+	/* the entry's phase, not the producers' counter (SHCA_CQE_PHASE) */
+	e = &ring[head & (slots - 1)];
+	if ((__atomic_load_n(&e->ts_ns, __ATOMIC_ACQUIRE) & SHCA_CQE_PHASE) !=
+	    shca_cqe_phase(head, slots))
+		return NULL;
+	return e;
 }
 
 void shca_cqshm_pop(struct shca_cq_shm *cq)
@@ -201,8 +220,12 @@ void shca_cqshm_clean(struct shca_cq_shm *cq, uint32_t qpn, bool flushed_only,
 			continue;
 		}
 		keep--;
-		if (keep != i - 1)
-			ring[keep & (slots - 1)] = *e;
+		if (keep != i - 1) {
+			struct shca_cqe *k = &ring[keep & (slots - 1)];
+
+			*k = *e;
+			cqe_publish(k, k->ts_ns, keep, slots);
+		}
 	}
 	__atomic_store_n(&cq->head, keep, __ATOMIC_RELEASE);
 	shca_plock_unlock(&cq->lock);
@@ -252,7 +275,7 @@ int shca_rqshm_init(struct shca_rq_shm *rq, uint32_t max_wr, uint32_t max_sge,
 	rq->max_wr = size;
 	rq->max_sge = MAX(max_sge, 1u);
 	rq->wqe_size = (uint32_t)wsz;
-	rq->head = rq->tail = 0;
+	rq->head = rq->tail = rq->tail_seen = 0;
 	rq->buf_off = shca_arena_off(a, ring);
 	*ring_out = ring;
 	return 0;
@@ -316,6 +339,7 @@ int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr, void **ring_io)
 	rq->size = size;
 	rq->max_wr = size;
 	rq->head = 0;
+	rq->tail_seen = 0;
 	__atomic_store_n(&rq->tail, n, __ATOMIC_RELEASE);
 	shca_plock_unlock(&rq->lock);
 	shca_arena_free(old);
@@ -328,15 +352,27 @@ uint32_t shca_rqshm_count(struct shca_rq_shm *rq)
 	       __atomic_load_n(&rq->head, __ATOMIC_ACQUIRE);
 }
 
-int shca_rqshm_post(struct shca_rq_shm *rq, const struct ibv_recv_wr *wr,
-		    uint32_t imp)
+bool shca_rqshm_full(struct shca_rq_shm *rq, uint32_t *head_seen,
+		     uint32_t max)
+{
+	uint32_t tail = rq->tail;
+
+	/* the consumers' line only when the head seen says full */
+	if (tail - *head_seen < max)
+		return false;
+	*head_seen = __atomic_load_n(&rq->head, __ATOMIC_ACQUIRE);
+	return tail - *head_seen >= max;
+}
+
+int shca_rqshm_post(struct shca_rq_shm *rq, uint32_t *head_seen,
+		    const struct ibv_recv_wr *wr, uint32_t imp)
 {
 	struct shca_arena *a = shca_arena_self();
 	struct shca_recv_wqe_shm *w;
 	uint32_t tail = rq->tail, room;
 	int i;
 
-	if (tail - __atomic_load_n(&rq->head, __ATOMIC_ACQUIRE) >= rq->size)
+	if (shca_rqshm_full(rq, head_seen, rq->size))
 		return -ENOMEM;
 	w = rq_slot(a->base, a->size, rq, tail, &room);
 	if (!w || (uint32_t)wr->num_sge > room)
@@ -355,11 +391,15 @@ struct shca_recv_wqe_shm *shca_rqshm_peek(void *base, size_t size,
 					  uint32_t *nsge)
 {
 	struct shca_recv_wqe_shm *w;
-	uint32_t room, n;
+	uint32_t room, n, head = rq->head;
 
-	if (rq->head == __atomic_load_n(&rq->tail, __ATOMIC_ACQUIRE))
-		return NULL;
-	w = rq_slot(base, size, rq, rq->head, &room);
+	/* the owner's line only when the tail seen has no more */
+	if (rq->tail_seen == head) {
+		rq->tail_seen = __atomic_load_n(&rq->tail, __ATOMIC_ACQUIRE);
+		if (rq->tail_seen == head)
+			return NULL;
+	}
+	w = rq_slot(base, size, rq, head, &room);
 	if (!w)
 		return NULL;
 	/* the count checked is the count used: read once */

@@ -59,9 +59,16 @@ int shca_rqshm_init(struct shca_rq_shm *rq, uint32_t max_wr, uint32_t max_sge,
 void shca_rqshm_fini(struct shca_rq_shm *rq, void **ring);
 int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr, void **ring);
 uint32_t shca_rqshm_count(struct shca_rq_shm *rq);
+/*
+ * Owner, under its posting lock: are max WQEs or more in the ring?
+ * *head_seen: the owner's own copy of the last head it read (0 after
+ * init and resize), read again only when it says full.
+ */
+bool shca_rqshm_full(struct shca_rq_shm *rq, uint32_t *head_seen,
+		     uint32_t max);
 /* Owner: append one WR (the caller checked num_sge); -ENOMEM if full. */
-int shca_rqshm_post(struct shca_rq_shm *rq, const struct ibv_recv_wr *wr,
-		    uint32_t imp);
+int shca_rqshm_post(struct shca_rq_shm *rq, uint32_t *head_seen,
+		    const struct ibv_recv_wr *wr, uint32_t imp);
 
 /*
  * Consumer, with rq->lock held: the oldest WQE, or NULL if empty; pop

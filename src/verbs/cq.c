@@ -312,7 +312,7 @@ static uint8_t cqx_read_dlid_path_bits(struct ibv_cq_ex *c)
 /* hca_core_clock is 1 GHz: the timestamp is in nanoseconds */
 static uint64_t cqx_read_completion_ts(struct ibv_cq_ex *c)
 {
-	return cqx_to_scq(c)->cur_cqe.ts_ns;
+	return shca_cqe_ts(&cqx_to_scq(c)->cur_cqe);
 }
 
 /* The device clock converted to the wall clock at the time of reading. */
@@ -325,7 +325,7 @@ static uint64_t cqx_read_completion_wallclock_ns(struct ibv_cq_ex *c)
 	clock_gettime(CLOCK_REALTIME, &real);
 	offset = ((int64_t)real.tv_sec - (int64_t)mono.tv_sec) * 1000000000ll +
 		 ((int64_t)real.tv_nsec - (int64_t)mono.tv_nsec);
-	return (uint64_t)((int64_t)cqx_to_scq(c)->cur_cqe.ts_ns + offset);
+	return (uint64_t)((int64_t)shca_cqe_ts(&cqx_to_scq(c)->cur_cqe) + offset);
 }
 
 /* Not offered (create_cq_ex refuses the flags), but never NULL. */

@@ -422,6 +422,7 @@ struct shca_rq {
 	pthread_mutex_t lock;
 	uint32_t max_wr, max_sge;	/* as reported */
 	struct shca_rq_shm *shm;	/* NULL: the QP uses an SRQ */
+	uint32_t head_seen;		/* under lock: shca_rqshm_full */
 	void *ring;			/* its ring: what destroy frees */
 };
 

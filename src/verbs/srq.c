@@ -100,12 +100,12 @@ void shca_rq_destroy(struct shca_rq *rq)
 int shca_rq_post_imp(struct shca_rq *rq, const struct ibv_recv_wr *wr,
 		     uint32_t tag)
 {
-	if (shca_rq_count(rq) >= rq->max_wr)
+	if (!rq->shm || shca_rqshm_full(rq->shm, &rq->head_seen, rq->max_wr))
 		return -ENOMEM;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge ||
 	    (wr->num_sge && !wr->sg_list))
 		return -EINVAL;
-	return shca_rqshm_post(rq->shm, wr, tag);
+	return shca_rqshm_post(rq->shm, &rq->head_seen, wr, tag);
 }
 
 int shca_rq_post_one(struct shca_rq *rq, const struct ibv_recv_wr *wr)
@@ -163,8 +163,10 @@ static int rq_resize(struct shca_rq *rq, uint32_t max_wr)
 	if (shca_rq_count(rq) > max_wr)
 		return -EINVAL;
 	ret = shca_rqshm_resize(rq->shm, max_wr, &rq->ring);
-	if (!ret)
+	if (!ret) {
 		rq->max_wr = max_wr;
+		rq->head_seen = 0;	/* head and tail start over */
+	}
 	return ret;
 }
 

@@ -133,8 +133,17 @@ static struct shca_cqe *slot(struct ibv_qp *qp, struct shca_cq_shm **cq)
 	return e;
 }
 
+/* The entry there for the owner (its lap's phase, shm/arena.h
+ * SHCA_CQE_PHASE, release), then the producer counter. */
+static void publish(struct shca_cqe *e, struct shca_cq_shm *cq)
+{
+	__atomic_store_n(&e->ts_ns, shca_cqe_phase(cq->tail, cq->size),
+			 __ATOMIC_RELEASE);
+	__atomic_store_n(&cq->tail, cq->tail + 1, __ATOMIC_RELEASE);
+}
+
 /* A receive completion written into qp's receive CQ, as a peer writes
- * one (ring slot, then the producer counter, release). */
+ * one (ring slot, its phase, then the producer counter). */
 static void forge(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wc_status st,
 		  uint32_t byte_len, uint32_t tag)
 {
@@ -147,7 +156,7 @@ static void forge(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wc_status st,
 	e->wc.byte_len = byte_len;
 	e->wc.qp_num = qp->qp_num;
 	e->wc.vendor_err = tag;
-	__atomic_store_n(&cq->tail, cq->tail + 1, __ATOMIC_RELEASE);
+	publish(e, cq);
 }
 
 /* A matched tag-matching completion, as a peer writes one: the bounce's
@@ -167,7 +176,7 @@ static void forge_tm(struct ibv_qp *qp, uint64_t wr_id, uint32_t byte_len,
 	e->wc.byte_len = byte_len;
 	e->wc.qp_num = qp->qp_num;
 	e->wc.src_qp = tag;
-	__atomic_store_n(&cq->tail, cq->tail + 1, __ATOMIC_RELEASE);
+	publish(e, cq);
 }
 
 /* The one completion on cq: it must be wr_id with status st, its

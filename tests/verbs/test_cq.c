@@ -207,6 +207,106 @@ TEST(resize_cq_below_outstanding)
 	ASSERT_EQ(ibv_close_device(ctx), 0);
 }
 
+/* f back to INIT through RESET (which takes its completions out of the
+ * CQ, as mlx5's cq_clean). */
+static void reinit(struct flush_qp *f)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+
+	ASSERT_EQ(ibv_modify_qp(f->qp, &a, IBV_QP_STATE), 0);
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	ASSERT_EQ(ibv_modify_qp(f->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+					     IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+		  0);
+}
+
+/* n flushed receives of f, wr_ids id, id + 1, ... */
+static void flushed(struct flush_qp *f, uint64_t id, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		flush_qp_post_recv(f, id + (uint64_t)i);
+	flush_qp_flush(f);
+}
+
+/* The next n completions are wr_ids id, id + 1, ..., flushed, then none. */
+static void expect_ids(struct ibv_cq *cq, uint64_t id, int n)
+{
+	struct ibv_wc wc[8];
+	int i;
+
+	ASSERT_EQ(poll_n(cq, wc, n, 2000), n);
+	for (i = 0; i < n; i++) {
+		ASSERT_U64_EQ(wc[i].wr_id, id + (uint64_t)i);
+		ASSERT_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
+	}
+	ASSERT_EQ(ibv_poll_cq(cq, 8, wc), 0);
+}
+
+/*
+ * An entry is there for the poller when its phase bit is its lap's
+ * (shm/arena.h SHCA_CQE_PHASE): completions stay in order, none twice,
+ * none lost, over many laps of a 4-slot ring; a resize while three wait
+ * across a lap's end moves them to the new ring's first lap; and a QP's
+ * reset that takes its completions out around the ring's end (mlx5's
+ * cq_clean) leaves the other QP's completion where the poller finds it.
+ */
+TEST(cq_laps_resize_clean)
+{
+	struct ibv_context *ctx = open_lo();
+	struct ibv_cq *cq = ibv_create_cq(ctx, 3, NULL, NULL, 0);
+	struct flush_qp a, b;
+	uint64_t id = 1000;
+	int r;
+
+	ASSERT_NOT_NULL(cq);
+	ASSERT_EQ(cq->cqe, 3);		/* a ring of 4 */
+	flush_qp_create(ctx, cq, &a, 4);
+	flush_qp_create(ctx, cq, &b, 4);
+	for (r = 0; r < 10; r++, id += 3) {	/* counter 0 .. 30 */
+		flushed(&a, id, 3);
+		expect_ids(cq, id, 3);
+		reinit(&a);
+	}
+	/* counter 30 .. 32: across the end of the ring's eighth lap */
+	flushed(&a, id, 3);
+	ASSERT_EQ(ibv_resize_cq(cq, 7), 0);	/* a ring of 8 */
+	ASSERT_EQ(cq->cqe, 7);
+	expect_ids(cq, id, 3);
+	reinit(&a);
+	id += 3;
+	for (r = 0; r < 10; r++, id += 3) {	/* counter 3 .. 33 */
+		flushed(&a, id, 3);
+		expect_ids(cq, id, 3);
+		reinit(&a);
+	}
+	for (r = 0; r < 5; r++, id++) {		/* .. 38 */
+		flushed(&a, id, 1);
+		expect_ids(cq, id, 1);
+		reinit(&a);
+	}
+	/* 38: a's, 39: b's, 40 (the next lap's first): a's; a's reset
+	 * moves b's to 40 */
+	flushed(&a, id, 1);
+	flushed(&b, id + 1, 1);
+	reinit(&a);
+	flushed(&a, id + 2, 1);
+	reinit(&a);
+	expect_ids(cq, id + 1, 1);
+	id += 3;
+	for (r = 0; r < 4; r++, id += 3) {
+		flushed(&a, id, 3);
+		expect_ids(cq, id, 3);
+		reinit(&a);
+	}
+	flush_qp_destroy(&a);
+	flush_qp_destroy(&b);
+	ASSERT_EQ(ibv_destroy_cq(cq), 0);
+	ASSERT_EQ(ibv_close_device(ctx), 0);
+}
+
 /* A CQ that a QP uses cannot be destroyed (ib_destroy_usecnt). */
 TEST(destroy_cq_in_use_is_ebusy)
 {
