@@ -58,7 +58,7 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	17	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	18	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
 					 * receive queue's PD (rq_pd); 5: the
 					 * pool, segments, lanes, MR flags;
@@ -81,7 +81,10 @@
 					 * segment table (file); 17: a QP's
 					 * imported PD (imp_slot, imp_pid,
 					 * imp_pd), the PDs' importers
-					 * (pd_imp_off) */
+					 * (pd_imp_off); 18: the queues'
+					 * counters on lines of their own,
+					 * seen counters, a CQ entry's
+					 * phase bit (shca_cqe_phase) */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
