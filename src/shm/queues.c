@@ -65,8 +65,10 @@ static void cqe_publish(struct shca_cqe *e, uint64_t ts, uint32_t i,
 /*
  * The ring and its slot count as the arena says, each read once (another
  * process may rewrite them at any time): NULL unless the count is a power
- * of two and the whole ring lies inside the arena, so that any counter
- * masked with *slots - 1 stays inside the ring.
+ * of two and the whole ring lies inside the arena, aligned for its
+ * entries, so that any counter masked with *slots - 1 stays inside the
+ * ring and every entry can be read (the poller reads the entry at its
+ * head even when nothing waits: the phase).
  */
 static struct shca_cqe *cq_ring(void *base, size_t size,
 				struct shca_cq_shm *cq, uint32_t *slots)
@@ -75,7 +77,7 @@ static struct shca_cqe *cq_ring(void *base, size_t size,
 	uint64_t off = __atomic_load_n(&cq->ring_off, __ATOMIC_RELAXED);
 
 	*slots = n;
-	if (!n || (n & (n - 1)))
+	if (!n || (n & (n - 1)) || off % _Alignof(struct shca_cqe))
 		return NULL;
 	return shca_arena_ptr(base, size, off,
 			      (size_t)n * sizeof(struct shca_cqe));
@@ -299,7 +301,8 @@ static struct shca_recv_wqe_shm *rq_slot(void *base, size_t size,
 	uint64_t off = __atomic_load_n(&rq->buf_off, __ATOMIC_RELAXED);
 	char *ring;
 
-	if (!n || (n & (n - 1)) || wsz < sizeof(struct shca_recv_wqe_shm))
+	if (!n || (n & (n - 1)) || wsz < sizeof(struct shca_recv_wqe_shm) ||
+	    (off | wsz) % _Alignof(struct shca_recv_wqe_shm))
 		return NULL;
 	ring = shca_arena_ptr(base, size, off, (size_t)n * wsz);
 	if (!ring)

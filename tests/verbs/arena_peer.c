@@ -4,10 +4,24 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/uio.h>
 
 #include "harness.h"
 #include "arena_peer.h"
 #include "shm/arena.h"
+
+/* The pid in the header of the arena mapped at lo, read without a fault
+ * (0 if the mapping is gone): the library unmaps a dead peer's arena
+ * from its engine thread, maybe between the read of maps and this. */
+static pid_t header_pid(unsigned long lo)
+{
+	struct shca_arena_hdr h;
+	struct iovec l = { &h, sizeof(h) }, r = { (void *)lo, sizeof(h) };
+
+	if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t)sizeof(h))
+		return 0;
+	return h.pid;
+}
 
 char *arena_own_base(void)
 {
@@ -19,7 +33,7 @@ char *arena_own_base(void)
 	while (fgets(line, sizeof(line), f))
 		if (strstr(line, "softhca-arena") &&
 		    sscanf(line, "%lx-", &lo) == 1 &&
-		    shca_arena_hdr((void *)lo)->pid == getpid())
+		    header_pid(lo) == getpid())
 			break;
 		else
 			lo = 0;
