@@ -99,9 +99,12 @@ int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe, void **ring_io)
 		shca_arena_free(ring);
 		return -EINVAL;
 	}
-	/* a ring a peer broke loses its entries, nothing else */
+	/* a ring a peer broke loses its entries, nothing else (none are
+	 * counted: the new ring's phases say none is there) */
 	old = cq_ring(a->base, a->size, cq, &osize);
-	for (i = 0; old && i < n; i++) {
+	if (!old)
+		n = 0;
+	for (i = 0; i < n; i++) {
 		ring[i] = old[(cq->head + i) & (osize - 1)];
 		cqe_publish(&ring[i], ring[i].ts_ns, i, size);
 	}
