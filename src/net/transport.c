@@ -52,9 +52,10 @@
  * count (completer).  Without it a 1 MiB message under heavy faults or
  * frequent connection resets ran out of retries while it moved on.
  * Every ACK_EVERY packets, or every ACK_BYTES of payload (ACK_EVERY_MAX
- * packets at most) where the path MTU is small: between two namespaces (path MTU 1024) an ACK every 64
- * KiB was a sendmsg per 64 KiB for the responder of a bulk WRITE, and
- * each AckReq packet ends a placement (conn.c), read the usual way.
+ * packets at most) where the path MTU is small: between two namespaces
+ * (path MTU 1024) an ACK every 64 KiB was a sendmsg per 64 KiB for the
+ * responder of a bulk WRITE, and each AckReq packet ends a placement
+ * (conn.c), read the usual way.
  */
 #define ACK_EVERY	64
 #define ACK_BYTES	(256u << 10)

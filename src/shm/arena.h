@@ -286,8 +286,6 @@ struct shca_recv_wqe_shm {
  * spent half its time in those misses).  A seen counter only lags the
  * true one, and is read again before anything is refused.
  */
-#define SHCA_LINE	64
-
 struct shca_rq_shm {
 	/* consumers' line: whoever takes a WQE, under lock */
 	struct shca_plock lock;
@@ -295,10 +293,10 @@ struct shca_rq_shm {
 	uint32_t tail_seen;		/* a tail read before: up to it the
 					 * WQEs are posted */
 	uint32_t limit_pending;		/* SRQ: limit reached, owner reports */
-	/* the owner's line, as it posts */
-	_Alignas(SHCA_LINE) uint32_t tail;	/* producer counter, release */
-	/* set by the owner, read by all */
-	_Alignas(SHCA_LINE) uint32_t size;	/* slots, power of two */
+	/* the owner's line, as it posts: the producer counter, release */
+	uint32_t tail __attribute__((aligned(64)));
+	/* set by the owner, read by all; size: slots, a power of two */
+	uint32_t size __attribute__((aligned(64)));
 	uint32_t max_wr;		/* as reported */
 	uint32_t max_sge;
 	uint32_t wqe_size;
@@ -443,10 +441,10 @@ struct shca_cq_shm {
 	uint32_t overflow;		/* overrun: the CQ is in error */
 	uint32_t notify_pending;	/* a peer fired the arm: owner reports */
 	uint32_t overflow_pending;	/* a peer overran it: owner reports */
-	/* the owner's line, as it polls */
-	_Alignas(SHCA_LINE) uint32_t head;	/* consumer counter, release */
-	/* set by the owner, read by all */
-	_Alignas(SHCA_LINE) uint32_t size;	/* slots, power of two */
+	/* the owner's line, as it polls: the consumer counter, release */
+	uint32_t head __attribute__((aligned(64)));
+	/* set by the owner, read by all; size: slots, a power of two */
+	uint32_t size __attribute__((aligned(64)));
 	uint32_t cqe;			/* capacity, as reported */
 	uint32_t timestamps;		/* producers fill shca_cqe.ts_ns */
 	uint32_t chan_idx;		/* owner's channel table index + 1, 0:
