@@ -370,8 +370,8 @@ static void complete_local(struct shca_qp *qp, struct shca_send_wqe *w)
 	shca_complete_send(qp, &done, IBV_WC_SUCCESS, 0);
 }
 
-/* The QP's send queue; call with qp->exec_lock held. */
-static void execute_locked(struct shca_qp *qp)
+/* The QP's send queue as far as it goes now (execute_locked). */
+static void execute_run(struct shca_qp *qp)
 {
 	struct iovec iov[MAX_LOCAL_IOV];
 	uint8_t grh[SHCA_GRH_LEN];
@@ -504,6 +504,16 @@ static void execute_locked(struct shca_qp *qp)
 		if (res.rndv_bad || res.rndv_fin)
 			shca_host_rndv_done(qp, &x, &res);
 	}
+}
+
+/* The QP's send queue; call with qp->exec_lock held. */
+static void execute_locked(struct shca_qp *qp)
+{
+	int i;
+
+	execute_run(qp);
+	for (i = 0; i < SHCA_NROUTES; i++)
+		shca_transports[i]->run_end(qp);
 }
 
 void shca_sq_execute_locked(struct shca_qp *qp)

@@ -1255,51 +1255,68 @@ static uint64_t wire_pkts(uint64_t len, uint32_t mtu)
 	return mtu && len > mtu ? (len + mtu - 1) / mtu : 1;
 }
 
-void shca_xfer_count(struct shca_stat_block *b, const struct shca_xfer *x,
-		     bool requester)
+void shca_xfer_tally_flush(struct shca_xfer_tally *t)
 {
-	uint64_t data = wire_pkts(x->length, x->pmtu);
-	enum shca_stat out_p = requester ? SHCA_STAT_SENT_PKTS :
-					   SHCA_STAT_RCVD_PKTS;
-	enum shca_stat out_b = requester ? SHCA_STAT_SENT_BYTES :
-					   SHCA_STAT_RCVD_BYTES;
-	enum shca_stat back_p = requester ? SHCA_STAT_RCVD_PKTS :
-					    SHCA_STAT_SENT_PKTS;
-	enum shca_stat back_b = requester ? SHCA_STAT_RCVD_BYTES :
-					    SHCA_STAT_SENT_BYTES;
-
-	if ((unsigned int)x->opcode == SHCA_WR_FLUSH) {
-		/* a request, a response of no data */
-		shca_stat_add(b, out_p, 1);
-		shca_stat_add(b, back_p, 1);
+	if (!t->b)
 		return;
-	}
-	switch (x->opcode) {
-	case IBV_WR_ATOMIC_WRITE:
-		shca_stat_add(b, out_p, 1);
-		shca_stat_add(b, out_b, 8);
-		break;
-	case IBV_WR_RDMA_READ:
-		/* a request one way, the data back */
-		shca_stat_add(b, out_p, 1);
-		shca_stat_add(b, back_p, data);
-		shca_stat_add(b, back_b, x->length);
-		break;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		shca_stat_add(b, out_p, 1);
-		shca_stat_add(b, back_p, 1);
-		shca_stat_add(b, back_b, 8);
-		break;
-	default:
-		shca_stat_add(b, out_p, data);
-		shca_stat_add(b, out_b, x->length);
-		break;
-	}
+	if (t->sent_pkts)
+		shca_stat_add(t->b, SHCA_STAT_SENT_PKTS, t->sent_pkts);
+	if (t->sent_bytes)
+		shca_stat_add(t->b, SHCA_STAT_SENT_BYTES, t->sent_bytes);
+	if (t->rcvd_pkts)
+		shca_stat_add(t->b, SHCA_STAT_RCVD_PKTS, t->rcvd_pkts);
+	if (t->rcvd_bytes)
+		shca_stat_add(t->b, SHCA_STAT_RCVD_BYTES, t->rcvd_bytes);
+	memset(t, 0, sizeof(*t));
 }
 
-void shca_respond(struct shca_peer *p, const struct shca_xfer *x,
-		  struct shca_xfer_result *res)
+void shca_xfer_count(struct shca_xfer_tally *t, struct shca_stat_block *b,
+		     const struct shca_xfer *x, bool requester)
+{
+	struct shca_xfer_tally now = { 0 };
+	uint64_t data = wire_pkts(x->length, x->pmtu);
+	/* the request's way and the way back, in packets and bytes */
+	uint64_t out_p = 1, out_b = 0, back_p = 0, back_b = 0;
+
+	if (!b)
+		return;
+	if ((unsigned int)x->opcode == SHCA_WR_FLUSH) {
+		back_p = 1;	/* a response of no data */
+	} else {
+		switch (x->opcode) {
+		case IBV_WR_ATOMIC_WRITE:
+			out_b = 8;
+			break;
+		case IBV_WR_RDMA_READ:
+			/* a request one way, the data back */
+			back_p = data;
+			back_b = x->length;
+			break;
+		case IBV_WR_ATOMIC_CMP_AND_SWP:
+		case IBV_WR_ATOMIC_FETCH_AND_ADD:
+			back_p = 1;
+			back_b = 8;
+			break;
+		default:
+			out_p = data;
+			out_b = x->length;
+			break;
+		}
+	}
+	if (!t)
+		t = &now;
+	else if (t->b != b)
+		shca_xfer_tally_flush(t);
+	t->b = b;
+	t->sent_pkts += requester ? out_p : back_p;
+	t->sent_bytes += requester ? out_b : back_b;
+	t->rcvd_pkts += requester ? back_p : out_p;
+	t->rcvd_bytes += requester ? back_b : out_b;
+	if (t == &now)
+		shca_xfer_tally_flush(t);
+}
+
+static void no_answer(const struct shca_xfer *x, struct shca_xfer_result *res)
 {
 	memset(res, 0, sizeof(*res));
 	res->status = IBV_WC_SUCCESS;
@@ -1307,6 +1324,12 @@ void shca_respond(struct shca_peer *p, const struct shca_xfer *x,
 	 * count runs out, UC and UD lose the message */
 	res->outcome = x->qp_type == IBV_QPT_RC ? SHCA_XFER_NO_RESPONSE :
 						  SHCA_XFER_DONE;
+}
+
+void shca_respond(struct shca_peer *p, const struct shca_xfer *x,
+		  struct shca_xfer_result *res)
+{
+	no_answer(x, res);
 	/* the peer's arena stays mapped while we use it */
 	if (!p || !shca_peer_hold(p))
 		return;
@@ -1314,6 +1337,18 @@ void shca_respond(struct shca_peer *p, const struct shca_xfer *x,
 	execute(p, x, res);
 	shca_mem_end(p);
 	shca_peer_release(p);
+}
+
+void shca_respond_held(struct shca_peer *p, const struct shca_xfer *x,
+		       struct shca_xfer_result *res)
+{
+	no_answer(x, res);
+	/* what a hold would have said now (shca_peer_hold) */
+	if (shca_peer_dead(p))
+		return;
+	shca_mem_begin(p);
+	execute(p, x, res);
+	shca_mem_end(p);
 }
 
 static void dispatch(struct shca_peer *p, struct shca_qp_shm *q,
@@ -1353,8 +1388,13 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 	if (!q || q->qp_type != (x->xrc_srqn ? (uint32_t)IBV_QPT_XRC_RECV :
 						(uint32_t)x->qp_type))
 		return;
-	if (x->count_resp)
-		shca_xfer_count(&q->stats, x, false);
+	if (x->count_resp) {
+		shca_xfer_count(x->resp_tally, &q->stats, x, false);
+		/* the responder's counters hold what precedes a completion
+		 * there when it is seen */
+		if (x->resp_tally && completes_here(x))
+			shca_xfer_tally_flush(x->resp_tally);
+	}
 	if (completes_here(x)) {
 		cq = shca_arena_ptr(p->arena, p->arena_size, q->rcq_off,
 				    sizeof(*cq));

@@ -50,6 +50,18 @@ struct shca_rndv_req {
 					 * carry it in vendor_err */
 };
 
+/*
+ * Same-host messages in a counter block a run at a time
+ * (shca_stages.count): what block b is owed, added to it with one
+ * atomic add per counter when the count moves to another block, before a
+ * completion that the counted messages precede, and when the run ends
+ * (shca_stages.count_flush), not with four per message.
+ */
+struct shca_xfer_tally {
+	struct shca_stat_block *b;	/* NULL: nothing owed */
+	uint64_t sent_pkts, sent_bytes, rcvd_pkts, rcvd_bytes;
+};
+
 struct shca_xfer {
 	enum ibv_qp_type qp_type;
 	uint32_t src_qpn;
@@ -79,6 +91,9 @@ struct shca_xfer {
 	bool count_resp;		/* the same-host requester: count the
 					 * message at the responder too (the
 					 * net path counts what it receives) */
+	struct shca_xfer_tally *resp_tally;	/* ... a run at a time
+					 * (the responder's process held for
+					 * the run); NULL: at once */
 	const uint8_t *grh;		/* UD: SHCA_GRH_LEN bytes to place */
 	/*
 	 * RDMA WRITE (with immediate) a packet at a time (the net path):
@@ -171,6 +186,13 @@ struct shca_transport_ops {
 	 */
 	void (*xmit)(struct shca_qp *qp, const struct shca_send_wqe *w,
 		     const struct shca_xfer *x, struct shca_xfer_result *res);
+	/*
+	 * The requester has run the send queue as far as it goes now: what
+	 * the transport kept across the run's messages goes (the same host:
+	 * the responder's process it held, the counts it gathered).  Called
+	 * for every transport at the end of every run.
+	 */
+	void (*run_end)(struct shca_qp *qp);
 };
 
 /* Which transport: the index of shca_transports[] (verbs/qp_modify.c). */
@@ -211,15 +233,21 @@ struct shca_stages {
 	 * gone: nothing answers) */
 	void (*respond)(struct shca_peer *p, const struct shca_xfer *x,
 			struct shca_xfer_result *res);
+	/* ... p held by the caller (shca_peer_hold) across a run of
+	 * requests: a p that died since answers nothing, as above */
+	void (*respond_held)(struct shca_peer *p, const struct shca_xfer *x,
+			     struct shca_xfer_result *res);
 	/*
 	 * Same-host traffic in the counters the net path keeps
 	 * (common/stat.h), as a NIC counts what it loops back: the packets
 	 * the message would be on a wire of the path MTU and their payload
 	 * bytes, seen from the requester (requester true) or the responder.
-	 * There are no ACKs.
+	 * There are no ACKs.  t NULL: added to b at once; else gathered in
+	 * t (struct shca_xfer_tally) until count_flush.
 	 */
-	void (*count)(struct shca_stat_block *b, const struct shca_xfer *x,
-		      bool requester);
+	void (*count)(struct shca_xfer_tally *t, struct shca_stat_block *b,
+		      const struct shca_xfer *x, bool requester);
+	void (*count_flush)(struct shca_xfer_tally *t);
 	/*
 	 * responder.c: what the net path reads or writes of this process's
 	 * registered memory after a request's checks (the READ responses,

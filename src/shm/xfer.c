@@ -318,6 +318,21 @@ void shca_host_rndv_done(struct shca_qp *qp, const struct shca_xfer *x,
 }
 
 /*
+ * What a run of the send queue kept (the requester's run, struct
+ * shca_transport_ops): the counts it gathered, the responder's before its
+ * process is let go, whose arena they are in.
+ */
+static void host_run_end(struct shca_qp *qp)
+{
+	shca_stages.count_flush(&qp->resp_tally);
+	shca_stages.count_flush(&qp->req_tally);
+	if (qp->run_peer) {
+		shca_peer_release(qp->run_peer);
+		qp->run_peer = NULL;
+	}
+}
+
+/*
  * The requester does the DMA: the responder's rules run here, against the
  * destination process's arena and memory, and answer at once.  RC and UC
  * find the destination's process once (qp_modify.c looked at RTR; if it
@@ -348,6 +363,12 @@ static void host_xmit(struct shca_qp *qp, const struct shca_send_wqe *w,
 		if (!qp->peer)
 			qp->peer = shca_peer_get(shca_qpn_slot(x->dest_qpn));
 		peer = qp->peer;
+		/* one destination: held until the run ends (host_run_end) */
+		if (peer != qp->run_peer) {
+			host_run_end(qp);
+			if (peer && shca_peer_hold(peer))
+				qp->run_peer = peer;
+		}
 	}
 	hx.count_resp = true;
 	if (x->qp_type == IBV_QPT_RC) {
@@ -355,12 +376,17 @@ static void host_xmit(struct shca_qp *qp, const struct shca_send_wqe *w,
 		hx.rndv_ctx = qp;
 	}
 	qp->rndv_lane.lane = NULL;
-	shca_stages.respond(peer, &hx, res);
+	if (peer && peer == qp->run_peer) {
+		hx.resp_tally = &qp->resp_tally;
+		shca_stages.respond_held(peer, &hx, res);
+	} else {
+		shca_stages.respond(peer, &hx, res);
+	}
 	/* a rendezvous' source copied (or refused): its MR may go */
 	shca_stages.unhold(&qp->rndv_lane);
 	fin_settle(qp, res);
 	if (qp->shm)
-		shca_stages.count(&qp->shm->stats, &hx, true);
+		shca_stages.count(&qp->req_tally, &qp->shm->stats, &hx, true);
 }
 
 /* The same host answers every request at once: no window, no timer. */
@@ -381,4 +407,5 @@ const struct shca_transport_ops shca_host_ops = {
 	.sq_run = host_sq_run,
 	.timer = host_timer,
 	.xmit = host_xmit,
+	.run_end = host_run_end,
 };
