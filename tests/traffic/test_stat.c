@@ -14,18 +14,25 @@
  * on the net path also for one 1 MiB WRITE packet by packet, cross-checked
  * with the frames of a SOFTHCA_PCAP trace read here, and with every packet
  * duplicated (duplicate_request, faults_injected).
+ * The same-host path counts a post list's messages once per list, and a
+ * completion is not seen before the counts of the messages ahead of it:
+ * a list stopped after its SEND (a userfaultfd on its last WRITE's
+ * source) shows both ends' counters holding everything up to the SEND.
  * (The counter machinery itself is checked in tests/unit/test_stat.)
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 
 #include "harness.h"
 #include "ep.h"
 #include "pcap_read.h"
+#include "uffd.h"
 
 #define ROUND 8		/* messages per round */
 
@@ -867,4 +874,124 @@ TEST(net_write_1mib_duplicated_counted)
 	struct big g = { .dup = true };
 
 	big_write(&g);
+}
+
+/*
+ * A post list that stops in the middle: eight unsignaled WRITEs, a
+ * signaled SEND, and a WRITE whose source page is missing (a userfaultfd:
+ * the thread that runs the list waits there).  While it waits, the SEND's
+ * two completions are there, and the counters of both QPs already hold
+ * the nine messages before: the requester's sent_*, the responder's
+ * rcvd_* (same host: the requester counts both ends, a run of the send
+ * queue at a time, and adds what it gathered before a completion).
+ */
+#define LIST_WRITES 8
+
+struct list_post {
+	struct ep *a;
+	struct ibv_mr *mr;	/* the stopping WRITE's source */
+	pthread_t t;
+	int ret;
+};
+
+static void *post_list(void *arg)
+{
+	struct list_post *lp = arg;
+	struct ibv_send_wr wr[LIST_WRITES + 2], *bad = NULL;
+	struct ibv_sge sge[LIST_WRITES + 2];
+	struct ep *a = lp->a;
+	int i;
+
+	memset(wr, 0, sizeof(wr));
+	for (i = 0; i < LIST_WRITES + 2; i++) {
+		sge[i].addr = (uintptr_t)a->buf;
+		sge[i].length = 8;
+		sge[i].lkey = a->mr->lkey;
+		wr[i].wr_id = (uint64_t)i;
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_RDMA_WRITE;
+		wr[i].wr.rdma.remote_addr = a->peer.addr + 64u * (uint64_t)i;
+		wr[i].wr.rdma.rkey = a->peer.rkey;
+		wr[i].next = i < LIST_WRITES + 1 ? &wr[i + 1] : NULL;
+	}
+	wr[LIST_WRITES].opcode = IBV_WR_SEND;
+	wr[LIST_WRITES].send_flags = IBV_SEND_SIGNALED;
+	sge[LIST_WRITES + 1].addr = (uintptr_t)lp->mr->addr;
+	sge[LIST_WRITES + 1].lkey = lp->mr->lkey;
+	wr[LIST_WRITES + 1].send_flags = IBV_SEND_SIGNALED;
+	lp->ret = ibv_post_send(a->qp, wr, &bad);
+	return NULL;
+}
+
+TEST(post_list_counted_before_its_completions)
+{
+	long long ra[NTRAFFIC], rb[NTRAFFIC], da[NTRAFFIC], db[NTRAFFIC];
+	long long want[NTRAFFIC] = { 0 };
+	struct list_post lp;
+	struct ep_opts o;
+	struct ep a, b;
+	uint64_t page;
+	uint8_t *mem;
+	int i, ufd;
+
+	ep_skip_if_netns();
+	/* the same host's run of the send queue; the source page left
+	 * where the program put it (no shared re-backing: the
+	 * userfaultfd stays on it) */
+	unsetenv("SOFTHCA_NET");
+	ASSERT_EQ(setenv("SOFTHCA_MAP", "0", 1), 0);
+	ufd = uffd_open();
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_pair(&a, &o, &b, &o);
+	mem = mmap(NULL, UFFD_PAGE, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT(mem != MAP_FAILED);
+	lp.mr = ibv_reg_mr(a.pd, mem, UFFD_PAGE, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT(lp.mr != NULL);
+	ASSERT_EQ(madvise(mem, UFFD_PAGE, MADV_DONTNEED), 0);
+	page = (uintptr_t)mem;
+	uffd_watch(ufd, mem, UFFD_PAGE);
+	ASSERT_EQ(ep_post_recv(&b, 0x5e, 4096, 64), 0);
+	traffic_counters(a.qp->qp_num, ra);
+	traffic_counters(b.qp->qp_num, rb);
+
+	lp.a = &a;
+	lp.ret = -1;
+	ASSERT_EQ(pthread_create(&lp.t, NULL, post_list, &lp), 0);
+	/* the list's thread waits at the last WRITE's source now */
+	ASSERT_EQ(uffd_fault(ufd), page);
+	ep_expect(b.rcq, b.qp, 0x5e, IBV_WC_SUCCESS);
+	ep_expect(a.scq, a.qp, LIST_WRITES, IBV_WC_SUCCESS);
+	traffic_counters(a.qp->qp_num, da);
+	traffic_counters(b.qp->qp_num, db);
+	for (i = 0; i < NTRAFFIC; i++) {
+		da[i] -= ra[i];
+		db[i] -= rb[i];
+	}
+	for (i = 0; i <= LIST_WRITES; i++)
+		count_message(want, i < LIST_WRITES ? IBV_WR_RDMA_WRITE :
+						      IBV_WR_SEND,
+			      8, qp_mtu(a.qp), false);
+	expect_traffic(da, want);
+	mirror(want);
+	expect_traffic(db, want);
+
+	uffd_supply(ufd, page, 0x77);
+	ASSERT_EQ(pthread_join(lp.t, NULL), 0);
+	ASSERT_EQ(lp.ret, 0);
+	ep_expect(a.scq, a.qp, LIST_WRITES + 1, IBV_WC_SUCCESS);
+	ASSERT_EQ(b.buf[64u * (LIST_WRITES + 1)], 0x77);
+	/* and the last WRITE once its run ended */
+	traffic_counters(a.qp->qp_num, da);
+	for (i = 0; i < NTRAFFIC; i++)
+		da[i] -= ra[i];
+	mirror(want);
+	count_message(want, IBV_WR_RDMA_WRITE, 8, qp_mtu(a.qp), false);
+	expect_traffic(da, want);
+	ASSERT_EQ(ibv_dereg_mr(lp.mr), 0);
+	ep_destroy(&a);
+	ep_destroy(&b);
+	munmap(mem, UFFD_PAGE);
+	close(ufd);
 }
