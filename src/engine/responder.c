@@ -1259,6 +1259,11 @@ void shca_xfer_tally_flush(struct shca_xfer_tally *t)
 {
 	if (!t->b)
 		return;
+	if (t->qpn_at &&
+	    __atomic_load_n(t->qpn_at, __ATOMIC_ACQUIRE) != t->qpn) {
+		memset(t, 0, sizeof(*t));	/* a QP no more */
+		return;
+	}
 	if (t->sent_pkts)
 		shca_stat_add(t->b, SHCA_STAT_SENT_PKTS, t->sent_pkts);
 	if (t->sent_bytes)
@@ -1390,6 +1395,10 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 		return;
 	if (x->count_resp) {
 		shca_xfer_count(x->resp_tally, &q->stats, x, false);
+		if (x->resp_tally) {
+			x->resp_tally->qpn_at = &q->qpn;
+			x->resp_tally->qpn = x->dest_qpn;
+		}
 		/* the responder's counters hold what precedes a completion
 		 * there when it is seen */
 		if (x->resp_tally && completes_here(x))

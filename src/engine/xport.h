@@ -60,6 +60,12 @@ struct shca_rndv_req {
 struct shca_xfer_tally {
 	struct shca_stat_block *b;	/* NULL: nothing owed */
 	uint64_t sent_pkts, sent_bytes, rcvd_pkts, rcvd_bytes;
+	/* b is the block of the responder's QP numbered qpn, whose number
+	 * lies at qpn_at: read again before the counts go in (its owner
+	 * may have destroyed it since and used the memory for something
+	 * else: the counts are then dropped); NULL: a block of ours */
+	const uint32_t *qpn_at;
+	uint32_t qpn;
 };
 
 struct shca_xfer {

@@ -17,7 +17,9 @@
  * The same-host path counts a post list's messages once per list, and a
  * completion is not seen before the counts of the messages ahead of it:
  * a list stopped after its SEND (a userfaultfd on its last WRITE's
- * source) shows both ends' counters holding everything up to the SEND.
+ * source) shows both ends' counters holding everything up to the SEND;
+ * the counts for a responder's QP destroyed meanwhile are dropped, not
+ * added to the QP created in its memory.
  * (The counter machinery itself is checked in tests/unit/test_stat.)
  */
 #include <pthread.h>
@@ -890,6 +892,8 @@ TEST(net_write_1mib_duplicated_counted)
 struct list_post {
 	struct ep *a;
 	struct ibv_mr *mr;	/* the stopping WRITE's source */
+	int writes;		/* WRITEs before it ... */
+	bool send;		/* ... and a SEND */
 	pthread_t t;
 	int ret;
 };
@@ -900,10 +904,10 @@ static void *post_list(void *arg)
 	struct ibv_send_wr wr[LIST_WRITES + 2], *bad = NULL;
 	struct ibv_sge sge[LIST_WRITES + 2];
 	struct ep *a = lp->a;
-	int i;
+	int i, n = lp->writes + lp->send + 1;
 
 	memset(wr, 0, sizeof(wr));
-	for (i = 0; i < LIST_WRITES + 2; i++) {
+	for (i = 0; i < n; i++) {
 		sge[i].addr = (uintptr_t)a->buf;
 		sge[i].length = 8;
 		sge[i].lkey = a->mr->lkey;
@@ -913,15 +917,34 @@ static void *post_list(void *arg)
 		wr[i].opcode = IBV_WR_RDMA_WRITE;
 		wr[i].wr.rdma.remote_addr = a->peer.addr + 64u * (uint64_t)i;
 		wr[i].wr.rdma.rkey = a->peer.rkey;
-		wr[i].next = i < LIST_WRITES + 1 ? &wr[i + 1] : NULL;
+		wr[i].next = i < n - 1 ? &wr[i + 1] : NULL;
 	}
-	wr[LIST_WRITES].opcode = IBV_WR_SEND;
-	wr[LIST_WRITES].send_flags = IBV_SEND_SIGNALED;
-	sge[LIST_WRITES + 1].addr = (uintptr_t)lp->mr->addr;
-	sge[LIST_WRITES + 1].lkey = lp->mr->lkey;
-	wr[LIST_WRITES + 1].send_flags = IBV_SEND_SIGNALED;
+	if (lp->send) {
+		wr[lp->writes].opcode = IBV_WR_SEND;
+		wr[lp->writes].send_flags = IBV_SEND_SIGNALED;
+	}
+	sge[n - 1].addr = (uintptr_t)lp->mr->addr;
+	sge[n - 1].lkey = lp->mr->lkey;
+	wr[n - 1].send_flags = IBV_SEND_SIGNALED;
 	lp->ret = ibv_post_send(a->qp, wr, &bad);
 	return NULL;
+}
+
+/* A page watched by a userfaultfd, registered in pd for a WRITE's
+ * source (SOFTHCA_MAP=0 already set: no shared re-backing of it). */
+static struct ibv_mr *stopping_page(struct ibv_pd *pd, int ufd,
+				    uint8_t **mem)
+{
+	struct ibv_mr *mr;
+
+	*mem = mmap(NULL, UFFD_PAGE, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT(*mem != MAP_FAILED);
+	mr = ibv_reg_mr(pd, *mem, UFFD_PAGE, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT(mr != NULL);
+	ASSERT_EQ(madvise(*mem, UFFD_PAGE, MADV_DONTNEED), 0);
+	uffd_watch(ufd, *mem, UFFD_PAGE);
+	return mr;
 }
 
 TEST(post_list_counted_before_its_completions)
@@ -944,19 +967,15 @@ TEST(post_list_counted_before_its_completions)
 	ufd = uffd_open();
 	ep_default_opts(&o, IBV_QPT_RC);
 	ep_pair(&a, &o, &b, &o);
-	mem = mmap(NULL, UFFD_PAGE, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT(mem != MAP_FAILED);
-	lp.mr = ibv_reg_mr(a.pd, mem, UFFD_PAGE, IBV_ACCESS_LOCAL_WRITE);
-	ASSERT(lp.mr != NULL);
-	ASSERT_EQ(madvise(mem, UFFD_PAGE, MADV_DONTNEED), 0);
+	lp.mr = stopping_page(a.pd, ufd, &mem);
 	page = (uintptr_t)mem;
-	uffd_watch(ufd, mem, UFFD_PAGE);
 	ASSERT_EQ(ep_post_recv(&b, 0x5e, 4096, 64), 0);
 	traffic_counters(a.qp->qp_num, ra);
 	traffic_counters(b.qp->qp_num, rb);
 
 	lp.a = &a;
+	lp.writes = LIST_WRITES;
+	lp.send = true;
 	lp.ret = -1;
 	ASSERT_EQ(pthread_create(&lp.t, NULL, post_list, &lp), 0);
 	/* the list's thread waits at the last WRITE's source now */
@@ -989,6 +1008,69 @@ TEST(post_list_counted_before_its_completions)
 	mirror(want);
 	count_message(want, IBV_WR_RDMA_WRITE, 8, qp_mtu(a.qp), false);
 	expect_traffic(da, want);
+	ASSERT_EQ(ibv_dereg_mr(lp.mr), 0);
+	ep_destroy(&a);
+	ep_destroy(&b);
+	munmap(mem, UFFD_PAGE);
+	close(ufd);
+}
+
+/*
+ * The counts gathered for a responder's QP that its owner destroys before
+ * they go in: dropped, not added to whatever took the QP's memory.  A
+ * list of a WRITE and a stopping WRITE; while it waits, the responder's
+ * QP is destroyed and another created in its place (the arena gives the
+ * new record the old one's memory: without the check the new QP's
+ * counters show both WRITEs).  The second WRITE had found the QP before
+ * it stopped at its source: its copy ends, and it completes.
+ */
+TEST(post_list_counts_of_a_destroyed_qp_dropped)
+{
+	struct ibv_qp_init_attr ia;
+	struct list_post lp;
+	struct ibv_qp *c;
+	struct ep_opts o;
+	struct ep a, b;
+	uint8_t *mem;
+	int i, ufd;
+
+	ep_skip_if_netns();
+	unsetenv("SOFTHCA_NET");
+	ASSERT_EQ(setenv("SOFTHCA_MAP", "0", 1), 0);
+	ufd = uffd_open();
+	ep_default_opts(&o, IBV_QPT_RC);
+	ep_pair(&a, &o, &b, &o);
+	lp.mr = stopping_page(a.pd, ufd, &mem);
+	lp.a = &a;
+	lp.writes = 1;
+	lp.send = false;
+	lp.ret = -1;
+	ASSERT_EQ(pthread_create(&lp.t, NULL, post_list, &lp), 0);
+	ASSERT_EQ(uffd_fault(ufd), (uintptr_t)mem);
+	ASSERT_EQ(ibv_destroy_qp(b.qp), 0);
+	b.qp = NULL;
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = b.scq;
+	ia.recv_cq = b.rcq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = (uint32_t)o.max_send_wr;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	c = ibv_create_qp(b.pd, &ia);
+	ASSERT(c != NULL);
+	uffd_supply(ufd, (uintptr_t)mem, 0x77);
+	ASSERT_EQ(pthread_join(lp.t, NULL), 0);
+	ASSERT_EQ(lp.ret, 0);
+	/* it had found the QP before the destroy: its copy ends */
+	ep_expect(a.scq, a.qp, 1, IBV_WC_SUCCESS);
+	for (i = 0; i < NTRAFFIC; i++)
+		if (qp_counter(c->qp_num, traffic_counter[i]))
+			harness_fail(__FILE__, __LINE__,
+				     "%s of a new QP: %lld, counts of the "
+				     "QP destroyed before it",
+				     traffic_counter[i],
+				     qp_counter(c->qp_num,
+						traffic_counter[i]));
+	ASSERT_EQ(ibv_destroy_qp(c), 0);
 	ASSERT_EQ(ibv_dereg_mr(lp.mr), 0);
 	ep_destroy(&a);
 	ep_destroy(&b);
