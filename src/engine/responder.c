@@ -1331,19 +1331,6 @@ static void no_answer(const struct shca_xfer *x, struct shca_xfer_result *res)
 						  SHCA_XFER_DONE;
 }
 
-void shca_respond(struct shca_peer *p, const struct shca_xfer *x,
-		  struct shca_xfer_result *res)
-{
-	no_answer(x, res);
-	/* the peer's arena stays mapped while we use it */
-	if (!p || !shca_peer_hold(p))
-		return;
-	shca_mem_begin(p);
-	execute(p, x, res);
-	shca_mem_end(p);
-	shca_peer_release(p);
-}
-
 void shca_respond_held(struct shca_peer *p, const struct shca_xfer *x,
 		       struct shca_xfer_result *res)
 {
@@ -1354,6 +1341,18 @@ void shca_respond_held(struct shca_peer *p, const struct shca_xfer *x,
 	shca_mem_begin(p);
 	execute(p, x, res);
 	shca_mem_end(p);
+}
+
+void shca_respond(struct shca_peer *p, const struct shca_xfer *x,
+		  struct shca_xfer_result *res)
+{
+	/* the peer's arena stays mapped while we use it */
+	if (!p || !shca_peer_hold(p)) {
+		no_answer(x, res);
+		return;
+	}
+	shca_respond_held(p, x, res);
+	shca_peer_release(p);
 }
 
 static void dispatch(struct shca_peer *p, struct shca_qp_shm *q,
@@ -1394,15 +1393,17 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 						(uint32_t)x->qp_type))
 		return;
 	if (x->count_resp) {
-		shca_xfer_count(x->resp_tally, &q->stats, x, false);
-		if (x->resp_tally) {
-			x->resp_tally->qpn_at = &q->qpn;
-			x->resp_tally->qpn = x->dest_qpn;
+		struct shca_xfer_tally *t = x->resp_tally;
+
+		shca_xfer_count(t, &q->stats, x, false);
+		if (t) {
+			t->qpn_at = &q->qpn;
+			t->qpn = x->dest_qpn;
+			/* the responder's counters hold what precedes a
+			 * completion there when it is seen */
+			if (completes_here(x))
+				shca_xfer_tally_flush(t);
 		}
-		/* the responder's counters hold what precedes a completion
-		 * there when it is seen */
-		if (x->resp_tally && completes_here(x))
-			shca_xfer_tally_flush(x->resp_tally);
 	}
 	if (completes_here(x)) {
 		cq = shca_arena_ptr(p->arena, p->arena_size, q->rcq_off,
