@@ -119,6 +119,50 @@ static struct shca_mr_shm *key_slot(struct shca_peer *p, uint32_t key)
 	return shca_mr_table_entry(p->arena, p->arena_size, slot);
 }
 
+/*
+ * The MR table entries this thread read last, one per few bits of the
+ * key: where key's entry lies in p's arena and what it said there.  Used
+ * again, with no look-up in the key index and no copy of the entry, while
+ * the entry's seq and key word are still what they were: the owner
+ * rewrites an entry only between two increments of seq (a deregistration
+ * and a rereg too), and the one word a peer writes, a window's key, goes
+ * to 0 by a CAS (remote_invalidate).  Read under the caller's lane, as the
+ * entry itself is, so a deregistration that cleared the entry before the
+ * lane was claimed is seen, and one after it waits for the lane.  A peer
+ * object is never freed nor given to another process (shm/peer.h), and
+ * its arena stays mapped while we hold it: the slot pointer stays ours to
+ * read.  What a hostile owner gains by rewriting its entry behind an
+ * unmoved seq: the access it allowed before, in its own memory.
+ */
+#define KEYS_SEEN 4
+
+struct key_seen {
+	const struct shca_peer *p;
+	const struct shca_mr_shm *slot;
+	struct shca_mr_shm e;		/* e.seq: the seq it was read at */
+};
+
+static __thread struct key_seen keys_seen[KEYS_SEEN];
+
+static struct key_seen *key_seen_at(uint32_t key)
+{
+	return &keys_seen[(key ^ key >> 8) & (KEYS_SEEN - 1)];
+}
+
+/* key's entry in p's arena as this thread read it last, if unchanged */
+static bool key_seen(const struct shca_peer *p, uint32_t key,
+		     struct shca_mr_shm *e)
+{
+	const struct key_seen *k = key_seen_at(key);
+
+	if (k->p != p || k->e.key != key ||
+	    __atomic_load_n(&k->slot->seq, __ATOMIC_ACQUIRE) != k->e.seq ||
+	    __atomic_load_n(&k->slot->key, __ATOMIC_ACQUIRE) != key)
+		return false;
+	*e = k->e;
+	return true;
+}
+
 /* lookup_key's reading of key's entry, under the lane the caller holds:
  * through QP q (its qpn read only for a type 2 window: q's record may be
  * changing), or, q NULL, through the QP numbered qpn. */
@@ -129,9 +173,13 @@ static int key_entry(struct shca_peer *p, const struct shca_qp_shm *q,
 {
 	struct shca_mr_shm e, *slot;
 
-	slot = key_slot(p, key);
-	if (!slot || !shca_mr_shm_read(slot, &e) || e.key != key ||
-	    e.pd != pd)
+	if (!key_seen(p, key, &e)) {
+		slot = key_slot(p, key);
+		if (!slot || !shca_mr_shm_read(slot, &e) || e.key != key)
+			return -ENOKEY;
+		*key_seen_at(key) = (struct key_seen){ p, slot, e };
+	}
+	if (e.pd != pd)
 		return -ENOKEY;
 	if ((e.flags & SHCA_MR_SHM_MW) &&
 	    (!remote || ((e.flags & SHCA_MR_SHM_MW_QP) &&

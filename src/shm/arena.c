@@ -433,6 +433,7 @@ bool shca_mr_shm_read(const struct shca_mr_shm *e, struct shca_mr_shm *out)
 		out->qpn = __atomic_load_n(&e->qpn, __ATOMIC_ACQUIRE);
 		s2 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
 	} while (s1 != s2 || (s1 & 1));
+	out->seq = s1;
 	return out->key != 0;
 }
 

@@ -637,7 +637,8 @@ static inline struct shca_mr_shm *shca_arena_mr_table(const void *base)
 /*
  * Read an MR table entry consistently (seqlock).  false if free, or if
  * the entry did not hold still (a writer that never finishes: the bytes
- * may be a hostile peer's, so the retries are bounded).
+ * may be a hostile peer's, so the retries are bounded).  out->seq: the
+ * (even) seq the entry was read at.
  */
 bool shca_mr_shm_read(const struct shca_mr_shm *e, struct shca_mr_shm *out);
 /* The same for an importer entry (false: free). */

@@ -474,6 +474,23 @@ static int mapped_xfer(struct shca_peer *p, const struct iovec *local, int nl,
 	int ret = 0;
 
 	shca_segmap_rdlock(m);
+	if (nr == 1 && remote->iov_len) {
+		/* one range in one segment (an RDMA WRITE, a READ, a SEND
+		 * into one SGE): no pieces to build */
+		uint64_t len = remote->iov_len;
+		struct iovec v;
+
+		v.iov_base = shca_segmap_find(
+			m, (uint64_t)(uintptr_t)remote->iov_base, &len);
+		v.iov_len = len;
+		if (v.iov_base && len == remote->iov_len) {
+			if (write)
+				shca_copy_iov(&v, 1, local, nl);
+			else
+				shca_copy_iov(local, nl, &v, 1);
+			goto done;
+		}
+	}
 	ok = translate(m, remote, nr, &ps);
 	if (ok && ps.nmapped < ps.n && shca_segmap_changed(m)) {
 		shca_segmap_unlock(m);
@@ -491,6 +508,7 @@ static int mapped_xfer(struct shca_peer *p, const struct iovec *local, int nl,
 		shca_copy_iov(local, nl, ps.v, ps.n);
 	else
 		ret = mixed_xfer(p, local, nl, &ps, write);
+done:
 	shca_segmap_unlock(m);
 	count(SHCA_STAT_MAP_XFERS);
 	/* what a dead owner's memory took is lost, as CMA's ESRCH says */
