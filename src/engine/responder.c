@@ -660,12 +660,12 @@ static uint64_t wqe_capacity(const struct shca_recv_wqe_shm *w, uint32_t nsge)
  * After a receive WQE was taken from an SRQ: below its armed limit, the
  * owner raises IBV_EVENT_SRQ_LIMIT_REACHED (IBA 10.2.9.2).
  */
-static void check_srq_limit(struct shca_peer *p, const struct shca_qp_shm *q,
+static void check_srq_limit(struct shca_peer *p, bool has_srq,
 			    struct shca_rq_shm *rq)
 {
 	uint32_t limit;
 
-	if (!q->has_srq)
+	if (!has_srq)
 		return;
 	limit = __atomic_load_n(&rq->srq_limit, __ATOMIC_ACQUIRE);
 	if (limit && shca_rqshm_count(rq) < limit) {
@@ -675,13 +675,15 @@ static void check_srq_limit(struct shca_peer *p, const struct shca_qp_shm *q,
 }
 
 /* Consume the WQE at the head of rq (or, tag matching, the matched
- * tag) and drop rq->lock. */
+ * tag) and drop rq->lock: q is not read after it (do_receive). */
 static void take_wqe(struct shca_peer *p, const struct shca_qp_shm *q,
 		     struct shca_rq_shm *rq, struct shca_tm_rx *t)
 {
+	bool has_srq = q->has_srq;
+
 	shca_tm_rx_consume(rq, t);
 	shca_plock_unlock(&rq->lock);
-	check_srq_limit(p, q, rq);
+	check_srq_limit(p, has_srq, rq);
 }
 
 /*
@@ -699,6 +701,7 @@ static void fail_wqe(struct shca_peer *p, struct shca_qp_shm *q,
 		     const struct shca_xfer *x, uint64_t wr_id, uint32_t imp,
 		     enum ibv_wc_status status, uint32_t pend)
 {
+	bool has_srq = q->has_srq;
 	struct ibv_wc wc;
 
 	shca_tm_rx_consume(rq, t);
@@ -709,7 +712,7 @@ static void fail_wqe(struct shca_peer *p, struct shca_qp_shm *q,
 	shca_tm_rx_wc(t, &wc);
 	resp_complete_tm(p, q, &wc, true, t);
 	shca_plock_unlock(&rq->lock);
-	check_srq_limit(p, q, rq);
+	check_srq_limit(p, has_srq, rq);
 	if (pend)
 		shca_peer_doorbell(p);
 }
@@ -943,6 +946,7 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	struct ibv_wc wc;
 	struct shca_tm_rndv rv;
 	struct shca_tm_rx t;
+	bool has_srq, done;
 	int niov = 0, ret;
 
 	if (!rq) {
@@ -1106,16 +1110,30 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 			fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, 0);
 		return;
 	}
-	take_wqe(p, q, rq, &t);
+	/*
+	 * The WQE taken and its completion in before the queue's lock goes
+	 * (as fail_wqe): the owner's ibv_destroy_qp takes that lock (its
+	 * receive queue's flush, or a pass through its SRQ's) before it
+	 * gives q's record back to its arena (verbs/qp.c qp_release), and
+	 * nothing of q is read after the lock.
+	 */
+	has_srq = q->has_srq;
+	shca_tm_rx_consume(rq, &t);
 	resp_wc(&wc, x, q, wr_id, IBV_WC_SUCCESS,
 		(uint32_t)(is_send ? x->length + (x->grh ? SHCA_GRH_LEN : 0) :
 				     x->length));
 	wc.vendor_err = imp;
 	shca_tm_rx_wc(&t, &wc);
-	if (!resp_complete_tm(p, q, &wc, x->solicited, &t)) {
+	done = resp_complete_tm(p, q, &wc, x->solicited, &t);
+	if (!done)
+		__atomic_or_fetch(&q->pending, SHCA_QP_PEND_ERR,
+				  __ATOMIC_ACQ_REL);
+	shca_plock_unlock(&rq->lock);
+	check_srq_limit(p, has_srq, rq);
+	if (!done) {
 		/* IBA o11-5.2.2, rxe's class G: the CQ overran, the QP goes
 		 * to error and sends no ACK */
-		qp_pending(p, q, SHCA_QP_PEND_ERR);
+		shca_peer_doorbell(p);
 		if (rc)
 			res->outcome = SHCA_XFER_NO_RESPONSE;
 		return;

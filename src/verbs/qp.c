@@ -1395,13 +1395,27 @@ static void qp_put_refs(struct shca_qp *qp)
 	shca_pd_put(qp->pd);
 }
 
-/* What a QP holds besides its own memory. */
+/*
+ * What a QP holds besides its own memory.  A peer of this host that
+ * found the QP before it left the table may be taking one of its receive
+ * WQEs (a SEND's copy, however long it takes), and reads the QP's record
+ * until its completion is in; it holds the receive queue's lock all that
+ * time (engine/responder.c do_receive).  So the record goes back to the
+ * arena only after that lock was had once: the receive queue's flush
+ * takes it, and an SRQ's is passed through.  (A peer that found the QP
+ * but has not taken the lock yet, a few instructions, still may read the
+ * record after it went.)
+ */
 static void qp_release(struct shca_qp *qp)
 {
-	if (qp->shm)
-		shca_arena_free(qp->shm);
 	batch_destroy(qp->batch);
 	shca_rq_destroy(&qp->rq);
+	if (qp->shm && qp->srq && qp->srq->rq.shm) {
+		shca_plock_lock(&qp->srq->rq.shm->lock);
+		shca_plock_unlock(&qp->srq->rq.shm->lock);
+	}
+	if (qp->shm)
+		shca_arena_free(qp->shm);
 	if (qp->sq.buf)
 		sq_destroy(&qp->sq);
 }
