@@ -104,16 +104,9 @@ struct sender {
 static void *send_one(void *arg)
 {
 	struct sender *s = arg;
-	struct ibv_sge sge = { (uintptr_t)s->mr->addr, 64, s->mr->lkey };
-	struct ibv_send_wr wr, *bad;
 
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 1;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	s->ret = ibv_post_send(s->a->qp, &wr, &bad);
+	s->ret = ep_post_key(s->a, 1, IBV_WR_SEND, (uintptr_t)s->mr->addr,
+			     s->mr->lkey, 64, 0, 0);
 	return NULL;
 }
 
