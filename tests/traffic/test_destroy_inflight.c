@@ -6,15 +6,19 @@
  * arena, takes a receive WQE under the receive queue's lock, copies, and
  * then reads the record again for the receive CQ that gets the
  * completion.  ibv_destroy_qp must not give the record back to the arena
- * while such a receive is under way: a QP created meanwhile (by another
- * thread of the owner) would take its memory, and the completion would
- * land in the new QP's CQ, which never received anything.
+ * while such a receive is under way: a QP or CQ created meanwhile (by
+ * another thread of the owner) would take its memory, and the requester
+ * would read the CQ from whatever lies there (seen before the fix: no CQ,
+ * so the receive was taken for an overrun, the WQE vanished and the SEND
+ * ended in RETRY_EXC_ERR; a new QP's record there would put the
+ * completion in the new QP's CQ).
  *
  * The SEND's source page is watched by a userfaultfd, so the requester
  * stops in the copy; the owner's main thread destroys the QP (its own
- * receive queue, or one that takes from an SRQ), and a
- * second thread of it creates a QP with a CQ of its own once the destroy
- * is under way, then the page is supplied.  The new CQ must stay empty.
+ * receive queue, or one that takes from an SRQ), and a second thread of
+ * it creates a QP with a CQ of its own once the destroy is under way,
+ * then the page is supplied.  The SEND must complete successfully (its
+ * receive was taken before the destroy) and the new CQ stay empty.
  * If the machine is so slow that the destroy has not reached the point
  * where it waits for the receive within its head start (WAIT_MS), the
  * case cannot catch the fault in that run; it never fails wrongly.
