@@ -687,34 +687,53 @@ static void take_wqe(struct shca_peer *p, const struct shca_qp_shm *q,
 }
 
 /*
- * The responder's side of an error it detected on the WQE at rq's head
- * (rq->lock held): the WQE completes with status, and the QP is marked
- * with pend (SHCA_QP_PEND_*, 0: none) *before* its completion can be
- * seen, so that an application that polls the completion and then asks
- * the QP's state finds it in error (ibv_query_qp takes the marks,
- * doorbell.c).  imp: the WQE's bounce tag, passed on (receive_tag).
- * The lock is dropped after the completion: the owner's flush of the
- * receive queue, under the same lock, comes after it.
+ * The WQE at rq's head (or the matched tag) taken and completed with
+ * status and byte_len (rq->lock held): the QP is marked with pend
+ * (SHCA_QP_PEND_*, 0: none) *before* its completion can be seen, so that
+ * an application that polls the completion and then asks the QP's state
+ * finds it in error (ibv_query_qp takes the marks, doorbell.c).  imp: the
+ * WQE's bounce tag, passed on (receive_tag).  The lock is dropped after
+ * the completion: the owner's flush of the receive queue, under the same
+ * lock, comes after it, and so does its ibv_destroy_qp's release of q's
+ * record (verbs/qp.c qp_release): nothing of q is read after the lock.
+ * false when the CQ overran (IBA o11-5.2.2, rxe's class G: the QP goes to
+ * error, marked so if pend did not already).
  */
-static void fail_wqe(struct shca_peer *p, struct shca_qp_shm *q,
-		     struct shca_rq_shm *rq, struct shca_tm_rx *t,
-		     const struct shca_xfer *x, uint64_t wr_id, uint32_t imp,
-		     enum ibv_wc_status status, uint32_t pend)
+static bool complete_wqe(struct shca_peer *p, struct shca_qp_shm *q,
+			 struct shca_rq_shm *rq, struct shca_tm_rx *t,
+			 const struct shca_xfer *x, uint64_t wr_id,
+			 uint32_t imp, enum ibv_wc_status status,
+			 uint32_t byte_len, bool solicited, uint32_t pend)
 {
-	bool has_srq = q->has_srq;
+	bool has_srq = q->has_srq, done;
 	struct ibv_wc wc;
 
 	shca_tm_rx_consume(rq, t);
 	if (pend)
 		__atomic_or_fetch(&q->pending, pend, __ATOMIC_ACQ_REL);
-	resp_wc(&wc, x, q, wr_id, status, 0);
+	resp_wc(&wc, x, q, wr_id, status, byte_len);
 	wc.vendor_err = imp;
 	shca_tm_rx_wc(t, &wc);
-	resp_complete_tm(p, q, &wc, true, t);
+	done = resp_complete_tm(p, q, &wc, solicited, t);
+	if (!done && !pend) {
+		pend = SHCA_QP_PEND_ERR;
+		__atomic_or_fetch(&q->pending, pend, __ATOMIC_ACQ_REL);
+	}
 	shca_plock_unlock(&rq->lock);
 	check_srq_limit(p, has_srq, rq);
 	if (pend)
 		shca_peer_doorbell(p);
+	return done;
+}
+
+/* The responder's side of an error it detected on the WQE: completed
+ * with status (complete_wqe), the QP marked with pend. */
+static void fail_wqe(struct shca_peer *p, struct shca_qp_shm *q,
+		     struct shca_rq_shm *rq, struct shca_tm_rx *t,
+		     const struct shca_xfer *x, uint64_t wr_id, uint32_t imp,
+		     enum ibv_wc_status status, uint32_t pend)
+{
+	complete_wqe(p, q, rq, t, x, wr_id, imp, status, 0, true, pend);
 }
 
 /*
@@ -943,10 +962,8 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 	struct iovec iov[MAX_IOV + 1];
 	uint64_t wr_id, need, va = 0;
 	uint32_t nsge = 0, imp, mpd;
-	struct ibv_wc wc;
 	struct shca_tm_rndv rv;
 	struct shca_tm_rx t;
-	bool has_srq, done;
 	int niov = 0, ret;
 
 	if (!rq) {
@@ -1110,30 +1127,12 @@ static void do_receive(struct shca_peer *p, struct shca_qp_shm *q,
 			fail_rc(res, p, q, IBV_WC_REM_INV_REQ_ERR, 0);
 		return;
 	}
-	/*
-	 * The WQE taken and its completion in before the queue's lock goes
-	 * (as fail_wqe): the owner's ibv_destroy_qp takes that lock (its
-	 * receive queue's flush, or a pass through its SRQ's) before it
-	 * gives q's record back to its arena (verbs/qp.c qp_release), and
-	 * nothing of q is read after the lock.
-	 */
-	has_srq = q->has_srq;
-	shca_tm_rx_consume(rq, &t);
-	resp_wc(&wc, x, q, wr_id, IBV_WC_SUCCESS,
-		(uint32_t)(is_send ? x->length + (x->grh ? SHCA_GRH_LEN : 0) :
-				     x->length));
-	wc.vendor_err = imp;
-	shca_tm_rx_wc(&t, &wc);
-	done = resp_complete_tm(p, q, &wc, x->solicited, &t);
-	if (!done)
-		__atomic_or_fetch(&q->pending, SHCA_QP_PEND_ERR,
-				  __ATOMIC_ACQ_REL);
-	shca_plock_unlock(&rq->lock);
-	check_srq_limit(p, has_srq, rq);
-	if (!done) {
-		/* IBA o11-5.2.2, rxe's class G: the CQ overran, the QP goes
-		 * to error and sends no ACK */
-		shca_peer_doorbell(p);
+	if (!complete_wqe(p, q, rq, &t, x, wr_id, imp, IBV_WC_SUCCESS,
+			  (uint32_t)(is_send ? x->length +
+					       (x->grh ? SHCA_GRH_LEN : 0) :
+					       x->length),
+			  x->solicited, 0)) {
+		/* the CQ overran: no ACK */
 		if (rc)
 			res->outcome = SHCA_XFER_NO_RESPONSE;
 		return;

@@ -341,6 +341,31 @@ static bool translate(struct shca_segmap *m, const struct iovec *remote,
 	return true;
 }
 
+/*
+ * translate's short way (under the map's read lock): a remote list of one
+ * range that lies whole in one mapped segment (an RDMA WRITE, a READ, a
+ * SEND into one SGE) is that one piece; false otherwise.
+ */
+static bool one_piece(struct shca_segmap *m, const struct iovec *remote,
+		      int nr, struct pieces *ps)
+{
+	uint64_t len;
+	void *at;
+
+	if (nr != 1 || !remote->iov_len)
+		return false;
+	len = remote->iov_len;
+	at = shca_segmap_find(m, (uint64_t)(uintptr_t)remote->iov_base, &len);
+	if (!at || len != remote->iov_len)
+		return false;
+	ps->n = 1;
+	ps->nmapped = 1;
+	ps->v[0].iov_base = at;
+	ps->v[0].iov_len = len;
+	ps->mapped[0] = true;
+	return true;
+}
+
 /* The next len bytes of a local list, from cursor (*i, *off) on, as at
  * most max iovecs in out: how many, or -1 (more than max); out NULL:
  * the cursor moves only. */
@@ -474,24 +499,7 @@ static int mapped_xfer(struct shca_peer *p, const struct iovec *local, int nl,
 	int ret = 0;
 
 	shca_segmap_rdlock(m);
-	if (nr == 1 && remote->iov_len) {
-		/* one range in one segment (an RDMA WRITE, a READ, a SEND
-		 * into one SGE): no pieces to build */
-		uint64_t len = remote->iov_len;
-		struct iovec v;
-
-		v.iov_base = shca_segmap_find(
-			m, (uint64_t)(uintptr_t)remote->iov_base, &len);
-		v.iov_len = len;
-		if (v.iov_base && len == remote->iov_len) {
-			if (write)
-				shca_copy_iov(&v, 1, local, nl);
-			else
-				shca_copy_iov(local, nl, &v, 1);
-			goto done;
-		}
-	}
-	ok = translate(m, remote, nr, &ps);
+	ok = one_piece(m, remote, nr, &ps) || translate(m, remote, nr, &ps);
 	if (ok && ps.nmapped < ps.n && shca_segmap_changed(m)) {
 		shca_segmap_unlock(m);
 		shca_segmap_refresh(m);	/* failed: what we had */
@@ -508,7 +516,6 @@ static int mapped_xfer(struct shca_peer *p, const struct iovec *local, int nl,
 		shca_copy_iov(local, nl, ps.v, ps.n);
 	else
 		ret = mixed_xfer(p, local, nl, &ps, write);
-done:
 	shca_segmap_unlock(m);
 	count(SHCA_STAT_MAP_XFERS);
 	/* what a dead owner's memory took is lost, as CMA's ESRCH says */
