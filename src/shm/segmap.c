@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
+#include "../common/arlock.h"
 #include "../common/log.h"
 #include "../common/stat.h"
 #include "../common/util.h"
@@ -36,7 +37,7 @@ struct seg {
 };
 
 struct shca_segmap {
-	pthread_rwlock_t lock;
+	struct shca_arlock lock;	/* readers: accesses; writer: refresh */
 	int pool_fd;
 	int owner;		/* its pid: /proc/<owner>/fd for files */
 	uint64_t pool_size;	/* the pool's size when last looked at */
@@ -102,7 +103,7 @@ struct shca_segmap *shca_segmap_new(int pool_fd,
 
 	if (!m)
 		return NULL;
-	pthread_rwlock_init(&m->lock, NULL);
+	shca_arlock_init(&m->lock);
 	m->pool_fd = pool_fd;
 	m->owner = owner;
 	m->table = table;
@@ -139,18 +140,18 @@ void shca_segmap_free(struct shca_segmap *m)
 		seg_unmap(m, &m->segs[i]);
 	free(m->segs);
 	close(m->pool_fd);
-	pthread_rwlock_destroy(&m->lock);
+	shca_arlock_destroy(&m->lock);
 	free(m);
 }
 
 void shca_segmap_rdlock(struct shca_segmap *m)
 {
-	pthread_rwlock_rdlock(&m->lock);
+	shca_arlock_rdlock(&m->lock);
 }
 
 void shca_segmap_unlock(struct shca_segmap *m)
 {
-	pthread_rwlock_unlock(&m->lock);
+	shca_arlock_rdunlock(&m->lock);
 }
 
 unsigned int shca_segmap_mapped(struct shca_segmap *m)
@@ -467,7 +468,7 @@ int shca_segmap_refresh(struct shca_segmap *m)
 
 	if (read_at(m, g))
 		return 1;
-	pthread_rwlock_wrlock(&m->lock);
+	shca_arlock_wrlock(&m->lock);
 	/* another thread read it meanwhile: look again, no scan */
 	g = __atomic_load_n(m->table_gen, __ATOMIC_ACQUIRE);
 	if (read_at(m, g))
@@ -515,6 +516,6 @@ int shca_segmap_refresh(struct shca_segmap *m)
 	__atomic_store_n(&m->read_gen, g, __ATOMIC_RELAXED);
 	__atomic_store_n(&m->read_once, true, __ATOMIC_RELEASE);
 out:
-	pthread_rwlock_unlock(&m->lock);
+	shca_arlock_wrunlock(&m->lock);
 	return ret;
 }

@@ -26,6 +26,8 @@
  *
  * Lock: an access holds the map's read lock while it translates and
  * copies (no mapping goes away under it); a refresh takes the write lock.
+ * The lock is common/arlock.h's: a read costs no locked instruction, a
+ * refresh a membarrier() and a wait for the accesses under way.
  */
 #ifndef SOFTHCA_SHM_SEGMAP_H
 #define SOFTHCA_SHM_SEGMAP_H

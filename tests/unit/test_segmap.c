@@ -9,6 +9,8 @@
  * split into mapped and CMA pieces.
  */
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -368,4 +370,70 @@ TEST(sysv_segments_only_ours_whole_and_small_paged)
 		shmctl(huge, IPC_RMID, NULL);
 	if (other >= 0)
 		shmctl(other, IPC_RMID, NULL);
+}
+
+struct map_reader {
+	struct owner *o;
+	int stop;
+	uint64_t hits, wrong;
+};
+
+/* Reads through the map in a loop, each read holding the lock across
+ * loads from both pages of segment 1. */
+static void *map_reader(void *arg)
+{
+	struct map_reader *r = arg;
+
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t len = 2 * PAGE, i, sum = 0;
+		volatile unsigned char *p;
+
+		shca_segmap_rdlock(r->o->m);
+		p = shca_segmap_find(r->o->m, VA1, &len);
+		if (p) {
+			for (i = 0; i < len; i += 64)
+				sum += p[i];
+			if (p[0] != 0x11 || sum < 0x11)
+				r->wrong++;
+			r->hits++;
+		}
+		shca_segmap_unlock(r->o->m);
+	}
+	return NULL;
+}
+
+/*
+ * A refresh unmaps what changed only after the reads under way ended:
+ * two threads read segment 1 in a loop while this one rewrites its entry
+ * (a new gen: the old mapping is dropped at the refresh, the next read
+ * maps it again) and refreshes, 600 times.  A read that a refresh's
+ * munmap overtook would fault (the whole test dies).
+ */
+TEST(a_refresh_waits_for_the_reads_under_way)
+{
+	struct map_reader r[2];
+	pthread_t t[2];
+	struct owner o;
+	int i;
+
+	owner_open(&o);
+	owner_set(&o, 7, VA1, 2 * PAGE, 0, true);
+	ASSERT_EQ(shca_segmap_refresh(o.m), 0);
+	for (i = 0; i < 2; i++) {
+		r[i] = (struct map_reader){ .o = &o };
+		ASSERT_EQ(pthread_create(&t[i], NULL, map_reader, &r[i]), 0);
+	}
+	for (i = 0; i < 600; i++) {
+		owner_set(&o, 7, VA1, 2 * PAGE, 0, true);
+		ASSERT_EQ(shca_segmap_refresh(o.m), 0);
+		if (!(i % 16))
+			sched_yield();
+	}
+	for (i = 0; i < 2; i++) {
+		__atomic_store_n(&r[i].stop, 1, __ATOMIC_RELEASE);
+		ASSERT_EQ(pthread_join(t[i], NULL), 0);
+		ASSERT_EQ(r[i].wrong, 0u);
+		ASSERT(r[i].hits > 0);
+	}
+	owner_close(&o);
 }
