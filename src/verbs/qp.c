@@ -643,10 +643,11 @@ static int sq_post(struct shca_qp *qp, struct ibv_send_wr *wr,
 	enum ibv_qp_state state;
 	bool flush, queued = false;
 	int ret = 0;
-	/* a post executes the WRs (shm path: the peer's eventfds, its
-	 * socket) with locks held: no cancellation (common/nocancel.h) */
-	int cs = shca_cancel_off();
 
+	/* a post executes the WRs (shm path: the peer's eventfds, its
+	 * socket) with locks held: no cancellation point there
+	 * (common/nocancel.h) */
+	shca_nocancel_enter();
 	/* exec_lock, which the requester needs next anyway, is the
 	 * queue's lock for a post: everything else that moves the queue
 	 * or the state holds it too (sq.lock orders those among
@@ -695,7 +696,7 @@ out:
 	if (queued)
 		shca_sq_execute_locked(qp);
 	pthread_mutex_unlock(&qp->exec_lock);
-	shca_cancel_restore(cs);
+	shca_nocancel_leave();
 	return ret;
 }
 
@@ -727,7 +728,7 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	struct shca_qp *qp = to_sqp(ibqp);
 	struct shca_rq *rq = &qp->rq;
 	enum ibv_qp_state state;
-	int ret = 0, cs;
+	int ret = 0;
 
 	if (!bad)
 		return shca_ret_errno(-EINVAL);
@@ -740,7 +741,7 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	}
 	/* a flush completes to the CQ: its channel's eventfd, written
 	 * under rq->lock, must not be a cancellation point */
-	cs = shca_cancel_off();
+	shca_nocancel_enter();
 	pthread_mutex_lock(&rq->lock);
 	state = qp->attr.qp_state;
 	if (state == IBV_QPS_RESET) {
@@ -757,7 +758,7 @@ int shca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 			shca_rq_flush(rq, qp->rcq, ibqp->qp_num);
 	}
 	pthread_mutex_unlock(&rq->lock);
-	shca_cancel_restore(cs);
+	shca_nocancel_leave();
 	/* a rendezvous FIN that waited for a receive (shm/xfer.c) */
 	if (state != IBV_QPS_RESET)
 		shca_host_fin_post_recv(qp);

@@ -104,6 +104,20 @@ static int post_flushed_recv(struct fixture *f)
 	return ibv_post_recv(f->qp, &wr, &bad);
 }
 
+/* A send on the ERR QP: flushed the same way, by ibv_post_send. */
+static int post_flushed_send(struct fixture *f)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)f->buf, .length = 8, .lkey = f->mr->lkey,
+	};
+	struct ibv_send_wr wr = {
+		.wr_id = 9, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+
+	return ibv_post_send(f->qp, &wr, &bad);
+}
+
 static void teardown(struct fixture *f)
 {
 	struct ibv_wc wc;
@@ -120,9 +134,11 @@ static void teardown(struct fixture *f)
 	ibv_free_device_list(f->list);
 }
 
+enum verb { GET_CQ_EVENT, POST_RECV, POST_SEND };
+
 struct victim {
 	struct fixture *f;
-	bool post;		/* call ibv_post_recv, else ibv_get_cq_event */
+	enum verb verb;
 	sem_t ready, cancelled;
 	volatile int done;	/* the verb returned, with this + 1 */
 };
@@ -141,8 +157,10 @@ static void *victim_main(void *arg)
 	while (sem_wait(&v->cancelled))
 		;
 	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
-	if (v->post) {
+	if (v->verb == POST_RECV) {
 		ret = post_flushed_recv(v->f);
+	} else if (v->verb == POST_SEND) {
+		ret = post_flushed_send(v->f);
 	} else {
 		ret = ibv_get_cq_event(v->f->ch, &cq, &ctx);
 		if (!ret)
@@ -153,9 +171,9 @@ static void *victim_main(void *arg)
 	return NULL;
 }
 
-static void run_victim(struct fixture *f, bool post)
+static void run_victim(struct fixture *f, enum verb verb)
 {
-	struct victim v = { .f = f, .post = post };
+	struct victim v = { .f = f, .verb = verb };
 	pthread_t t;
 	void *res;
 
@@ -180,7 +198,7 @@ TEST(cancel_pending_get_cq_event)
 
 	setup(&f);
 	ASSERT_EQ(post_flushed_recv(&f), 0);	/* the event waits */
-	run_victim(&f, false);
+	run_victim(&f, GET_CQ_EVENT);
 	teardown(&f);
 }
 
@@ -193,10 +211,32 @@ TEST(cancel_pending_post_recv_flush)
 	void *ctx;
 
 	setup(&f);
-	run_victim(&f, true);
+	run_victim(&f, POST_RECV);
 	/* the event it queued can be taken, and the CQ destroyed */
 	ASSERT_EQ(ibv_get_cq_event(f.ch, &cq, &ctx), 0);
 	ASSERT(cq == f.cq);
 	ibv_ack_cq_events(cq, 1);
+	teardown(&f);
+}
+
+/* ibv_post_send on a QP in error: the same, through the send queue (a
+ * posting verb marks the thread instead of turning cancellation off, and
+ * each cancellation point it reaches turns it off for itself:
+ * common/nocancel.h). */
+TEST(cancel_pending_post_send_flush)
+{
+	struct fixture f = { 0 };
+	struct ibv_wc wc;
+	struct ibv_cq *cq;
+	void *ctx;
+
+	setup(&f);
+	run_victim(&f, POST_SEND);
+	ASSERT_EQ(ibv_get_cq_event(f.ch, &cq, &ctx), 0);
+	ASSERT(cq == f.cq);
+	ibv_ack_cq_events(cq, 1);
+	ASSERT_EQ(ibv_poll_cq(f.cq, 1, &wc), 1);
+	ASSERT_EQ(wc.wr_id, 9u);
+	ASSERT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
 	teardown(&f);
 }
