@@ -16,12 +16,11 @@
  * complete (it reaches no cancellation point), the thread is cancelled at
  * its next pthread_testcancel, and the teardown that follows must finish.
  */
-#include <pthread.h>
-#include <semaphore.h>
 #include <stdbool.h>
 
 #include <infiniband/verbs.h>
 
+#include "cancel_pending.h"
 #include "harness.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -134,60 +133,26 @@ static void teardown(struct fixture *f)
 	ibv_free_device_list(f->list);
 }
 
-enum verb { GET_CQ_EVENT, POST_RECV, POST_SEND };
-
-struct victim {
-	struct fixture *f;
-	enum verb verb;
-	sem_t ready, cancelled;
-	volatile int done;	/* the verb returned, with this + 1 */
-};
-
-/* Cancellation off until the request is pending, then on (deferred):
- * the verb is the first place where it could act. */
-static void *victim_main(void *arg)
+static int get_cq_event(void *f)
 {
-	struct victim *v = arg;
+	struct fixture *fx = f;
 	struct ibv_cq *cq;
 	void *ctx;
-	int ret;
+	int ret = ibv_get_cq_event(fx->ch, &cq, &ctx);
 
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-	sem_post(&v->ready);
-	while (sem_wait(&v->cancelled))
-		;
-	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
-	if (v->verb == POST_RECV) {
-		ret = post_flushed_recv(v->f);
-	} else if (v->verb == POST_SEND) {
-		ret = post_flushed_send(v->f);
-	} else {
-		ret = ibv_get_cq_event(v->f->ch, &cq, &ctx);
-		if (!ret)
-			ibv_ack_cq_events(cq, 1);
-	}
-	v->done = ret + 1;
-	pthread_testcancel();
-	return NULL;
+	if (!ret)
+		ibv_ack_cq_events(cq, 1);
+	return ret;
 }
 
-static void run_victim(struct fixture *f, enum verb verb)
+static int post_recv(void *f)
 {
-	struct victim v = { .f = f, .verb = verb };
-	pthread_t t;
-	void *res;
+	return post_flushed_recv(f);
+}
 
-	sem_init(&v.ready, 0, 0);
-	sem_init(&v.cancelled, 0, 0);
-	ASSERT_EQ(pthread_create(&t, NULL, victim_main, &v), 0);
-	while (sem_wait(&v.ready))
-		;
-	ASSERT_EQ(pthread_cancel(t), 0);
-	sem_post(&v.cancelled);
-	ASSERT_EQ(pthread_join(t, &res), 0);
-	/* cancelled at pthread_testcancel, not inside the verb */
-	ASSERT(res == PTHREAD_CANCELED);
-	ASSERT_EQ(v.done, 1);
+static int post_send(void *f)
+{
+	return post_flushed_send(f);
 }
 
 /* ibv_get_cq_event with an event waiting: it takes the event and drains
@@ -198,7 +163,7 @@ TEST(cancel_pending_get_cq_event)
 
 	setup(&f);
 	ASSERT_EQ(post_flushed_recv(&f), 0);	/* the event waits */
-	run_victim(&f, GET_CQ_EVENT);
+	ASSERT_EQ(cancel_pending_call(get_cq_event, &f), 0);
 	teardown(&f);
 }
 
@@ -211,7 +176,7 @@ TEST(cancel_pending_post_recv_flush)
 	void *ctx;
 
 	setup(&f);
-	run_victim(&f, POST_RECV);
+	ASSERT_EQ(cancel_pending_call(post_recv, &f), 0);
 	/* the event it queued can be taken, and the CQ destroyed */
 	ASSERT_EQ(ibv_get_cq_event(f.ch, &cq, &ctx), 0);
 	ASSERT(cq == f.cq);
@@ -231,7 +196,7 @@ TEST(cancel_pending_post_send_flush)
 	void *ctx;
 
 	setup(&f);
-	run_victim(&f, POST_SEND);
+	ASSERT_EQ(cancel_pending_call(post_send, &f), 0);
 	ASSERT_EQ(ibv_get_cq_event(f.ch, &cq, &ctx), 0);
 	ASSERT(cq == f.cq);
 	ibv_ack_cq_events(cq, 1);
