@@ -43,7 +43,7 @@ static inline void shca_cancel_restore(int old)
 /*
  * The posting verbs' way to the same end (ibv_post_send, ibv_post_recv),
  * without the cost: a pthread_setcancelstate pair is two locked
- * instructions, 35 ns, a sixth of an 8-byte WRITE's post on the same
+ * instructions, 35 ns, a seventh of an 8-byte WRITE's post on the same
  * host, which usually reaches no cancellation point at all.  Inside, the
  * thread's depth is non-zero, and each call softhca makes of a
  * cancellation point -- all go through common/sys.c's link-time
