@@ -212,11 +212,10 @@ void shca_arlock_wrlock(struct shca_arlock *l)
 		return;
 	pthread_once(&once, init);
 	__atomic_store_n(&l->writer, 1, __ATOMIC_SEQ_CST);
-	if (mode == BARRIER_MEMBARRIER &&
-	    membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED))
-		shca_err("arlock: membarrier: %s", strerror(errno));
-	else if (mode != BARRIER_MEMBARRIER)
+	if (mode != BARRIER_MEMBARRIER)
 		shca_full_fence();
+	else if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED))
+		shca_err("arlock: membarrier: %s", strerror(errno));
 	readers_leave(l);
 }
 

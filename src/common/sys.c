@@ -91,11 +91,10 @@ extern int __dup2(int fd, int fd2);
 		if (!shca_nocancel_depth) {                            \
 			r_ = (call);                                   \
 		} else {                                               \
-			pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, \
-					       &cs_);                  \
+			cs_ = shca_cancel_off();                       \
 			r_ = (call);                                   \
 			e_ = errno;                                    \
-			pthread_setcancelstate(cs_, NULL);             \
+			shca_cancel_restore(cs_);                      \
 			errno = e_;                                    \
 		}                                                      \
 		r_;                                                    \
