@@ -125,6 +125,33 @@ static inline void shca_stat_add(struct shca_stat_block *b, enum shca_stat s,
 		__atomic_fetch_add(&b->v[s], n, __ATOMIC_RELAXED);
 }
 
+/*
+ * A QP's same-host requester's count of its own messages (shm/xfer.c): the
+ * packets and bytes its messages would be each way on a wire.  Only that
+ * requester writes them, under its QP's exec_lock, so an add is a load and
+ * a store (no locked instruction on the path of every work request);
+ * they are atomic only so that a reader in another process sees each
+ * store whole.  Readers add them to the QP's block (shca_stat_own_into).
+ */
+struct shca_stat_own {
+	uint64_t sent_pkts, sent_bytes, rcvd_pkts, rcvd_bytes;
+} __attribute__((aligned(64)));
+
+static inline void shca_stat_own_add(uint64_t *v, uint64_t n)
+{
+	__atomic_store_n(v, __atomic_load_n(v, __ATOMIC_RELAXED) + n,
+			 __ATOMIC_RELAXED);
+}
+
+static inline void shca_stat_own_into(struct shca_stat_block *b,
+				      const struct shca_stat_own *o)
+{
+	b->v[SHCA_STAT_SENT_PKTS] += o->sent_pkts;
+	b->v[SHCA_STAT_SENT_BYTES] += o->sent_bytes;
+	b->v[SHCA_STAT_RCVD_PKTS] += o->rcvd_pkts;
+	b->v[SHCA_STAT_RCVD_BYTES] += o->rcvd_bytes;
+}
+
 /* This process's own block (in its arena; NULL before the arena exists). */
 struct shca_stat_block *shca_stat_proc(void);
 

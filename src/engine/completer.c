@@ -59,8 +59,6 @@ enum ibv_wc_status shca_complete_send(struct shca_qp *qp,
 	    (w->wr.opcode == IBV_WR_SEND_WITH_IMM ||
 	     w->wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM))
 		wc.wc_flags = IBV_WC_WITH_IMM;
-	/* the counters hold the messages before it when it is seen */
-	shca_xfer_tally_flush(&qp->req_tally);
 	shca_cq_push(qp->scq, &wc, false);
 	return status;
 }

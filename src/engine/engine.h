@@ -220,11 +220,8 @@ void shca_respond(struct shca_peer *p, const struct shca_xfer *x,
 /* ... p held by the caller (shca_stages.respond_held) */
 void shca_respond_held(struct shca_peer *p, const struct shca_xfer *x,
 		       struct shca_xfer_result *res);
-/* The message in a QP's counters at the requester or the responder, as
- * the packets it would be on a wire, at once or gathered in t
- * (shca_stages.count, .count_flush). */
-void shca_xfer_count(struct shca_xfer_tally *t, struct shca_stat_block *b,
-		     const struct shca_xfer *x, bool requester);
+/* The responder's counts a run gathered in t, into their block
+ * (shca_stages.count_flush). */
 void shca_xfer_tally_flush(struct shca_xfer_tally *t);
 /* An L_Key of p's MR in its PD pd, for an importer of that PD (verbs/
  * import_key.c), under the caller's access (shm/mem.h): 0 with *va, its

@@ -1315,75 +1315,55 @@ static void do_flush(struct shca_peer *p, struct shca_qp_shm *q,
 static void execute(struct shca_peer *p, const struct shca_xfer *x,
 		    struct shca_xfer_result *res);
 
-static uint64_t wire_pkts(uint64_t len, uint32_t mtu)
+/* Counts for block b, each one atomic add */
+static void tally_add(struct shca_stat_block *b, uint64_t sent_pkts,
+		      uint64_t sent_bytes, uint64_t rcvd_pkts,
+		      uint64_t rcvd_bytes)
 {
-	return mtu && len > mtu ? (len + mtu - 1) / mtu : 1;
+	if (sent_pkts)
+		shca_stat_add(b, SHCA_STAT_SENT_PKTS, sent_pkts);
+	if (sent_bytes)
+		shca_stat_add(b, SHCA_STAT_SENT_BYTES, sent_bytes);
+	if (rcvd_pkts)
+		shca_stat_add(b, SHCA_STAT_RCVD_PKTS, rcvd_pkts);
+	if (rcvd_bytes)
+		shca_stat_add(b, SHCA_STAT_RCVD_BYTES, rcvd_bytes);
 }
 
 void shca_xfer_tally_flush(struct shca_xfer_tally *t)
 {
 	if (!t->b)
 		return;
-	if (t->qpn_at &&
-	    __atomic_load_n(t->qpn_at, __ATOMIC_ACQUIRE) != t->qpn) {
-		memset(t, 0, sizeof(*t));	/* a QP no more */
-		return;
-	}
-	if (t->sent_pkts)
-		shca_stat_add(t->b, SHCA_STAT_SENT_PKTS, t->sent_pkts);
-	if (t->sent_bytes)
-		shca_stat_add(t->b, SHCA_STAT_SENT_BYTES, t->sent_bytes);
-	if (t->rcvd_pkts)
-		shca_stat_add(t->b, SHCA_STAT_RCVD_PKTS, t->rcvd_pkts);
-	if (t->rcvd_bytes)
-		shca_stat_add(t->b, SHCA_STAT_RCVD_BYTES, t->rcvd_bytes);
+	if (!t->qpn_at ||
+	    __atomic_load_n(t->qpn_at, __ATOMIC_ACQUIRE) == t->qpn)
+		tally_add(t->b, t->sent_pkts, t->sent_bytes, t->rcvd_pkts,
+			  t->rcvd_bytes);
+	/* else a QP no more: the counts are dropped */
 	memset(t, 0, sizeof(*t));
 }
 
-void shca_xfer_count(struct shca_xfer_tally *t, struct shca_stat_block *b,
-		     const struct shca_xfer *x, bool requester)
+/*
+ * Request x in the responder's QP's block b (shca_xfer_wire: what came is
+ * received, what goes back sent): at once, t NULL, or gathered in t.
+ */
+static void xfer_count(struct shca_xfer_tally *t, struct shca_stat_block *b,
+		       const struct shca_xfer *x)
 {
-	struct shca_xfer_tally now = { 0 };
-	uint64_t data = wire_pkts(x->length, x->pmtu);
-	/* the request's way and the way back, in packets and bytes */
-	uint64_t out_p = 1, out_b = 0, back_p = 0, back_b = 0;
+	struct shca_xfer_wire w = shca_xfer_wire(x);
 
-	if (!b)
+	if (!t) {
+		tally_add(b, w.back_pkts, w.back_bytes, w.out_pkts,
+			  w.out_bytes);
 		return;
-	if ((unsigned int)x->opcode == SHCA_WR_FLUSH) {
-		back_p = 1;	/* a response of no data */
-	} else {
-		switch (x->opcode) {
-		case IBV_WR_ATOMIC_WRITE:
-			out_b = 8;
-			break;
-		case IBV_WR_RDMA_READ:
-			/* a request one way, the data back */
-			back_p = data;
-			back_b = x->length;
-			break;
-		case IBV_WR_ATOMIC_CMP_AND_SWP:
-		case IBV_WR_ATOMIC_FETCH_AND_ADD:
-			back_p = 1;
-			back_b = 8;
-			break;
-		default:
-			out_p = data;
-			out_b = x->length;
-			break;
-		}
 	}
-	if (!t)
-		t = &now;
-	else if (t->b != b)
+	if (t->b != b) {
 		shca_xfer_tally_flush(t);
-	t->b = b;
-	t->sent_pkts += requester ? out_p : back_p;
-	t->sent_bytes += requester ? out_b : back_b;
-	t->rcvd_pkts += requester ? back_p : out_p;
-	t->rcvd_bytes += requester ? back_b : out_b;
-	if (t == &now)
-		shca_xfer_tally_flush(t);
+		t->b = b;
+	}
+	t->sent_pkts += w.back_pkts;
+	t->sent_bytes += w.back_bytes;
+	t->rcvd_pkts += w.out_pkts;
+	t->rcvd_bytes += w.out_bytes;
 }
 
 static void no_answer(const struct shca_xfer *x, struct shca_xfer_result *res)
@@ -1460,7 +1440,7 @@ static void execute(struct shca_peer *p, const struct shca_xfer *x,
 	if (x->count_resp) {
 		struct shca_xfer_tally *t = x->resp_tally;
 
-		shca_xfer_count(t, &q->stats, x, false);
+		xfer_count(t, &q->stats, x);
 		if (t) {
 			t->qpn_at = &q->qpn;
 			t->qpn = x->dest_qpn;

@@ -12,7 +12,6 @@ const struct shca_stages shca_stages = {
 	.respond_held = shca_respond_held,
 	.hold = shca_respond_hold,
 	.unhold = shca_respond_unhold,
-	.count = shca_xfer_count,
 	.count_flush = shca_xfer_tally_flush,
 	.wqe_length = shca_wqe_length,
 	.wqe_local_iov = shca_wqe_local_iov,

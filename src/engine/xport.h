@@ -25,6 +25,7 @@
 #include <sys/uio.h>
 #include <infiniband/verbs.h>
 
+#include "../common/verbs_ext.h"
 #include "../shm/arena.h"
 
 struct shca_qp;
@@ -51,11 +52,12 @@ struct shca_rndv_req {
 };
 
 /*
- * Same-host messages in a counter block a run at a time
- * (shca_stages.count): what block b is owed, added to it with one
- * atomic add per counter when the count moves to another block, before a
+ * The responder's counts of same-host messages, gathered a run at a time
+ * (engine/responder.c): what block b is owed, added to it with one atomic
+ * add per counter when the count moves to another block, before a
  * completion that the counted messages precede, and when the run ends
- * (shca_stages.count_flush), not with four per message.
+ * (shca_stages.count_flush), not with four per message.  (The
+ * requester's own counts need no tally: struct shca_stat_own.)
  */
 struct shca_xfer_tally {
 	struct shca_stat_block *b;	/* NULL: nothing owed */
@@ -230,6 +232,50 @@ void shca_host_fin_drop(struct shca_qp *qp);
 void shca_host_fin_forget(struct shca_qp *qp);
 
 /*
+ * Same-host traffic in the counters the net path keeps (common/stat.h),
+ * as a NIC counts what it loops back: the packets message x would be on a
+ * wire of its path MTU and their payload bytes, the request's way (out)
+ * and the way back.  There are no ACKs.  The requester counts out as sent
+ * and back as received (shm/xfer.c), the responder the other way round
+ * (engine/responder.c).
+ */
+struct shca_xfer_wire {
+	uint64_t out_pkts, out_bytes, back_pkts, back_bytes;
+};
+
+static inline struct shca_xfer_wire shca_xfer_wire(const struct shca_xfer *x)
+{
+	uint64_t data = x->pmtu && x->length > x->pmtu ?
+				(x->length + x->pmtu - 1) / x->pmtu :
+				1;
+	struct shca_xfer_wire w = { .out_pkts = 1 };
+
+	switch ((unsigned int)x->opcode) {
+	case SHCA_WR_FLUSH:
+		w.back_pkts = 1;	/* a response of no data */
+		break;
+	case IBV_WR_ATOMIC_WRITE:
+		w.out_bytes = 8;
+		break;
+	case IBV_WR_RDMA_READ:
+		/* a request one way, the data back */
+		w.back_pkts = data;
+		w.back_bytes = x->length;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		w.back_pkts = 1;
+		w.back_bytes = 8;
+		break;
+	default:
+		w.out_pkts = data;
+		w.out_bytes = x->length;
+		break;
+	}
+	return w;
+}
+
+/*
  * The engine's stages, as a transport sees them (xport.c): the only way a
  * transport reaches one.
  */
@@ -243,16 +289,8 @@ struct shca_stages {
 	 * requests: a p that died since answers nothing, as above */
 	void (*respond_held)(struct shca_peer *p, const struct shca_xfer *x,
 			     struct shca_xfer_result *res);
-	/*
-	 * Same-host traffic in the counters the net path keeps
-	 * (common/stat.h), as a NIC counts what it loops back: the packets
-	 * the message would be on a wire of the path MTU and their payload
-	 * bytes, seen from the requester (requester true) or the responder.
-	 * There are no ACKs.  t NULL: added to b at once; else gathered in
-	 * t (struct shca_xfer_tally) until count_flush.
-	 */
-	void (*count)(struct shca_xfer_tally *t, struct shca_stat_block *b,
-		      const struct shca_xfer *x, bool requester);
+	/* responder.c: the responder's counts that t gathered in a run
+	 * (x->resp_tally), into their block now */
 	void (*count_flush)(struct shca_xfer_tally *t);
 	/*
 	 * responder.c: what the net path reads or writes of this process's

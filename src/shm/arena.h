@@ -30,7 +30,8 @@
  *   seg_table_gen    owner (in the header: release adds); peers read
  *   shca_qp_shm      owner; peers set the *_pending words and add to
  *                    stats (relaxed atomics; the responder side of the
- *                    same-host path counts on the responder's QP)
+ *                    same-host path counts on the responder's QP); own:
+ *                    the owner's requester alone, loads and stores
  *   shca_rq_shm      tail and WQEs: owner (post_recv), release store;
  *                    head: any consumer under the RQ's lock
  *   shca_cq_shm      ring and tail: any producer under the CQ's lock;
@@ -58,7 +59,7 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	18	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	19	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
 					 * receive queue's PD (rq_pd); 5: the
 					 * pool, segments, lanes, MR flags;
@@ -84,7 +85,8 @@
 					 * (pd_imp_off); 18: the queues'
 					 * counters on lines of their own,
 					 * seen counters, a CQ entry's
-					 * phase bit (shca_cqe_phase) */
+					 * phase bit (shca_cqe_phase);
+					 * 19: a QP's own counts (own) */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
@@ -502,6 +504,9 @@ struct shca_qp_shm {
 				 * NUL-terminated: `softhca stat` sums the
 				 * QPs of softhca_<dev> */
 	struct shca_stat_block stats;	/* this QP's counters */
+	/* what its same-host requester sent and got back, counted by that
+	 * requester alone (common/stat.h): part of stats to a reader */
+	struct shca_stat_own own;
 };
 
 /* The owner's record of its own MR key index (shm/mrkey.c, below), in

@@ -325,7 +325,6 @@ void shca_host_rndv_done(struct shca_qp *qp, const struct shca_xfer *x,
 static void host_run_end(struct shca_qp *qp)
 {
 	shca_stages.count_flush(&qp->resp_tally);
-	shca_stages.count_flush(&qp->req_tally);
 	if (qp->run_peer) {
 		shca_peer_release(qp->run_peer);
 		qp->run_peer = NULL;
@@ -338,7 +337,7 @@ static void host_run_end(struct shca_qp *qp)
  * find the destination's process once (qp_modify.c looked at RTR; if it
  * was not there yet, now); UD a message at a time, and a process that
  * refuses CMA is for the net (UNREACHABLE).  The message is counted at
- * both ends (shca_xfer_count).
+ * both ends (shca_xfer_wire).
  */
 static void host_xmit(struct shca_qp *qp, const struct shca_send_wqe *w,
 		      const struct shca_xfer *x, struct shca_xfer_result *res)
@@ -385,8 +384,16 @@ static void host_xmit(struct shca_qp *qp, const struct shca_send_wqe *w,
 	/* a rendezvous' source copied (or refused): its MR may go */
 	shca_stages.unhold(&qp->rndv_lane);
 	fin_settle(qp, res);
-	if (qp->shm)
-		shca_stages.count(&qp->req_tally, &qp->shm->stats, &hx, true);
+	if (qp->shm) {
+		/* exec_lock held: this QP's own counts are ours alone */
+		struct shca_xfer_wire c = shca_xfer_wire(x);
+		struct shca_stat_own *o = &qp->shm->own;
+
+		shca_stat_own_add(&o->sent_pkts, c.out_pkts);
+		shca_stat_own_add(&o->sent_bytes, c.out_bytes);
+		shca_stat_own_add(&o->rcvd_pkts, c.back_pkts);
+		shca_stat_own_add(&o->rcvd_bytes, c.back_bytes);
+	}
 }
 
 /* The same host answers every request at once: no window, no timer. */

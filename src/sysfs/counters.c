@@ -115,6 +115,7 @@ static int read_qps(int fd, const struct shca_arena_hdr *hdr,
 		q->qp_type = rec.qp_type;
 		q->state = rec.state;
 		q->stats = rec.stats;
+		shca_stat_own_into(&q->stats, &rec.own);
 	}
 	free(tbl);
 	if (ret) {

@@ -675,10 +675,10 @@ struct shca_qp {
 					 * UD chooses by AH) */
 	struct shca_peer *peer;		/* RC/UC: the destination's process */
 	/* the same host, during a run of the send queue (exec_lock): the
-	 * destination's process held, the messages' counts gathered, the
-	 * requester's and the responder's (shm/xfer.c) */
+	 * destination's process held, the responder's counts of the
+	 * messages gathered (shm/xfer.c) */
 	struct shca_peer *run_peer;
-	struct shca_xfer_tally req_tally, resp_tally;
+	struct shca_xfer_tally resp_tally;
 	struct shca_mr_cache lkey_cache;	/* (exec_lock) */
 	/* rendezvous FINs this QP could not take yet (shm/xfer.c, its
 	 * lock): a ring of fin_cap, at most the send queue's depth */

@@ -146,6 +146,11 @@ TEST(tool_prints_this_process)
 	shca_stat_add(&q2->stats, SHCA_STAT_SENT_PKTS, 5);
 	shca_stat_add(&q3->stats, SHCA_STAT_ACCESS_ERR, 1);
 	shca_stat_add(&gone->stats, SHCA_STAT_SENT_PKTS, 99);
+	/* a same-host requester's own counts (shm/xfer.c) are the QP's */
+	shca_stat_own_add(&q1->own.sent_pkts, 3);
+	shca_stat_own_add(&q1->own.sent_bytes, 8);
+	shca_stat_own_add(&q1->own.rcvd_pkts, 1);
+	shca_stat_own_add(&q1->own.rcvd_bytes, 64);
 	shca_stat_add(shca_stat_proc(), SHCA_STAT_DROPPED_PKTS, 3);
 	/* taking the slot may have reclaimed a name a killed process left
 	 * (shm/sock.c): a count of this machine's past, not of this test */
@@ -161,10 +166,11 @@ TEST(tool_prints_this_process)
 		 "pid %d device softhca_eth9 qps 1 access_err 1\n"
 		 "pid %d device softhca_eth9 qp 0x%06x type RC state ERR"
 		 " access_err 1\n"
-		 "pid %d device softhca_lo qps 2 sent_pkts 15 sent_bytes 4096"
-		 " rcvd_rnr_err 2\n"
+		 "pid %d device softhca_lo qps 2 sent_pkts 18 sent_bytes 4104"
+		 " rcvd_rnr_err 2 rcvd_pkts 1 rcvd_bytes 64\n"
 		 "pid %d device softhca_lo qp 0x%06x type RC state RTS"
-		 " sent_pkts 10 sent_bytes 4096 rcvd_rnr_err 2\n"
+		 " sent_pkts 13 sent_bytes 4104 rcvd_rnr_err 2 rcvd_pkts 1"
+		 " rcvd_bytes 64\n"
 		 "pid %d device softhca_lo qp 0x%06x type UD state INIT"
 		 " sent_pkts 5\n",
 		 pid, s->slot, pid, pid, q3->qpn, pid, pid, q1->qpn, pid,
