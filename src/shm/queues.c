@@ -25,7 +25,7 @@ static uint64_t device_clock_ns(void)
 /* CQ                                                                  */
 
 int shca_cqshm_init(struct shca_cq_shm *cq, uint32_t cqe, bool timestamps,
-		    void **ring_out)
+		    struct shca_cq_ring *r)
 {
 	struct shca_arena *a = shca_arena_self();
 	uint32_t size = shca_cq_size_for(cqe);
@@ -42,14 +42,16 @@ int shca_cqshm_init(struct shca_cq_shm *cq, uint32_t cqe, bool timestamps,
 	cq->head = cq->tail = cq->head_seen = 0;
 	cq->timestamps = timestamps;
 	cq->ring_off = shca_arena_off(a, ring);
-	*ring_out = ring;
+	r->ring = ring;
+	r->slots = size;
 	return 0;
 }
 
-void shca_cqshm_fini(struct shca_cq_shm *cq, void **ring)
+void shca_cqshm_fini(struct shca_cq_shm *cq, struct shca_cq_ring *r)
 {
-	shca_arena_free(*ring);
-	*ring = NULL;
+	shca_arena_free(r->ring);
+	r->ring = NULL;
+	r->slots = 0;
 	cq->ring_off = 0;
 }
 
@@ -83,11 +85,12 @@ static struct shca_cqe *cq_ring(void *base, size_t size,
 			      (size_t)n * sizeof(struct shca_cqe));
 }
 
-int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe, void **ring_io)
+int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe,
+		      struct shca_cq_ring *r)
 {
 	struct shca_arena *a = shca_arena_self();
-	uint32_t size = shca_cq_size_for(cqe), n, i, osize;
-	struct shca_cqe *old, *ring;
+	uint32_t size = shca_cq_size_for(cqe), n, i;
+	struct shca_cqe *ring;
 
 	ring = shca_arena_alloc((size_t)size * sizeof(*ring));
 	if (!ring)
@@ -99,17 +102,14 @@ int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe, void **ring_io)
 		shca_arena_free(ring);
 		return -EINVAL;
 	}
-	/* a ring a peer broke loses its entries, nothing else (none are
-	 * counted: the new ring's phases say none is there) */
-	old = cq_ring(a->base, a->size, cq, &osize);
-	if (!old)
-		n = 0;
+	/* (counters a peer broke: the entries they name, in our ring) */
 	for (i = 0; i < n; i++) {
-		ring[i] = old[(cq->head + i) & (osize - 1)];
+		ring[i] = r->ring[(cq->head + i) & (r->slots - 1)];
 		cqe_publish(&ring[i], ring[i].ts_ns, i, size);
 	}
-	shca_arena_free(*ring_io);
-	*ring_io = ring;
+	shca_arena_free(r->ring);
+	r->ring = ring;
+	r->slots = size;
 	cq->ring_off = shca_arena_off(a, ring);
 	cq->size = size;
 	cq->cqe = size - 1;
@@ -125,26 +125,20 @@ int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe, void **ring_io)
  * enters the error state and takes no more.  Arming for solicited events
  * fires on solicited completions and on completions in error.
  */
-int shca_cqshm_push(void *base, size_t size, struct shca_cq_shm *cq,
-		    const struct ibv_wc *wc, bool solicited)
+/* The push into ring (slots entries; NULL: broken), the CQ's lock held */
+static int push_locked(struct shca_cq_shm *cq, struct shca_cqe *ring,
+		       uint32_t slots, const struct ibv_wc *wc, bool solicited)
 {
-	struct shca_cqe *ring, *e;
-	int ret = SHCA_CQ_PUSHED;
-	uint32_t slots;
+	struct shca_cqe *e;
 
-	shca_plock_lock(&cq->lock);
-	ring = cq_ring(base, size, cq, &slots);
-	if (cq->overflow || !ring) {
-		ret = SHCA_CQ_DEAD;
-		goto out;
-	}
+	if (cq->overflow || !ring)
+		return SHCA_CQ_DEAD;
 	/* the owner's line only when the head seen says full */
 	if (cq->tail - cq->head_seen >= cq->cqe)
 		cq->head_seen = __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE);
 	if (cq->tail - cq->head_seen >= cq->cqe) {
 		cq->overflow = 1;
-		ret = SHCA_CQ_OVERRUN;
-		goto out;
+		return SHCA_CQ_OVERRUN;
 	}
 	e = &ring[cq->tail & (slots - 1)];
 	e->wc = *wc;
@@ -155,26 +149,49 @@ int shca_cqshm_push(void *base, size_t size, struct shca_cq_shm *cq,
 	    (cq->armed == SHCA_CQ_ARM_SOLICITED &&
 	     (solicited || wc->status != IBV_WC_SUCCESS))) {
 		cq->armed = SHCA_CQ_ARM_NONE;
-		ret = SHCA_CQ_FIRED;
+		return SHCA_CQ_FIRED;
 	}
-out:
+	return SHCA_CQ_PUSHED;
+}
+
+int shca_cqshm_push(void *base, size_t size, struct shca_cq_shm *cq,
+		    const struct ibv_wc *wc, bool solicited)
+{
+	struct shca_cqe *ring;
+	uint32_t slots;
+	int ret;
+
+	shca_plock_lock(&cq->lock);
+	ring = cq_ring(base, size, cq, &slots);
+	ret = push_locked(cq, ring, slots, wc, solicited);
 	shca_plock_unlock(&cq->lock);
 	return ret;
 }
 
-struct shca_cqe *shca_cqshm_peek(struct shca_cq_shm *cq)
+int shca_cqshm_push_own(struct shca_cq_shm *cq, const struct shca_cq_ring *r,
+			const struct ibv_wc *wc, bool solicited)
 {
-	struct shca_arena *a = shca_arena_self();
-	uint32_t head = cq->head, slots;
-	struct shca_cqe *ring = cq_ring(a->base, a->size, cq, &slots);
+	int ret;
+
+	/* r as resize leaves it under this lock */
+	shca_plock_lock(&cq->lock);
+	ret = push_locked(cq, r->ring, r->slots, wc, solicited);
+	shca_plock_unlock(&cq->lock);
+	return ret;
+}
+
+struct shca_cqe *shca_cqshm_peek(struct shca_cq_shm *cq,
+				 const struct shca_cq_ring *r)
+{
+	uint32_t head = cq->head;
 	struct shca_cqe *e;
 
-	if (!ring)
+	if (!r->ring)
 		return NULL;
 	/* the entry's phase, not the producers' counter (SHCA_CQE_PHASE) */
-	e = &ring[head & (slots - 1)];
+	e = &r->ring[head & (r->slots - 1)];
 	if ((__atomic_load_n(&e->ts_ns, __ATOMIC_ACQUIRE) & SHCA_CQE_PHASE) !=
-	    shca_cqe_phase(head, slots))
+	    shca_cqe_phase(head, r->slots))
 		return NULL;
 	return e;
 }

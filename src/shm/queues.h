@@ -21,20 +21,36 @@ enum {
 };
 
 /*
- * Initialise a CQ in this process's arena; 0 or -errno.  *ring is where
- * the owner keeps its ring, process-local: fini and resize free that, not
- * the offset in the arena, which a peer can rewrite (arena.h).
+ * The owner's ring of its CQ and the ring's slot count, as the owner keeps
+ * them, process-local: its polls, its own pushes, fini and resize use
+ * these, not the offset and size in the arena, which a peer can rewrite
+ * (arena.h) and which a poll would otherwise check again every time.
+ * Changed by resize under the CQ's lock and the owner's consumer lock.
  */
-int shca_cqshm_init(struct shca_cq_shm *cq, uint32_t cqe, bool timestamps,
-		    void **ring);
-void shca_cqshm_fini(struct shca_cq_shm *cq, void **ring);
-/* Move to a new ring; -EINVAL if it holds more than cqe entries. */
-int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe, void **ring);
+struct shca_cq_ring {
+	struct shca_cqe *ring;
+	uint32_t slots;
+};
 
+/* Initialise a CQ in this process's arena, filling *r; 0 or -errno. */
+int shca_cqshm_init(struct shca_cq_shm *cq, uint32_t cqe, bool timestamps,
+		    struct shca_cq_ring *r);
+void shca_cqshm_fini(struct shca_cq_shm *cq, struct shca_cq_ring *r);
+/* Move to a new ring; -EINVAL if it holds more than cqe entries.  Under
+ * the owner's consumer lock. */
+int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe,
+		      struct shca_cq_ring *r);
+
+/* A completion into cq, a peer's (the ring as the arena mapped at base
+ * says) or, _own, the owner's (its ring r). */
 int shca_cqshm_push(void *base, size_t size, struct shca_cq_shm *cq,
 		    const struct ibv_wc *wc, bool solicited);
-/* Owner: the next entry (NULL if empty); consume with _pop. */
-struct shca_cqe *shca_cqshm_peek(struct shca_cq_shm *cq);
+int shca_cqshm_push_own(struct shca_cq_shm *cq, const struct shca_cq_ring *r,
+			const struct ibv_wc *wc, bool solicited);
+/* Owner: the next entry of its ring r (NULL if empty); consume with
+ * _pop. */
+struct shca_cqe *shca_cqshm_peek(struct shca_cq_shm *cq,
+				 const struct shca_cq_ring *r);
 void shca_cqshm_pop(struct shca_cq_shm *cq);
 uint32_t shca_cqshm_count(struct shca_cq_shm *cq);
 void shca_cqshm_arm(struct shca_cq_shm *cq, bool solicited_only);

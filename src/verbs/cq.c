@@ -75,9 +75,7 @@ static void cq_overrun(struct shca_cq *cq)
  */
 int shca_cq_push(struct shca_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
-	struct shca_arena *a = shca_arena_self();
-
-	switch (shca_cqshm_push(a->base, a->size, cq->shm, wc, solicited)) {
+	switch (shca_cqshm_push_own(cq->shm, &cq->ring, wc, solicited)) {
 	case SHCA_CQ_FIRED:
 		shca_cq_comp_event(cq);
 		return 0;
@@ -134,7 +132,7 @@ int shca_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&cq->lock);
-	while (n < num && (e = shca_cqshm_peek(cq->shm))) {
+	while (n < num && (e = shca_cqshm_peek(cq->shm, &cq->ring))) {
 		uint64_t tag;
 		uint32_t priv, imp;
 
@@ -226,7 +224,7 @@ static int cqx_start_poll(struct ibv_cq_ex *ibcq,
 		return shca_ret_errno(-EINVAL);
 	if (!cq->single_threaded)
 		pthread_mutex_lock(&cq->lock);
-	e = shca_cqshm_peek(cq->shm);
+	e = shca_cqshm_peek(cq->shm, &cq->ring);
 	if (!e) {
 		if (!cq->single_threaded)
 			pthread_mutex_unlock(&cq->lock);
@@ -240,7 +238,7 @@ static int cqx_start_poll(struct ibv_cq_ex *ibcq,
 static int cqx_next_poll(struct ibv_cq_ex *ibcq)
 {
 	struct shca_cq *cq = cqx_to_scq(ibcq);
-	struct shca_cqe *e = shca_cqshm_peek(cq->shm);
+	struct shca_cqe *e = shca_cqshm_peek(cq->shm, &cq->ring);
 
 	if (!e)
 		return ENOENT;
@@ -625,7 +623,7 @@ int shca_cq_destroy(struct shca_cq *cq, bool wait_acks)
 	{
 		struct shca_cqe *e;
 
-		while ((e = shca_cqshm_peek(cq->shm))) {
+		while ((e = shca_cqshm_peek(cq->shm, &cq->ring))) {
 			drop_tagged(&e->wc);
 			shca_cqshm_pop(cq->shm);
 		}

@@ -32,6 +32,7 @@
 #include "../engine/xport.h"
 #include "../shm/arena.h"
 #include "../shm/peer.h"
+#include "../shm/queues.h"
 #include "../sysfs/ident.h"
 
 /* ------------------------------------------------------------------ */
@@ -397,7 +398,8 @@ struct shca_cq {
 	struct shca_comp_channel *chan;	/* cqx.channel as created */
 	pthread_mutex_t lock;		/* consumers: poll, start/end_poll */
 	struct shca_cq_shm *shm;	/* in this process's arena */
-	void *ring;			/* its ring: what destroy frees */
+	struct shca_cq_ring ring;	/* its ring as this process keeps it:
+					 * what polls read, destroy frees */
 	uint64_t wc_flags;		/* create_cq_ex flags */
 	struct shca_cqe cur_cqe;	/* ibv_cq_ex: the entry being read */
 	uint64_t cur_tm_tag;		/* ... its ibv_wc_tm_info */

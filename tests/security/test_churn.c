@@ -13,6 +13,8 @@
  */
 #include <signal.h>
 #include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <sys/wait.h>
 
@@ -615,6 +617,71 @@ static void rewritten_rings(struct result *r)
 	ASSERT_EQ(ibv_destroy_qp(qp), 0);
 	ASSERT_EQ(ibv_destroy_cq(cq), 0);
 	r->count = 1;
+}
+
+/*
+ * A peer rewrites a CQ's ring offset and size in the arena: the owner's
+ * own completions still go into, and come out of, the ring it made (a
+ * signalled RDMA WRITE of a QP connected to itself: the requester's push
+ * and the poll are the owner's), with the data in place.
+ */
+static void owner_ring_kept(struct result *r)
+{
+	struct ibv_qp_init_attr ia = {
+		.cap = { .max_send_wr = 4, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	static char buf[8192] __attribute__((aligned(4096)));
+	struct ibv_send_wr wr = { .wr_id = 7, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct shca_cq_shm *cs;
+	struct ibv_sge sge;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct ibv_wc wc;
+	struct env e;
+	char *base;
+	int i, n = 0;
+
+	unsetenv("SOFTHCA_NET");	/* the same-host requester pushes */
+	env_open(&e);
+	base = arena_own_base();
+	ia.send_cq = ia.recv_cq = e.cq;
+	qp = ibv_create_qp(e.pd, &ia);
+	ASSERT_NOT_NULL(qp);
+	connect_self(qp, IBV_ACCESS_REMOTE_WRITE);
+	mr = ibv_reg_mr(e.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE |
+			IBV_ACCESS_REMOTE_WRITE);
+	ASSERT_NOT_NULL(mr);
+	memset(buf, 'a', 4096);
+	cs = cq_shm_of(base, e.cq);
+	cs->ring_off = 12345;				/* the peer */
+	cs->size = 3;
+	sge = (struct ibv_sge){ (uintptr_t)buf, 4096, mr->lkey };
+	wr.sg_list = &sge;
+	wr.wr.rdma.remote_addr = (uintptr_t)buf + 4096;
+	wr.wr.rdma.rkey = mr->rkey;
+	ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
+	for (i = 0; i < 100000 && !n; i++)
+		n = ibv_poll_cq(e.cq, 1, &wc);
+	ASSERT_EQ(n, 1);
+	ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+	ASSERT_U64_EQ(wc.wr_id, 7);
+	ASSERT_EQ(buf[4096], 'a');
+	ASSERT_EQ(buf[8191], 'a');
+	ASSERT_EQ(ibv_destroy_qp(qp), 0);
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	ASSERT_EQ(ibv_destroy_cq(e.cq), 0);
+	r->count = 1;
+}
+
+TEST(peer_rewritten_ring_owner_goes_on)
+{
+	struct result r = run_child(owner_ring_kept);
+
+	ASSERT_EQ(r.count, 1);
 }
 
 TEST(peer_rewritten_ring_off)

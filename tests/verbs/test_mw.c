@@ -34,45 +34,6 @@ static const int MR_ACC = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
 static const int QP_ACC = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 			  IBV_ACCESS_REMOTE_ATOMIC;
 
-static int modify(struct ibv_qp *qp, enum ibv_qp_state s, int mask,
-		  struct ibv_qp_attr *a)
-{
-	a->qp_state = s;
-	return ibv_modify_qp(qp, a, mask | IBV_QP_STATE);
-}
-
-/* RC QP qp connected to itself, RESET -> RTS. */
-static void self_connect(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a;
-	union ibv_gid gid;
-
-	memset(&a, 0, sizeof(a));
-	a.port_num = 1;
-	a.qp_access_flags = QP_ACC;
-	ASSERT_EQ(modify(qp, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			 IBV_QP_ACCESS_FLAGS, &a), 0);
-	ASSERT_EQ(ibv_query_gid(qp->context, 1, 0, &gid), 0);
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = gid;
-	a.ah_attr.port_num = 1;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = qp->qp_num;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	ASSERT_EQ(modify(qp, IBV_QPS_RTR, IBV_QP_AV | IBV_QP_PATH_MTU |
-			 IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
-			 &a), 0);
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	ASSERT_EQ(modify(qp, IBV_QPS_RTS, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-			 IBV_QP_MAX_QP_RD_ATOMIC, &a), 0);
-}
-
 /* An RC QP of pd connected to itself, in RTS. */
 static struct ibv_qp *self_qp(struct env *e, struct ibv_pd *pd)
 {
@@ -86,7 +47,7 @@ static struct ibv_qp *self_qp(struct env *e, struct ibv_pd *pd)
 	struct ibv_qp *qp = ibv_create_qp(pd, &ia);
 
 	ASSERT_NOT_NULL(qp);
-	self_connect(qp);
+	connect_self(qp, QP_ACC);
 	return qp;
 }
 
@@ -652,7 +613,7 @@ TEST(qp_ex_bind_and_local_inv)
 	ASSERT_NOT_NULL(qp);
 	qpx = ibv_qp_to_qp_ex(qp);
 	ASSERT_NOT_NULL(qpx);
-	self_connect(qp);
+	connect_self(qp, QP_ACC);
 
 	mw = ibv_alloc_mw(e.pd, IBV_MW_TYPE_2);
 	ASSERT_NOT_NULL(mw);
