@@ -212,19 +212,16 @@ uint32_t shca_cqshm_count(struct shca_cq_shm *cq)
  * cq_clean), so that a reused QP never meets its old completions.  The
  * owner calls it, with its consumer lock held.
  */
-void shca_cqshm_clean(struct shca_cq_shm *cq, uint32_t qpn, bool flushed_only,
+void shca_cqshm_clean(struct shca_cq_shm *cq, const struct shca_cq_ring *r,
+		      uint32_t qpn, bool flushed_only,
 		      void (*drop)(const struct ibv_wc *wc))
 {
-	struct shca_arena *a = shca_arena_self();
-	uint32_t i, keep, head, tail, slots;
-	struct shca_cqe *ring;
+	uint32_t i, keep, head, tail, slots = r->slots;
+	struct shca_cqe *ring = r->ring;
 
-	shca_plock_lock(&cq->lock);
-	ring = cq_ring(a->base, a->size, cq, &slots);
-	if (!ring) {
-		shca_plock_unlock(&cq->lock);
+	if (!ring)
 		return;
-	}
+	shca_plock_lock(&cq->lock);
 	head = __atomic_load_n(&cq->head, __ATOMIC_ACQUIRE);
 	tail = cq->tail;
 	/* peers push here: never more than the ring */

@@ -54,10 +54,11 @@ struct shca_cqe *shca_cqshm_peek(struct shca_cq_shm *cq,
 void shca_cqshm_pop(struct shca_cq_shm *cq);
 uint32_t shca_cqshm_count(struct shca_cq_shm *cq);
 void shca_cqshm_arm(struct shca_cq_shm *cq, bool solicited_only);
-/* Owner: take qpn's entries out (flushed_only: its IBV_WC_WR_FLUSH_ERR
- * ones only), the others keep their order. */
+/* Owner: take qpn's entries out of its ring r (flushed_only: its
+ * IBV_WC_WR_FLUSH_ERR ones only), the others keep their order. */
 /* drop: called with each entry taken out (NULL: none) */
-void shca_cqshm_clean(struct shca_cq_shm *cq, uint32_t qpn, bool flushed_only,
+void shca_cqshm_clean(struct shca_cq_shm *cq, const struct shca_cq_ring *r,
+		      uint32_t qpn, bool flushed_only,
 		      void (*drop)(const struct ibv_wc *wc));
 
 static inline uint32_t shca_cq_size_for(uint32_t cqe)

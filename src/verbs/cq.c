@@ -172,7 +172,7 @@ static void drop_tagged(const struct ibv_wc *wc)
 void shca_cq_clean(struct shca_cq *cq, uint32_t qpn, bool flushed_only)
 {
 	pthread_mutex_lock(&cq->lock);
-	shca_cqshm_clean(cq->shm, qpn, flushed_only, drop_tagged);
+	shca_cqshm_clean(cq->shm, &cq->ring, qpn, flushed_only, drop_tagged);
 	pthread_mutex_unlock(&cq->lock);
 }
 
