@@ -884,8 +884,9 @@ TEST(net_write_1mib_duplicated_counted)
  * the thread that runs the list waits there).  While it waits, the SEND's
  * two completions are there, and the counters of both QPs already hold
  * the nine messages before: the requester's sent_*, the responder's
- * rcvd_* (same host: the requester counts both ends, a run of the send
- * queue at a time, and adds what it gathered before a completion).
+ * rcvd_* (same host: the requester counts both ends, its own per
+ * message, the responder's a run of the send queue at a time, added
+ * before a completion).
  */
 #define LIST_WRITES 8
 
