@@ -277,7 +277,7 @@ static void *rq_alloc_ring(uint32_t slots, size_t wqe_size)
 }
 
 int shca_rqshm_init(struct shca_rq_shm *rq, uint32_t max_wr, uint32_t max_sge,
-		    void **ring_out)
+		    struct shca_rq_ring *r)
 {
 	struct shca_arena *a = shca_arena_self();
 	uint32_t size = shca_roundup_pow2(MAX(max_wr, 1u));
@@ -296,14 +296,16 @@ int shca_rqshm_init(struct shca_rq_shm *rq, uint32_t max_wr, uint32_t max_sge,
 	rq->wqe_size = (uint32_t)wsz;
 	rq->head = rq->tail = rq->tail_seen = 0;
 	rq->buf_off = shca_arena_off(a, ring);
-	*ring_out = ring;
+	r->ring = ring;
+	r->slots = size;
+	r->wqe_size = (uint32_t)wsz;
 	return 0;
 }
 
-void shca_rqshm_fini(struct shca_rq_shm *rq, void **ring)
+void shca_rqshm_fini(struct shca_rq_shm *rq, struct shca_rq_ring *r)
 {
-	shca_arena_free(*ring);
-	*ring = NULL;
+	shca_arena_free(r->ring);
+	memset(r, 0, sizeof(*r));
 	rq->buf_off = 0;
 }
 
@@ -330,12 +332,12 @@ static struct shca_recv_wqe_shm *rq_slot(void *base, size_t size,
 					    wsz);
 }
 
-int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr, void **ring_io)
+int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr,
+		      struct shca_rq_ring *r)
 {
 	struct shca_arena *a = shca_arena_self();
 	uint32_t size = shca_roundup_pow2(MAX(max_wr, 1u)), n, i;
-	uint32_t wsz = rq->wqe_size, room;	/* read once: peers write */
-	struct shca_recv_wqe_shm *w;
+	uint32_t wsz = r->wqe_size;
 	char *ring, *old;
 
 	ring = rq_alloc_ring(size, wsz);
@@ -348,13 +350,14 @@ int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr, void **ring_io)
 		shca_arena_free(ring);
 		return -EINVAL;
 	}
-	for (i = 0; i < n; i++) {
-		w = rq_slot(a->base, a->size, rq, rq->head + i, &room);
-		if (w && wsz <= room * sizeof(struct ibv_sge) + sizeof(*w))
-			memcpy(ring + (size_t)i * wsz, w, wsz);
-	}
-	old = *ring_io;
-	*ring_io = ring;
+	for (i = 0; i < n; i++)
+		memcpy(ring + (size_t)i * wsz,
+		       r->ring + (size_t)((rq->head + i) & (r->slots - 1)) *
+					 wsz,
+		       wsz);
+	old = r->ring;
+	r->ring = ring;
+	r->slots = size;
 	rq->buf_off = shca_arena_off(a, ring);
 	rq->size = size;
 	rq->max_wr = size;
@@ -384,19 +387,22 @@ bool shca_rqshm_full(struct shca_rq_shm *rq, uint32_t *head_seen,
 	return tail - *head_seen >= max;
 }
 
-int shca_rqshm_post(struct shca_rq_shm *rq, uint32_t *head_seen,
-		    const struct ibv_recv_wr *wr, uint32_t imp)
+int shca_rqshm_post(struct shca_rq_shm *rq, const struct shca_rq_ring *r,
+		    uint32_t *head_seen, const struct ibv_recv_wr *wr,
+		    uint32_t imp)
 {
-	struct shca_arena *a = shca_arena_self();
 	struct shca_recv_wqe_shm *w;
-	uint32_t tail = rq->tail, room;
+	uint32_t tail = rq->tail;
 	int i;
 
-	if (shca_rqshm_full(rq, head_seen, rq->size))
+	if (!r->ring)
+		return -EIO;
+	if (shca_rqshm_full(rq, head_seen, r->slots))
 		return -ENOMEM;
-	w = rq_slot(a->base, a->size, rq, tail, &room);
-	if (!w || (uint32_t)wr->num_sge > room)
-		return -EIO;	/* another process broke the ring */
+	/* our own ring: its slot holds the max_sge the caller checked */
+	w = (struct shca_recv_wqe_shm *)(r->ring +
+					 (size_t)(tail & (r->slots - 1)) *
+						 r->wqe_size);
 	w->wr_id = wr->wr_id;
 	w->num_sge = (uint32_t)wr->num_sge;
 	w->imp = imp;

@@ -70,11 +70,22 @@ static inline uint32_t shca_cq_size_for(uint32_t cqe)
 	return s;
 }
 
-/* RQ / SRQ rings; *ring as for the CQ's. */
+/*
+ * RQ / SRQ rings.  The owner keeps its ring, the slot count and the WQE
+ * size process-local, as for the CQ's (struct shca_cq_ring): its posts
+ * and resizes use these; the consumers (peers, and the owner's own
+ * responder and flush) find the ring through the arena, checked.
+ */
+struct shca_rq_ring {
+	char *ring;
+	uint32_t slots, wqe_size;
+};
+
 int shca_rqshm_init(struct shca_rq_shm *rq, uint32_t max_wr, uint32_t max_sge,
-		    void **ring);
-void shca_rqshm_fini(struct shca_rq_shm *rq, void **ring);
-int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr, void **ring);
+		    struct shca_rq_ring *r);
+void shca_rqshm_fini(struct shca_rq_shm *rq, struct shca_rq_ring *r);
+int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr,
+		      struct shca_rq_ring *r);
 uint32_t shca_rqshm_count(struct shca_rq_shm *rq);
 /*
  * Owner, under its posting lock: are max WQEs or more in the ring?
@@ -83,9 +94,11 @@ uint32_t shca_rqshm_count(struct shca_rq_shm *rq);
  */
 bool shca_rqshm_full(struct shca_rq_shm *rq, uint32_t *head_seen,
 		     uint32_t max);
-/* Owner: append one WR (the caller checked num_sge); -ENOMEM if full. */
-int shca_rqshm_post(struct shca_rq_shm *rq, uint32_t *head_seen,
-		    const struct ibv_recv_wr *wr, uint32_t imp);
+/* Owner: append one WR to its ring r (the caller checked num_sge);
+ * -ENOMEM if full. */
+int shca_rqshm_post(struct shca_rq_shm *rq, const struct shca_rq_ring *r,
+		    uint32_t *head_seen, const struct ibv_recv_wr *wr,
+		    uint32_t imp);
 
 /*
  * Consumer, with rq->lock held: the oldest WQE, or NULL if empty; pop

@@ -425,7 +425,8 @@ struct shca_rq {
 	uint32_t max_wr, max_sge;	/* as reported */
 	struct shca_rq_shm *shm;	/* NULL: the QP uses an SRQ */
 	uint32_t head_seen;		/* under lock: shca_rqshm_full */
-	void *ring;			/* its ring: what destroy frees */
+	struct shca_rq_ring ring;	/* its ring as this process keeps it:
+					 * what posts write, destroy frees */
 };
 
 /*

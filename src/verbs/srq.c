@@ -105,7 +105,7 @@ int shca_rq_post_imp(struct shca_rq *rq, const struct ibv_recv_wr *wr,
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge ||
 	    (wr->num_sge && !wr->sg_list))
 		return -EINVAL;
-	return shca_rqshm_post(rq->shm, &rq->head_seen, wr, tag);
+	return shca_rqshm_post(rq->shm, &rq->ring, &rq->head_seen, wr, tag);
 }
 
 int shca_rq_post_one(struct shca_rq *rq, const struct ibv_recv_wr *wr)

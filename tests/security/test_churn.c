@@ -570,8 +570,9 @@ static void rewritten_ring_off(struct result *r)
 
 /*
  * A peer points a CQ's ring and a receive queue's ring past the end of
- * the arena and says a completion waits: the owner's poll finds nothing,
- * its post_recv fails, nothing crashes, and destroy frees what it kept.
+ * the arena and says a completion waits: the owner's poll finds nothing
+ * (its own ring holds none), its post_recv goes into the ring it made,
+ * nothing crashes, and destroy frees what it kept.
  */
 static void rewritten_rings(struct result *r)
 {
@@ -613,7 +614,8 @@ static void rewritten_rings(struct result *r)
 	qs = (struct shca_qp_shm *)(base + qoff);
 	rs = (struct shca_rq_shm *)(base + qs->rq_off);
 	rs->buf_off = end - 64;				/* the peer */
-	ASSERT_NE(ibv_post_recv(qp, &wr, &bad), 0);
+	rs->size = 3;
+	ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0);	/* its own ring */
 	ASSERT_EQ(ibv_destroy_qp(qp), 0);
 	ASSERT_EQ(ibv_destroy_cq(cq), 0);
 	r->count = 1;
