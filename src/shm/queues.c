@@ -102,7 +102,8 @@ int shca_cqshm_resize(struct shca_cq_shm *cq, uint32_t cqe,
 		shca_arena_free(ring);
 		return -EINVAL;
 	}
-	/* (counters a peer broke: the entries they name, in our ring) */
+	/* the entries between the arena's counters (a peer may have moved
+	 * them: n is bounded above), read from our own ring */
 	for (i = 0; i < n; i++) {
 		ring[i] = r->ring[(cq->head + i) & (r->slots - 1)];
 		cqe_publish(&ring[i], ring[i].ts_ns, i, size);
