@@ -333,6 +333,15 @@ static struct shca_recv_wqe_shm *rq_slot(void *base, size_t size,
 					    wsz);
 }
 
+/* WQE i of the owner's own ring r */
+static struct shca_recv_wqe_shm *rq_own_slot(const struct shca_rq_ring *r,
+					     uint32_t i)
+{
+	return (struct shca_recv_wqe_shm *)(r->ring +
+					    (size_t)(i & (r->slots - 1)) *
+						    r->wqe_size);
+}
+
 int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr,
 		      struct shca_rq_ring *r)
 {
@@ -352,9 +361,7 @@ int shca_rqshm_resize(struct shca_rq_shm *rq, uint32_t max_wr,
 		return -EINVAL;
 	}
 	for (i = 0; i < n; i++)
-		memcpy(ring + (size_t)i * wsz,
-		       r->ring + (size_t)((rq->head + i) & (r->slots - 1)) *
-					 wsz,
+		memcpy(ring + (size_t)i * wsz, rq_own_slot(r, rq->head + i),
 		       wsz);
 	old = r->ring;
 	r->ring = ring;
@@ -401,9 +408,7 @@ int shca_rqshm_post(struct shca_rq_shm *rq, const struct shca_rq_ring *r,
 	if (shca_rqshm_full(rq, head_seen, r->slots))
 		return -ENOMEM;
 	/* our own ring: its slot holds the max_sge the caller checked */
-	w = (struct shca_recv_wqe_shm *)(r->ring +
-					 (size_t)(tail & (r->slots - 1)) *
-						 r->wqe_size);
+	w = rq_own_slot(r, tail);
 	w->wr_id = wr->wr_id;
 	w->num_sge = (uint32_t)wr->num_sge;
 	w->imp = imp;
