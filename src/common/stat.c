@@ -61,4 +61,5 @@ const char *const shca_stat_names[SHCA_STAT_MAX] = {
 	[SHCA_STAT_NET_ACKS_HELD] = "net_acks_held",
 	[SHCA_STAT_NET_ACKS_LATE] = "net_acks_late",
 	[SHCA_STAT_NET_PLACED_PKTS] = "net_placed_pkts",
+	[SHCA_STAT_NET_POLL_YIELDS] = "net_poll_yields",
 };

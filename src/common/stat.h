@@ -106,6 +106,9 @@ enum shca_stat {
 	SHCA_STAT_NET_PLACED_PKTS,	/* packets received straight into
 					 * their place: a WRITE's and a READ
 					 * response's middles (conn.c) */
+	SHCA_STAT_NET_POLL_YIELDS,	/* times an application thread's
+					 * empty poll let other threads run
+					 * (SOFTHCA_NET_YIELD_US, conn.c) */
 	SHCA_STAT_MAX
 };
 

@@ -391,18 +391,10 @@ static int cpus_here(void)
 	return sched_getaffinity(0, sizeof(set), &set) ? 0 : CPU_COUNT(&set);
 }
 
-/*
- * Spin only where it takes no CPU from the application: a thread that
- * may run on one CPU only (taskset) shares it with the application's
- * threads, and a spin there delays the very thread it waits for
- * (README: pinned ib_write_lat 13x slower on average with the spin
- * forced there).  Asked again at most every 100 ms (taskset -p may
- * change it), not for every batch.  Engine thread only.
- */
-static bool spin_here(uint64_t now)
+bool shca_thread_cpus_many(uint64_t now)
 {
-	static uint64_t asked_at;
-	static bool many;
+	static __thread uint64_t asked_at;
+	static __thread bool many;
 
 	if (!asked_at || now - asked_at >= 100000000ull) {
 		many = cpus_here() > 1;
@@ -493,11 +485,16 @@ static void *engine_main(void *arg)
 			run_batch(evs, n);
 		pthread_mutex_unlock(&run_lock);
 		/* bounded: a spin starts only after a batch, and ends
-		 * spin_ns after it, in a sleep unless another came */
+		 * spin_ns after it, in a sleep unless another came.  Only
+		 * where it takes no CPU from the application: a thread that
+		 * may run on one CPU only (taskset) shares it with the
+		 * application's threads, and a spin there delays the very
+		 * thread it waits for (README: pinned ib_write_lat 13x
+		 * slower on average with the spin forced there). */
 		if (n > 0 && spin_ns) {
 			uint64_t now = shca_now_ns();
 
-			if (spin_here(now))
+			if (shca_thread_cpus_many(now))
 				spin_until = now + spin_ns;
 		}
 	}

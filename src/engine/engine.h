@@ -135,6 +135,13 @@ bool shca_in_engine(void);
 int shca_engine_progress(void);
 
 /*
+ * May the calling thread run on more than one CPU (its affinity, asked
+ * again at most every 100 ms: taskset -p may change it)?  now:
+ * shca_now_ns().
+ */
+bool shca_thread_cpus_many(uint64_t now);
+
+/*
  * An application thread's poll found nothing (net/conn.c): with
  * SOFTHCA_POLL_QUIET, while it goes on polling, the engine thread is not
  * woken for the sockets, which the poller reads itself (engine.c,

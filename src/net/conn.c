@@ -199,6 +199,12 @@ static uint32_t defer_max = DEFAULT_DEFER;
 #define DEFAULT_ACK_HOLD_US	500
 #define MAX_ACK_HOLD_US		100000
 static uint64_t ack_hold_ns = DEFAULT_ACK_HOLD_US * 1000ull;
+/* SOFTHCA_NET_YIELD_US: how often at most a poller that may run on more
+ * than one CPU lets other threads run (shca_net_poll_idle; 0: after
+ * every empty poll) */
+#define DEFAULT_YIELD_US	500
+#define MAX_YIELD_US		1000000
+static uint64_t yield_ns = DEFAULT_YIELD_US * 1000ull;
 static uint64_t hello_ns = DEFAULT_HELLO_MS * 1000000ull;
 static uint64_t idle_ns = DEFAULT_IDLE_MS * 1000000ull;	/* 0: never */
 static unsigned long n_accepted;	/* engine thread */
@@ -830,6 +836,8 @@ static void limits_read(void)
 	ack_hold_ns = MIN(env_num("SOFTHCA_NET_ACK_HOLD_US",
 				  DEFAULT_ACK_HOLD_US, 0),
 			  MAX_ACK_HOLD_US) * 1000ull;
+	yield_ns = MIN(env_num("SOFTHCA_NET_YIELD_US", DEFAULT_YIELD_US, 0),
+		       MAX_YIELD_US) * 1000ull;
 }
 
 /*
@@ -3059,28 +3067,43 @@ bool shca_net_active(void)
 	       started_here();
 }
 
+/*
+ * The poller does the net path's receive work itself when nobody else is
+ * (shca_engine_progress), then lets other threads run now and then: an
+ * engine thread (ours, woken for what the poller just did, or a peer
+ * process's that must place a WRITE its application watches in memory)
+ * would otherwise wait behind two busy threads on two cores, for a time
+ * slice if the poller goes on to spin on its memory (ib_write_lat: 1-2%
+ * of round trips took 2-4 ms when only an empty poll yielded, and most
+ * runs had a maximum of 2-4 ms with no yield at all).  Where the poller
+ * may run on one CPU only (taskset), it shares that CPU with its own
+ * engine thread: it yields after every empty poll.  Elsewhere at most
+ * every SOFTHCA_NET_YIELD_US: a yield after every empty poll (two in a
+ * round trip) made a ping-pong a third slower on average between two
+ * namespaces than one every 200-1000 us, with no better tail (README,
+ * "The poller's yield").
+ */
+static __thread uint64_t yielded_at;
+
 void shca_net_poll_idle(void)
 {
+	uint64_t now;
+
 	if (!shca_net_active())
 		return;
-	/* the poller does the net path's receive work itself when nobody
-	 * else is (shca_engine_progress), then lets other threads run, in
-	 * every case: an engine thread (ours, woken for what the poller
-	 * just did, or a peer process's that must place a WRITE its
-	 * application watches in memory) would otherwise wait behind two
-	 * busy threads on two cores, for a time slice if the poller goes on
-	 * to spin on its memory (ib_write_lat pinned: 1-2% of round trips
-	 * took 2-4 ms when only an empty poll yielded; yielding every few
-	 * microseconds only measured worse for ib_send_lat) */
+	now = shca_now_ns();
 	if (ack_hold_ns) {	/* held ACKs on (the default) */
 		acks_out(UINT64_MAX);
-		__atomic_store_n(&last_empty, shca_now_ns(),
-				 __ATOMIC_RELAXED);
+		__atomic_store_n(&last_empty, now, __ATOMIC_RELAXED);
 	}
 	hold_here = true;
 	shca_engine_poll_empty();
 	hold_here = false;
-	sched_yield();
+	if (now - yielded_at >= yield_ns || !shca_thread_cpus_many(now)) {
+		yielded_at = now;
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_POLL_YIELDS, 1);
+		sched_yield();
+	}
 }
 
 int shca_net_start(shca_net_rx_fn fn)

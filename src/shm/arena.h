@@ -59,7 +59,7 @@
 #include "../common/stat.h"
 
 #define SHCA_ARENA_MAGIC	0x31414e5241484353ull	/* "SHCARNA1" */
-#define SHCA_ARENA_VERSION	19	/* 2: counters (stats); 3: MR key
+#define SHCA_ARENA_VERSION	20	/* 2: counters (stats); 3: MR key
 					 * index, 32-bit random keys; 4: the
 					 * receive queue's PD (rq_pd); 5: the
 					 * pool, segments, lanes, MR flags;
@@ -86,7 +86,8 @@
 					 * counters on lines of their own,
 					 * seen counters, a CQ entry's
 					 * phase bit (shca_cqe_phase);
-					 * 19: a QP's own counts (own) */
+					 * 19: a QP's own counts (own);
+					 * 20: the net_poll_yields counter */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */

@@ -31,7 +31,10 @@
  *    setting 0), also under lost and duplicated packets; an ACK held by
  *    a poller that then stops goes all the same (the engine thread's
  *    timer: net_acks_late), which the sender, never sending again,
- *    needs to complete.
+ *    needs to complete;
+ *  - the poller's yield (SOFTHCA_NET_YIELD_US): after every empty poll
+ *    with the setting 0 or on one CPU, at most once a period elsewhere
+ *    (net_poll_yields).
  *
  * The counters are read with `softhca stat`, from outside the process.
  */
@@ -155,8 +158,9 @@ static void pp_child(int fd, void *arg)
 }
 
 /* Both processes' engine_quiet and net_acks_held after the last
- * pingpong_case. */
+ * pingpong_case, and this process's net_poll_yields. */
 static uint64_t quiet_mine, quiet_theirs, held_mine, held_theirs;
+static uint64_t yields_mine;
 
 enum { WANT_BOTH = 1, WANT_QUIET = 2, WANT_HELD = 4 };
 
@@ -182,6 +186,7 @@ static void pingpong_rounds(unsigned int want, uint64_t *mine,
 		*mine = my_progress();
 		quiet_mine = my_counter("engine_quiet");
 		held_mine = my_counter("net_acks_held");
+		yields_mine = my_counter("net_poll_yields");
 		xread(d.fd, n, sizeof(n));
 		*theirs = n[0];
 		quiet_theirs = n[1];
@@ -781,6 +786,65 @@ TEST(completion_gives_sockets_back)
 
 /* ------------------------------------------------------------------ */
 /* Held ACKs (conn.c acks_hold)                                        */
+
+/*
+ * The poller's yield (SOFTHCA_NET_YIELD_US, conn.c shca_net_poll_idle),
+ * counted as net_poll_yields.  In this ping-pong every round trip has an
+ * empty poll in this process: it posts a SEND and polls for its
+ * completion, which needs the peer's ACK.  With the setting 0 a poller
+ * yields after every empty poll; so does one that may run on one CPU
+ * only (taskset), whatever the setting; on more CPUs, at most once a
+ * period (here a second): the first empty poll, then one a second at
+ * most for as long as the process ran.
+ */
+static uint64_t pingpong_yields(double *secs)
+{
+	struct timespec a, b;
+	uint64_t mine, theirs;
+
+	unsetenv("SOFTHCA_POLL_PROGRESS");
+	ASSERT_EQ(clock_gettime(CLOCK_MONOTONIC, &a), 0);
+	pingpong_case(false, &mine, &theirs);
+	ASSERT_EQ(clock_gettime(CLOCK_MONOTONIC, &b), 0);
+	*secs = (double)(b.tv_sec - a.tv_sec) +
+		(double)(b.tv_nsec - a.tv_nsec) / 1e9;
+	printf("  net_poll_yields: %llu in %.3f s\n",
+	       (unsigned long long)yields_mine, *secs);
+	return yields_mine;
+}
+
+TEST(poll_yield_every_empty_poll_at_zero)
+{
+	double secs;
+
+	setenv("SOFTHCA_NET_YIELD_US", "0", 1);
+	ASSERT_GE(pingpong_yields(&secs), PINGS / 2);
+}
+
+TEST(poll_yield_bounded_unpinned)
+{
+	cpu_set_t set;
+	double secs;
+	uint64_t y;
+
+	if (my_cpus(&set) < 2)
+		SKIP("this process may run on one CPU only: it yields after "
+		     "every empty poll (poll_yield_every_empty_poll_pinned)");
+	setenv("SOFTHCA_NET_YIELD_US", "1000000", 1);
+	y = pingpong_yields(&secs);
+	ASSERT_GE(y, 1);
+	/* one more for the clock reads around the ping-pong */
+	ASSERT_LE(y, 2 + (uint64_t)secs);
+}
+
+TEST(poll_yield_every_empty_poll_pinned)
+{
+	double secs;
+
+	setenv("SOFTHCA_NET_YIELD_US", "1000000", 1);
+	pin_one_cpu();
+	ASSERT_GE(pingpong_yields(&secs), PINGS / 2);
+}
 
 /* A ping-pong's ACKs wait for the replies, in both processes: by
  * default. */
