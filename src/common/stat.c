@@ -62,4 +62,5 @@ const char *const shca_stat_names[SHCA_STAT_MAX] = {
 	[SHCA_STAT_NET_ACKS_LATE] = "net_acks_late",
 	[SHCA_STAT_NET_PLACED_PKTS] = "net_placed_pkts",
 	[SHCA_STAT_NET_POLL_YIELDS] = "net_poll_yields",
+	[SHCA_STAT_NET_POLL_WAITS] = "net_poll_waits",
 };

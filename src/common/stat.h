@@ -109,6 +109,9 @@ enum shca_stat {
 	SHCA_STAT_NET_POLL_YIELDS,	/* times an application thread's
 					 * empty poll let other threads run
 					 * (SOFTHCA_NET_YIELD_US, conn.c) */
+	SHCA_STAT_NET_POLL_WAITS,	/* ... because it could not do the
+					 * engine's work itself (another
+					 * thread was the engine) */
 	SHCA_STAT_MAX
 };
 

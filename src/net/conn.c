@@ -798,6 +798,11 @@ uint32_t shca_net_conn_resets(struct shca_conn *c)
 	return __atomic_load_n(&c->resets, __ATOMIC_ACQUIRE);
 }
 
+bool shca_net_runs_premade(void)
+{
+	return !faults.on && !pcap;
+}
+
 bool shca_net_faults_drop(void)
 {
 	return faults.drop > 0;
@@ -1301,7 +1306,8 @@ static int run_len(const struct shca_net_pkt *p, const size_t *plen, int i,
 	struct shca_bth want;
 	int r = 1;
 
-	if (p[i].hlen != SHCA_BTH_LEN || !plen[i] || plen[i] % 4)
+	if (p[i].count > 1 || p[i].hlen != SHCA_BTH_LEN || !plen[i] ||
+	    plen[i] % 4)
 		return 1;
 	memcpy(&want, p[i].hdr, SHCA_BTH_LEN);
 	if (shca_bth_ackreq(&want))
@@ -1310,7 +1316,8 @@ static int run_len(const struct shca_net_pkt *p, const size_t *plen, int i,
 	       (size_t)(r + 1) * plen[i] <= SHCA_NET_RUN_BYTES;
 	     r++) {
 		shca_bth_set_psn(&want, shca_bth_psn(&want) + 1);
-		if (p[i + r].hlen != SHCA_BTH_LEN || plen[i + r] != plen[i] ||
+		if (p[i + r].count > 1 || p[i + r].hlen != SHCA_BTH_LEN ||
+		    plen[i + r] != plen[i] ||
 		    memcmp(&want, p[i + r].hdr, SHCA_BTH_LEN))
 			break;
 	}
@@ -1380,7 +1387,8 @@ static void out_pad(struct frames_out *o, unsigned int pad)
 	}
 }
 
-/* Packet p's frame, or the run frame of p and the r - 1 after it. */
+/* Packet p's frame, or the run frame of p and the r - 1 after it, or of
+ * the run p is (count; plen: each packet's payload). */
 static void out_frame(struct frames_out *o, const struct shca_net_pkt *p,
 		      int r, size_t plen)
 {
@@ -1388,6 +1396,19 @@ static void out_frame(struct frames_out *o, const struct shca_net_pkt *p,
 	uint32_t be;
 	int i, j;
 
+	if (p->count > 1) {
+		r = (int)p->count;
+		be = htonl(SHCA_NET_RUN | (uint32_t)r);
+		memcpy(w, &be, FRAME_HDR);
+		be = htonl((uint32_t)plen);
+		memcpy(w + FRAME_HDR, &be, 4);
+		memcpy(w + FRAME_HDR + 4, p->hdr, SHCA_BTH_LEN);
+		out_own(o, w, SHCA_NET_RUN_HDR);
+		o->k->len += SHCA_NET_RUN_HDR + (size_t)r * plen;
+		for (j = 0; j < p->npl; j++)
+			out_payload(o, &p->pl[j]);
+		return;
+	}
 	if (r > 1) {
 		be = htonl(SHCA_NET_RUN | (uint32_t)r);
 		memcpy(w, &be, FRAME_HDR);
@@ -1415,13 +1436,17 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 			unsigned int flags, struct shca_lane *lane)
 {
 	struct frames_out o = { .copy = flags & SHCA_NET_COPY };
-	size_t hbytes = 0, len = 0, size, plen[SHCA_NET_TRAIN];
+	size_t hbytes = 0, len = 0, ib = 0, size, plen[SHCA_NET_TRAIN];
+	uint32_t pkts = 0;
 	int niov = 0, i, j, r, ret;
 	uint8_t cls = 0;
 	struct chunk *k;
 
 	if (n <= 0 || n > SHCA_NET_TRAIN)
 		return n ? -EINVAL : 0;
+	for (i = 0; i < n; i++)
+		if (p[i].count > 1 && !shca_net_runs_premade())
+			return -EINVAL;
 	if (faults.on) {
 		/* the injector rolls for each packet (and copies it) */
 		for (i = 0; i < n; i++) {
@@ -1436,6 +1461,8 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 		return n;
 	}
 	for (i = 0; i < n; i++) {
+		uint32_t cnt = MAX(p[i].count, 1u);
+
 		if (p[i].npl < 0 || p[i].npl > SHCA_MAX_NET_IOV)
 			return -EINVAL;
 		plen[i] = 0;
@@ -1443,11 +1470,29 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 			plen[i] += p[i].pl[j].iov_len;
 			niov += p[i].pl[j].iov_len != 0;
 		}
+		if (cnt > 1) {
+			/* a run made by the caller: equal payloads */
+			if (cnt > SHCA_NET_RUN_MAX ||
+			    plen[i] > SHCA_NET_RUN_BYTES || plen[i] % cnt ||
+			    p[i].hlen != SHCA_BTH_LEN)
+				return -EINVAL;
+			plen[i] /= cnt;
+			if (!plen[i] || plen[i] % 4)
+				return -EINVAL;
+		}
 		if (p[i].hlen + plen[i] + FRAME_HDR > MAX_PKT)
 			return -EMSGSIZE;
 		niov += 1 + (shca_wire_pad(plen[i]) != 0);
-		hbytes += FRAME_HDR + p[i].hlen;
-		len += FRAME_HDR + p[i].hlen + plen[i] + shca_wire_pad(plen[i]);
+		if (cnt > 1) {
+			hbytes += SHCA_NET_RUN_HDR;
+			len += SHCA_NET_RUN_HDR + cnt * plen[i];
+		} else {
+			hbytes += FRAME_HDR + p[i].hlen;
+			len += FRAME_HDR + p[i].hlen + plen[i] +
+			       shca_wire_pad(plen[i]);
+		}
+		ib += cnt * (p[i].hlen + plen[i] + shca_wire_pad(plen[i]));
+		pkts += cnt;
 	}
 	/* room for every packet in a frame of its own: runs take less */
 	if (o.copy) {
@@ -1469,8 +1514,8 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 	 * not the QP's either (not released with its WQEs) */
 	k->qpn = o.copy || lane ? 0 : qpn;
 	k->psn = psn & SHCA_PSN_MASK;
-	k->frames = (uint32_t)n;
-	k->ib_bytes = len - (size_t)n * FRAME_HDR;
+	k->frames = pkts;
+	k->ib_bytes = ib;
 	o.k = k;
 	o.h = (unsigned char *)(k->iov + niov + 1);
 	SHCA_DMA_BEGIN();	/* copies read registered memory */
@@ -1492,14 +1537,14 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 		lane->lane = NULL;
 	}
 	trace_tail(c);
-	for (i = 0; i < n; i++)
+	for (i = 0; pcap && i < n; i++)
 		trace(c->addr.src, c->addr.dst, p[i].hdr, p[i].hlen, p[i].pl,
 		      p[i].npl);
 	enqueue_locked(c, k);
 	c->must_write = true;
 	/* fault "stall" (it keeps payloads referenced: trains go on): rolled
 	 * for each packet, as shca_net_send does */
-	for (i = 0; i < n && faults.stall > 0; i++)
+	for (i = 0; (uint32_t)i < pkts && faults.stall > 0; i++)
 		stall_maybe(c);
 	if (c->queued > (1u << 20))
 		flush_unless_full(c);
@@ -3077,17 +3122,21 @@ bool shca_net_active(void)
  * of round trips took 2-4 ms when only an empty poll yielded, and most
  * runs had a maximum of 2-4 ms with no yield at all).  Where the poller
  * may run on one CPU only (taskset), it shares that CPU with its own
- * engine thread: it yields after every empty poll.  Elsewhere at most
- * every SOFTHCA_NET_YIELD_US: a yield after every empty poll (two in a
- * round trip) made a ping-pong a third slower on average between two
- * namespaces than one every 200-1000 us, with no better tail (README,
- * "The poller's yield").
+ * engine thread: it yields after every empty poll.  So does a poller
+ * that could not do the engine's work (another thread is the engine
+ * right now, or only the engine thread may be: shca_engine_poll_empty's
+ * -EBUSY, -EAGAIN): what it waits for waits for that thread.  Elsewhere
+ * at most every SOFTHCA_NET_YIELD_US: a yield after every empty poll (two
+ * in a round trip) made a ping-pong a third slower on average between
+ * two namespaces than one every 200-1000 us, with no better tail
+ * (README, "The poller's yield").
  */
 static __thread uint64_t yielded_at;
 
 void shca_net_poll_idle(void)
 {
 	uint64_t now;
+	int r;
 
 	if (!shca_net_active())
 		return;
@@ -3097,9 +3146,13 @@ void shca_net_poll_idle(void)
 		__atomic_store_n(&last_empty, now, __ATOMIC_RELAXED);
 	}
 	hold_here = true;
-	shca_engine_poll_empty();
+	r = shca_engine_poll_empty();
 	hold_here = false;
-	if (now - yielded_at >= yield_ns || !shca_thread_cpus_many(now)) {
+	if (r < 0) {
+		shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_POLL_WAITS, 1);
+		sched_yield();
+	} else if (now - yielded_at >= yield_ns ||
+		   !shca_thread_cpus_many(now)) {
 		yielded_at = now;
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_POLL_YIELDS, 1);
 		sched_yield();

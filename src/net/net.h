@@ -158,7 +158,7 @@ int shca_net_send(struct shca_conn *c, uint32_t qpn, const void *hdr,
  * lot instead of one each: per-packet work was half of a 1 MiB WRITE
  * requester's CPU between two namespaces).  PSNs count up from the
  * first's.  At most SHCA_NET_TRAIN packets and SHCA_NET_TRAIN_IOV payload
- * iovecs.  Returns how many were queued (all of them unless the fault
+ * iovecs.  Returns how many of p were queued (all of them unless the fault
  * injector, which handles packets one by one, or the connection stopped
  * it), or -errno when none was (as shca_net_send).
  *
@@ -178,7 +178,21 @@ struct shca_net_pkt {
 	size_t hlen;
 	const struct iovec *pl;
 	int npl;
+	/* 0 or 1: one packet.  More: a run frame the caller made
+	 * (shca_net_runs_premade): count packets whose BTH is hdr (a BTH
+	 * alone, asking for no ACK) with the PSN counting up, and whose
+	 * payloads follow one another in pl, count of the same length (a
+	 * multiple of 4, the path MTU); SHCA_NET_RUN_MAX packets and
+	 * SHCA_NET_RUN_BYTES at most.  It goes as one run frame, and
+	 * counts as count packets. */
+	uint32_t count;
 };
+/*
+ * May a train hold runs made by the caller (shca_net_pkt count)?  Not
+ * while the fault injector or the pcap trace is on: both take the
+ * packets one by one.
+ */
+bool shca_net_runs_premade(void);
 struct shca_lane;
 int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 			const struct shca_net_pkt *p, int n,

@@ -599,6 +599,7 @@ struct pkt {
 	struct iovec *pl;	/* the caller's room */
 	int npl;
 	unsigned int flags;
+	uint32_t count;		/* 0: one packet; more: a run (run_made) */
 };
 
 /*
@@ -726,6 +727,7 @@ build:
 	out->hlen = (size_t)hlen;
 	out->pl = pl;
 	out->npl = npl;
+	out->count = 0;
 	out->flags = (copy ? SHCA_NET_COPY : 0) | SHCA_NET_MORE |
 		     (may_wait(qp, &m, n, copy || !npl) ? SHCA_NET_DEFER : 0);
 	return 0;
@@ -763,8 +765,9 @@ static bool middle_after_middle(const struct shca_send_wqe *w, uint32_t k,
 	       prev->hlen == SHCA_BTH_LEN;
 }
 
-/* Such a packet: prev's BTH with the next PSN, the payload [off, off +
- * mtu) of the message sliced into pl (room for max).  0 or -E2BIG. */
+/* Such a packet: prev's BTH with the PSN after prev's (after its last
+ * packet, a run), the payload [off, off + mtu) of the message sliced
+ * into pl (room for max).  0 or -E2BIG. */
 static int next_middle(const struct iovec *iov, int niov, uint64_t off,
 		       uint32_t mtu, const struct pkt *prev, struct pkt *out,
 		       struct iovec *pl, int max)
@@ -775,12 +778,56 @@ static int next_middle(const struct iovec *iov, int niov, uint64_t off,
 	if (out->npl < 0)
 		return -E2BIG;
 	memcpy(&bth, prev->hdr, SHCA_BTH_LEN);
-	shca_bth_set_psn(&bth, shca_bth_psn(&bth) + 1);
+	shca_bth_set_psn(&bth, shca_bth_psn(&bth) + MAX(prev->count, 1u));
 	memcpy(out->hdr, &bth, SHCA_BTH_LEN);
 	out->hlen = SHCA_BTH_LEN;
 	out->pl = pl;
 	out->flags = prev->flags;
+	out->count = 0;
 	return 0;
+}
+
+/*
+ * Packet k of w, made in *pk, as the first of a run frame made here
+ * (shca_net_pkt count), when it is a middle packet (a BTH alone) that
+ * asks for no ACK: with the middle packets after it that ask for none
+ * either (ack_every: one in every), up to SHCA_NET_RUN_MAX packets and
+ * SHCA_NET_RUN_BYTES, their payloads sliced into pl (room for max, where
+ * *pk's is) in one go.  conn.c would join the same packets into the same
+ * run frame; made here, a 64 KiB WRITE between two namespaces (path MTU
+ * 1024) is 3 packets to make and queue instead of 64.  How many packets
+ * *pk stands for now (1: it stays one).
+ */
+static uint32_t run_made(const struct shca_send_wqe *w,
+			 const struct iovec *iov, int niov, uint32_t k,
+			 uint32_t mtu, uint32_t every, struct pkt *pk,
+			 struct iovec *pl, int max)
+{
+	uint32_t r = 1, most = MIN((uint32_t)SHCA_NET_RUN_MAX,
+				   (uint32_t)(SHCA_NET_RUN_BYTES / mtu));
+	struct shca_bth bth;
+	int npl;
+
+	if (pk->hlen != SHCA_BTH_LEN || !k || k + 1 >= w->npsn)
+		return 1;
+	memcpy(&bth, pk->hdr, SHCA_BTH_LEN);
+	if (shca_bth_ackreq(&bth))
+		return 1;
+	/* packet j asks for an ACK when (j + 1) % every == 0 (make_packet);
+	 * the last packet is no middle */
+	while (r < most && k + r + 1 < w->npsn && (k + r + 1) % every)
+		r++;
+	if (r < 2)
+		return 1;
+	npl = slice(iov, niov, (uint64_t)k * mtu, (uint64_t)r * mtu, pl, max);
+	if (npl < 0) {
+		/* too many pieces: the packet alone again */
+		pk->npl = slice(iov, niov, (uint64_t)k * mtu, mtu, pl, max);
+		return 1;
+	}
+	pk->npl = npl;
+	pk->count = r;
+	return r;
 }
 
 /*
@@ -796,9 +843,10 @@ static int send_train(struct shca_qp *qp, const struct shca_send_wqe *w,
 	struct pkt p[SHCA_NET_TRAIN];
 	struct shca_net_pkt t[SHCA_NET_TRAIN];
 	struct iovec pl[SHCA_NET_TRAIN_IOV];
-	uint32_t k = *kp, mtu = path_mtu(qp), every = ack_every(mtu);
+	uint32_t k = *kp, mtu = path_mtu(qp), every = ack_every(mtu), np = 0;
 	uint64_t bytes = 0;
 	int n = 0, used = 0, ret = 0, sent, i;
+	bool runs = shca_net_runs_premade();
 
 	for (; k < w->npsn && n < SHCA_NET_TRAIN; k++) {
 		/* a packet's payload in MAX_IOV pieces at most, as alone */
@@ -826,6 +874,9 @@ static int send_train(struct shca_qp *qp, const struct shca_send_wqe *w,
 			*kp = k;
 			return ret;
 		}
+		if (runs)	/* the loop's k++ steps past the last */
+			k += run_made(w, iov, niov, k, mtu, every, &p[n],
+				      pl + used, room) - 1;
 		used += p[n].npl;
 		n++;
 	}
@@ -838,15 +889,21 @@ static int send_train(struct shca_qp *qp, const struct shca_send_wqe *w,
 		t[i].hlen = p[i].hlen;
 		t[i].pl = p[i].pl;
 		t[i].npl = p[i].npl;
+		t[i].count = p[i].count;
 	}
 	sent = shca_net_send_train(qp->net.conn, qp->ibqp.qp_num,
 				   shca_psn_add(w->psn, *kp), t, n, 0, NULL);
 	if (sent < 0)
 		return sent;
-	for (i = 0; i < sent; i++)
-		bytes += pkt_bytes(p[i].hlen, p[i].pl, p[i].npl);
-	count_pkts(qp, true, (uint32_t)sent, bytes);
-	*kp += (uint32_t)sent;
+	for (i = 0; i < sent; i++) {
+		uint32_t c = MAX(p[i].count, 1u);
+
+		np += c;
+		bytes += pkt_bytes(p[i].hlen, p[i].pl, p[i].npl) +
+			 (uint64_t)(c - 1) * p[i].hlen;
+	}
+	count_pkts(qp, true, np, bytes);
+	*kp += np;
 	return sent < n ? -ENOTCONN : ret;
 }
 
@@ -1924,12 +1981,13 @@ static ssize_t rd_hdr(const struct shca_qp *qp, const struct shca_net_read *e,
 static int rd_train(struct shca_qp *qp, struct shca_conn *c,
 		    struct shca_net_read *e, uint32_t mtu)
 {
-	uint32_t n = npkts(e->len, mtu), k = e->sent, t, i;
+	uint32_t n = npkts(e->len, mtu), k = e->sent, t, i, j, r, np = 0;
 	uint64_t off = (uint64_t)k * mtu, tlen, bytes = 0;
 	unsigned char hdr[SHCA_NET_TRAIN][HDR_MAX];
 	struct shca_net_pkt tp[SHCA_NET_TRAIN];
 	struct iovec pl[SHCA_NET_TRAIN];
 	struct shca_lane lane = { NULL, 0 };
+	bool runs = shca_net_runs_premade();
 	struct shca_pd *pd;
 	void *base = NULL;
 	ssize_t hlen;
@@ -1945,32 +2003,45 @@ static int rd_train(struct shca_qp *qp, struct shca_conn *c,
 				    IBV_ACCESS_REMOTE_READ, e->va + off, tlen,
 				    &lane, &base))
 		return 1;
-	for (i = 0; i < t; i++) {
-		pl[i].iov_base = (char *)base + (uint64_t)i * mtu;
-		pl[i].iov_len = MIN((uint64_t)mtu, tlen - (uint64_t)i * mtu);
-		hlen = rd_hdr(qp, e, k + i, n, pl[i].iov_len, hdr[i]);
+	/* response k + i; middle responses (a BTH alone, a full MTU) one
+	 * after another go as one run frame made here (run_made) */
+	for (i = 0, j = 0; i < t; i += r, j++) {
+		r = 1;
+		if (runs && k + i)	/* not the first: a middle, then */
+			while (i + r < t && k + i + r + 1 < n)
+				r++;
+		pl[j].iov_base = (char *)base + (uint64_t)i * mtu;
+		pl[j].iov_len = r > 1 ? (uint64_t)r * mtu :
+			MIN((uint64_t)mtu, tlen - (uint64_t)i * mtu);
+		hlen = rd_hdr(qp, e, k + i, n, r > 1 ? mtu : pl[j].iov_len,
+			      hdr[j]);
 		if (hlen < 0) {
 			shca_stages.unhold(&lane);
 			return -1;
 		}
-		tp[i].hdr = hdr[i];
-		tp[i].hlen = (size_t)hlen;
-		tp[i].pl = &pl[i];
-		tp[i].npl = pl[i].iov_len ? 1 : 0;
+		tp[j].hdr = hdr[j];
+		tp[j].hlen = (size_t)hlen;
+		tp[j].pl = &pl[j];
+		tp[j].npl = pl[j].iov_len ? 1 : 0;
+		tp[j].count = r > 1 ? r : 0;
 	}
 	/* referenced, the lane held until the socket takes them (a
 	 * deregistration copies them first: shca_net_drain_key); copied
 	 * when this process has no lanes to hold */
 	sent = shca_net_send_train(c, qp->ibqp.qp_num,
-				   shca_psn_add(e->psn, k), tp, (int)t,
+				   shca_psn_add(e->psn, k), tp, (int)j,
 				   lane.lane ? 0 : SHCA_NET_COPY, &lane);
 	shca_stages.unhold(&lane);	/* unless the train took it */
 	if (sent <= 0)
 		return -1;
-	for (i = 0; i < (uint32_t)sent; i++)
-		bytes += pkt_bytes(tp[i].hlen, tp[i].pl, tp[i].npl);
-	count_pkts(qp, true, (uint32_t)sent, bytes);
-	e->sent += (uint32_t)sent;
+	for (i = 0; i < (uint32_t)sent; i++) {
+		r = MAX(tp[i].count, 1u);
+		np += r;
+		bytes += pkt_bytes(tp[i].hlen, tp[i].pl, tp[i].npl) +
+			 (uint64_t)(r - 1) * tp[i].hlen;
+	}
+	count_pkts(qp, true, np, bytes);
+	e->sent += np;
 	if (e->sent == n) {
 		qp->net.rd_head++;
 		qp->net.rd_count--;

@@ -87,7 +87,8 @@
 					 * seen counters, a CQ entry's
 					 * phase bit (shca_cqe_phase);
 					 * 19: a QP's own counts (own);
-					 * 20: the net_poll_yields counter */
+					 * 20: the net_poll_yields and
+					 * net_poll_waits counters */
 #define SHCA_ARENA_SIZE		(1ull << 30)	/* sparse: pages on use;
 						 * SOFTHCA_ARENA_SIZE */
 #define SHCA_ARENA_MIN_HEAP	(16ull << 20)	/* SOFTHCA_ARENA_SIZE bounds */
