@@ -1396,8 +1396,11 @@ static void out_frame(struct frames_out *o, const struct shca_net_pkt *p,
 	uint32_t be;
 	int i, j;
 
-	if (p->count > 1) {
-		r = (int)p->count;
+	if (r > 1 || p->count > 1) {
+		/* the entries whose payloads it carries: r, or p alone */
+		int e = p->count > 1 ? 1 : r;
+
+		r = p->count > 1 ? (int)p->count : r;
 		be = htonl(SHCA_NET_RUN | (uint32_t)r);
 		memcpy(w, &be, FRAME_HDR);
 		be = htonl((uint32_t)plen);
@@ -1405,19 +1408,7 @@ static void out_frame(struct frames_out *o, const struct shca_net_pkt *p,
 		memcpy(w + FRAME_HDR + 4, p->hdr, SHCA_BTH_LEN);
 		out_own(o, w, SHCA_NET_RUN_HDR);
 		o->k->len += SHCA_NET_RUN_HDR + (size_t)r * plen;
-		for (j = 0; j < p->npl; j++)
-			out_payload(o, &p->pl[j]);
-		return;
-	}
-	if (r > 1) {
-		be = htonl(SHCA_NET_RUN | (uint32_t)r);
-		memcpy(w, &be, FRAME_HDR);
-		be = htonl((uint32_t)plen);
-		memcpy(w + FRAME_HDR, &be, 4);
-		memcpy(w + FRAME_HDR + 4, p->hdr, SHCA_BTH_LEN);
-		out_own(o, w, SHCA_NET_RUN_HDR);
-		o->k->len += SHCA_NET_RUN_HDR + (size_t)r * plen;
-		for (i = 0; i < r; i++)
+		for (i = 0; i < e; i++)
 			for (j = 0; j < p[i].npl; j++)
 				out_payload(o, &p[i].pl[j]);
 		return;
