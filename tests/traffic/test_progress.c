@@ -34,7 +34,7 @@
  *    needs to complete;
  *  - the poller's yield (SOFTHCA_NET_YIELD_US): after every empty poll
  *    with the setting 0 or on one CPU, at most once a period elsewhere
- *    (net_poll_yields).
+ *    (net_poll_yields; net_poll_waits apart).
  *
  * The counters are read with `softhca stat`, from outside the process.
  */
@@ -158,7 +158,7 @@ static void pp_child(int fd, void *arg)
 }
 
 /* Both processes' engine_quiet and net_acks_held after the last
- * pingpong_case, and this process's net_poll_yields. */
+ * pingpong_case, and this process's net_poll_yields and net_poll_waits. */
 static uint64_t quiet_mine, quiet_theirs, held_mine, held_theirs;
 static uint64_t yields_mine, waits_mine;
 
@@ -786,7 +786,7 @@ TEST(completion_gives_sockets_back)
 }
 
 /* ------------------------------------------------------------------ */
-/* Held ACKs (conn.c acks_hold)                                        */
+/* The poller's yield (conn.c shca_net_poll_idle)                      */
 
 /*
  * The poller's yield (SOFTHCA_NET_YIELD_US, conn.c shca_net_poll_idle),
@@ -849,6 +849,9 @@ TEST(poll_yield_every_empty_poll_pinned)
 	pin_one_cpu();
 	ASSERT_GE(pingpong_yields(&secs) + waits_mine, PINGS / 2);
 }
+
+/* ------------------------------------------------------------------ */
+/* Held ACKs (conn.c acks_hold)                                        */
 
 /* A ping-pong's ACKs wait for the replies, in both processes: by
  * default. */
