@@ -1435,11 +1435,12 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 
 	if (n <= 0 || n > SHCA_NET_TRAIN)
 		return n ? -EINVAL : 0;
-	for (i = 0; i < n; i++)
-		if (p[i].count > 1 && !shca_net_runs_premade())
-			return -EINVAL;
 	if (faults.on) {
-		/* the injector rolls for each packet (and copies it) */
+		/* the injector rolls for each packet (and copies it): no
+		 * runs made by the caller (shca_net_runs_premade) */
+		for (i = 0; i < n; i++)
+			if (p[i].count > 1)
+				return -EINVAL;
 		for (i = 0; i < n; i++) {
 			ret = shca_net_send(c, qpn, p[i].hdr, p[i].hlen,
 					    p[i].pl, p[i].npl,
@@ -1462,8 +1463,9 @@ int shca_net_send_train(struct shca_conn *c, uint32_t qpn, uint32_t psn,
 			niov += p[i].pl[j].iov_len != 0;
 		}
 		if (cnt > 1) {
-			/* a run made by the caller: equal payloads */
-			if (cnt > SHCA_NET_RUN_MAX ||
+			/* a run made by the caller: equal payloads; the
+			 * trace wants packets (shca_net_runs_premade) */
+			if (pcap || cnt > SHCA_NET_RUN_MAX ||
 			    plen[i] > SHCA_NET_RUN_BYTES || plen[i] % cnt ||
 			    p[i].hlen != SHCA_BTH_LEN)
 				return -EINVAL;

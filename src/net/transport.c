@@ -107,6 +107,25 @@ static uint64_t pkt_bytes(size_t hlen, const struct iovec *pl, int npl)
 	return bytes;
 }
 
+/* The first n packets of a train (shca_net_send_train: what it queued)
+ * counted for qp; how many packets they are (a run: its count). */
+static uint32_t count_train(struct shca_qp *qp, const struct shca_net_pkt *t,
+			    int n)
+{
+	uint64_t bytes = 0;
+	uint32_t np = 0, c;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		c = MAX(t[i].count, 1u);
+		np += c;
+		bytes += pkt_bytes(t[i].hlen, t[i].pl, t[i].npl) +
+			 (uint64_t)(c - 1) * t[i].hlen;
+	}
+	count_pkts(qp, true, np, bytes);
+	return np;
+}
+
 /* shca_net_send for qp's packet, counted. */
 static int qp_send(struct shca_qp *qp, struct shca_conn *c, const void *hdr,
 		   size_t hlen, const struct iovec *pl, int npl,
@@ -843,8 +862,7 @@ static int send_train(struct shca_qp *qp, const struct shca_send_wqe *w,
 	struct pkt p[SHCA_NET_TRAIN];
 	struct shca_net_pkt t[SHCA_NET_TRAIN];
 	struct iovec pl[SHCA_NET_TRAIN_IOV];
-	uint32_t k = *kp, mtu = path_mtu(qp), every = ack_every(mtu), np = 0;
-	uint64_t bytes = 0;
+	uint32_t k = *kp, mtu = path_mtu(qp), every = ack_every(mtu);
 	int n = 0, used = 0, ret = 0, sent, i;
 	bool runs = shca_net_runs_premade();
 
@@ -895,15 +913,7 @@ static int send_train(struct shca_qp *qp, const struct shca_send_wqe *w,
 				   shca_psn_add(w->psn, *kp), t, n, 0, NULL);
 	if (sent < 0)
 		return sent;
-	for (i = 0; i < sent; i++) {
-		uint32_t c = MAX(p[i].count, 1u);
-
-		np += c;
-		bytes += pkt_bytes(p[i].hlen, p[i].pl, p[i].npl) +
-			 (uint64_t)(c - 1) * p[i].hlen;
-	}
-	count_pkts(qp, true, np, bytes);
-	*kp += np;
+	*kp += count_train(qp, t, sent);
 	return sent < n ? -ENOTCONN : ret;
 }
 
@@ -1981,8 +1991,8 @@ static ssize_t rd_hdr(const struct shca_qp *qp, const struct shca_net_read *e,
 static int rd_train(struct shca_qp *qp, struct shca_conn *c,
 		    struct shca_net_read *e, uint32_t mtu)
 {
-	uint32_t n = npkts(e->len, mtu), k = e->sent, t, i, j, r, np = 0;
-	uint64_t off = (uint64_t)k * mtu, tlen, bytes = 0;
+	uint32_t n = npkts(e->len, mtu), k = e->sent, t, i, j, r;
+	uint64_t off = (uint64_t)k * mtu, tlen;
 	unsigned char hdr[SHCA_NET_TRAIN][HDR_MAX];
 	struct shca_net_pkt tp[SHCA_NET_TRAIN];
 	struct iovec pl[SHCA_NET_TRAIN];
@@ -2034,14 +2044,7 @@ static int rd_train(struct shca_qp *qp, struct shca_conn *c,
 	shca_stages.unhold(&lane);	/* unless the train took it */
 	if (sent <= 0)
 		return -1;
-	for (i = 0; i < (uint32_t)sent; i++) {
-		r = MAX(tp[i].count, 1u);
-		np += r;
-		bytes += pkt_bytes(tp[i].hlen, tp[i].pl, tp[i].npl) +
-			 (uint64_t)(r - 1) * tp[i].hlen;
-	}
-	count_pkts(qp, true, np, bytes);
-	e->sent += np;
+	e->sent += count_train(qp, tp, sent);
 	if (e->sent == n) {
 		qp->net.rd_head++;
 		qp->net.rd_count--;
