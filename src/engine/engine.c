@@ -75,13 +75,21 @@ static int run_cpu = -1;	/* where an application thread holds it */
  *   is in a streak: the poller may go and spin on its memory, where
  *   only the engine thread can place what comes next.  It does what
  *   epfd holds first, which would wake the engine thread at once.
- * - A check every quiet_check_ns puts it back if no empty poll came
- *   since the last check: a thread that polled and then stopped without
- *   a completion (or died) costs what comes for it at most twice that.
+ * - A check (quiet_timer) puts it back if no empty poll came since the
+ *   last check: a thread that polled and then stopped without a
+ *   completion (or died) costs what comes for it at most quiet_period()
+ *   after its last empty poll.  The pollers push the check later as
+ *   they go (quiet_keep, at most every half period): while a thread
+ *   polls, the timer does not wake the engine thread, whose wake-up on
+ *   a poller's one CPU costs that poller two context switches.
+ * - The check also runs poll_watch_fn (the net path's held ACKs,
+ *   net/conn.c), work that is due only once the pollers stop, so that
+ *   it needs no timer of its own while one polls.
  * Under quiet_lock: streaks, streak_gen (also read relaxed),
- * epfd_watched, empty_polls_seen.  A thread is in the current streak
- * set while its shca_my_streak equals streak_gen; a check that takes
- * over bumps streak_gen and so ends them all.
+ * epfd_watched, empty_polls_seen, quiet_due (also read relaxed).  A
+ * thread is in the current streak set while its shca_my_streak equals
+ * streak_gen; a check that takes over bumps streak_gen and so ends
+ * them all.
  */
 #define QUIET_AFTER	4
 static int outer = -1;
@@ -89,11 +97,15 @@ static pthread_mutex_t quiet_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned int streaks;
 static uint64_t streak_gen = 1;
 static bool epfd_watched;
-static uint64_t empty_polls, empty_polls_seen;
+static uint64_t empty_polls, empty_polls_seen, empty_polls_seen_at;
 static uint64_t quiet_check_ns;	/* SOFTHCA_POLL_QUIET, read once */
 static struct shca_timer quiet_timer;
+static uint64_t quiet_due;		/* quiet_timer's deadline */
+static void (*poll_watch_fn)(void);	/* shca_engine_poll_watch */
+static uint64_t poll_watch_ns;
 __thread uint64_t shca_my_streak;
 __thread unsigned int shca_my_empties;
+static __thread uint64_t my_streak_left;	/* when it last ended one */
 
 uint64_t shca_now_ns(void)
 {
@@ -185,11 +197,17 @@ static void timer_unlink(struct shca_timer *t)
 	t->next = NULL;
 }
 
-void shca_timer_arm(struct shca_timer *t, uint64_t deadline)
+/*
+ * Arm t for deadline (engine_lock held).  exact: also when the timerfd is
+ * set earlier than the first deadline now, set it later (a system call),
+ * so that it does not go off for nothing: for a deadline pushed later
+ * and later while nothing is due (quiet_keep).
+ */
+static void timer_set(struct shca_timer *t, uint64_t deadline, bool exact)
 {
 	struct shca_timer **pp;
+	uint64_t head;
 
-	pthread_mutex_lock(&engine_lock);
 	if (t->armed)
 		timer_unlink(t);
 	t->gen++;
@@ -200,14 +218,23 @@ void shca_timer_arm(struct shca_timer *t, uint64_t deadline)
 	t->next = *pp;
 	*pp = t;
 	__atomic_store_n(&t->armed, true, __ATOMIC_RELEASE);
+	if (timerfd < 0)
+		return;
 	/* a timerfd already set to go off no later is left as it is: it
 	 * sets itself to the head when it does (run_timers).  The RC ACK
 	 * timer is armed for every message and disarmed by its ACK; this
 	 * makes it one early wake-up per timeout, not a system call per
 	 * message */
-	if (timerfd >= 0 && timers == t &&
-	    (!timerfd_at || timerfd_at > (deadline ? deadline : 1)))
+	head = timers->deadline ? timers->deadline : 1;
+	if ((timers == t && (!timerfd_at || timerfd_at > head)) ||
+	    (exact && timerfd_at && timerfd_at < head))
 		program_timerfd();
+}
+
+void shca_timer_arm(struct shca_timer *t, uint64_t deadline)
+{
+	pthread_mutex_lock(&engine_lock);
+	timer_set(t, deadline, false);
 	pthread_mutex_unlock(&engine_lock);
 }
 
@@ -569,39 +596,121 @@ static void watch_epfd(void)
 		epfd_watched = true;
 }
 
+/* How long after a poller's last empty poll the check comes (see outer):
+ * SOFTHCA_POLL_QUIET, or what poll_watch_fn needs if sooner. */
+static uint64_t quiet_period(void)
+{
+	uint64_t w = __atomic_load_n(&poll_watch_ns, __ATOMIC_RELAXED);
+
+	return w && w < quiet_check_ns ? w : quiet_check_ns;
+}
+
 /* The engine thread takes epfd back from pollers that stopped polling
- * without a completion (engine context; see outer). */
+ * without a completion, and does poll_watch_fn's work (engine context;
+ * see outer).  The pollers push it later while they poll (quiet_keep),
+ * and note in empty_polls_seen what they had counted then, and when: the
+ * same count a check period later means no empty poll for that long. */
 static void quiet_check(struct shca_timer *t)
 {
 	uint64_t e = __atomic_load_n(&empty_polls, __ATOMIC_RELAXED);
+	void (*fn)(void) = __atomic_load_n(&poll_watch_fn, __ATOMIC_ACQUIRE);
+	uint64_t now = shca_now_ns();
 
+	if (fn)
+		fn();
 	pthread_mutex_lock(&quiet_lock);
 	if (!epfd_watched) {
-		if (e == empty_polls_seen) {
+		if (e != empty_polls_seen) {
+			/* polls since, none later than half a period
+			 * after the last push: half a period more */
+			empty_polls_seen = e;
+			empty_polls_seen_at = now;
+			__atomic_store_n(&quiet_due, now + quiet_period() / 2,
+					 __ATOMIC_RELAXED);
+			shca_timer_arm(t, quiet_due);
+		} else if (now - empty_polls_seen_at < quiet_check_ns) {
+			/* fn's time came first */
+			__atomic_store_n(&quiet_due,
+					 empty_polls_seen_at + quiet_check_ns,
+					 __ATOMIC_RELAXED);
+			shca_timer_arm(t, quiet_due);
+		} else {
 			__atomic_store_n(&streak_gen, streak_gen + 1,
 					 __ATOMIC_RELAXED);
 			streaks = 0;
 			watch_epfd();
 			shca_stat_add(shca_stat_proc(),
 				      SHCA_STAT_ENGINE_TAKEOVERS, 1);
-		} else {
-			shca_timer_arm(t, shca_now_ns() + quiet_check_ns);
 		}
 	}
-	empty_polls_seen = e;
 	pthread_mutex_unlock(&quiet_lock);
 }
 
-/* This thread's poll found nothing: it is in a streak (see outer). */
-static void streak_enter(void)
+/* Is the check due between half a period and a period from now? */
+static bool quiet_due_soon(uint64_t now)
 {
-	if (shca_my_empties < QUIET_AFTER) {
+	uint64_t w = quiet_period(),
+		 due = __atomic_load_n(&quiet_due, __ATOMIC_RELAXED);
+
+	return now + w / 2 <= due && due <= now + w;
+}
+
+/* quiet_lock held: the check a period from now (armed; or moved, if it
+ * was due within half a period, or later than a period: after a check
+ * that did poll_watch_fn's work and found no poll since), counting the
+ * empty polls so far as seen. */
+static void quiet_keep(uint64_t now)
+{
+	uint64_t w = quiet_period();
+
+	if (shca_timer_armed(&quiet_timer) && quiet_due_soon(now))
+		return;
+	__atomic_store_n(&quiet_due, now + w, __ATOMIC_RELAXED);
+	empty_polls_seen = __atomic_load_n(&empty_polls, __ATOMIC_RELAXED);
+	empty_polls_seen_at = now;
+	pthread_mutex_lock(&engine_lock);
+	timer_set(&quiet_timer, now + w, true);
+	pthread_mutex_unlock(&engine_lock);
+}
+
+void shca_engine_poll_watch(void (*fn)(void), uint64_t max_ns)
+{
+	__atomic_store_n(&poll_watch_ns, max_ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&poll_watch_fn, fn, __ATOMIC_RELEASE);
+}
+
+bool shca_engine_poll_watched(void)
+{
+	return poll_quiet_env() && shca_timer_armed(&quiet_timer);
+}
+
+/* This thread's poll found nothing: it is in a streak (see outer). */
+static void streak_enter(uint64_t now)
+{
+	/* a thread that ended a streak within the period (a completion it
+	 * polled for) is a poller at its first empty poll: in a ping-pong
+	 * the answer to what it just sent would otherwise come while the
+	 * engine thread watches the sockets again, and wake it */
+	if (shca_my_empties < QUIET_AFTER &&
+	    now - my_streak_left > quiet_period()) {
 		shca_my_empties++;
 		return;
 	}
 	__atomic_add_fetch(&empty_polls, 1, __ATOMIC_RELAXED);
-	if (shca_my_streak == __atomic_load_n(&streak_gen, __ATOMIC_RELAXED))
+	if (shca_my_streak == __atomic_load_n(&streak_gen, __ATOMIC_RELAXED)) {
+		/* the check is due in more than half a period, and no
+		 * later than a period: nothing to do (a relaxed read;
+		 * quiet_keep looks again) */
+		if (quiet_due_soon(now))
+			return;
+		pthread_mutex_lock(&quiet_lock);
+		if (!epfd_watched &&
+		    shca_my_streak == __atomic_load_n(&streak_gen,
+						      __ATOMIC_RELAXED))
+			quiet_keep(now);
+		pthread_mutex_unlock(&quiet_lock);
 		return;
+	}
 	pthread_mutex_lock(&quiet_lock);
 	shca_my_streak = streak_gen;
 	streaks++;
@@ -610,8 +719,8 @@ static void streak_enter(void)
 		epfd_watched = false;
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_ENGINE_QUIET, 1);
 	}
-	if (!epfd_watched && !shca_timer_armed(&quiet_timer))
-		shca_timer_arm(&quiet_timer, shca_now_ns() + quiet_check_ns);
+	if (!epfd_watched)
+		quiet_keep(now);
 	pthread_mutex_unlock(&quiet_lock);
 }
 
@@ -633,6 +742,7 @@ void shca_engine_streak_end(void)
 		watch_epfd();
 	shca_my_streak = 0;
 	pthread_mutex_unlock(&quiet_lock);
+	my_streak_left = shca_now_ns();
 }
 
 /*
@@ -671,12 +781,12 @@ static bool poll_quiet_env(void)
 	return __atomic_load_n(&on, __ATOMIC_ACQUIRE);
 }
 
-int shca_engine_poll_empty(void)
+int shca_engine_poll_empty(uint64_t now)
 {
 	if (!app_may_run())
 		return -EAGAIN;
 	if (poll_quiet_env())
-		streak_enter();
+		streak_enter(now);
 	return shca_engine_progress();
 }
 

@@ -142,12 +142,26 @@ int shca_engine_progress(void);
 bool shca_thread_cpus_many(uint64_t now);
 
 /*
- * An application thread's poll found nothing (net/conn.c): with
- * SOFTHCA_POLL_QUIET, while it goes on polling, the engine thread is not
- * woken for the sockets, which the poller reads itself (engine.c,
- * outer); then shca_engine_progress.  -EAGAIN as there.
+ * An application thread's poll found nothing at now (shca_now_ns; from
+ * net/conn.c): with SOFTHCA_POLL_QUIET, while it goes on polling, the
+ * engine thread is not woken for the sockets, which the poller reads
+ * itself (engine.c, outer); then shca_engine_progress.  -EAGAIN as
+ * there.
  */
-int shca_engine_poll_empty(void);
+int shca_engine_poll_empty(uint64_t now);
+
+/*
+ * Work that is due only once the polling threads stop: with
+ * SOFTHCA_POLL_QUIET, fn runs in the engine thread at the check that
+ * follows a poller's last empty poll, at most max_ns after it (engine.c,
+ * outer), instead of on a timer of its own that would wake the engine
+ * thread while they poll.  shca_engine_poll_watched: true while that
+ * check is armed, so that fn will run (false without SOFTHCA_POLL_QUIET
+ * and while no thread polls).  One fn per process (net/conn.c's held
+ * ACKs).
+ */
+void shca_engine_poll_watch(void (*fn)(void), uint64_t max_ns);
+bool shca_engine_poll_watched(void);
 
 /* A poll that found completions ends its thread's streak of empty ones:
  * the engine thread watches the sockets again, unless another thread

@@ -2261,7 +2261,10 @@ static bool acks_hold(struct shca_conn *c)
 	 * n_held moved, then the timer is read: one of the two sees the
 	 * other */
 	shca_full_fence();
-	if (!shca_timer_armed(&hold_timer))
+	/* a quiet engine's check after the pollers' last empty poll writes
+	 * it (hold_watch) if they stop: no timer that wakes the engine
+	 * thread, on a pinned poller's CPU, while they poll */
+	if (!shca_engine_poll_watched() && !shca_timer_armed(&hold_timer))
 		shca_timer_arm(&hold_timer, now + ack_hold_ns);
 	return true;
 }
@@ -2330,6 +2333,15 @@ static void hold_fire(struct shca_timer *t)
 	oldest = acks_out(shca_now_ns() - ack_hold_ns + 1);
 	if (oldest)
 		shca_timer_arm(t, oldest + ack_hold_ns);
+}
+
+/* The engine thread, at the quiet engine's check after the pollers' last
+ * empty poll (shca_engine_poll_watch): what they held goes, counted late
+ * (they stopped before the next packet on its connection came). */
+static void hold_watch(void)
+{
+	shca_full_fence();	/* see acks_hold */
+	acks_out(shca_now_ns() + 1);
 }
 
 /*
@@ -3139,7 +3151,7 @@ void shca_net_poll_idle(void)
 		__atomic_store_n(&last_empty, now, __ATOMIC_RELAXED);
 	}
 	hold_here = true;
-	r = shca_engine_poll_empty();
+	r = shca_engine_poll_empty(now);
 	hold_here = false;
 	if (r < 0) {
 		shca_stat_add(shca_stat_proc(), SHCA_STAT_NET_POLL_WAITS, 1);
@@ -3200,6 +3212,8 @@ int shca_net_start(shca_net_rx_fn fn)
 	memset(&hold_timer, 0, sizeof(hold_timer));
 	hold_timer.fn = hold_fire;
 	n_held = 0;
+	if (ack_hold_ns)
+		shca_engine_poll_watch(hold_watch, ack_hold_ns);
 	rx_fn = fn;
 	want_pktinfo(s->udp_fd);
 	/* UD bursts (ib_send_bw -c UD) overran the default receive buffer;
