@@ -75,13 +75,13 @@ static int run_cpu = -1;	/* where an application thread holds it */
  *   is in a streak: the poller may go and spin on its memory, where
  *   only the engine thread can place what comes next.  It does what
  *   epfd holds first, which would wake the engine thread at once.
- * - A check (quiet_timer) puts it back if no empty poll came since the
- *   last check: a thread that polled and then stopped without a
- *   completion (or died) costs what comes for it at most quiet_period()
- *   after its last empty poll.  The pollers push the check later as
- *   they go (quiet_keep, at most every half period): while a thread
- *   polls, the timer does not wake the engine thread, whose wake-up on
- *   a poller's one CPU costs that poller two context switches.
+ * - A check (quiet_timer) puts it back if no empty poll came for
+ *   quiet_check_ns: a thread that polled and then stopped without a
+ *   completion (or died) costs what comes for it about that much after
+ *   its last empty poll.  The pollers push the check later as they go
+ *   (quiet_keep, at most every half period): while a thread polls, the
+ *   timer does not wake the engine thread, whose wake-up on a poller's
+ *   one CPU costs that poller two context switches.
  * - The check also runs poll_watch_fn (the net path's held ACKs,
  *   net/conn.c), work that is due only once the pollers stop, so that
  *   it needs no timer of its own while one polls.

@@ -25,7 +25,9 @@
  *    poller that stops without a completion has what comes next placed
  *    all the same (the engine takes the sockets back: engine_takeovers);
  *    a poll that returns a completion gives them back at once (what
- *    comes next is placed with no takeover);
+ *    comes next is placed with no takeover; SOFTHCA_POLL_QUIET's period,
+ *    not the shorter hold's, before a takeover), and its thread's next
+ *    empty poll within the check's period takes them again at once;
  *  - held ACKs (SOFTHCA_NET_ACK_HOLD_US): in a ping-pong both processes'
  *    ACKs wait for the replies (net_acks_held moves; stays 0 with the
  *    setting 0), also under lost and duplicated packets; an ACK held by
@@ -785,6 +787,106 @@ TEST(completion_gives_sockets_back)
 	ASSERT_EQ(taken, 0);
 }
 
+/*
+ * A thread that ended a streak with a completion is a poller: its next
+ * empty poll within the check's period starts a streak at once, without
+ * the warm-up of QUIET_AFTER empty polls that a thread polling once
+ * needs (in a ping-pong the answer to what it sent next would otherwise
+ * come while the engine thread watches the sockets again, and wake it on
+ * the poller's CPU); after a period without polls it needs the warm-up
+ * again.  The period here: the hold (RESUME_HOLD_US), shorter than
+ * SOFTHCA_POLL_QUIET's minute, so no takeover comes.  A round of the
+ * child: a streak of STREAK_POLLS empty polls that the parent's first
+ * SEND ends; one empty poll, right away in even rounds, after
+ * RESUME_COLD_US in odd ones; then the parent's second SEND, and a
+ * sleep without a call into the library.  In a streak the engine thread
+ * leaves the SEND on the socket and the child's next poll finds its CQ
+ * empty (it reads the socket itself); outside one the engine thread has
+ * placed it: the poll returns it.  The sleep in a streak is shorter
+ * than half the period, before which no check comes (a check wakes the
+ * engine thread, which then does all it finds: engine.c, outer).
+ */
+#define NEVER_AGAIN 31		/* ACK timeout 4.096 us << 31: 2.4 hours */
+#define RESUME_ROUNDS 6
+#define RESUME_HOLD_US "100000"	/* the longest hold */
+#define RESUME_COLD_US 150000	/* more than that period */
+#define RESUME_QUIET_US 30000	/* less than half of it */
+
+static void resume_child(int fd, void *arg)
+{
+	struct ibv_wc wc;
+	struct ep_opts o;
+	struct ep b;
+	uint32_t got;
+	int r, i;
+
+	(void)arg;
+	ep_default_opts(&o, IBV_QPT_RC);
+	o.timeout = NEVER_AGAIN;
+	ep_open_remote(&b, &o, fd);
+	for (r = 0; r < RESUME_ROUNDS; r++) {
+		ASSERT_EQ(ep_post_recv(&b, 2 * (uint64_t)r, 4096, MSG), 0);
+		ASSERT_EQ(ep_post_recv(&b, 2 * (uint64_t)r + 1, 4096, MSG),
+			  0);
+		for (i = 0; i < STREAK_POLLS; i++)
+			ASSERT_EQ(ibv_poll_cq(b.rcq, 1, &wc), 0);
+		duo_signal(fd, 's');
+		pp_recv(&b, 2 * (uint32_t)r);
+		if (r % 2)
+			usleep(RESUME_COLD_US);
+		ASSERT_EQ(ibv_poll_cq(b.rcq, 1, &wc), 0);
+		duo_signal(fd, 't');
+		/* outside a streak, time for the engine thread to place it
+		 * on a loaded machine */
+		usleep(r % 2 ? 5 * RESUME_COLD_US : RESUME_QUIET_US);
+		got = (uint32_t)ibv_poll_cq(b.rcq, 1, &wc);
+		if (got)
+			ASSERT_U64_EQ(wc.wr_id, 2 * (uint64_t)r + 1);
+		else
+			pp_recv(&b, 2 * (uint32_t)r + 1);
+		xwrite(fd, &got, sizeof(got));
+		usleep(RESUME_COLD_US);		/* cold again */
+	}
+	duo_expect(fd, 'x');
+	ep_destroy(&b);
+}
+
+TEST(streak_resumes_at_first_empty_poll)
+{
+	struct ep_opts o;
+	struct duo d;
+	struct ep a;
+	uint32_t got;
+	int r;
+
+	unsetenv("SOFTHCA_POLL_PROGRESS");
+	setenv("SOFTHCA_POLL_QUIET", "60000", 1);
+	setenv("SOFTHCA_NET_ACK_HOLD_US", RESUME_HOLD_US, 1);
+	net_on();
+	duo_fork(&d, resume_child, NULL);
+	ep_default_opts(&o, IBV_QPT_RC);
+	o.timeout = NEVER_AGAIN;
+	ep_open_remote(&a, &o, d.fd);
+	for (r = 0; r < RESUME_ROUNDS; r++) {
+		duo_expect(d.fd, 's');
+		pp_send(&a, 2 * (uint32_t)r);
+		ASSERT_U64_EQ(ep_spin_one(a.scq).wr_id, 2 * (uint64_t)r);
+		duo_expect(d.fd, 't');
+		pp_send(&a, 2 * (uint32_t)r + 1);
+		ASSERT_U64_EQ(ep_spin_one(a.scq).wr_id, 2 * (uint64_t)r + 1);
+		xread(d.fd, &got, sizeof(got));
+		printf("  round %d, the empty poll %s: the SEND after it %s\n",
+		       r, r % 2 ? "after a sleep" : "at once",
+		       got ? "placed by the engine thread" :
+			     "left to the poller");
+		ASSERT_EQ(got, r % 2 ? 1u : 0u);
+	}
+	ep_net_check();
+	duo_signal(d.fd, 'x');
+	duo_wait(&d);
+	ep_destroy(&a);
+}
+
 /* ------------------------------------------------------------------ */
 /* The poller's yield (conn.c shca_net_poll_idle)                      */
 
@@ -900,7 +1002,6 @@ TEST(held_acks_under_faults)
 }
 
 #define LATE_ROUNDS 8
-#define NEVER_AGAIN 31		/* ACK timeout 4.096 us << 31: 2.4 hours */
 /*
  * An ACK is held only if its batch comes within the hold of the child's
  * last empty poll.  On a loaded machine (a sanitizer build beside another
