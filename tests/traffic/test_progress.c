@@ -794,23 +794,24 @@ TEST(completion_gives_sockets_back)
  * needs (in a ping-pong the answer to what it sent next would otherwise
  * come while the engine thread watches the sockets again, and wake it on
  * the poller's CPU); after a period without polls it needs the warm-up
- * again.  The period here: the hold (RESUME_HOLD_US), shorter than
- * SOFTHCA_POLL_QUIET's minute, so no takeover comes.  A round of the
- * child: a streak of STREAK_POLLS empty polls that the parent's first
- * SEND ends; one empty poll, right away in even rounds, after
- * RESUME_COLD_US in odd ones; then the parent's second SEND, and a
- * sleep without a call into the library.  In a streak the engine thread
- * leaves the SEND on the socket and the child's next poll finds its CQ
- * empty (it reads the socket itself); outside one the engine thread has
- * placed it: the poll returns it.  The sleep in a streak is shorter
- * than half the period, before which no check comes (a check wakes the
- * engine thread, which then does all it finds: engine.c, outer).
+ * again.  The period here: SOFTHCA_POLL_QUIET's (no held ACKs, whose
+ * hold could shorten it).  A round of the child: a streak of
+ * STREAK_POLLS empty polls that the parent's first SEND ends; one empty
+ * poll, right away in even rounds, after RESUME_COLD_US in odd ones;
+ * then the parent's second SEND, and a sleep without a call into the
+ * library.  In a streak the engine thread leaves the SEND on the socket
+ * and the child's next poll finds its CQ empty (it reads the socket
+ * itself); outside one the engine thread has placed it: the poll returns
+ * it.  The sleep in a streak is a fraction of half the period, before
+ * which no check comes (a check wakes the engine thread, which then does
+ * all it finds: engine.c, outer), with room for a loaded machine.
  */
 #define NEVER_AGAIN 31		/* ACK timeout 4.096 us << 31: 2.4 hours */
-#define RESUME_ROUNDS 6
-#define RESUME_HOLD_US "100000"	/* the longest hold */
-#define RESUME_COLD_US 150000	/* more than that period */
-#define RESUME_QUIET_US 30000	/* less than half of it */
+#define RESUME_ROUNDS 4
+#define RESUME_QUIET_MS "400"	/* the period */
+#define RESUME_COLD_US 500000	/* more than the period */
+#define RESUME_NEXT_US 50000	/* in a streak: an eighth of it */
+#define RESUME_PLACE_US 300000	/* outside one: the engine's time */
 
 static void resume_child(int fd, void *arg)
 {
@@ -836,9 +837,7 @@ static void resume_child(int fd, void *arg)
 			usleep(RESUME_COLD_US);
 		ASSERT_EQ(ibv_poll_cq(b.rcq, 1, &wc), 0);
 		duo_signal(fd, 't');
-		/* outside a streak, time for the engine thread to place it
-		 * on a loaded machine */
-		usleep(r % 2 ? 5 * RESUME_COLD_US : RESUME_QUIET_US);
+		usleep(r % 2 ? RESUME_PLACE_US : RESUME_NEXT_US);
 		got = (uint32_t)ibv_poll_cq(b.rcq, 1, &wc);
 		if (got)
 			ASSERT_U64_EQ(wc.wr_id, 2 * (uint64_t)r + 1);
@@ -860,8 +859,8 @@ TEST(streak_resumes_at_first_empty_poll)
 	int r;
 
 	unsetenv("SOFTHCA_POLL_PROGRESS");
-	setenv("SOFTHCA_POLL_QUIET", "60000", 1);
-	setenv("SOFTHCA_NET_ACK_HOLD_US", RESUME_HOLD_US, 1);
+	setenv("SOFTHCA_POLL_QUIET", RESUME_QUIET_MS, 1);
+	setenv("SOFTHCA_NET_ACK_HOLD_US", "0", 1);
 	net_on();
 	duo_fork(&d, resume_child, NULL);
 	ep_default_opts(&o, IBV_QPT_RC);
