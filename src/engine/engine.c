@@ -86,7 +86,7 @@ static int run_cpu = -1;	/* where an application thread holds it */
  *   net/conn.c), work that is due only once the pollers stop, so that
  *   it needs no timer of its own while one polls.
  * Under quiet_lock: streaks, streak_gen (also read relaxed),
- * epfd_watched, empty_polls_seen, quiet_due (also read relaxed).  A
+ * epfd_watched, empty_polls_seen(_at), quiet_due (also read relaxed).  A
  * thread is in the current streak set while its shca_my_streak equals
  * streak_gen; a check that takes over bumps streak_gen and so ends
  * them all.
