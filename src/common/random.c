@@ -43,12 +43,13 @@ void shca_random(void *buf, size_t len)
 }
 
 /*
- * 32 random bits, from a per-thread pool of 64 filled by one getrandom()
- * (a registration takes one: a system call per MR halved its rate).  A
+ * 32 random bits, from a per-thread pool of 16 filled by one getrandom()
+ * (a registration takes one: a system call per MR halved its rate; the
+ * pool is small, for the static TLS block: common/tblock.h).  A
  * child after fork() gets the forking thread's pool: fork_gen tells it to
  * draw a fresh one, so parent and child never hand out the same bits.
  */
-#define POOL	64
+#define POOL	16
 static uint32_t fork_gen;
 static __thread uint32_t pool[POOL];
 static __thread uint32_t pool_left;

@@ -23,6 +23,7 @@
 
 #include "../common/log.h"
 #include "../common/slot.h"
+#include "../common/tblock.h"
 #include "../common/util.h"
 #include "../common/verbs_ext.h"
 #include "../shm/arena.h"
@@ -142,11 +143,17 @@ struct key_seen {
 	struct shca_mr_shm e;		/* e.seq: the seq it was read at */
 };
 
-static __thread struct key_seen keys_seen[KEYS_SEEN];
+/* this thread's, in a block of its own (common/tblock.h) */
+static __thread struct key_seen *keys_seen;
 
+/* key's place in this thread's cache; NULL: no memory for one */
 static struct key_seen *key_seen_at(uint32_t key)
 {
-	return &keys_seen[(key ^ key >> 8) & (KEYS_SEEN - 1)];
+	struct key_seen *ks = keys_seen ? keys_seen :
+				shca_tblock_get((void **)&keys_seen,
+						KEYS_SEEN * sizeof(*ks));
+
+	return ks ? &ks[(key ^ key >> 8) & (KEYS_SEEN - 1)] : NULL;
 }
 
 /* key's entry in p's arena as this thread read it last, if unchanged */
@@ -155,7 +162,7 @@ static bool key_seen(const struct shca_peer *p, uint32_t key,
 {
 	const struct key_seen *k = key_seen_at(key);
 
-	if (k->p != p || k->e.key != key ||
+	if (!k || k->p != p || k->e.key != key ||
 	    __atomic_load_n(&k->slot->seq, __ATOMIC_ACQUIRE) != k->e.seq ||
 	    __atomic_load_n(&k->slot->key, __ATOMIC_ACQUIRE) != key)
 		return false;
@@ -174,10 +181,13 @@ static int key_entry(struct shca_peer *p, const struct shca_qp_shm *q,
 	struct shca_mr_shm e, *slot;
 
 	if (!key_seen(p, key, &e)) {
+		struct key_seen *k = key_seen_at(key);
+
 		slot = key_slot(p, key);
 		if (!slot || !shca_mr_shm_read(slot, &e) || e.key != key)
 			return -ENOKEY;
-		*key_seen_at(key) = (struct key_seen){ p, slot, e };
+		if (k)
+			*k = (struct key_seen){ p, slot, e };
 	}
 	if (e.pd != pd)
 		return -ENOKEY;

@@ -2620,13 +2620,12 @@ static __thread struct shca_lane place_lane;
 
 /*
  * A READ's responses placed (read_place): the requester's own buffers, so
- * the lanes of the WQE's L_Keys, and the QP's exec_lock from place_where
- * to place_done: a flush (ibv_modify_qp to the error state) waits for the
- * bytes under way, and no byte lands in a buffer after its WQE completed.
+ * the lanes of the WQE's L_Keys (in the QP: qp->net.rd_place_lanes), and
+ * the QP's exec_lock from place_where to place_done: a flush
+ * (ibv_modify_qp to the error state) waits for the bytes under way, and
+ * no byte lands in a buffer after its WQE completed.
  */
 static __thread struct shca_qp *rd_place_qp;
-static __thread struct shca_lane rd_place_lanes[SHCA_MAX_SGE];
-static __thread int rd_place_nl;
 
 /*
  * Where the next middle responses of the READ at the head of qp's send
@@ -2658,7 +2657,7 @@ static bool read_place(struct shca_conn *c, struct shca_qp *qp,
 	if (n < PLACE_MIN)
 		return false;
 	if (!local_hold(w->sge, MIN(w->wr.num_sge, SHCA_MAX_SGE),
-			rd_place_lanes, &rd_place_nl))
+			qp->net.rd_place_lanes, &qp->net.rd_place_nl))
 		return false;
 	if (shca_stages.wqe_local_iov(qp, w, true, iov, &niov) !=
 		    IBV_WC_SUCCESS ||
@@ -2685,7 +2684,7 @@ static bool read_place(struct shca_conn *c, struct shca_qp *qp,
 	rd_place_qp = qp;
 	return true;
 no:
-	local_unhold(rd_place_lanes, rd_place_nl);
+	local_unhold(qp->net.rd_place_lanes, qp->net.rd_place_nl);
 	return false;
 }
 
@@ -2755,7 +2754,7 @@ static void read_place_done(struct shca_conn *c, struct shca_qp *qp,
 	struct shca_send_wqe *w;
 	uint32_t head, tail;
 
-	local_unhold(rd_place_lanes, rd_place_nl);
+	local_unhold(qp->net.rd_place_lanes, qp->net.rd_place_nl);
 	rd_place_qp = NULL;
 	if (!n)
 		goto out;

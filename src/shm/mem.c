@@ -12,6 +12,7 @@
 #include "../common/dma.h"
 #include "../common/log.h"
 #include "../common/stat.h"
+#include "../common/tblock.h"
 #include "../common/util.h"
 #include "../verbs/shca.h"
 #include "host.h"
@@ -34,15 +35,27 @@ struct mem_access {
 	uint32_t key[SHCA_MEM_MAX_KEYS];
 };
 
-static __thread struct mem_access cur;
+/* this thread's, in a block of its own (common/tblock.h) */
+static __thread struct mem_access *cur;
+
+/* This thread's access; NULL: no memory for it (no lane can be held,
+ * shca_mem_claim fails). */
+static struct mem_access *access_get(void)
+{
+	return cur ? cur : shca_tblock_get((void **)&cur, sizeof(*cur));
+}
 
 void shca_mem_begin(struct shca_peer *p)
 {
-	cur.p = p;
-	cur.nlanes = 0;
-	cur.noted = false;
-	cur.unmapped = false;
-	cur.odp = false;
+	struct mem_access *a = access_get();
+
+	if (!a)
+		return;
+	a->p = p;
+	a->nlanes = 0;
+	a->noted = false;
+	a->unmapped = false;
+	a->odp = false;
 }
 
 /* Where this thread starts looking for a free lane: by pid and thread,
@@ -121,25 +134,28 @@ mark:
 int shca_mem_claim(struct shca_peer *p, uint32_t key)
 {
 	uint64_t word = SHCA_LANE_WORD(shca_getpid(), key);
+	struct mem_access *a = access_get();
 	unsigned int i;
 	int ret;
 
-	if (cur.p != p)
+	if (!a)
+		return p->lanes ? -EBUSY : 0;
+	if (a->p != p)
 		shca_mem_begin(p);
-	for (i = 0; i < cur.nlanes; i++)
-		if (cur.key[i] == key)
+	for (i = 0; i < a->nlanes; i++)
+		if (a->key[i] == key)
 			return 0;
 	if (!p->lanes)
 		return 0;	/* no lanes to claim: nothing is mapped */
-	if (cur.nlanes == SHCA_MEM_MAX_KEYS)
+	if (a->nlanes == SHCA_MEM_MAX_KEYS)
 		return -EBUSY;
-	ret = lane_claim(p->lanes, word, &cur.lane[cur.nlanes]);
+	ret = lane_claim(p->lanes, word, &a->lane[a->nlanes]);
 	if (ret) {
 		shca_warn_once("no free access lane in the arena of pid %d",
 			       (int)p->pid);
 		return ret;
 	}
-	cur.key[cur.nlanes++] = key;
+	a->key[a->nlanes++] = key;
 #if !defined(__x86_64__) && !defined(__i386__)
 	/* the claim's store before the entry's loads (x86: the locked
 	 * CAS is a full barrier already) */
@@ -185,18 +201,22 @@ void shca_mem_lane_put(struct shca_lane *l)
 
 void shca_mem_note(struct shca_peer *p, const struct shca_mr_shm *e)
 {
-	if (cur.p != p)
+	struct mem_access *a = access_get();
+
+	if (!a)
+		return;		/* no memory: not mapped (CMA) */
+	if (a->p != p)
 		shca_mem_begin(p);
-	cur.noted = true;
+	a->noted = true;
 	if (!(e->flags & SHCA_MR_SHM_MAPPED))
-		cur.unmapped = true;
+		a->unmapped = true;
 	if (e->access & IBV_ACCESS_ON_DEMAND)
-		cur.odp = true;
+		a->odp = true;
 }
 
 bool shca_mem_odp(void)
 {
-	return cur.odp;
+	return cur && cur->odp;
 }
 
 bool shca_mem_present(struct shca_peer *p, uint64_t va, uint64_t len,
@@ -218,21 +238,22 @@ bool shca_mem_faults(struct shca_peer *p, uint64_t va, uint64_t len,
 
 void shca_mem_end(struct shca_peer *p)
 {
+	struct mem_access *a = cur;
 	uint64_t word;
 	unsigned int i;
 
-	if (cur.p != p)
+	if (!a || a->p != p)
 		return;
-	for (i = 0; i < cur.nlanes; i++) {
+	for (i = 0; i < a->nlanes; i++) {
 		/* ours only: a lane the owner freed (it took us for dead)
 		 * may be someone else's by now */
-		word = SHCA_LANE_WORD(shca_getpid(), cur.key[i]);
-		__atomic_compare_exchange_n(&p->lanes[cur.lane[i]], &word, 0,
+		word = SHCA_LANE_WORD(shca_getpid(), a->key[i]);
+		__atomic_compare_exchange_n(&p->lanes[a->lane[i]], &word, 0,
 					    false, __ATOMIC_RELEASE,
 					    __ATOMIC_RELAXED);
 	}
-	cur.nlanes = 0;
-	cur.p = NULL;
+	a->nlanes = 0;
+	a->p = NULL;
 }
 
 static void count(enum shca_stat what)
@@ -398,7 +419,9 @@ static int local_take(const struct iovec *local, int nl, int *i, size_t *off,
 
 static bool want_mapped(struct shca_peer *p)
 {
-	return p->segmap && cur.p == p && cur.noted && !cur.unmapped &&
+	const struct mem_access *a = cur;
+
+	return p->segmap && a && a->p == p && a->noted && !a->unmapped &&
 	       shca_map_enabled();
 }
 

@@ -77,9 +77,17 @@ int shca_vma_find(int maps_fd, uintptr_t addr, struct shca_vma *v);
  * (the kernel would not say) */
 int shca_vma_query(int maps_fd, uintptr_t addr, struct shca_vma *v);
 
-/* One registration's answers, kept on this thread between begin and end
- * (seg_vm.c): shca_vma_noted finds the one that covers addr, if any. */
-void shca_vma_note_begin(void);
+/* One registration's answers, kept in n (the caller's, on its stack: not
+ * in the static TLS block, common/tblock.h) for this thread between begin
+ * and end (seg_vm.c): shca_vma_noted finds the one that covers addr, if
+ * any. */
+#define SHCA_VMA_NOTES	4
+struct shca_vma_notes {
+	unsigned int n;
+	struct shca_vma v[SHCA_VMA_NOTES];
+};
+
+void shca_vma_note_begin(struct shca_vma_notes *n);
 void shca_vma_note_end(void);
 bool shca_vma_noted(uintptr_t addr, struct shca_vma *v);
 

@@ -28,28 +28,26 @@
  * which README forbids (and which the plan's own query would not catch
  * either, a moment before the remap).
  */
-#define NOTES	4
-static __thread bool noting;
-static __thread unsigned int nnoted;
-static __thread struct shca_vma noted[NOTES];
+static __thread struct shca_vma_notes *noting;	/* the caller's */
 
-void shca_vma_note_begin(void)
+void shca_vma_note_begin(struct shca_vma_notes *n)
 {
-	noting = true;
-	nnoted = 0;
+	n->n = 0;
+	noting = n;
 }
 
 void shca_vma_note_end(void)
 {
-	noting = false;
-	nnoted = 0;
+	noting = NULL;
 }
 
 bool shca_vma_noted(uintptr_t addr, struct shca_vma *v)
 {
-	for (unsigned int i = 0; i < nnoted && i < NOTES; i++)
-		if (noted[i].start <= addr && addr < noted[i].end) {
-			*v = noted[i];
+	const struct shca_vma_notes *n = noting;
+
+	for (unsigned int i = 0; n && i < n->n && i < SHCA_VMA_NOTES; i++)
+		if (n->v[i].start <= addr && addr < n->v[i].end) {
+			*v = n->v[i];
 			return true;
 		}
 	return false;
@@ -97,7 +95,7 @@ static int vma_by_query(int fd, uintptr_t addr, struct shca_vma *v)
 	v->pgoff = q.vma_offset;
 	v->page_size = q.vma_page_size;
 	if (noting)
-		noted[nnoted++ % NOTES] = *v;
+		noting->v[noting->n++ % SHCA_VMA_NOTES] = *v;
 	return 0;
 }
 

@@ -637,13 +637,13 @@ err_pd:
 struct ibv_mr *shca_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 			   uint64_t iova, unsigned int access)
 {
+	struct shca_vma_notes notes;
 	struct shca_pd *pd;
+	struct ibv_mr *mr;
 	int ret;
 
-	struct ibv_mr *mr;
-
 	/* the check's answers about the mappings serve the remap too */
-	shca_vma_note_begin();
+	shca_vma_note_begin(&notes);
 	ret = reg_check(ibpd, addr, length, &iova, &access, &pd);
 	if (!ret)
 		key_warm(0, 0);	/* ahead of the remap's system calls */

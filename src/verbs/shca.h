@@ -592,6 +592,11 @@ struct shca_net_qp {
 	bool rd_fatal;			/* the queue ends in a NAK that puts
 					 * the QP in error: the error keeps
 					 * the queue (shca_net_qp_stop) */
+	/* requester: the lanes of the head READ's L_Keys while conn.c
+	 * places its responses (transport.c read_place; exec_lock held
+	 * from there to read_place_done) */
+	struct shca_lane rd_place_lanes[SHCA_MAX_SGE];
+	int rd_place_nl;
 	/* rendezvous of a tag-matching SRQ's tags (transport.c): the READ
 	 * of the sender's data, then the FIN, as WQEs of the send queue
 	 * that complete to no one */
