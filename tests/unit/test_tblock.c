@@ -14,6 +14,17 @@
 
 #define BIG	(1u << 20)
 
+#if defined(__SANITIZE_ADDRESS__)
+/* What is freed goes back at once, not into ASan's quarantine (which
+ * keeps up to 256 MB of it mapped): VmSize then shows what tblock.c
+ * frees.  ASAN_OPTIONS comes after this. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+	return "quarantine_size_mb=0";
+}
+#endif
+
 static __thread unsigned char *mine;
 
 /* This thread's block of size bytes, after checking it. */
