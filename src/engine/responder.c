@@ -156,12 +156,11 @@ static struct key_seen *key_seen_at(uint32_t key)
 	return ks ? &ks[(key ^ key >> 8) & (KEYS_SEEN - 1)] : NULL;
 }
 
-/* key's entry in p's arena as this thread read it last, if unchanged */
-static bool key_seen(const struct shca_peer *p, uint32_t key,
-		     struct shca_mr_shm *e)
+/* key's entry in p's arena as this thread read it last (k, its place in
+ * the cache), if unchanged */
+static bool key_seen(const struct key_seen *k, const struct shca_peer *p,
+		     uint32_t key, struct shca_mr_shm *e)
 {
-	const struct key_seen *k = key_seen_at(key);
-
 	if (!k || k->p != p || k->e.key != key ||
 	    __atomic_load_n(&k->slot->seq, __ATOMIC_ACQUIRE) != k->e.seq ||
 	    __atomic_load_n(&k->slot->key, __ATOMIC_ACQUIRE) != key)
@@ -178,11 +177,10 @@ static int key_entry(struct shca_peer *p, const struct shca_qp_shm *q,
 		     uint64_t addr, uint64_t len, bool remote, bool note,
 		     uint64_t *va)
 {
+	struct key_seen *k = key_seen_at(key);
 	struct shca_mr_shm e, *slot;
 
-	if (!key_seen(p, key, &e)) {
-		struct key_seen *k = key_seen_at(key);
-
+	if (!key_seen(k, p, key, &e)) {
 		slot = key_slot(p, key);
 		if (!slot || !shca_mr_shm_read(slot, &e) || e.key != key)
 			return -ENOKEY;
